@@ -1,0 +1,64 @@
+// The attention contract shared by the implementation, the oracle and the tools (docs/contract.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace attncheck {
+
+// The one shape vocabulary of attncheck, used by every buffer comment in the project:
+//   B batch, H heads, Tq queries, Tk keys, dk query/key width, dv value width.
+// Buffers are contiguous and row-major: Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv],
+// out [B,H,Tq,dv]; scores, weights and bias [B,H,Tq,Tk]; allow [B,Tq,Tk]; key_lengths [B];
+// lse [B,H,Tq].
+struct Shape {
+  int64_t B = 1, H = 1, Tq = 1, Tk = 1, dk = 1, dv = 1;
+};
+
+// Which keys a query may see by position. upper_left: j <= i (PyTorch is_causal);
+// lower_right: j <= i + Tk - Tq (FlashAttention 2.1+). Values match plugin ABI v1.
+enum class Causal : int32_t { none = 0, upper_left = 1, lower_right = 2 };
+
+// The output of a query row with no permitted key: zero (out 0, lse -inf) or nan (out NaN, lse NaN).
+enum class EmptyRows { zero, nan };
+
+// The masks, combined by AND: key j is permitted for query i of batch b when all of them allow it.
+struct Masks {
+  const uint8_t* allow = nullptr;        // [B,Tq,Tk]; nonzero = may attend; null = all allowed
+  Causal causal = Causal::none;
+  const int32_t* key_lengths = nullptr;  // [B]; keys j >= key_lengths[b] are padding; null = none
+};
+
+// One attention problem: softmax(scale * Q K^T + bias, over permitted keys) V.
+template <class T>
+struct Problem {
+  Shape shape;
+  const T* q = nullptr;     // [B,H,Tq,dk]
+  const T* k = nullptr;     // [B,H,Tk,dk]
+  const T* v = nullptr;     // [B,H,Tk,dv]
+  Masks masks;
+  const T* bias = nullptr;  // [B,H,Tq,Tk], added to the scores; -inf forbids; null = none
+  double scale = 0;         // 0 = default 1/sqrt(dk), the width of one head
+  EmptyRows empty_rows = EmptyRows::zero;
+};
+
+// Where the results go: out always, weights and log-sum-exp on request.
+template <class T>
+struct Result {
+  T* out = nullptr;      // [B,H,Tq,dv]
+  T* weights = nullptr;  // [B,H,Tq,Tk]; forbidden keys get exactly 0; null = not wanted
+  T* lse = nullptr;      // [B,H,Tq]; log of the sum of exp over permitted scores; null = not wanted
+};
+
+// The scale actually applied: `scale`, or 1/sqrt(dk) when it is 0.
+double effective_scale(const Shape& shape, double scale);
+
+// Whether the causal rule lets query i see key j in a [Tq,Tk] score matrix.
+bool causal_allows(Causal causal, int64_t i, int64_t j, int64_t Tq, int64_t Tk);
+
+// Empty when the problem is well formed; otherwise a one-line reason (a dim below 1 or too
+// large, a missing buffer, an unknown causal mode, a non-finite scale, a negative key length).
+template <class T>
+std::string problem_error(const Problem<T>& problem, const Result<T>& result);
+
+}  // namespace attncheck

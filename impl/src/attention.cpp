@@ -1,0 +1,77 @@
+#include "attncheck/attention.hpp"
+
+#include <Eigen/Core>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "attncheck/softmax.hpp"
+
+namespace attncheck {
+
+template <class T>
+void attention(const Problem<T>& p, const Result<T>& r) {
+  // Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv], bias [B,H,Tq,Tk] in;
+  // out [B,H,Tq,dv], weights [B,H,Tq,Tk], lse [B,H,Tq] out.
+  using ConstMap = Eigen::Map<const RowMatrix<T>>;
+  using Map = Eigen::Map<RowMatrix<T>>;
+  const Shape& s = p.shape;
+  const T scale = T(effective_scale(s, p.scale));
+  const T minus_inf = -std::numeric_limits<T>::infinity();
+
+  // Workspaces reused across (b, h): masked scores turned weights [Tq,Tk], permission [Tq,Tk],
+  // and the keys of one row that carry weight [<= Tk].
+  RowMatrix<T> w(s.Tq, s.Tk);
+  Eigen::Matrix<bool, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> permitted(s.Tq, s.Tk);
+  std::vector<int64_t> keys_i;
+  keys_i.reserve(size_t(s.Tk));
+
+  for (int64_t b = 0; b < s.B; ++b) {
+    // Permission for batch b [Tq,Tk]: allow AND causal AND key length; shared by all heads.
+    const int64_t key_length = p.masks.key_lengths ? p.masks.key_lengths[b] : s.Tk;
+    for (int64_t i = 0; i < s.Tq; ++i)
+      for (int64_t j = 0; j < s.Tk; ++j)
+        permitted(i, j) = (!p.masks.allow || p.masks.allow[(b * s.Tq + i) * s.Tk + j]) &&
+                          causal_allows(p.masks.causal, i, j, s.Tq, s.Tk) && j < key_length;
+
+    for (int64_t h = 0; h < s.H; ++h) {
+      const int64_t bh = b * s.H + h;
+      ConstMap Q_bh(p.q + bh * s.Tq * s.dk, s.Tq, s.dk);
+      ConstMap K_bh(p.k + bh * s.Tk * s.dk, s.Tk, s.dk);
+      ConstMap V_bh(p.v + bh * s.Tk * s.dv, s.Tk, s.dv);
+      Map out_bh(r.out + bh * s.Tq * s.dv, s.Tq, s.dv);
+
+      // Pass 1: scores s_ij = scale * q_i . k_j + bias_ij, and -inf where key j is forbidden.
+      w.noalias() = Q_bh * K_bh.transpose();
+      w *= scale;
+      if (p.bias) w += ConstMap(p.bias + bh * s.Tq * s.Tk, s.Tq, s.Tk);
+      w = permitted.select(w, minus_inf);
+
+      for (int64_t i = 0; i < s.Tq; ++i) {
+        // The keys that can carry weight in row i: those whose masked score is not -inf (forbidden
+        // by a mask, by the bias, or by its own -inf). Only their values are ever read.
+        keys_i.clear();
+        for (int64_t j = 0; j < s.Tk; ++j)
+          if (w(i, j) != minus_inf) keys_i.push_back(j);
+
+        // Pass 2: stable softmax of row i (row max, exp and sum, normalize); lse by the same pass.
+        const T lse_i = softmax_stable(&w(i, 0), s.Tk, 1, p.empty_rows);
+        if (r.lse) r.lse[bh * s.Tq + i] = lse_i;
+
+        // Pass 3: weighted sum over those keys; a row without any follows the empty-row policy.
+        if (keys_i.empty()) {
+          out_bh.row(i).setConstant(p.empty_rows == EmptyRows::zero ? T(0) : std::numeric_limits<T>::quiet_NaN());
+          continue;
+        }
+        out_bh.row(i).setZero();
+        for (int64_t j : keys_i) out_bh.row(i) += w(i, j) * V_bh.row(j);
+      }
+      if (r.weights) Map(r.weights + bh * s.Tq * s.Tk, s.Tq, s.Tk) = w;
+    }
+  }
+}
+
+template void attention(const Problem<float>&, const Result<float>&);
+template void attention(const Problem<double>&, const Result<double>&);
+
+}  // namespace attncheck

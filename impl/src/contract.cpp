@@ -1,0 +1,50 @@
+#include "attncheck/contract.hpp"
+
+#include <cmath>
+#include <limits>
+
+namespace attncheck {
+
+double effective_scale(const Shape& shape, double scale) {
+  return scale != 0 ? scale : 1.0 / std::sqrt(double(shape.dk));
+}
+
+bool causal_allows(Causal causal, int64_t i, int64_t j, int64_t Tq, int64_t Tk) {
+  switch (causal) {
+    case Causal::none: return true;
+    case Causal::upper_left: return j <= i;
+    case Causal::lower_right: return j <= i + Tk - Tq;
+  }
+  return false;
+}
+
+// Largest element count of any one buffer (Q, K, V, out, scores): no caller is asked to hold more
+// than a few GiB, and a typo in a shape is refused rather than allocated.
+constexpr int64_t kMaxElements = int64_t(1) << 31;
+
+template <class T>
+std::string problem_error(const Problem<T>& p, const Result<T>& r) {
+  const Shape& s = p.shape;
+  const int64_t dims[] = {s.B, s.H, s.Tq, s.Tk, s.dk, s.dv};
+  const char* names[] = {"B", "H", "Tq", "Tk", "dk", "dv"};
+  for (int n = 0; n < 6; ++n)
+    if (dims[n] < 1 || dims[n] > kMaxElements)
+      return std::string("shape: ") + names[n] + " = " + std::to_string(dims[n]) + " is outside 1.." +
+             std::to_string(kMaxElements);
+  const double bh = double(s.B) * double(s.H);
+  for (double elements : {bh * s.Tq * s.dk, bh * s.Tk * s.dk, bh * s.Tk * s.dv, bh * s.Tq * s.dv, bh * s.Tq * s.Tk})
+    if (elements > double(kMaxElements)) return "shape: a buffer would exceed 2^31 elements";
+  if (!p.q || !p.k || !p.v || !r.out) return "a required buffer (q, k, v or out) is null";
+  const auto c = int32_t(p.masks.causal);
+  if (c < 0 || c > 2) return "causal must be 0 (none), 1 (upper-left) or 2 (lower-right), got " + std::to_string(c);
+  if (!std::isfinite(p.scale)) return "scale must be finite (0 = default 1/sqrt(dk))";
+  if (p.masks.key_lengths)
+    for (int64_t b = 0; b < s.B; ++b)
+      if (p.masks.key_lengths[b] < 0) return "key_lengths[" + std::to_string(b) + "] is negative";
+  return {};
+}
+
+template std::string problem_error(const Problem<float>&, const Result<float>&);
+template std::string problem_error(const Problem<double>&, const Result<double>&);
+
+}  // namespace attncheck
