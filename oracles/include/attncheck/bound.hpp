@@ -1,0 +1,37 @@
+// The rigorous error bound of one output row (derivation: docs/error-bound.md).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace attncheck {
+
+// The arithmetic of the precision being checked.
+struct Arithmetic {
+  double u;           // unit roundoff: 2^-24 (float), 2^-53 (double)
+  double tiny;        // smallest normal number: the most one flushed or subnormal result can lose
+  double max_finite;  // largest finite number
+  template <class T>
+  static Arithmetic of();
+};
+
+// What the bound needs of one query row, from the oracle's exact values. Index j runs over the
+// n keys that carry weight.
+struct RowFacts {
+  int64_t dk = 1;
+  bool finite_row = true;          // the row's maximum and sum are finite; else its outputs are special values
+  bool scores_in_range = true;     // no permitted key's score can overflow T (judged on finite terms)
+
+  std::vector<double> score_size;  // [n] c sum_k |q_ik k_jk| + |bias_ij| over finite terms, rounded up
+  std::vector<double> flush_size;  // [n] c (dk + sum_k |q_ik| + sum_k |k_jk|): what flushing can move a score
+  std::vector<double> gap;         // [n] m_i - s_ij >= 0, rounded up
+  std::vector<double> log_weight;  // [n] log p_ij
+};
+
+// bound[c] and natural[c] for c < dv, from the row's facts and |v_jc| of its keys, v_abs [n,dv]
+// (0 for a non-finite v_jc). bound is +inf where T's range cannot hold the computation (overflow
+// is outside the model), and 0 in a row of special values.
+void bound_row(const RowFacts& facts, const Arithmetic& arith, const std::vector<double>& v_abs, int64_t dv,
+               double* bound, double* natural);
+
+}  // namespace attncheck

@@ -1,0 +1,43 @@
+// The high-precision oracle: attention computed from the exact binary inputs in MPFR at 200 bits,
+// row by row with explicit loops, sharing no kernel with impl/ so that a bug in one cannot hide in
+// the other. It also gives each output element its error bound (docs/error-bound.md).
+#pragma once
+
+#include <boost/multiprecision/mpfr.hpp>
+#include <cstdint>
+#include <vector>
+
+#include "attncheck/contract.hpp"
+
+namespace attncheck {
+
+// 60 decimal digits = 200 bits, far above float's 24 and double's 53; no expression templates.
+using Exact = boost::multiprecision::number<boost::multiprecision::mpfr_float_backend<60>,
+                                            boost::multiprecision::et_off>;
+
+// One query row (b, h, i), exactly: its scores, row maximum, weights, log-sum-exp and output.
+struct ExactRow {
+  std::vector<int64_t> keys;     // [n] the keys that carry weight: permitted, score not -inf
+  std::vector<Exact> scores;     // [n] s_ij = scale * q_i . k_j + bias_ij
+  Exact max;                     // m_i over those keys; -inf for an empty row
+  std::vector<Exact> weights;    // [n] p_ij
+  Exact lse;                     // log sum_j exp(s_ij)
+  std::vector<long double> out;  // [dv] sum_j p_ij v_jc, rounded to long double (2^-64 relative)
+  std::vector<double> bound;     // [dv] the bound on |computed - exact| of any correct T implementation
+  std::vector<double> natural;   // [dv] the precision gate's unit (docs/error-bound.md)
+};
+
+// Row (b, h, i) of `problem`: Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv], bias [B,H,Tq,Tk] in.
+template <class T>
+ExactRow exact_row(const Problem<T>& problem, int64_t b, int64_t h, int64_t i);
+
+// The whole problem: exact out, bound and natural unit, each [B,H,Tq,dv].
+struct Reference {
+  std::vector<long double> exact;
+  std::vector<double> bound;
+  std::vector<double> natural;
+};
+template <class T>
+Reference reference(const Problem<T>& problem);
+
+}  // namespace attncheck

@@ -1,0 +1,142 @@
+// The bound's two promises: no correct implementation ever exceeds it (nor trips the precision
+// gate), and planted errors do. ATTNCHECK_SWEEP_CASES sets the sweep's size (docs/error-bound.md
+// records a run of 10^5); ATTNCHECK_SWEEP_SEED its seed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "attncheck/attention.hpp"
+#include "attncheck/cases.hpp"
+#include "attncheck/compare.hpp"
+#include "attncheck/oracle.hpp"
+#include "variant.hpp"
+
+namespace attncheck {
+namespace {
+
+struct Named {
+  const char* name;
+  Variant variant;
+};
+
+// Correct variants: every freedom the contract leaves, in several combinations.
+const Named kCorrect[] = {
+    {"two-pass, divide", {}},
+    {"two-pass, fma, pairwise, reciprocal", {.reciprocal = true, .pairwise = true, .fma = true}},
+    {"double accumulation", {.accumulate_double = true}},
+    {"online blocks of 3, exp2, deferred", {.block = 3, .exp2 = true, .defer_normalize = true}},
+    {"online blocks of 1, reciprocal, prescaled q", {.block = 1, .reciprocal = true, .prescale = true}},
+    {"blocked pairwise sums, deferred, fma", {.block = 8, .pairwise = true, .fma = true, .defer_normalize = true}},
+};
+
+int64_t env_or(const char* name, int64_t fallback) {
+  const char* text = std::getenv(name);
+  return text && *text ? std::strtoll(text, nullptr, 10) : fallback;
+}
+
+template <class T>
+std::vector<T> run_variant(const Case<T>& c, const Variant& v) {
+  std::vector<T> out(size_t(c.shape.B * c.shape.H * c.shape.Tq * c.shape.dv));
+  variant_attention(c.problem(), out.data(), v);
+  return out;
+}
+
+template <class T>
+std::vector<T> run_builtin(const Case<T>& c) {
+  std::vector<T> out(size_t(c.shape.B * c.shape.H * c.shape.Tq * c.shape.dv));
+  attention(c.problem(), Result<T>{out.data()});
+  return out;
+}
+
+template <class T>
+void sweep(const char* precision, int64_t cases) {
+  const uint64_t seed = uint64_t(env_or("ATTNCHECK_SWEEP_SEED", 20261129));
+  SeededChooser choose(seed);
+  constexpr size_t kKernels = std::size(kCorrect) + 1;  // the variants, then the built-in
+  double worst_ratio[kKernels] = {}, worst_gate[kKernels] = {};
+  int64_t unchecked = 0, checked = 0;
+  for (int64_t n = 0; n < cases; ++n) {
+    const Case<T> c = draw_case<T>(choose);
+    const Reference ref = reference(c.problem());
+    const std::vector<T> plain = run_builtin(c);
+    for (size_t kernel = 0; kernel < kKernels; ++kernel) {
+      const bool is_builtin = kernel == std::size(kCorrect);
+      const char* name = is_builtin ? "built-in" : kCorrect[kernel].name;
+      const std::vector<T> out = is_builtin ? plain : run_variant(c, kCorrect[kernel].variant);
+      const Comparison result = compare(out.data(), ref, c.shape);
+      ASSERT_TRUE(result.ok()) << name << ", case " << n << " (seed " << seed << ", " << c.mix << ")\n"
+                               << result.report(precision);
+      const PrecisionGate gate = precision_gate(out.data(), plain.data(), ref);
+      ASSERT_TRUE(gate.ok()) << name << ", case " << n << ": precision loss " << gate.kernel << " > limit "
+                             << gate.limit;
+      worst_ratio[kernel] = std::max(worst_ratio[kernel], result.worst_ratio);
+      worst_gate[kernel] = std::max(worst_gate[kernel], gate.kernel / gate.limit);
+      if (is_builtin) {
+        unchecked += result.unchecked;
+        checked += result.checked;
+      }
+    }
+  }
+  std::printf("%s, %lld cases (seed %llu), %lld outputs checked, %lld outside the range:\n", precision,
+              (long long)cases, (unsigned long long)seed, (long long)checked, (long long)unchecked);
+  for (size_t kernel = 0; kernel < kKernels; ++kernel)
+    std::printf("  %-45s largest error/bound %.3g, largest loss/limit %.3g\n",
+                kernel < std::size(kCorrect) ? kCorrect[kernel].name : "built-in", worst_ratio[kernel],
+                worst_gate[kernel]);
+}
+
+TEST(Bound, NeverExceededByCorrectFloatKernels) { sweep<float>("float, u = 2^-24", env_or("ATTNCHECK_SWEEP_CASES", 1500)); }
+
+TEST(Bound, NeverExceededByCorrectDoubleKernels) {
+  sweep<double>("double, u = 2^-53", env_or("ATTNCHECK_SWEEP_CASES", 1500) / 3);
+}
+
+// Plain cases where every planted error must show: B 1, H 2, Tq 6, Tk 10, normal q and k, and
+// values in [1, 3] so that no output is small by cancellation.
+Case<float> plain_case(uint64_t seed, Causal causal = Causal::none) {
+  SeededChooser choose(seed);
+  Case<float> c;
+  c.shape = {1, 2, 6, 10, 16, 8};
+  c.causal = causal;
+  auto normal = [&] { return float(std::sqrt(-2 * std::log(1 - (choose.below(1u << 30) + 0.5) / 0x1p30)) *
+                                   std::cos(2 * M_PI * choose.below(1u << 30) / 0x1p30)); };
+  for (auto* x : {&c.q, &c.k}) {
+    x->resize(size_t(2 * (x == &c.q ? 6 : 10) * 16));
+    for (float& e : *x) e = normal();
+  }
+  c.v.resize(2 * 10 * 8);
+  for (float& e : c.v) e = 1 + float(choose.below(1000)) / 500;
+  return c;
+}
+
+// Whether the rigorous bound, or else the precision gate, catches the variant on case c.
+std::string caught_by(const Case<float>& c, const Variant& v) {
+  const Reference ref = reference(c.problem());
+  const std::vector<float> out = run_variant(c, v), plain = run_builtin(c);
+  if (!compare(out.data(), ref, c.shape).ok()) return "bound";
+  if (!precision_gate(out.data(), plain.data(), ref).ok()) return "gate";
+  return "neither";
+}
+
+TEST(Bound, ExceededByPlantedErrors) {
+  for (uint64_t seed = 1; seed <= 50; ++seed) {
+    EXPECT_EQ(caught_by(plain_case(seed), {.mutation = Mutation::element_off_1e3}), "bound") << seed;
+    EXPECT_EQ(caught_by(plain_case(seed), {.mutation = Mutation::model_width_scale}), "bound") << seed;
+    EXPECT_EQ(caught_by(plain_case(seed), {.mutation = Mutation::nan_element}), "bound") << seed;
+    EXPECT_EQ(caught_by(plain_case(seed, Causal::upper_left), {.mutation = Mutation::causal_swapped}), "bound")
+        << seed;
+  }
+}
+
+TEST(PrecisionGate, CatchesPrecisionLossTheBoundAllows) {
+  for (uint64_t seed = 1; seed <= 50; ++seed) {
+    EXPECT_NE(caught_by(plain_case(seed), {.mutation = Mutation::bf16_weights}), "neither") << seed;
+    EXPECT_NE(caught_by(plain_case(seed), {.mutation = Mutation::approx_exp}), "neither") << seed;
+  }
+}
+
+}  // namespace
+}  // namespace attncheck

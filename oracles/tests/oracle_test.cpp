@@ -1,0 +1,169 @@
+// The oracle against known exact values, against itself (one row alone vs the batch), and the
+// comparator's rules for NaN, infinities, zeros and the checkable range.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "attncheck/attention.hpp"
+#include "attncheck/cases.hpp"
+#include "attncheck/compare.hpp"
+#include "attncheck/oracle.hpp"
+
+namespace attncheck {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// One query over Tk keys of width 1, q = 1 and scale 1, so that the scores are k itself.
+struct LogitsCase {
+  std::vector<float> q{1}, k, v;
+  Problem<float> problem;
+  explicit LogitsCase(std::vector<float> logits, std::vector<float> values) : k(std::move(logits)), v(std::move(values)) {
+    problem.shape = {1, 1, 1, int64_t(k.size()), 1, 1};
+    problem.q = q.data();
+    problem.k = k.data();
+    problem.v = v.data();
+    problem.scale = 1;
+  }
+};
+
+TEST(Oracle, ExactWeightsOfUdlProblem12_4) {
+  const LogitsCase c({-3, 1, 100, 5, -1}, {0, 0, 0, 0, 0});
+  const ExactRow row = exact_row(c.problem, 0, 0, 0);
+  const double exact[5] = {1.852116770e-45, 1.011221493e-43, 1 - 5.637741939e-42, 5.521082277e-42, 1.368539471e-44};
+  ASSERT_EQ(row.weights.size(), 5u);
+  for (int j = 0; j < 5; ++j) EXPECT_NEAR(row.weights[j].convert_to<double>() / exact[j], 1.0, 1e-9) << "j = " << j;
+  EXPECT_EQ(row.max.convert_to<double>(), 100.0);
+}
+
+// Q, K, V of (b, h) alone, as a B 1, H 1 problem with that batch's masks.
+template <class T>
+Case<T> slice(const Case<T>& c, int64_t b, int64_t h) {
+  const Shape& s = c.shape;
+  Case<T> one = c;
+  one.shape.B = one.shape.H = 1;
+  auto take = [&](const std::vector<T>& x, int64_t rows, int64_t width) {
+    const int64_t bh = b * s.H + h;
+    return std::vector<T>(x.begin() + bh * rows * width, x.begin() + (bh + 1) * rows * width);
+  };
+  one.q = take(c.q, s.Tq, s.dk);
+  one.k = take(c.k, s.Tk, s.dk);
+  one.v = take(c.v, s.Tk, s.dv);
+  if (!c.bias.empty()) one.bias = take(c.bias, s.Tq, s.Tk);
+  if (!c.allow.empty())
+    one.allow.assign(c.allow.begin() + b * s.Tq * s.Tk, c.allow.begin() + (b + 1) * s.Tq * s.Tk);
+  if (!c.key_lengths.empty()) one.key_lengths = {c.key_lengths[b]};
+  return one;
+}
+
+TEST(Oracle, ExplicitRowMatchesBatchedResult) {
+  SeededChooser choose(11);
+  for (int n = 0; n < 40; ++n) {
+    const Case<float> c = draw_case<float>(choose);
+    const Reference batched = reference(c.problem());
+    const Shape& s = c.shape;
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t h = 0; h < s.H; ++h) {
+        const Reference alone = reference(slice(c, b, h).problem());
+        const size_t at = size_t((b * s.H + h) * s.Tq * s.dv);
+        for (size_t e = 0; e < alone.exact.size(); ++e) {
+          const long double x = batched.exact[at + e], y = alone.exact[e];
+          EXPECT_TRUE(x == y || (std::isnan(x) && std::isnan(y))) << "case " << n << " b " << b << " h " << h;
+          EXPECT_EQ(batched.bound[at + e], alone.bound[e]);
+        }
+      }
+  }
+}
+
+// The built-in implementation's out [B,H,Tq,dv] for case c.
+template <class T>
+std::vector<T> builtin(const Case<T>& c) {
+  std::vector<T> out(size_t(c.shape.B * c.shape.H * c.shape.Tq * c.shape.dv));
+  attention(c.problem(), Result<T>{out.data()});
+  return out;
+}
+
+TEST(Comparator, NanWhereTheExactIsFiniteFailsUnlikeAFabsCheck) {
+  const LogitsCase c({0.5f, -1, 2}, {1, 2, 3});
+  const Reference ref = reference(c.problem);
+  const float computed = kNaN;
+  EXPECT_FALSE(std::fabs(computed - float(ref.exact[0])) > 1e-3f);  // the hole in llm.c-style checks
+  const Comparison result = compare(&computed, ref, c.problem.shape);
+  EXPECT_EQ(result.failed, 1);
+  EXPECT_NE(result.report("float").find("nan"), std::string::npos);
+}
+
+TEST(Comparator, InfinityWhereTheExactIsFiniteFails) {
+  const LogitsCase c({0.5f, -1, 2}, {1, 2, 3});
+  const float computed = kInf;
+  EXPECT_EQ(compare(&computed, reference(c.problem), c.problem.shape).failed, 1);
+}
+
+TEST(Comparator, EmptyRowMustBeExactlyZeroOfEitherSign) {
+  LogitsCase c({1, 2}, {5, 6});
+  const uint8_t none[2] = {0, 0};
+  c.problem.masks.allow = none;
+  const Reference ref = reference(c.problem);
+  for (float computed : {0.0f, -0.0f}) EXPECT_EQ(compare(&computed, ref, c.problem.shape).failed, 0);
+  for (float computed : {1e-30f, kNaN}) EXPECT_EQ(compare(&computed, ref, c.problem.shape).failed, 1);
+}
+
+TEST(Comparator, NanPolicyRowMustBeNan) {
+  LogitsCase c({1, 2}, {5, 6});
+  const uint8_t none[2] = {0, 0};
+  c.problem.masks.allow = none;
+  c.problem.empty_rows = EmptyRows::nan;
+  const Reference ref = reference(c.problem);
+  const float nan = kNaN, zero = 0;
+  EXPECT_EQ(compare(&nan, ref, c.problem.shape).failed, 0);
+  EXPECT_EQ(compare(&zero, ref, c.problem.shape).failed, 1);
+}
+
+TEST(Comparator, NanInAPermittedValueMustReachTheOutput) {
+  const LogitsCase c({1, 2}, {5, kNaN});
+  const Reference ref = reference(c.problem);
+  const float finite = 5, nan = kNaN;
+  EXPECT_EQ(compare(&finite, ref, c.problem.shape).failed, 1);
+  EXPECT_EQ(compare(&nan, ref, c.problem.shape).failed, 0);
+}
+
+TEST(Comparator, ScoresBeyondFloatRangeAreCountedNotChecked) {
+  // q . k = 1e40 overflows float: no correct float kernel can be held to the exact value.
+  LogitsCase c({1e20f, 0}, {5, 6});
+  c.q = {1e20f};
+  c.problem.q = c.q.data();
+  const float computed = kNaN;
+  const Comparison result = compare(&computed, reference(c.problem), c.problem.shape);
+  EXPECT_EQ(result.failed, 0);
+  EXPECT_EQ(result.unchecked, 1);
+}
+
+TEST(Comparator, ReportListsTenMismatchesThenCounts) {
+  SeededChooser choose(3);
+  Case<float> c = draw_case<float>(choose, {1, 1, 24, 4});
+  c.allow.clear();
+  c.key_lengths.clear();
+  c.bias.clear();
+  std::vector<float> out = builtin(c);
+  for (float& x : out) x += 1;
+  const Comparison result = compare(out.data(), reference(c.problem()), c.shape);
+  ASSERT_GT(result.failed, 10);
+  const std::string report = result.report("float");
+  EXPECT_EQ(std::count(report.begin(), report.end(), '\n'), 2 + 10 + 1) << report;
+  EXPECT_NE(report.find("... and " + std::to_string(result.failed - 10) + " more"), std::string::npos) << report;
+  EXPECT_NE(report.find("error/bound"), std::string::npos);
+}
+
+TEST(Comparator, UlpDistanceCountsValuesBetween) {
+  const LogitsCase c({0}, {1});  // exact output 1
+  float computed = 1;
+  for (int step = 0; step < 100; ++step) computed = std::nextafter(computed, 2.0f);
+  const Comparison result = compare(&computed, reference(c.problem), c.problem.shape);
+  ASSERT_EQ(result.failed, 1);
+  EXPECT_EQ(result.mismatches[0].ulps, 100);
+}
+
+}  // namespace
+}  // namespace attncheck

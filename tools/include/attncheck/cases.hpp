@@ -1,0 +1,53 @@
+// Attention problems drawn from a stream of choices: the one generator behind the property suite
+// (choices from RapidCheck, so they shrink), the sweeps and campaigns (a seeded PRNG) and the
+// fuzzers (the fuzzer's bytes). Input mix: standard normal, wide (scaled logits past +-88 and
+// +-1e4), tiny and subnormal, exact ties, arbitrary bit patterns; masks of every density, empty
+// rows, key padding, both causal alignments, Tq != Tk, a bias with extreme and -inf entries.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attncheck/contract.hpp"
+
+namespace attncheck {
+
+// Where the choices come from. below(n) returns a value in [0, n); smaller is simpler, so that a
+// shrinking source leads to small shapes and plain values.
+struct Chooser {
+  virtual ~Chooser() = default;
+  virtual uint64_t below(uint64_t n) = 0;
+};
+
+// Choices from std::mt19937_64 with a fixed seed (its output is specified by the standard).
+struct SeededChooser : Chooser {
+  explicit SeededChooser(uint64_t seed) : rng(seed) {}
+  uint64_t below(uint64_t n) override { return n <= 1 ? 0 : rng() % n; }
+  std::mt19937_64 rng;
+};
+
+// The largest shapes drawn.
+struct CaseLimits {
+  int64_t max_batch = 3, max_heads = 3, max_len = 24, max_width = 24;
+};
+
+// An owned problem: its buffers, and the Problem view of them.
+template <class T>
+struct Case {
+  Shape shape;
+  std::vector<T> q, k, v, bias;        // [B,H,Tq,dk], [B,H,Tk,dk], [B,H,Tk,dv], [B,H,Tq,Tk] or empty
+  std::vector<uint8_t> allow;          // [B,Tq,Tk] or empty
+  std::vector<int32_t> key_lengths;    // [B] or empty
+  Causal causal = Causal::none;
+  double scale = 0;
+  EmptyRows empty_rows = EmptyRows::zero;
+  std::string mix;                     // what was drawn, for RC_CLASSIFY and reports
+  Problem<T> problem() const;
+};
+
+template <class T>
+Case<T> draw_case(Chooser& choose, const CaseLimits& limits = {});
+
+}  // namespace attncheck

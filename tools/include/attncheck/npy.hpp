@@ -1,0 +1,46 @@
+// Reading and writing NumPy .npy files (format versions 1.0-3.0) for `attncheck compare`.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace attncheck {
+
+// The element types attncheck exchanges. Files say '<f4', '<f8', '|u1', '|b1'; '=' and a missing
+// byte-order mark are accepted only for one-byte types or when this host is little-endian.
+enum class NpyDtype { f32, f64, u8, b1 };
+
+// An array as stored in a .npy file, always in C (row-major) order.
+struct NpyArray {
+  NpyDtype dtype;
+  std::vector<int64_t> shape;        // empty = scalar
+  std::vector<unsigned char> data;   // raw little-endian element bytes, C (row-major) order
+  // Product of shape (1 for a scalar); meaningful for shapes with non-negative dimensions.
+  int64_t elements() const;
+};
+
+// Every reading or writing fault: one line, "NAME: reason".
+struct NpyError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Parses the `size` bytes of a .npy file; `name` prefixes every error: "NAME: reason" on one
+// line. The whole file must be exactly the header plus the data its shape needs; Fortran-order
+// data is transposed into C order.
+NpyArray parse_npy(const uint8_t* bytes, size_t size, const std::string& name);
+
+// Reads a regular file; a missing/unreadable file is an NpyError "PATH: cannot open (reason)".
+// Memory is allocated only after the header has been checked against the file's size.
+NpyArray read_npy(const std::string& path);
+
+// Writes format version 1.0 (C order), the data starting at a multiple of 64 bytes as NumPy
+// does; throws NpyError if the array is inconsistent or the file cannot be written.
+void write_npy(const std::string& path, const NpyArray& array);
+
+// "float32", "float64", "uint8", "bool".
+const char* dtype_name(NpyDtype);
+
+}  // namespace attncheck

@@ -1,0 +1,119 @@
+#include "attncheck/cases.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace attncheck {
+namespace {
+
+// How a tensor's values are drawn; the order is from simplest to hardest, so shrinking goes left.
+enum class Values { ties, normal, wide, tiny, bits };
+const char* const kValueNames[] = {"ties", "normal", "wide", "tiny", "bits"};
+
+double uniform01(Chooser& choose) { return double(choose.below(uint64_t(1) << 53)) * 0x1p-53; }
+
+// Box-Muller on our own uniform draws: std::normal_distribution differs between libraries.
+double normal(Chooser& choose) {
+  const double u1 = 1 - uniform01(choose), u2 = uniform01(choose);
+  return std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
+}
+
+template <class T>
+T arbitrary_bits(Chooser& choose) {
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  const Bits bits = Bits(choose.below(std::numeric_limits<uint64_t>::max()));
+  T x;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
+
+template <class T>
+T value(Chooser& choose, Values kind) {
+  switch (kind) {
+    case Values::ties: return T(int(choose.below(5)) - 2);
+    case Values::normal: return T(normal(choose));
+    case Values::wide: return T(normal(choose) * std::pow(10.0, double(choose.below(4))) * 4);
+    case Values::tiny: return choose.below(2) ? T(normal(choose) * 1e-30) : std::numeric_limits<T>::denorm_min() * T(choose.below(1000));
+    case Values::bits: return arbitrary_bits<T>(choose);
+  }
+  return 0;
+}
+
+template <class T>
+void fill(Chooser& choose, std::vector<T>& x, size_t n, Values kind) {
+  x.resize(n);
+  for (T& e : x) e = value<T>(choose, kind);
+}
+
+// Extreme logits for the bias: the fp32 exp overflow edge, the common finite mask sentinels, -FLT_MAX.
+template <class T>
+T extreme_logit(Chooser& choose) {
+  const T picks[] = {0, 1, -88.7f, 88.7f, 100, -100, -1e4f, 1e4f, -1e9f, -std::numeric_limits<float>::max(),
+                     -std::numeric_limits<T>::infinity()};
+  return picks[choose.below(sizeof picks / sizeof picks[0])];
+}
+
+}  // namespace
+
+template <class T>
+Problem<T> Case<T>::problem() const {
+  Problem<T> p;
+  p.shape = shape;
+  p.q = q.data();
+  p.k = k.data();
+  p.v = v.data();
+  p.masks = {allow.empty() ? nullptr : allow.data(), causal, key_lengths.empty() ? nullptr : key_lengths.data()};
+  p.bias = bias.empty() ? nullptr : bias.data();
+  p.scale = scale;
+  p.empty_rows = empty_rows;
+  return p;
+}
+
+template <class T>
+Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
+  Case<T> c;
+  Shape& s = c.shape;
+  s.B = 1 + int64_t(choose.below(uint64_t(limits.max_batch)));
+  s.H = 1 + int64_t(choose.below(uint64_t(limits.max_heads)));
+  s.Tq = 1 + int64_t(choose.below(uint64_t(limits.max_len)));
+  s.Tk = 1 + int64_t(choose.below(uint64_t(limits.max_len)));
+  s.dk = 1 + int64_t(choose.below(uint64_t(limits.max_width)));
+  s.dv = 1 + int64_t(choose.below(uint64_t(limits.max_width)));
+
+  const auto qk_kind = Values(choose.below(5)), v_kind = Values(choose.below(5));
+  fill(choose, c.q, size_t(s.B * s.H * s.Tq * s.dk), qk_kind);
+  fill(choose, c.k, size_t(s.B * s.H * s.Tk * s.dk), qk_kind);
+  fill(choose, c.v, size_t(s.B * s.H * s.Tk * s.dv), v_kind);
+  c.mix = std::string("qk ") + kValueNames[int(qk_kind)] + ", v " + kValueNames[int(v_kind)];
+
+  c.causal = Causal(choose.below(3));
+  // Allow mask density from none to all, with some rows emptied outright.
+  if (const uint64_t density = choose.below(6); density > 0) {
+    const uint64_t quarters = density - 1;  // the allowed fraction, 0 to 4 quarters
+    c.allow.resize(size_t(s.B * s.Tq * s.Tk));
+    for (uint8_t& a : c.allow) a = choose.below(4) < quarters ? 1 : 0;
+    if (choose.below(3) == 0) std::fill_n(c.allow.begin() + choose.below(uint64_t(s.Tq)) * s.Tk, s.Tk, uint8_t(0));
+    c.mix += ", allow mask";
+  }
+  if (choose.below(3) == 0) {
+    c.key_lengths.resize(size_t(s.B));
+    for (int32_t& length : c.key_lengths) length = int32_t(choose.below(uint64_t(s.Tk) + 1));
+    c.mix += ", key padding";
+  }
+  if (choose.below(3) == 0) {
+    c.bias.resize(size_t(s.B * s.H * s.Tq * s.Tk));
+    for (T& x : c.bias) x = choose.below(4) == 0 ? extreme_logit<T>(choose) : T(normal(choose));
+    c.mix += ", bias";
+  }
+  if (choose.below(4) == 0) c.scale = double(value<T>(choose, Values::normal));
+  c.empty_rows = choose.below(4) == 0 ? EmptyRows::nan : EmptyRows::zero;
+  return c;
+}
+
+template struct Case<float>;
+template struct Case<double>;
+template Case<float> draw_case(Chooser&, const CaseLimits&);
+template Case<double> draw_case(Chooser&, const CaseLimits&);
+
+}  // namespace attncheck
