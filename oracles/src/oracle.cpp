@@ -8,6 +8,8 @@
 namespace attncheck {
 namespace {
 
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
 // The oracle's own reading of the masks, written apart from impl/'s on purpose (contract.md, Masks).
 bool key_permitted(const Masks& masks, const Shape& s, int64_t b, int64_t i, int64_t j) {
   if (masks.allow && masks.allow[(b * s.Tq + i) * s.Tk + j] == 0) return false;
@@ -17,25 +19,32 @@ bool key_permitted(const Masks& masks, const Shape& s, int64_t b, int64_t i, int
   return true;
 }
 
-// x . y exactly (to 2^-200), x, y: [d]. A float product is exact in double (24 + 24 bits, and
-// its exponent range squared fits), which is faster; a double product is formed in MPFR.
+mpfr_ptr raw(Exact& x) { return x.backend().data(); }
+
+// sum = x . y exactly (to 2^-200), x, y: [d]; `product` is scratch. A float product is exact in
+// double (24 + 24 bits, and its exponent range squared fits); a double product is formed in MPFR.
 template <class T>
-Exact exact_dot(const T* x, const T* y, int64_t d) {
-  Exact sum = 0;
+void exact_dot(const T* x, const T* y, int64_t d, Exact& sum, Exact& product) {
+  mpfr_set_zero(raw(sum), 1);
   for (int64_t k = 0; k < d; ++k) {
-    if constexpr (sizeof(T) == sizeof(float))
-      sum += double(x[k]) * double(y[k]);
-    else
-      sum += Exact(x[k]) * Exact(y[k]);
+    if constexpr (sizeof(T) == sizeof(float)) {
+      mpfr_add_d(raw(sum), raw(sum), double(x[k]) * double(y[k]), MPFR_RNDN);
+    } else {
+      mpfr_set_d(raw(product), x[k], MPFR_RNDN);
+      mpfr_mul_d(raw(product), raw(product), y[k], MPFR_RNDN);
+      mpfr_add(raw(sum), raw(sum), raw(product), MPFR_RNDN);
+    }
   }
-  return sum;
 }
 
 // Rounds a non-negative exact value up to double, so that the bound only grows.
 double up(const Exact& x) {
   const double d = x.convert_to<double>();
-  return d < x ? std::nextafter(d, std::numeric_limits<double>::infinity()) : d;
+  return d < x ? std::nextafter(d, kInf) : d;
 }
+
+// A sum of n non-negative doubles, rounded to nearest, made an upper bound of the exact sum.
+double inflate(double sum, int64_t n) { return sum * (1 + double(n + 2) * 0x1p-52); }
 
 }  // namespace
 
@@ -45,38 +54,54 @@ ExactRow exact_row(const Problem<T>& p, int64_t b, int64_t h, int64_t i) {
   const Shape& s = p.shape;
   const int64_t bh = b * s.H + h;
   const T* q_i = p.q + (bh * s.Tq + i) * s.dk;
+  const T* bias_i = p.bias ? p.bias + (bh * s.Tq + i) * s.Tk : nullptr;
   const Exact scale = p.scale != 0 ? Exact(p.scale) : 1 / sqrt(Exact(s.dk));
+  const double scale_up = up(abs(scale));
+  const Arithmetic arith = Arithmetic::of<T>();
   ExactRow row;
+  RowFacts facts;
+  facts.dk = s.dk;
+  Exact dot, scratch;
+
+  // Magnitudes for the bound and the range, from finite terms only (double, rounded up).
+  auto finite_abs = [](T x) { return std::isfinite(x) ? std::fabs(double(x)) : 0.0; };
+  double q_abs_sum = 0;
+  for (int64_t k = 0; k < s.dk; ++k) q_abs_sum += finite_abs(q_i[k]);
+  q_abs_sum = inflate(q_abs_sum, s.dk);
 
   // Scores and row max: over permitted keys whose score is not -inf; NaN is sticky. The row is in
   // T's range when no permitted key's finite terms can overflow T, in any order, before or after scaling.
-  row.max = -std::numeric_limits<double>::infinity();
-  const double range_factor = 2 * std::max(1.0, std::fabs(effective_scale(s, p.scale)));
-  bool scores_in_range = true;
+  row.max = -kInf;
   for (int64_t j = 0; j < s.Tk; ++j) {
     if (!key_permitted(p.masks, s, b, i, j)) continue;
     const T* k_j = p.k + (bh * s.Tk + j) * s.dk;
-    double size = 0;
-    for (int64_t k = 0; k < s.dk; ++k)
-      if (std::isfinite(q_i[k]) && std::isfinite(k_j[k])) size += std::fabs(double(q_i[k]) * double(k_j[k]));
-    if (p.bias && std::isfinite(p.bias[(bh * s.Tq + i) * s.Tk + j])) size += std::fabs(p.bias[(bh * s.Tq + i) * s.Tk + j]);
-    scores_in_range &= range_factor * size < double(std::numeric_limits<T>::max());
-    Exact s_ij = scale * exact_dot(q_i, k_j, s.dk);
-    if (p.bias) s_ij += Exact(p.bias[(bh * s.Tq + i) * s.Tk + j]);
+    double qk_abs = 0, k_abs_sum = 0;
+    for (int64_t k = 0; k < s.dk; ++k) {
+      if (std::isfinite(q_i[k]) && std::isfinite(k_j[k])) qk_abs += std::fabs(double(q_i[k]) * double(k_j[k]));
+      k_abs_sum += finite_abs(k_j[k]);
+    }
+    qk_abs = inflate(qk_abs, s.dk);
+    const double score_size = inflate(scale_up * qk_abs + (bias_i ? finite_abs(bias_i[j]) : 0), 2);
+    // q . k is formed before scaling (or c q before the dot): both must fit, with room for log2(e).
+    facts.scores_in_range &= 2 * std::max(1.0, scale_up) * std::max(qk_abs, score_size) < arith.max_finite;
+
+    exact_dot(q_i, k_j, s.dk, dot, scratch);
+    Exact s_ij = scale * dot;
+    if (bias_i) s_ij += Exact(bias_i[j]);
     if (isinf(s_ij) && s_ij < 0) continue;
     row.keys.push_back(j);
     row.scores.push_back(s_ij);
+    facts.score_size.push_back(score_size);
+    facts.flush_size.push_back(inflate(scale_up * (double(s.dk) + q_abs_sum + inflate(k_abs_sum, s.dk)), 3));
     if (isnan(s_ij) || s_ij > row.max || isnan(row.max)) row.max = isnan(row.max) ? row.max : s_ij;
   }
   const int64_t n = int64_t(row.keys.size());
-  const Arithmetic arith = Arithmetic::of<T>();
   row.out.assign(size_t(s.dv), 0);
-  row.bound.assign(size_t(s.dv), 0);
+  row.bound.assign(size_t(s.dv), facts.scores_in_range ? 0 : kInf);
   row.natural.assign(size_t(s.dv), 0);
   if (n == 0) {  // the empty-row policy: exact, so the bound is 0 (inside T's range)
     const bool zero = p.empty_rows == EmptyRows::zero;
-    if (!scores_in_range) row.bound.assign(size_t(s.dv), std::numeric_limits<double>::infinity());
-    row.lse = zero ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
+    row.lse = zero ? -kInf : std::numeric_limits<double>::quiet_NaN();
     if (!zero) row.out.assign(size_t(s.dv), std::numeric_limits<long double>::quiet_NaN());
     return row;
   }
@@ -93,39 +118,27 @@ ExactRow exact_row(const Problem<T>& p, int64_t b, int64_t h, int64_t i) {
   for (Exact& w : row.weights) w /= sum;
   row.lse = row.max + log(sum);
 
-  // Weighted sum over the keys that carry weight.
+  // Weighted sum over the keys that carry weight: each product and sum rounded at 200 bits.
   const T* v_bh = p.v + bh * s.Tk * s.dv;
   for (int64_t c = 0; c < s.dv; ++c) {
-    Exact o = 0;
-    for (int64_t j = 0; j < n; ++j) o += row.weights[j] * Exact(v_bh[row.keys[j] * s.dv + c]);
+    Exact& o = dot;
+    mpfr_set_zero(raw(o), 1);
+    for (int64_t j = 0; j < n; ++j) {
+      mpfr_mul_d(raw(scratch), raw(row.weights[j]), double(v_bh[row.keys[j] * s.dv + c]), MPFR_RNDN);
+      mpfr_add(raw(o), raw(o), raw(scratch), MPFR_RNDN);
+    }
     row.out[c] = o.convert_to<long double>();
   }
 
-  // The bound of each output element (docs/error-bound.md). Range is judged on finite magnitudes
-  // only: non-finite inputs give special values, which the comparator matches exactly.
-  RowFacts facts;
-  facts.dk = s.dk;
+  // The bound of each output element (docs/error-bound.md). A row of special values (non-finite
+  // maximum or sum) keeps bound 0 in range: the comparator matches its special values exactly.
   facts.finite_row = isfinite(row.max) && isfinite(sum);
-  facts.scores_in_range = scores_in_range;
-  auto finite_abs = [](const Exact& x) { return isfinite(x) ? abs(x) : Exact(0); };
+  if (!facts.finite_row) return row;
   std::vector<double> v_abs(size_t(n * s.dv));
-  Exact q_abs_sum = 0;
-  for (int64_t k = 0; k < s.dk; ++k) q_abs_sum += finite_abs(Exact(q_i[k]));
   for (int64_t j = 0; j < n; ++j) {
-    const T* k_j = p.k + (bh * s.Tk + row.keys[j]) * s.dk;
-    Exact size = 0, k_abs_sum = 0;
-    for (int64_t k = 0; k < s.dk; ++k) {
-      size += finite_abs(Exact(q_i[k]) * Exact(k_j[k]));
-      k_abs_sum += finite_abs(Exact(k_j[k]));
-    }
-    size = abs(scale) * size;
-    if (p.bias) size += finite_abs(Exact(p.bias[(bh * s.Tq + i) * s.Tk + row.keys[j]]));
-    facts.score_size.push_back(up(size));
-    facts.flush_size.push_back(up(abs(scale) * (Exact(s.dk) + q_abs_sum + k_abs_sum)));
-    facts.gap.push_back(facts.finite_row ? up(row.max - row.scores[j]) : 0);
-    facts.log_weight.push_back(facts.finite_row ? log(row.weights[j]).convert_to<double>() : 0);
-    for (int64_t c = 0; c < s.dv; ++c)
-      v_abs[size_t(j * s.dv + c)] = finite_abs(Exact(v_bh[row.keys[j] * s.dv + c])).template convert_to<double>();
+    facts.gap.push_back(up(row.max - row.scores[j]));
+    facts.log_weight.push_back((row.scores[j] - row.lse).convert_to<double>());
+    for (int64_t c = 0; c < s.dv; ++c) v_abs[size_t(j * s.dv + c)] = finite_abs(v_bh[row.keys[j] * s.dv + c]);
   }
   bound_row(facts, arith, v_abs, s.dv, row.bound.data(), row.natural.data());
   return row;

@@ -1,0 +1,170 @@
+// attncheck compare: checks tensors dumped from PyTorch or anywhere else against the oracle.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include "attncheck/attention.hpp"
+#include "attncheck/commands.hpp"
+#include "attncheck/compare.hpp"
+#include "attncheck/npy.hpp"
+#include "attncheck/oracle.hpp"
+
+namespace attncheck {
+namespace {
+
+const char* const kUsage =
+    "usage: attncheck compare --q Q.npy --k K.npy --v V.npy --out OUT.npy [--allow MASK.npy] "
+    "[--causal none|upper-left|lower-right] [--scale S] [--empty-rows zero|nan]";
+
+// Every input fault: one line, exit 2.
+struct InputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A tensor's shape read as [B,H,T,d] from [T,d], [B,T,d] or [B,H,T,d].
+struct Dims {
+  int64_t B, H, T, d;
+};
+
+Dims dims_of(const NpyArray& a, const std::string& name) {
+  const auto& s = a.shape;
+  if (s.size() < 2 || s.size() > 4)
+    throw InputError(name + ": expected shape [T,d], [B,T,d] or [B,H,T,d], got " + std::to_string(s.size()) + " dims");
+  for (int64_t dim : s)
+    if (dim < 1) throw InputError(name + ": every dimension must be at least 1");
+  const size_t r = s.size();
+  return {r >= 3 ? s[0] : 1, r == 4 ? s[1] : 1, s[r - 2], s[r - 1]};
+}
+
+std::string shape_text(const Dims& d) {
+  return "[" + std::to_string(d.B) + "," + std::to_string(d.H) + "," + std::to_string(d.T) + "," + std::to_string(d.d) + "]";
+}
+
+template <class T>
+int check(const std::map<std::string, NpyArray>& arrays, const std::map<std::string, std::string>& options,
+          const Shape& shape) {
+  // q, k, v, out: [B,H,T,d] buffers of T in the arrays; allow [B,Tq,Tk] after broadcasting.
+  auto data = [&](const char* name) { return reinterpret_cast<const T*>(arrays.at(name).data.data()); };
+  Problem<T> p;
+  p.shape = shape;
+  p.q = data("q");
+  p.k = data("k");
+  p.v = data("v");
+  std::vector<uint8_t> allow;
+  if (auto it = arrays.find("allow"); it != arrays.end()) {
+    const NpyArray& mask = it->second;
+    const int64_t per_batch = shape.Tq * shape.Tk;
+    allow.resize(size_t(shape.B * per_batch));
+    for (int64_t n = 0; n < shape.B * per_batch; ++n)
+      allow[size_t(n)] = mask.data[size_t(mask.elements() == per_batch ? n % per_batch : n)] != 0;
+    p.masks.allow = allow.data();
+  }
+  const std::string causal = options.count("causal") ? options.at("causal") : "none";
+  p.masks.causal = causal == "none" ? Causal::none : causal == "upper-left" ? Causal::upper_left : Causal::lower_right;
+  p.empty_rows = options.count("empty-rows") && options.at("empty-rows") == "nan" ? EmptyRows::nan : EmptyRows::zero;
+  if (options.count("scale")) p.scale = std::stod(options.at("scale"));
+
+  const Reference ref = reference(p);
+  const T* computed = data("out");
+  const Comparison result = compare(computed, ref, shape);
+  const char* precision = sizeof(T) == 4 ? "float32, u = 2^-24" : "float64, u = 2^-53";
+
+  // The precision gate against attncheck's built-in implementation on the same input: reported, not the verdict.
+  std::vector<T> plain(size_t(shape.B * shape.H * shape.Tq * shape.dv));
+  attention(p, Result<T>{plain.data()});
+  const PrecisionGate gate = precision_gate(computed, plain.data(), ref);
+
+  if (!result.ok()) {
+    std::printf("attncheck compare: FAIL: %s", result.report(precision).c_str());
+    return 1;
+  }
+  std::printf("attncheck compare: PASS (%s): %s\n", precision, result.summary().c_str());
+  std::printf("precision gate: %s: loss %.3g units, built-in %.3g, limit %.3g\n", gate.ok() ? "ok" : "PRECISION LOSS",
+              gate.kernel, gate.reference, gate.limit);
+  return 0;
+}
+
+int run(const std::vector<std::string>& args) {
+  std::map<std::string, std::string> options;
+  for (size_t n = 0; n < args.size(); n += 2) {
+    const std::string& flag = args[n];
+    static const char* const known[] = {"--q", "--k", "--v", "--out", "--allow", "--causal", "--scale", "--empty-rows"};
+    if (std::find(std::begin(known), std::end(known), flag) == std::end(known)) throw InputError("unknown option '" + flag + "'");
+    if (n + 1 >= args.size()) throw InputError(flag + " needs a value");
+    options[flag.substr(2)] = args[n + 1];
+  }
+  for (const char* required : {"q", "k", "v", "out"})
+    if (!options.count(required)) throw InputError(std::string("--") + required + " is required");
+  if (options.count("causal") && options.at("causal") != "none" && options.at("causal") != "upper-left" &&
+      options.at("causal") != "lower-right")
+    throw InputError("--causal must be none, upper-left or lower-right");
+  if (options.count("empty-rows") && options.at("empty-rows") != "zero" && options.at("empty-rows") != "nan")
+    throw InputError("--empty-rows must be zero or nan");
+  if (options.count("scale")) {
+    char* end = nullptr;
+    const double scale = std::strtod(options.at("scale").c_str(), &end);
+    if (*end != '\0' || !std::isfinite(scale)) throw InputError("--scale must be a finite number");
+  }
+
+  std::map<std::string, NpyArray> arrays;
+  for (const char* name : {"q", "k", "v", "out", "allow"})
+    if (options.count(name)) arrays.emplace(name, read_npy(options.at(name)));
+
+  // Dtypes: one float type for the four tensors; bool or uint8 for the mask.
+  const NpyDtype dtype = arrays.at("q").dtype;
+  for (const char* name : {"q", "k", "v", "out"}) {
+    const NpyArray& a = arrays.at(name);
+    if (a.dtype != NpyDtype::f32 && a.dtype != NpyDtype::f64)
+      throw InputError(options.at(name) + ": dtype " + dtype_name(a.dtype) + ", expected float32 or float64");
+    if (a.dtype != dtype)
+      throw InputError(options.at(name) + ": dtype " + dtype_name(a.dtype) + " differs from --q's " + dtype_name(dtype));
+  }
+
+  // Shapes: Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv], out [B,H,Tq,dv], the same rank.
+  const Dims q = dims_of(arrays.at("q"), options.at("q")), k = dims_of(arrays.at("k"), options.at("k")),
+             v = dims_of(arrays.at("v"), options.at("v")), out = dims_of(arrays.at("out"), options.at("out"));
+  for (const char* name : {"k", "v", "out"})
+    if (arrays.at(name).shape.size() != arrays.at("q").shape.size())
+      throw InputError(options.at(name) + ": has " + std::to_string(arrays.at(name).shape.size()) + " dims, --q has " +
+                       std::to_string(arrays.at("q").shape.size()));
+  const bool consistent = k.B == q.B && v.B == q.B && out.B == q.B && k.H == q.H && v.H == q.H && out.H == q.H &&
+                          k.d == q.d && v.T == k.T && out.T == q.T && out.d == v.d;
+  if (!consistent)
+    throw InputError("shapes do not fit: Q " + shape_text(q) + ", K " + shape_text(k) + ", V " + shape_text(v) +
+                     ", out " + shape_text(out) + " (need Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv], out [B,H,Tq,dv])");
+  const Shape shape{q.B, q.H, q.T, k.T, q.d, v.d};
+
+  if (auto it = arrays.find("allow"); it != arrays.end()) {
+    const NpyArray& mask = it->second;
+    if (mask.dtype != NpyDtype::b1 && mask.dtype != NpyDtype::u8)
+      throw InputError(options.at("allow") + ": dtype " + dtype_name(mask.dtype) + ", expected bool or uint8");
+    const bool per_query = mask.shape == std::vector<int64_t>{shape.Tq, shape.Tk};
+    const bool per_batch = mask.shape == std::vector<int64_t>{shape.B, shape.Tq, shape.Tk};
+    if (!per_query && !per_batch)
+      throw InputError(options.at("allow") + ": expected shape [Tq,Tk] or [B,Tq,Tk] = [" + std::to_string(shape.Tq) +
+                       "," + std::to_string(shape.Tk) + "] or [" + std::to_string(shape.B) + "," +
+                       std::to_string(shape.Tq) + "," + std::to_string(shape.Tk) + "]");
+  }
+  Problem<float> probe;  // only for problem_error's size limits
+  probe.shape = shape;
+  if (const std::string error = problem_error(probe, Result<float>{}); error.rfind("shape", 0) == 0) throw InputError(error);
+  return dtype == NpyDtype::f32 ? check<float>(arrays, options, shape) : check<double>(arrays, options, shape);
+}
+
+}  // namespace
+
+int compare_command(const std::vector<std::string>& args) {
+  try {
+    return run(args);
+  } catch (const std::exception& e) {  // InputError, NpyError, or out of memory: one line, exit 2
+    std::fprintf(stderr, "attncheck compare: %s\n", e.what());
+    if (args.empty()) std::fprintf(stderr, "%s\n", kUsage);
+    return 2;
+  }
+}
+
+}  // namespace attncheck
