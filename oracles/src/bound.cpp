@@ -37,52 +37,93 @@ double gamma(double k, double u) { return k * u / (1 - k * u); }
 // log(expm1(x)) for x > 0, without overflow for large x.
 double log_expm1(double x) { return x > 40 ? x : std::log(std::expm1(x)); }
 
+// log(e^x + e^y), exact for -inf arguments.
+double log_add(double x, double y) {
+  const double top = std::max(x, y);
+  return top == -std::numeric_limits<double>::infinity() ? top : top + std::log1p(std::exp(std::min(x, y) - top));
+}
+
 }  // namespace
+
+double dot2_error(int64_t n, double size) {
+  const double gamma_2n = 2 * double(n) * 0x1p-53 / (1 - 2 * double(n) * 0x1p-53);
+  return gamma_2n * gamma_2n * size + double(n) * 0x1p-1074;
+}
 
 void bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<double>& v_abs, int64_t dv,
                double* bound, double* natural) {
   // f: [n] per key; v_abs [n,dv]; bound and natural [dv].
   const int64_t n = int64_t(f.gap.size());
   const double inf = std::numeric_limits<double>::infinity();
-  const double lambda = -std::log1p(-a.u);                     // |log(1 + delta)| of one rounding
-  const double lambda_exp = -std::log1p(-kExpUnits * a.u);     // of one exp
+  const double lambda = -std::log1p(-a.u);                  // |log(1 + delta)| of one rounding
+  const double lambda_exp = -std::log1p(-kExpUnits * a.u);  // of one exp
 
-
-  // E_ij: score error. E_i = max_j E_ij.
-  std::vector<double> E(size_t(n), 0.0);
-  double E_max = 0;
+  // E_j: score error. E_top: the largest score error among keys that can be the computed maximum.
+  std::vector<double> E(static_cast<size_t>(n));
+  int64_t argmax = 0;
   for (int64_t j = 0; j < n; ++j) {
-    E[j] = gamma(double(f.dk + kScoreExtraRoundings), a.u) * f.score_size[j] + a.tiny * f.flush_size[j] + 2 * a.tiny;
-    E_max = std::max(E_max, E[j]);
+    // The oracle's own score error counts as the kernel's would: p_j is exact for scores within it.
+    E[j] = gamma(double(f.dk + kScoreExtraRoundings), a.u) * f.score_size[j] + f.flush_error[j] + 2 * a.tiny +
+           f.oracle_score_error[j];
+    if (f.gap[j] == 0 && E[j] > E[argmax]) argmax = j;
   }
+  double E_top = 0;
+  for (int64_t j = 0; j < n; ++j)
+    if (f.gap[j] <= E[j] + E[argmax]) E_top = std::max(E_top, E[j]);
 
-  // tau_ij: log-error of key j's term in the normalizer; D_i: log-error of the normalizer itself.
+  // tau_j: log-error of key j's term in the normalizer (score, argument, exp, rescales, sum).
   const double per_term = lambda_exp + double(n - 1) * (lambda_exp + lambda) + double(n - 1) * lambda;
-  std::vector<double> tau(static_cast<size_t>(n));
-  double D_terms_max = -inf;
+  std::vector<double> tau(static_cast<size_t>(n)), up(tau), down(tau);  // log(p_j e^{+-tau_j})
   for (int64_t j = 0; j < n; ++j) {
-    const double R = f.gap[j] + 2 * E_max;
+    const double R = f.gap[j] + E[j] + E_top;
     tau[j] = E[j] + kArgumentUnits * a.u * R + per_term;
-    D_terms_max = std::max(D_terms_max, f.log_weight[j] + tau[j]);
+    up[j] = f.log_weight[j] + tau[j];
+    down[j] = f.log_weight[j] - tau[j];
   }
-  double D_sum = 0;
-  for (int64_t j = 0; j < n; ++j) D_sum += std::exp(f.log_weight[j] + tau[j] - D_terms_max);
-  const double D = D_terms_max + std::log(D_sum) + 2 * double(n) * double(n + 3) * a.tiny;
 
-  // B_ic = sum_j p_ij |v_jc| expm1(phi_ij) + U_ic, phi_ij = tau_ij + 3 lambda + D_i.
+  // Others: log sum_{k != j} p_k e^{+-tau_k}, from prefix and suffix sums (no cancellation).
+  auto others = [n, inf](const std::vector<double>& x) {
+    std::vector<double> prefix(static_cast<size_t>(n + 1), -inf), suffix(prefix), result(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) prefix[j + 1] = log_add(prefix[j], x[j]);
+    for (int64_t j = n - 1; j >= 0; --j) suffix[j] = log_add(suffix[j + 1], x[j]);
+    for (int64_t j = 0; j < n; ++j) result[j] = log_add(prefix[j], suffix[j + 1]);
+    return result;
+  };
+  const std::vector<double> others_up = others(up), others_down = others(down);
+
+  // phi_j: |log(w_j / p_j)| <= rho + max(log(p_j + e^{tau_j} O+_j), -log(p_j + e^{-tau_j} O-_j)),
+  // the score and exp errors of key j cancelling between its numerator and the normalizer.
+  const double rho = double(4 * n - 1) * lambda + 2 * double(n) * double(n + 3) * a.tiny;
+  // Per key: A_j = p_j expm1(phi_j), p_j, and p_j (1 + S_j + gap_j) for the natural unit. An A_j
+  // that underflows double loses less than 2^-1074 |v|, which U covers many times over.
+  std::vector<double> A(static_cast<size_t>(n)), p(A), p_natural(A);
+  for (int64_t j = 0; j < n; ++j) {
+    const double upper = log_add(f.log_weight[j], tau[j] + others_up[j]);
+    const double lower = log_add(f.log_weight[j], others_down[j] - tau[j]);
+    A[j] = std::exp(f.log_weight[j] + log_expm1(rho + std::max(upper, -lower)));
+    p[j] = std::exp(f.log_weight[j]);
+    p_natural[j] = p[j] * (1 + f.score_size[j] + f.gap[j]);
+  }
+
+  // B_c = sum_j A_j |v_jc| + U_c + the oracle's own error.
   for (int64_t c = 0; c < dv; ++c) {
-    double B = 0, sum_pv = 0, sum_v = 0;  // sum_pv: sum_j p_ij |v_jc| (1 + S_ij + gap_ij)
+    double B = 0, sum_pv = 0, natural_sum = 0, sum_v = 0;
     for (int64_t j = 0; j < n; ++j) {
       const double v = v_abs[size_t(j * dv + c)];
-      const double phi = tau[j] + 3 * lambda + D;
-      if (v != 0) B += std::exp(f.log_weight[j] + log_expm1(phi) + std::log(v));
-      sum_pv += std::exp(f.log_weight[j]) * v * (1 + f.score_size[j] + f.gap[j]);
+      if (v == 0) continue;  // an infinite A_j times 0 is no error
+      B += A[j] * v;
+      sum_pv += p[j] * v;
+      natural_sum += p_natural[j] * v;
       sum_v += v;
     }
     const double U = 2 * (double(n + 3) * a.tiny * sum_v + 2 * double(n) * a.tiny);
+    // The oracle's own output error: weights split into two doubles (2^-106, or 2^-1074 below
+    // 2^-969), Dot2 over 2n terms, and the long double it keeps.
+    const double oracle = (0x1p-105 + 2 * std::numeric_limits<long double>::epsilon()) * sum_pv +
+                          2 * dot2_error(2 * n, sum_pv) + 2 * 0x1p-1074 * sum_v;
     const bool in_range = f.scores_in_range && 2 * sum_v < a.max_finite;
-    bound[c] = !in_range ? inf : f.finite_row ? (B + U) * kSelfInflation : 0;
-    natural[c] = f.finite_row ? a.u * sum_pv + U : 0;
+    bound[c] = !in_range ? inf : f.finite_row ? (B + U + oracle) * kSelfInflation : 0;
+    natural[c] = f.finite_row ? a.u * natural_sum + U : 0;
   }
 }
 

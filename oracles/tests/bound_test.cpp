@@ -57,6 +57,7 @@ void sweep(const char* precision, int64_t cases) {
   SeededChooser choose(seed);
   constexpr size_t kKernels = std::size(kCorrect) + 1;  // the variants, then the built-in
   double worst_ratio[kKernels] = {}, worst_gate[kKernels] = {};
+  std::string worst_where[kKernels];
   int64_t unchecked = 0, checked = 0;
   for (int64_t n = 0; n < cases; ++n) {
     const Case<T> c = draw_case<T>(choose);
@@ -72,7 +73,12 @@ void sweep(const char* precision, int64_t cases) {
       const PrecisionGate gate = precision_gate(out.data(), plain.data(), ref);
       ASSERT_TRUE(gate.ok()) << name << ", case " << n << ": precision loss " << gate.kernel << " > limit "
                              << gate.limit;
-      worst_ratio[kernel] = std::max(worst_ratio[kernel], result.worst_ratio);
+      if (result.worst_ratio > worst_ratio[kernel]) {
+        worst_ratio[kernel] = result.worst_ratio;
+        const Mismatch& w = result.worst;
+        worst_where[kernel] = "case " + std::to_string(n) + " [" + std::to_string(w.b) + "," + std::to_string(w.h) +
+                              "," + std::to_string(w.i) + "," + std::to_string(w.c) + "], " + c.mix;
+      }
       worst_gate[kernel] = std::max(worst_gate[kernel], gate.kernel / gate.limit);
       if (is_builtin) {
         unchecked += result.unchecked;
@@ -83,9 +89,9 @@ void sweep(const char* precision, int64_t cases) {
   std::printf("%s, %lld cases (seed %llu), %lld outputs checked, %lld outside the range:\n", precision,
               (long long)cases, (unsigned long long)seed, (long long)checked, (long long)unchecked);
   for (size_t kernel = 0; kernel < kKernels; ++kernel)
-    std::printf("  %-45s largest error/bound %.3g, largest loss/limit %.3g\n",
+    std::printf("  %-45s largest error/bound %.3g (%s), largest loss/limit %.3g\n",
                 kernel < std::size(kCorrect) ? kCorrect[kernel].name : "built-in", worst_ratio[kernel],
-                worst_gate[kernel]);
+                worst_where[kernel].c_str(), worst_gate[kernel]);
 }
 
 TEST(Bound, NeverExceededByCorrectFloatKernels) { sweep<float>("float, u = 2^-24", env_or("ATTNCHECK_SWEEP_CASES", 1500)); }

@@ -23,10 +23,15 @@ struct RowFacts {
   bool scores_in_range = true;     // no permitted key's score can overflow T (judged on finite terms)
 
   std::vector<double> score_size;  // [n] c sum_k |q_ik k_jk| + |bias_ij| over finite terms, rounded up
-  std::vector<double> flush_size;  // [n] c (dk + sum_k |q_ik| + sum_k |k_jk|): what flushing can move a score
+  std::vector<double> flush_error; // [n] tiny c (dk + sum_k |q_ik| + sum_k |k_jk|): what flushing can move a score
   std::vector<double> gap;         // [n] m_i - s_ij >= 0, rounded up
   std::vector<double> log_weight;  // [n] log p_ij
+  std::vector<double> oracle_score_error;  // [n] the error of the oracle's own score (dot2_error)
 };
+
+// The oracle's inner products in double-double (Ogita, Rump and Oishi's Dot2): after n finite
+// terms whose |x y| sum to `size`, |computed - exact| <= gamma_2n(2^-53)^2 size + n 2^-1074.
+double dot2_error(int64_t n, double size);
 
 // bound[c] and natural[c] for c < dv, from the row's facts and |v_jc| of its keys, v_abs [n,dv]
 // (0 for a non-finite v_jc). bound is +inf where T's range cannot hold the computation (overflow
