@@ -1,5 +1,7 @@
 #include "variant.hpp"
 
+#include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -7,6 +9,8 @@
 
 namespace attncheck {
 namespace {
+
+using M = Mutation;
 
 // Left-to-right or pairwise sum of x [n].
 template <class A>
@@ -19,18 +23,12 @@ A sum(const A* x, int64_t n, bool pairwise) {
   return sum(x, n / 2, true) + sum(x + n / 2, n - n / 2, true);
 }
 
-// 2^f on [0, 1) by a quadratic: about 1.7e-3 relative error, varying with the argument.
+// exp(x) through 2^f on [0, 1) by a quadratic: about 1.7e-3 relative error, varying with x.
 template <class A>
 A approx_exp(A x) {
   const A t = x * A(1.4426950408889634);
   const A k = std::floor(t), f = t - k;
   return std::ldexp(A(1) + f * (A(0.6565) + A(0.3435) * f), int(std::fmax(k, A(-1000))));
-}
-
-template <class A>
-A exp_of(A x, const Variant& v) {
-  if (v.mutation == Mutation::approx_exp) return approx_exp(x);
-  return std::exp(x);
 }
 
 // exp(s - m) the variant's way.
@@ -40,7 +38,7 @@ A exp_shifted(A s, A m, const Variant& v) {
     const A log2e = A(1.4426950408889634);
     return std::exp2(s * log2e - m * log2e);
   }
-  return exp_of(s - m, v);
+  return v.mutation == M::approx_exp ? approx_exp(s - m) : std::exp(s - m);
 }
 
 // x rounded to bfloat16 (8 significant bits), ties to even.
@@ -54,57 +52,105 @@ A to_bf16(A x) {
   return A(f);
 }
 
+// The score a forbidden key gets under a sentinel mutation; NaN when it stays out.
+double forbidden_score(M m) {
+  switch (m) {
+    case M::forbidden_zero: return 0;
+    case M::sentinel_1e4: return -1e4;
+    case M::sentinel_1e9: return -1e9;
+    case M::sentinel_flt_max: return -FLT_MAX;
+    default: return std::numeric_limits<double>::quiet_NaN();
+  }
+}
+
 template <class T, class A>
 void run(const Problem<T>& p, T* out, const Variant& v) {
   // Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv], bias [B,H,Tq,Tk] in; out [B,H,Tq,dv] out.
   const Shape& s = p.shape;
   const A minus_inf = -std::numeric_limits<A>::infinity();
   double c = effective_scale(s, p.scale);
-  if (v.mutation == Mutation::model_width_scale && p.scale == 0) c = 1 / std::sqrt(double(s.H * s.dk));
-  const Causal causal = v.mutation != Mutation::causal_swapped ? p.masks.causal
+  if (p.scale == 0 && v.mutation == M::model_width_scale) c = 1 / std::sqrt(double(s.H * s.dk));
+  if (v.mutation == M::no_scale) c = 1;
+  if (v.mutation == M::divide_by_scale) c = 1 / c;
+  const A scale = A(c);
+  const Causal causal = v.mutation != M::causal_swapped ? p.masks.causal
                         : p.masks.causal == Causal::upper_left  ? Causal::lower_right
                         : p.masks.causal == Causal::lower_right ? Causal::upper_left
                                                                 : Causal::none;
-  const A scale = A(c);
-  std::vector<A> score(size_t(s.Tk)), e(size_t(s.Tk)), terms(size_t(s.Tk)), acc(size_t(s.dv));
+  const bool skip_padding = v.mutation == M::causal_ignores_padding && causal != Causal::none;
+  const double sentinel = forbidden_score(v.mutation);
+  const bool over_queries = v.mutation == M::softmax_over_queries;
+
+  // Per (b, h): scores [Tq,Tk] (-inf where forbidden; only kept whole for the over-queries mutant).
+  std::vector<A> score_bh(size_t(s.Tq * s.Tk)), e(size_t(s.Tk)), terms(size_t(s.Tk)), acc(size_t(s.dv));
   std::vector<int64_t> keys;
-
   for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t h = 0; h < s.H; ++h)
-      for (int64_t i = 0; i < s.Tq; ++i) {
-        const int64_t bh = b * s.H + h;
-        const T* q_i = p.q + (bh * s.Tq + i) * s.dk;
-        T* out_i = out + (bh * s.Tq + i) * s.dv;
-        auto v_jc = [&](int64_t j, int64_t col) { return A(p.v[(bh * s.Tk + j) * s.dv + col]); };
+    for (int64_t h = 0; h < s.H; ++h) {
+      const int64_t bh = b * s.H + h, kv = b * s.H + (v.mutation == M::shared_kv_heads ? 0 : h);
+      auto v_jc = [&](int64_t j, int64_t col) { return A(p.v[(kv * s.Tk + j) * s.dv + col]); };
 
-        // Scores, and the keys that carry weight.
-        keys.clear();
+      // Scores: s_ij = scale q_i . k_j + bias_ij, -inf where forbidden (or the mutant's sentinel).
+      for (int64_t i = 0; i < s.Tq; ++i)
         for (int64_t j = 0; j < s.Tk; ++j) {
-          const bool allowed = (!p.masks.allow || p.masks.allow[(b * s.Tq + i) * s.Tk + j]) &&
+          const bool allow = !p.masks.allow || p.masks.allow[(b * s.Tq + i) * s.Tk + j];
+          const bool allowed = (skip_padding || (v.mutation == M::inverted_polarity ? !allow : allow)) &&
                                causal_allows(causal, i, j, s.Tq, s.Tk) &&
-                               (!p.masks.key_lengths || j < p.masks.key_lengths[b]);
-          if (!allowed) continue;
-          const T* k_j = p.k + (bh * s.Tk + j) * s.dk;
+                               (skip_padding || !p.masks.key_lengths || j < p.masks.key_lengths[b]);
+          A& s_ij = score_bh[size_t(i * s.Tk + j)];
+          if (!allowed) {
+            s_ij = std::isnan(sentinel) ? minus_inf : A(sentinel);
+            continue;
+          }
+          const T* q_i = p.q + (bh * s.Tq + i) * s.dk;
+          const T* k_j = p.k + (kv * s.Tk + j) * s.dk;
           A dot = 0;
           for (int64_t k = 0; k < s.dk; ++k) {
             const A q = v.prescale ? A(scale * A(q_i[k])) : A(q_i[k]);
             dot = v.fma ? std::fma(q, A(k_j[k]), dot) : dot + q * A(k_j[k]);
           }
-          A s_ij = v.prescale ? dot : scale * dot;
+          s_ij = v.prescale ? dot : scale * dot;
           if (p.bias) s_ij += A(p.bias[(bh * s.Tq + i) * s.Tk + j]);
-          if (s_ij == minus_inf) continue;
-          score[keys.size()] = s_ij;
-          keys.push_back(j);
+        }
+      if (over_queries) {  // the wrong axis: a stable softmax down each column, used as the weights
+        for (int64_t j = 0; j < s.Tk; ++j) {
+          A m = minus_inf, l = 0;
+          for (int64_t i = 0; i < s.Tq; ++i) m = std::max(m, score_bh[size_t(i * s.Tk + j)]);
+          for (int64_t i = 0; i < s.Tq; ++i) l += std::exp(score_bh[size_t(i * s.Tk + j)] - m);
+          for (int64_t i = 0; i < s.Tq; ++i) {
+            A& w = score_bh[size_t(i * s.Tk + j)];
+            w = m == minus_inf ? A(0) : std::exp(w - m) / l;
+          }
+        }
+        for (int64_t i = 0; i < s.Tq; ++i)
+          for (int64_t col = 0; col < s.dv; ++col) {
+            A o = 0;
+            for (int64_t j = 0; j < s.Tk; ++j)
+              if (score_bh[size_t(i * s.Tk + j)] != 0) o += score_bh[size_t(i * s.Tk + j)] * v_jc(j, col);
+            out[(bh * s.Tq + i) * s.dv + col] = T(o);
+          }
+        continue;
+      }
+
+      for (int64_t i = 0; i < s.Tq; ++i) {
+        T* out_i = out + (bh * s.Tq + i) * s.dv;
+        const A* score_i = score_bh.data() + i * s.Tk;
+
+        // The keys that carry weight (or, for the multiply-forbidden mutant, every key).
+        keys.clear();
+        bool any_weight = false;
+        for (int64_t j = 0; j < s.Tk; ++j) {
+          any_weight |= score_i[j] != minus_inf;
+          if (score_i[j] != minus_inf || v.mutation == M::multiply_forbidden_values) keys.push_back(j);
         }
         const int64_t n = int64_t(keys.size());
-        if (n == 0) {
-          for (int64_t col = 0; col < s.dv; ++col)
-            out_i[col] = p.empty_rows == EmptyRows::zero ? T(0) : std::numeric_limits<T>::quiet_NaN();
+        if (!any_weight) {
+          const bool nan = p.empty_rows == EmptyRows::nan || v.mutation == M::empty_row_nan;
+          for (int64_t col = 0; col < s.dv; ++col) out_i[col] = nan ? std::numeric_limits<T>::quiet_NaN() : T(0);
           continue;
         }
 
-        // Softmax numerators e_j against a running or final maximum m, their sum l, and
-        // acc_c = sum_j e_j v_jc (deferred) or the normalized weights' sum.
+        // Softmax numerators e_t against a running or final maximum m, their sum l, and
+        // acc_c = sum_t e_t v_tc, over blocks of keys (one block: two-pass).
         A m = minus_inf, l = 0;
         std::fill(acc.begin(), acc.end(), A(0));
         const int64_t block = v.block > 0 ? v.block : n;
@@ -112,26 +158,29 @@ void run(const Problem<T>& p, T* out, const Variant& v) {
           const int64_t stop = std::min(n, start + block);
           A m_new = m;
           for (int64_t t = start; t < stop; ++t)
-            if (score[t] > m_new || std::isnan(score[t])) m_new = std::isnan(m_new) ? m_new : score[t];
+            if (score_i[keys[t]] > m_new || std::isnan(score_i[keys[t]])) m_new = std::isnan(m_new) ? m_new : score_i[keys[t]];
+          if (v.mutation == M::online_max_clamped && m_new == minus_inf) m_new = 0;
+          if (v.mutation == M::naive_softmax) m_new = 0;
           const A rescale = m == minus_inf ? A(0) : exp_shifted(m, m_new, v);
-          for (int64_t t = start; t < stop; ++t) e[t] = exp_shifted(score[t], m_new, v);
+          for (int64_t t = start; t < stop; ++t) e[t] = exp_shifted(score_i[keys[t]], m_new, v);
           l = l * rescale + sum(e.data() + start, stop - start, v.pairwise);
+          const A acc_rescale = v.mutation == M::online_no_rescale && m != minus_inf ? A(1) : rescale;
           for (int64_t col = 0; col < s.dv; ++col) {
             for (int64_t t = start; t < stop; ++t) terms[t] = e[t] * v_jc(keys[t], col);
-            acc[col] = acc[col] * rescale + sum(terms.data() + start, stop - start, v.pairwise);
+            acc[col] = acc[col] * acc_rescale + sum(terms.data() + start, stop - start, v.pairwise);
           }
           m = m_new;
         }
         const A inv_l = A(1) / l;
-        const bool two_pass_weights = v.block == 0 && !v.defer_normalize;  // e_j are then exp(s_j - m)
 
         // Normalize: in the two-pass form the weights first, then their weighted sum of values.
+        const bool two_pass_weights = v.block == 0 && !v.defer_normalize;  // e_t are then exp(s_t - m)
         for (int64_t col = 0; col < s.dv; ++col) {
           A o;
           if (two_pass_weights) {
             for (int64_t t = 0; t < n; ++t) {
               A w = v.reciprocal ? e[t] * inv_l : e[t] / l;
-              if (v.mutation == Mutation::bf16_weights) w = to_bf16(w);
+              if (v.mutation == M::bf16_weights) w = to_bf16(w);
               terms[t] = w * v_jc(keys[t], col);
             }
             o = sum(terms.data(), n, v.pairwise);
@@ -141,12 +190,18 @@ void run(const Problem<T>& p, T* out, const Variant& v) {
           out_i[col] = T(o);
         }
       }
+    }
 
-  if (v.mutation == Mutation::element_off_1e3) out[0] = T(out[0] * (1 + 1e-3));
-  if (v.mutation == Mutation::nan_element) out[0] = std::numeric_limits<T>::quiet_NaN();
+  if (v.mutation == M::element_off_1e3) out[0] = T(out[0] * (1 + 1e-3));
+  if (v.mutation == M::nan_element) out[0] = std::numeric_limits<T>::quiet_NaN();
 }
 
 }  // namespace
+
+Variant mutant(Mutation mutation) {
+  const bool online = mutation == M::online_no_rescale || mutation == M::online_max_clamped;
+  return Variant{.block = online ? 4 : 0, .mutation = mutation};
+}
 
 template <class T>
 void variant_attention(const Problem<T>& p, T* out, const Variant& v) {

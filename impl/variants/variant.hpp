@@ -10,17 +10,31 @@
 
 namespace attncheck {
 
-// A planted bug, named after the real one it imitates (docs/error-bound.md lists them).
+// A planted bug, named after the real one it imitates (docs/mutants.md lists the sources).
 enum class Mutation {
   none,
-  element_off_1e3,      // one output element off by 1e-3 relative
-  model_width_scale,    // 1/sqrt(H dk) instead of 1/sqrt(dk)
-  causal_swapped,       // upper-left and lower-right exchanged
-  nan_element,          // one output element NaN
-  bf16_weights,         // weights rounded to bfloat16 before the weighted sum (two-pass form)
-  approx_exp,           // an exp with about 1e-3 relative error
+  naive_softmax,              // exp(s) / sum exp(s) without subtracting the maximum
+  softmax_over_queries,       // normalized over the query axis instead of the keys
+  model_width_scale,          // 1/sqrt(H dk) instead of 1/sqrt(dk)
+  no_scale,                   // scale 1
+  divide_by_scale,            // q.k / scale, i.e. q.k sqrt(dk)
+  forbidden_zero,             // a forbidden score set to 0 instead of -inf
+  sentinel_1e4,               // forbidden score -1e4 (flashinfer issue 4267)
+  sentinel_1e9,               // forbidden score -1e9
+  sentinel_flt_max,           // forbidden score -FLT_MAX: a fully masked row averages every key
+  causal_ignores_padding,     // with a causal mask, the allow mask and key lengths are ignored
+  inverted_polarity,          // allow read as MultiheadAttention's true = blocked
+  causal_swapped,             // upper-left and lower-right exchanged
+  empty_row_nan,              // a fully masked row gives NaN (exp(-inf - -inf))
+  online_no_rescale,          // online softmax that does not rescale the accumulator as the max grows
+  online_max_clamped,         // running max set to 0 after a fully masked first block (flash-attention 2082)
+  multiply_forbidden_values,  // forbidden values multiplied by weight 0: NaN or inf in padding leaks
+  shared_kv_heads,            // every head reads head 0's keys and values (a stride bug)
+  bf16_weights,               // weights rounded to bfloat16 before the weighted sum (two-pass form)
+  approx_exp,                 // an exp with about 1.7e-3 relative error
+  element_off_1e3,            // one output element off by 1e-3 relative
+  nan_element,                // one output element NaN
 };
-
 // The freedoms a correct implementation has, and an optional planted bug.
 struct Variant {
   bool accumulate_double = false;  // scores, sums and outputs in double, rounded to T once
@@ -33,6 +47,10 @@ struct Variant {
   bool defer_normalize = false;    // (sum_j e_j v_j) / l instead of sum_j (e_j / l) v_j
   Mutation mutation = Mutation::none;
 };
+
+// The kernel a planted bug lives in: online softmax in blocks of 4 keys for the online bugs, the
+// two-pass form for the others.
+Variant mutant(Mutation mutation);
 
 // The contract's attention computed the variant's way: Q [B,H,Tq,dk], K [B,H,Tk,dk],
 // V [B,H,Tk,dv], bias [B,H,Tq,Tk] in; out [B,H,Tq,dv] out (weights and lse are not written).
