@@ -71,6 +71,7 @@ void run(const Problem<T>& p, T* out, const Variant& v) {
   double c = effective_scale(s, p.scale);
   if (p.scale == 0 && v.mutation == M::model_width_scale) c = 1 / std::sqrt(double(s.H * s.dk));
   if (v.mutation == M::no_scale) c = 1;
+  if (v.mutation == M::explicit_scale_ignored) c = 1 / std::sqrt(double(s.dk));
   if (v.mutation == M::divide_by_scale) c = 1 / c;
   const A scale = A(c);
   const Causal causal = v.mutation != M::causal_swapped ? p.masks.causal

@@ -18,6 +18,7 @@ enum class Mutation {
   model_width_scale,          // 1/sqrt(H dk) instead of 1/sqrt(dk)
   no_scale,                   // scale 1
   divide_by_scale,            // q.k / scale, i.e. q.k sqrt(dk)
+  explicit_scale_ignored,     // 1/sqrt(dk) whatever scale the caller gives
   forbidden_zero,             // a forbidden score set to 0 instead of -inf
   sentinel_1e4,               // forbidden score -1e4 (flashinfer issue 4267)
   sentinel_1e9,               // forbidden score -1e9

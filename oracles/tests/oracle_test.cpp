@@ -38,26 +38,6 @@ TEST(Oracle, ExactWeightsOfUdlProblem12_4) {
   EXPECT_EQ(row.max.convert_to<double>(), 100.0);
 }
 
-// Q, K, V of (b, h) alone, as a B 1, H 1 problem with that batch's masks.
-template <class T>
-Case<T> slice(const Case<T>& c, int64_t b, int64_t h) {
-  const Shape& s = c.shape;
-  Case<T> one = c;
-  one.shape.B = one.shape.H = 1;
-  auto take = [&](const std::vector<T>& x, int64_t rows, int64_t width) {
-    const int64_t bh = b * s.H + h;
-    return std::vector<T>(x.begin() + bh * rows * width, x.begin() + (bh + 1) * rows * width);
-  };
-  one.q = take(c.q, s.Tq, s.dk);
-  one.k = take(c.k, s.Tk, s.dk);
-  one.v = take(c.v, s.Tk, s.dv);
-  if (!c.bias.empty()) one.bias = take(c.bias, s.Tq, s.Tk);
-  if (!c.allow.empty())
-    one.allow.assign(c.allow.begin() + b * s.Tq * s.Tk, c.allow.begin() + (b + 1) * s.Tq * s.Tk);
-  if (!c.key_lengths.empty()) one.key_lengths = {c.key_lengths[b]};
-  return one;
-}
-
 TEST(Oracle, ExplicitRowMatchesBatchedResult) {
   SeededChooser choose(11);
   for (int n = 0; n < 40; ++n) {

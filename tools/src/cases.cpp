@@ -1,6 +1,7 @@
 #include "attncheck/cases.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -13,11 +14,6 @@ const char* const kValueNames[] = {"ties", "normal", "wide", "tiny", "bits"};
 
 double uniform01(Chooser& choose) { return double(choose.below(uint64_t(1) << 53)) * 0x1p-53; }
 
-// Box-Muller on our own uniform draws: std::normal_distribution differs between libraries.
-double normal(Chooser& choose) {
-  const double u1 = 1 - uniform01(choose), u2 = uniform01(choose);
-  return std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
-}
 
 template <class T>
 T arbitrary_bits(Chooser& choose) {
@@ -32,9 +28,9 @@ template <class T>
 T value(Chooser& choose, Values kind) {
   switch (kind) {
     case Values::ties: return T(int(choose.below(5)) - 2);
-    case Values::normal: return T(normal(choose));
-    case Values::wide: return T(normal(choose) * std::pow(10.0, double(choose.below(4))) * 4);
-    case Values::tiny: return choose.below(2) ? T(normal(choose) * 1e-30) : std::numeric_limits<T>::denorm_min() * T(choose.below(1000));
+    case Values::normal: return T(standard_normal(choose));
+    case Values::wide: return T(standard_normal(choose) * std::pow(10.0, double(choose.below(4))) * 4);
+    case Values::tiny: return choose.below(2) ? T(standard_normal(choose) * 1e-30) : std::numeric_limits<T>::denorm_min() * T(choose.below(1000));
     case Values::bits: return arbitrary_bits<T>(choose);
   }
   return 0;
@@ -56,6 +52,11 @@ T extreme_logit(Chooser& choose) {
 
 }  // namespace
 
+double standard_normal(Chooser& choose) {
+  const double u1 = 1 - uniform01(choose), u2 = uniform01(choose);
+  return std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
+}
+
 template <class T>
 Problem<T> Case<T>::problem() const {
   Problem<T> p;
@@ -75,9 +76,9 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
   Case<T> c;
   Shape& s = c.shape;
   s.B = 1 + int64_t(choose.below(uint64_t(limits.max_batch)));
-  s.H = 1 + int64_t(choose.below(uint64_t(limits.max_heads)));
-  s.Tq = 1 + int64_t(choose.below(uint64_t(limits.max_len)));
-  s.Tk = 1 + int64_t(choose.below(uint64_t(limits.max_len)));
+  s.H = limits.min_heads + int64_t(choose.below(uint64_t(limits.max_heads - limits.min_heads + 1)));
+  s.Tq = limits.min_len + int64_t(choose.below(uint64_t(limits.max_len - limits.min_len + 1)));
+  s.Tk = limits.min_len + int64_t(choose.below(uint64_t(limits.max_len - limits.min_len + 1)));
   s.dk = 1 + int64_t(choose.below(uint64_t(limits.max_width)));
   s.dv = 1 + int64_t(choose.below(uint64_t(limits.max_width)));
 
@@ -101,19 +102,82 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
     for (int32_t& length : c.key_lengths) length = int32_t(choose.below(uint64_t(s.Tk) + 1));
     c.mix += ", key padding";
   }
-  if (choose.below(3) == 0) {
+  if (!limits.abi_only && choose.below(3) == 0) {
     c.bias.resize(size_t(s.B * s.H * s.Tq * s.Tk));
-    for (T& x : c.bias) x = choose.below(4) == 0 ? extreme_logit<T>(choose) : T(normal(choose));
+    for (T& x : c.bias) x = choose.below(4) == 0 ? extreme_logit<T>(choose) : T(standard_normal(choose));
     c.mix += ", bias";
   }
   if (choose.below(4) == 0) c.scale = double(value<T>(choose, Values::normal));
-  c.empty_rows = choose.below(4) == 0 ? EmptyRows::nan : EmptyRows::zero;
+  if (!limits.abi_only && choose.below(4) == 0) c.empty_rows = EmptyRows::nan;
   return c;
+}
+
+template <class T>
+Case<T> slice(const Case<T>& c, int64_t b, int64_t h) {
+  // c's buffers [B,H,...] and [B,...] in; one (b, h) out.
+  const Shape& s = c.shape;
+  Case<T> one = c;
+  one.shape.B = one.shape.H = 1;
+  const int64_t bh = b * s.H + h;
+  auto take = [&](const auto& x, int64_t start, int64_t count) {
+    return std::decay_t<decltype(x)>(x.begin() + start * count, x.begin() + (start + 1) * count);
+  };
+  one.q = take(c.q, bh, s.Tq * s.dk);
+  one.k = take(c.k, bh, s.Tk * s.dk);
+  one.v = take(c.v, bh, s.Tk * s.dv);
+  if (!c.bias.empty()) one.bias = take(c.bias, bh, s.Tq * s.Tk);
+  if (!c.allow.empty()) one.allow = take(c.allow, b, s.Tq * s.Tk);
+  if (!c.key_lengths.empty()) one.key_lengths = {c.key_lengths[size_t(b)]};
+  return one;
+}
+
+template <class T>
+std::string describe(const Case<T>& c) {
+  // c: q [B,H,Tq,dk], k [B,H,Tk,dk], v [B,H,Tk,dv], allow [B,Tq,Tk], key_lengths [B], bias [B,H,Tq,Tk].
+  const Shape& s = c.shape;
+  const char* causal[] = {"none", "upper-left", "lower-right"};
+  char line[256];
+  std::snprintf(line, sizeof line, "B %lld, H %lld, Tq %lld, Tk %lld, dk %lld, dv %lld; scale %s; causal %s; empty rows %s; %s\n",
+                (long long)s.B, (long long)s.H, (long long)s.Tq, (long long)s.Tk, (long long)s.dk, (long long)s.dv,
+                c.scale == 0 ? "default" : std::to_string(c.scale).c_str(), causal[int(c.causal)],
+                c.empty_rows == EmptyRows::zero ? "zero" : "nan", c.mix.c_str());
+  std::string text = line;
+  for (int64_t b = 0; b < s.B; ++b) {
+    text += "  batch " + std::to_string(b) + " permitted keys (rows: queries):\n";
+    for (int64_t i = 0; i < s.Tq; ++i) {
+      text += "    ";
+      for (int64_t j = 0; j < s.Tk; ++j) {
+        const bool allowed = (c.allow.empty() || c.allow[size_t((b * s.Tq + i) * s.Tk + j)]) &&
+                             causal_allows(c.causal, i, j, s.Tq, s.Tk) &&
+                             (c.key_lengths.empty() || j < c.key_lengths[size_t(b)]);
+        text += allowed ? '#' : '.';
+      }
+      text += '\n';
+    }
+  }
+  auto values = [&](const char* name, const std::vector<T>& x) {
+    if (x.empty() || x.size() > 64) return;
+    text += std::string("  ") + name + ":";
+    for (T e : x) {
+      std::snprintf(line, sizeof line, " %.9g", double(e));
+      text += line;
+    }
+    text += '\n';
+  };
+  values("q", c.q);
+  values("k", c.k);
+  values("v", c.v);
+  values("bias", c.bias);
+  return text;
 }
 
 template struct Case<float>;
 template struct Case<double>;
 template Case<float> draw_case(Chooser&, const CaseLimits&);
 template Case<double> draw_case(Chooser&, const CaseLimits&);
+template Case<float> slice(const Case<float>&, int64_t, int64_t);
+template Case<double> slice(const Case<double>&, int64_t, int64_t);
+template std::string describe(const Case<float>&);
+template std::string describe(const Case<double>&);
 
 }  // namespace attncheck

@@ -28,9 +28,15 @@ struct SeededChooser : Chooser {
   std::mt19937_64 rng;
 };
 
+// A standard normal value: Box-Muller on the chooser's uniform draws (std::normal_distribution
+// differs between standard libraries, so a fixed seed would not give the same values everywhere).
+double standard_normal(Chooser& choose);
+
 // The largest shapes drawn.
 struct CaseLimits {
   int64_t max_batch = 3, max_heads = 3, max_len = 24, max_width = 24;
+  int64_t min_heads = 1, min_len = 1;  // Tq and Tk at least min_len
+  bool abi_only = false;  // only what plugin ABI v1 carries: no bias, the zero empty-row policy
 };
 
 // An owned problem: its buffers, and the Problem view of them.
@@ -49,5 +55,14 @@ struct Case {
 
 template <class T>
 Case<T> draw_case(Chooser& choose, const CaseLimits& limits = {});
+
+// Head h of batch b alone, as a B 1, H 1 case with that batch's masks.
+template <class T>
+Case<T> slice(const Case<T>& c, int64_t b, int64_t h);
+
+// A case as a person reads it: shapes, scale, causal mode and policy, each batch's mask as a grid
+// (# may attend, . may not), and the tensors' values when they are small enough to read.
+template <class T>
+std::string describe(const Case<T>& c);
 
 }  // namespace attncheck

@@ -1,0 +1,60 @@
+// Claim: with a causal mask, dropping the last queries (and, lower-right, as many last keys)
+// leaves the remaining queries' outputs unchanged: nothing past a query's limit reaches it.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+
+#include "attncheck/property_support.hpp"
+
+namespace attncheck {
+
+// The first Tq' queries and first Tk' keys of every (b, h) of c.
+template <class T>
+Case<T> truncate(const Case<T>& c, int64_t Tq, int64_t Tk) {
+  const Shape& s = c.shape;
+  Case<T> t = c;
+  t.shape.Tq = Tq;
+  t.shape.Tk = Tk;
+  auto rows = [&](const std::vector<T>& x, int64_t all, int64_t kept, int64_t width) {
+    std::vector<T> y;
+    for (int64_t bh = 0; bh < s.B * s.H; ++bh) y.insert(y.end(), x.begin() + bh * all * width, x.begin() + (bh * all + kept) * width);
+    return y;
+  };
+  t.q = rows(c.q, s.Tq, Tq, s.dk);
+  t.k = rows(c.k, s.Tk, Tk, s.dk);
+  t.v = rows(c.v, s.Tk, Tk, s.dv);
+  // allow [B,Tq,Tk] and bias [B,H,Tq,Tk]: the kept corner of each matrix.
+  auto corner = [&](const auto& x, int64_t matrices) {
+    std::decay_t<decltype(x)> y;
+    for (int64_t m = 0; m < matrices && !x.empty(); ++m)
+      for (int64_t i = 0; i < Tq; ++i) y.insert(y.end(), x.begin() + (m * s.Tq + i) * s.Tk, x.begin() + (m * s.Tq + i) * s.Tk + Tk);
+    return y;
+  };
+  t.allow = corner(c.allow, s.B);
+  t.bias = corner(c.bias, s.B * s.H);
+  for (int32_t& length : t.key_lengths) length = std::min<int32_t>(length, int32_t(Tk));
+  return t;
+}
+
+RC_GTEST_PROP(Property, CausalPrefixIgnoresTheFuture, ()) {
+  Case<float> c = draw<float>({.min_len = 2});
+  c.causal = *rc::gen::arbitrary<bool>() ? Causal::upper_left : Causal::lower_right;
+  const Shape& s = c.shape;
+  // Lower-right keeps Tk - dropped >= 1 keys: drop fewer than Tk.
+  const int64_t most = c.causal == Causal::upper_left ? s.Tq - 1 : std::min(s.Tq, s.Tk) - 1;
+  const int64_t dropped = 1 + *rc::gen::inRange<int64_t>(0, most);
+  const int64_t Tq = s.Tq - dropped;
+  const int64_t Tk = c.causal == Causal::upper_left ? std::min(s.Tk, Tq) : s.Tk - dropped;
+  RC_TAG(c.causal == Causal::upper_left ? "upper-left" : "lower-right");
+  const Case<float> t = truncate(c, Tq, Tk);
+
+  // The truncated problem's bound, the full problem's exact values of the kept rows.
+  Reference expected = reference(t.problem());
+  const Reference full = reference(c.problem());
+  for (int64_t bh = 0; bh < s.B * s.H; ++bh)
+    std::copy_n(full.exact.begin() + bh * s.Tq * s.dv, Tq * s.dv, expected.exact.begin() + bh * Tq * s.dv);
+  require_agreement(t, run_kernel(t), expected, "the first " + std::to_string(Tq) + " queries alone");
+}
+
+}  // namespace attncheck

@@ -1,0 +1,76 @@
+// Claim: each output coordinate is a convex combination of the permitted values: it lies in
+// [min, max] of them (within the bound); one logit far above the rest selects its value; equal
+// logits give the mean.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "attncheck/property_support.hpp"
+#include "attncheck/weights_probe.hpp"
+
+namespace attncheck {
+
+RC_GTEST_PROP(Property, OutputsLieBetweenPermittedValues, ()) {
+  const Case<float> c = draw<float>();
+  const std::vector<float> out = run_kernel(c);
+  const Reference ref = reference(c.problem());
+  const Shape& s = c.shape;
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.H; ++h)
+      for (int64_t i = 0; i < s.Tq; ++i) {
+        const std::vector<int64_t> keys = exact_row(c.problem(), b, h, i).keys;  // those that carry weight
+        for (int64_t col = 0; col < s.dv; ++col) {
+          const size_t n = size_t(((b * s.H + h) * s.Tq + i) * s.dv + col);
+          if (keys.empty() || !std::isfinite(ref.bound[n]) || !std::isfinite(ref.exact[n])) continue;
+          float lo = INFINITY, hi = -INFINITY;
+          for (int64_t j : keys) {
+            lo = std::min(lo, c.v[size_t(((b * s.H + h) * s.Tk + j) * s.dv + col)]);
+            hi = std::max(hi, c.v[size_t(((b * s.H + h) * s.Tk + j) * s.dv + col)]);
+          }
+          ATTNCHECK_REQUIRE(out[n] >= lo - ref.bound[n] && out[n] <= hi + ref.bound[n],
+                            "out[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "," +
+                                std::to_string(col) + "] = " + show(out[n]) + " lies outside [" +
+                                show(lo) + ", " + show(hi) + "]\n" + describe(c));
+        }
+      }
+}
+
+// Selection and pooling on one head without masks: q = 0 (all logits equal) gives the mean of
+// the values; q = e_0 with one key's k = big e_0 gives that key's value.
+RC_GTEST_PROP(Property, SelectionAndAveragePooling, ()) {
+  Case<float> c = draw<float>({1, 1, 24, 24});
+  c.allow.clear();
+  c.key_lengths.clear();
+  c.bias.clear();
+  c.causal = Causal::none;
+  const Shape& s = c.shape;
+  const int64_t chosen = *rc::gen::inRange<int64_t>(0, s.Tk);
+  const bool select = *rc::gen::arbitrary<bool>();
+  std::fill(c.q.begin(), c.q.end(), 0.0f);
+  if (select) {
+    for (int64_t i = 0; i < s.Tq; ++i) c.q[size_t(i * s.dk)] = 1;
+    std::fill(c.k.begin(), c.k.end(), 0.0f);
+    c.scale = 1;
+    c.k[size_t(chosen * s.dk)] = 200;  // exp(-200) of the others' weight: below float's smallest subnormal
+  }
+  RC_TAG(select ? "selection" : "average pooling");
+  const std::vector<float> out = run_kernel(c);
+  const Reference ref = reference(c.problem());
+  for (int64_t i = 0; i < s.Tq; ++i)
+    for (int64_t col = 0; col < s.dv; ++col) {
+      double expected = 0;
+      for (int64_t j = 0; j < s.Tk; ++j) expected += c.v[size_t(j * s.dv + col)];
+      expected = select ? double(c.v[size_t(chosen * s.dv + col)]) : expected / double(s.Tk);
+      const size_t n = size_t(i * s.dv + col);
+      if (!std::isfinite(ref.bound[n]) || !std::isfinite(ref.exact[n]) || !std::isfinite(expected)) continue;
+      // Within the bound of the exact value, which is the mean, or the chosen value up to exp(-200)
+      // of the others: |exact - expected| is that, and the double rounding of the mean.
+      ATTNCHECK_REQUIRE(std::fabs(double(out[n]) - expected) <= ref.bound[n] + std::fabs(double(ref.exact[n]) - expected),
+                    std::string(select ? "selection" : "average pooling") + " gives " + show(out[n]) +
+                        ", expected " + show(expected) + "\n" + describe(c));
+    }
+}
+
+}  // namespace attncheck

@@ -1,0 +1,72 @@
+// Claim: permuting keys and values together (with their mask columns) leaves the outputs
+// unchanged within the bound; permuting queries (with their mask rows) permutes the outputs.
+// Without a causal mask, where position carries no meaning.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <numeric>
+
+#include "attncheck/property_support.hpp"
+#include "attncheck/weights_probe.hpp"
+
+namespace attncheck {
+
+// A permutation of 0..n-1 drawn through RapidCheck (Fisher-Yates), so that it shrinks to identity.
+std::vector<int64_t> permutation(int64_t n) {
+  std::vector<int64_t> p(static_cast<size_t>(n));
+  std::iota(p.begin(), p.end(), 0);
+  for (int64_t k = n - 1; k > 0; --k) std::swap(p[size_t(k)], p[size_t(k - *rc::gen::inRange<int64_t>(0, k + 1))]);
+  return p;
+}
+
+RC_GTEST_PROP(Property, PermutingKeysOrQueries, ()) {
+  Case<float> c = draw<float>();
+  c.causal = Causal::none;
+  const Shape& s = c.shape;
+  // Key padding becomes allow columns, so that it travels with its keys.
+  if (!c.key_lengths.empty()) {
+    std::vector<uint8_t> allow(size_t(s.B * s.Tq * s.Tk));
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t i = 0; i < s.Tq; ++i)
+        for (int64_t j = 0; j < s.Tk; ++j) allow[size_t((b * s.Tq + i) * s.Tk + j)] = mask_permits(c, b, i, j);
+    c.allow = allow;
+    c.key_lengths.clear();
+  }
+  const bool keys = *rc::gen::arbitrary<bool>();
+  RC_TAG(keys ? "keys permuted" : "queries permuted");
+  const std::vector<int64_t> order = permutation(keys ? s.Tk : s.Tq);  // new position n holds old order[n]
+
+  // Moves rows of `rows` x `width` blocks within each of `matrices` matrices.
+  auto permute_rows = [&](const auto& x, int64_t matrices, int64_t rows, int64_t width) {
+    auto y = x;
+    for (int64_t m = 0; m < matrices && !x.empty(); ++m)
+      for (int64_t n = 0; n < rows; ++n)
+        std::copy_n(x.begin() + (m * rows + order[size_t(n)]) * width, width, y.begin() + (m * rows + n) * width);
+    return y;
+  };
+  auto permute_columns = [&](const auto& x, int64_t matrices_rows) {  // [.., Tk] matrices, permuting Tk
+    auto y = x;
+    for (int64_t r = 0; r < matrices_rows && !x.empty(); ++r)
+      for (int64_t n = 0; n < s.Tk; ++n) y[size_t(r * s.Tk + n)] = x[size_t(r * s.Tk + order[size_t(n)])];
+    return y;
+  };
+  Case<float> p = c;
+  if (keys) {
+    p.k = permute_rows(c.k, s.B * s.H, s.Tk, s.dk);
+    p.v = permute_rows(c.v, s.B * s.H, s.Tk, s.dv);
+    p.allow = permute_columns(c.allow, s.B * s.Tq);
+    p.bias = permute_columns(c.bias, s.B * s.H * s.Tq);
+  } else {
+    p.q = permute_rows(c.q, s.B * s.H, s.Tq, s.dk);
+    p.allow = permute_rows(c.allow, s.B, s.Tq, s.Tk);
+    p.bias = permute_rows(c.bias, s.B * s.H, s.Tq, s.Tk);
+  }
+
+  // The permuted problem's bound, against the original's exact values (rows moved with queries).
+  Reference expected = reference(p.problem());
+  const Reference original = reference(c.problem());
+  expected.exact = keys ? original.exact : permute_rows(original.exact, s.B * s.H, s.Tq, s.dv);
+  require_agreement(p, run_kernel(p), expected, keys ? "keys permuted" : "queries permuted");
+}
+
+}  // namespace attncheck

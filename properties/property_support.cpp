@@ -1,0 +1,109 @@
+#include "attncheck/property_support.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "attncheck/abi.hpp"
+#include "attncheck/attention.hpp"
+#include "attncheck/weights_probe.hpp"
+
+namespace attncheck {
+
+uint64_t RcChooser::below(uint64_t n) { return n <= 1 ? 0 : *rc::gen::inRange<uint64_t>(0, n); }
+
+const Kernel& kernel_under_test() {
+  static const Kernel kernel = [] {
+    const char* which = std::getenv("ATTNCHECK_IMPL");
+    Kernel k;
+    try {
+      k.plugin = load_plugin(which && *which ? which : "builtin");
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "attncheck properties: %s\n", e.what());
+      std::exit(2);
+    }
+    k.full_contract = k.plugin.name == "builtin";
+    std::fprintf(stderr, "attncheck properties: checking %s\n", k.plugin.name.c_str());
+    return k;
+  }();
+  return kernel;
+}
+
+std::string show(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", x);
+  return text;
+}
+
+bool has_f64() { return kernel_under_test().plugin.forward_f64 != nullptr; }
+
+template <class T>
+void showValue(const Case<T>& c, std::ostream& os) {
+  os << describe(c);
+}
+
+template <class T>
+Case<T> draw(CaseLimits limits) {
+  limits.abi_only |= !kernel_under_test().full_contract;
+  // One generated value, so that a counterexample prints as describe() shows it, not as its picks.
+  const Case<T> c = *rc::gen::exec([limits] {
+    RcChooser choose;
+    return draw_case<T>(choose, limits);
+  });
+  const Shape& s = c.shape;
+  bool empty_row = false;
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t i = 0; i < s.Tq; ++i) {
+      bool any = false;
+      for (int64_t j = 0; j < s.Tk; ++j) any |= mask_permits(c, b, i, j);
+      empty_row |= !any;
+    }
+  const bool extreme = c.mix.find("wide") != std::string::npos || c.mix.find("bits") != std::string::npos ||
+                       c.mix.find("bias") != std::string::npos;
+  RC_CLASSIFY(extreme, "extreme logits");
+  RC_CLASSIFY(empty_row, "empty row");
+  RC_CLASSIFY(s.Tq != s.Tk, "Tq != Tk");
+  return c;
+}
+
+template <class T>
+std::vector<T> run_kernel(const Case<T>& c) {
+  const Shape& s = c.shape;
+  std::vector<T> out(size_t(s.B * s.H * s.Tq * s.dv));
+  const Problem<T> problem = c.problem();
+  const Kernel& kernel = kernel_under_test();
+  if (kernel.full_contract) {
+    attention(problem, Result<T>{out.data()});
+    return out;
+  }
+  std::vector<uint8_t> allow;
+  const attncheck_problem abi = to_abi(problem, out.data(), allow);
+  const auto forward = sizeof(T) == 4 ? kernel.plugin.forward_f32 : kernel.plugin.forward_f64;
+  const int32_t status = forward(&abi);
+  if (status != 0) RC_FAIL("the kernel refused a valid problem (status " + std::to_string(status) + ")\n" + describe(c));
+  return out;
+}
+
+template <class T>
+void require_agreement(const Case<T>& c, const std::vector<T>& out, const Reference& reference,
+                       const std::string& claim) {
+  const char* precision = sizeof(T) == 4 ? "float32, u = 2^-24" : "float64, u = 2^-53";
+  const Comparison result = compare(out.data(), reference, c.shape);
+  if (!result.ok()) RC_FAIL(claim + ": " + result.report(precision) + describe(c));
+  std::vector<T> plain(out.size());
+  attention(c.problem(), Result<T>{plain.data()});
+  const PrecisionGate gate = precision_gate(out.data(), plain.data(), reference);
+  if (!gate.ok())
+    RC_FAIL(claim + ": precision loss " + show(gate.kernel) + " natural units, limit " +
+            show(gate.limit) + " (the built-in: " + show(gate.reference) + ")\n" + describe(c));
+}
+
+template void showValue(const Case<float>&, std::ostream&);
+template void showValue(const Case<double>&, std::ostream&);
+template Case<float> draw(CaseLimits);
+template Case<double> draw(CaseLimits);
+template std::vector<float> run_kernel(const Case<float>&);
+template std::vector<double> run_kernel(const Case<double>&);
+template void require_agreement(const Case<float>&, const std::vector<float>&, const Reference&, const std::string&);
+template void require_agreement(const Case<double>&, const std::vector<double>&, const Reference&, const std::string&);
+
+}  // namespace attncheck

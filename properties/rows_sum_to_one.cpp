@@ -1,0 +1,47 @@
+// Claim: each row of weights sums to one over the keys (the right axis), every weight lies in
+// [0, 1], and a forbidden key's weight is exactly 0.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <cmath>
+
+#include "attncheck/property_support.hpp"
+#include "attncheck/weights_probe.hpp"
+
+namespace attncheck {
+
+RC_GTEST_PROP(Property, RowsSumToOne, ()) {
+  const Case<float> c = with_identity_values(draw<float>());
+  const std::vector<float> w = run_kernel(c);  // [B,H,Tq,Tk] through V = I
+  const Reference ref = reference(c.problem());
+  const Shape& s = c.shape;
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.H; ++h)
+      for (int64_t i = 0; i < s.Tq; ++i) {
+        const size_t row = size_t(((b * s.H + h) * s.Tq + i) * s.Tk);
+        const std::string where = "row [" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "]";
+        // A row of special values (NaN inputs, the nan policy) or outside float's range has no sum to check.
+        bool checkable = true, carries_weight = false;
+        for (int64_t j = 0; j < s.Tk; ++j) {
+          checkable &= std::isfinite(ref.bound[row + j]) && std::isfinite(ref.exact[row + j]);
+          carries_weight |= ref.exact[row + j] != 0;
+        }
+        if (!checkable) continue;
+        double sum = 0, sum_bounds = 0;
+        for (int64_t j = 0; j < s.Tk; ++j) {
+          ATTNCHECK_REQUIRE(mask_permits(c, b, i, j) || w[row + j] == 0,
+                            "forbidden key " + std::to_string(j) + " of " + where + " has weight " +
+                                show(w[row + j]) + "\n" + describe(c));
+          ATTNCHECK_REQUIRE(w[row + j] >= -ref.bound[row + j] && w[row + j] <= 1 + ref.bound[row + j],
+                            "weight " + std::to_string(j) + " of " + where + " is " + show(w[row + j]) +
+                                ", outside [0, 1]\n" + describe(c));
+          sum += w[row + j];
+          sum_bounds += ref.bound[row + j];
+        }
+        if (carries_weight)  // else an empty row: all zero, as checked above
+          ATTNCHECK_REQUIRE(std::fabs(sum - 1) <= sum_bounds, where + " sums to " + show(sum) +
+                                                                   " over the keys, not 1\n" + describe(c));
+      }
+}
+
+}  // namespace attncheck

@@ -1,0 +1,103 @@
+// Claim: for iid zero-mean unit-variance q and k components in dimension d, q.k has variance d and
+// the implementation's scaled score q.k/sqrt(d) variance 1 (the reason for the scale). Exact test:
+// with Gaussian q, s = c q.k given k is N(0, c^2 |k|^2), so T = sum_i d s_i^2 / |k_i|^2 is
+// chi-square with N degrees of freedom when c = 1/sqrt(d). Accepting T/N in the two-sided
+// chi-square interval of probability 1 - 1e-9 makes a false alarm less likely than 1e-9 per check.
+// Fixed seeds: the outcome is the same on every run.
+#include <gtest/gtest.h>
+
+#include <boost/math/distributions/chi_squared.hpp>
+#include <cmath>
+
+#include "attncheck/property_support.hpp"
+
+namespace attncheck {
+namespace {
+
+constexpr int64_t kN = 4096;
+constexpr double kFalseAlarm = 1e-9;
+
+// [lo, hi] for T/N under chi-square with n degrees of freedom, two-sided probability kFalseAlarm outside.
+std::pair<double, double> acceptance(int64_t n) {
+  const boost::math::chi_squared chi2{static_cast<double>(n)};
+  return {quantile(chi2, kFalseAlarm / 2) / double(n), quantile(complement(chi2, kFalseAlarm / 2)) / double(n)};
+}
+
+// N two-key problems, one per head: q Gaussian, k_1 Gaussian, k_2 = 0, v_1 = e_1, v_2 = e_2, so
+// that out = (sigmoid(s), 1 - sigmoid(s)) and the kernel's score is s = log(out_1 / out_2).
+struct ScoreProbe {
+  Case<float> c;
+  explicit ScoreProbe(int64_t d, uint64_t seed) {
+    SeededChooser choose(seed);
+    c.shape = {1, kN, 1, 2, d, 2};
+    c.mix = "score probe";
+    for (int64_t h = 0; h < kN; ++h) {
+      for (int64_t k = 0; k < d; ++k) c.q.push_back(float(standard_normal(choose)));
+      for (int64_t k = 0; k < d; ++k) c.k.push_back(float(standard_normal(choose)));
+      c.k.insert(c.k.end(), size_t(d), 0.0f);
+      c.v.insert(c.v.end(), {1, 0, 0, 1});
+    }
+  }
+  // T/N from the scores s_i: (1/N) sum_i d s_i^2 / |k_i|^2.
+  double statistic(const std::vector<float>& out) const {
+    const int64_t d = c.shape.dk;
+    double total = 0;
+    for (int64_t h = 0; h < kN; ++h) {
+      const double s = std::log(double(out[size_t(2 * h)]) / double(out[size_t(2 * h + 1)]));
+      double k_norm2 = 0;
+      for (int64_t k = 0; k < d; ++k) k_norm2 += double(c.k[size_t(h * 2 * d + k)]) * c.k[size_t(h * 2 * d + k)];
+      total += double(d) * s * s / k_norm2;
+    }
+    return total / double(kN);
+  }
+  // The same from q.k itself, unscaled: (1/N) sum_i (q.k_i)^2 / |k_i|^2, of the generator alone.
+  double raw_statistic() const {
+    const int64_t d = c.shape.dk;
+    double total = 0;
+    for (int64_t h = 0; h < kN; ++h) {
+      double qk = 0, k_norm2 = 0;
+      for (int64_t k = 0; k < d; ++k) {
+        qk += double(c.q[size_t(h * d + k)]) * c.k[size_t(h * 2 * d + k)];
+        k_norm2 += double(c.k[size_t(h * 2 * d + k)]) * c.k[size_t(h * 2 * d + k)];
+      }
+      total += qk * qk / k_norm2;
+    }
+    return total / double(kN);
+  }
+};
+
+TEST(Property, ScaledScoresHaveUnitVariance) {
+  const auto [lo, hi] = acceptance(kN);
+  for (int64_t d : {4, 16, 64, 256}) {
+    const ScoreProbe probe(d, 1000 + uint64_t(d));
+    const double raw = probe.raw_statistic();
+    EXPECT_TRUE(raw >= lo && raw <= hi) << "d " << d << ": q.k/|k| variance " << raw << " outside [" << lo << ", " << hi << "]";
+    const double scaled = probe.statistic(run_kernel(probe.c));
+    EXPECT_TRUE(scaled >= lo && scaled <= hi)
+        << "d " << d << ": d s^2/|k|^2 averages " << scaled << ", outside [" << lo << ", " << hi
+        << "]: the scores are not scaled by 1/sqrt(d) (1/H = " << 1.0 / kN << " would mean 1/sqrt(H dk))";
+  }
+}
+
+// Black-box: q = e_1, k_1 = e_1, k_2 = 0, v = I gives log(out_1 / out_2) = c exactly, 0.125 at
+// dk 64 (0.0442 if scaled by the model width, H 8). Float rounding moves it by at most about 3e-7
+// (the bound of each output, about 10u, over outputs near 0.5); 1e-5 leaves room for any correct kernel.
+TEST(Property, ScaleReadOffTwoKeys) {
+  Case<float> c;
+  c.shape = {1, 8, 1, 2, 64, 2};
+  c.mix = "two keys";
+  for (int64_t h = 0; h < 8; ++h) {
+    std::vector<float> e1(64, 0.0f);
+    e1[0] = 1;
+    c.q.insert(c.q.end(), e1.begin(), e1.end());
+    c.k.insert(c.k.end(), e1.begin(), e1.end());
+    c.k.insert(c.k.end(), 64, 0.0f);
+    c.v.insert(c.v.end(), {1, 0, 0, 1});
+  }
+  const std::vector<float> out = run_kernel(c);
+  for (int64_t h = 0; h < 8; ++h)
+    EXPECT_NEAR(std::log(double(out[size_t(2 * h)]) / out[size_t(2 * h + 1)]), 0.125, 1e-5) << "head " << h;
+}
+
+}  // namespace
+}  // namespace attncheck
