@@ -28,7 +28,8 @@ template <class A>
 A approx_exp(A x) {
   const A t = x * A(1.4426950408889634);
   const A k = std::floor(t), f = t - k;
-  return std::ldexp(A(1) + f * (A(0.6565) + A(0.3435) * f), int(std::fmax(k, A(-1000))));
+  const int exponent = std::isnan(k) ? 0 : int(std::clamp(k, A(-1000), A(1000)));  // no UB on inf or NaN
+  return std::ldexp(A(1) + f * (A(0.6565) + A(0.3435) * f), exponent);
 }
 
 // exp(s - m) the variant's way.
