@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "attncheck/abi.hpp"
 #include "attncheck/attention.hpp"
 #include "attncheck/weights_probe.hpp"
 
@@ -11,30 +10,13 @@ namespace attncheck {
 
 uint64_t RcChooser::below(uint64_t n) { return n <= 1 ? 0 : *rc::gen::inRange<uint64_t>(0, n); }
 
-const Kernel& kernel_under_test() {
-  static const Kernel kernel = [] {
-    const char* which = std::getenv("ATTNCHECK_IMPL");
-    Kernel k;
-    try {
-      k.plugin = load_plugin(which && *which ? which : "builtin");
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "attncheck properties: %s\n", e.what());
-      std::exit(2);
-    }
-    k.full_contract = k.plugin.name == "builtin";
-    std::fprintf(stderr, "attncheck properties: checking %s\n", k.plugin.name.c_str());
-    return k;
-  }();
-  return kernel;
-}
-
 std::string show(double x) {
   char text[32];
   std::snprintf(text, sizeof text, "%.9g", x);
   return text;
 }
 
-bool has_f64() { return kernel_under_test().plugin.forward_f64 != nullptr; }
+bool has_f64() { return kernel_from_environment().plugin.forward_f64 != nullptr; }
 
 template <class T>
 void showValue(const Case<T>& c, std::ostream& os) {
@@ -43,7 +25,7 @@ void showValue(const Case<T>& c, std::ostream& os) {
 
 template <class T>
 Case<T> draw(CaseLimits limits) {
-  limits.abi_only |= !kernel_under_test().full_contract;
+  limits = kernel_from_environment().limits(limits);
   // One generated value, so that a counterexample prints as describe() shows it, not as its picks.
   const Case<T> c = *rc::gen::exec([limits] {
     RcChooser choose;
@@ -67,19 +49,9 @@ Case<T> draw(CaseLimits limits) {
 
 template <class T>
 std::vector<T> run_kernel(const Case<T>& c) {
-  const Shape& s = c.shape;
-  std::vector<T> out(size_t(s.B * s.H * s.Tq * s.dv));
-  const Problem<T> problem = c.problem();
-  const Kernel& kernel = kernel_under_test();
-  if (kernel.full_contract) {
-    attention(problem, Result<T>{out.data()});
-    return out;
-  }
-  std::vector<uint8_t> allow;
-  const attncheck_problem abi = to_abi(problem, out.data(), allow);
-  const auto forward = sizeof(T) == 4 ? kernel.plugin.forward_f32 : kernel.plugin.forward_f64;
-  const int32_t status = forward(&abi);
-  if (status != 0) RC_FAIL("the kernel refused a valid problem (status " + std::to_string(status) + ")\n" + describe(c));
+  std::vector<T> out;
+  if (const int32_t status = run_kernel(kernel_from_environment(), c, out); status != 0)
+    RC_FAIL("the kernel refused a valid problem (status " + std::to_string(status) + ")\n" + describe(c));
   return out;
 }
 

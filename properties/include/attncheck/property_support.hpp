@@ -9,7 +9,7 @@
 
 #include "attncheck/cases.hpp"
 #include "attncheck/compare.hpp"
-#include "attncheck/plugin_loader.hpp"
+#include "attncheck/kernel.hpp"
 
 // Fails the property with `message` (built only on failure) unless `condition` holds.
 #define ATTNCHECK_REQUIRE(condition, message) \
@@ -25,14 +25,6 @@ struct RcChooser : Chooser {
   uint64_t below(uint64_t n) override;
 };
 
-// The implementation under test: the built-in one through its C++ API (the whole contract: bias,
-// both empty-row policies), unless $ATTNCHECK_IMPL names a plugin (ABI v1: no bias, empty rows 0).
-struct Kernel {
-  Plugin plugin;
-  bool full_contract = false;  // the built-in's C++ API
-};
-const Kernel& kernel_under_test();
-
 // Cases the kernel under test can take, drawn through RapidCheck as one value (shown by
 // describe()), classified by whether they hold extreme logits, an empty row, and Tq != Tk.
 template <class T>
@@ -42,7 +34,7 @@ Case<T> draw(CaseLimits limits = {});
 template <class T>
 void showValue(const Case<T>& c, std::ostream& os);
 
-// The kernel's out [B,H,Tq,dv] for case c; the property fails if the kernel refuses it.
+// The kernel under test's out [B,H,Tq,dv] for case c; the property fails if the kernel refuses it.
 template <class T>
 std::vector<T> run_kernel(const Case<T>& c);
 

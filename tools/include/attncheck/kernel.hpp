@@ -1,0 +1,34 @@
+// The implementation under test, and running it on a case: the one way the properties, the
+// fuzzers and `attncheck check` call a kernel.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attncheck/cases.hpp"
+#include "attncheck/plugin_loader.hpp"
+
+namespace attncheck {
+
+// An implementation: the built-in one through its C++ API (the whole contract: bias, both
+// empty-row policies), or a plugin through ABI v1 (no bias, empty rows 0, f64 if it has one).
+struct Kernel {
+  Plugin plugin;
+  bool full_contract = false;
+  // Limits for draw_case so that every case drawn is one this kernel can take.
+  CaseLimits limits(CaseLimits base = {}) const;
+};
+
+// "builtin" (the C++ API) or a plugin's path; throws std::runtime_error with a one-line reason.
+Kernel load_kernel(const std::string& which);
+
+// $ATTNCHECK_IMPL, else the built-in implementation; a bad plugin ends the process with its reason, exit 2.
+const Kernel& kernel_from_environment();
+
+// Runs the kernel on case c into out [B,H,Tq,dv]: 0, or the plugin's non-zero refusal, or -1 when
+// it has no entry point for T.
+template <class T>
+int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out);
+
+}  // namespace attncheck
