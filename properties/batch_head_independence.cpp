@@ -1,25 +1,23 @@
 // Claim: batch entries and heads are independent: the batched result for (b, h) equals the
 // computation of that (b, h) alone (both within the bound of the oracle on the slice alone).
-#include <gtest/gtest.h>
-#include <rapidcheck/gtest.h>
 
-#include "attncheck/property_support.hpp"
+#include "attncheck/property.hpp"
 
-namespace attncheck {
+namespace attncheck::properties {
 
-RC_GTEST_PROP(Property, BatchAndHeadIndependence, ()) {
-  const Case<float> c = draw<float>({.min_heads = 2});
+void BatchAndHeadIndependence(Checker& check) {
+  const Case<float> c = check.draw<float>({.min_heads = 2});
   const Shape& s = c.shape;
-  const std::vector<float> batched = run_kernel(c);
+  const std::vector<float> batched = check.run(c);
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.H; ++h) {
       const Case<float> one = slice(c, b, h);
       const Reference alone = reference(one.problem());
       const auto first = batched.begin() + (b * s.H + h) * s.Tq * s.dv;
       const std::string where = "(b, h) = (" + std::to_string(b) + ", " + std::to_string(h) + ")";
-      require_agreement(one, std::vector<float>(first, first + s.Tq * s.dv), alone, "batched result of " + where);
-      require_agreement(one, run_kernel(one), alone, where + " computed alone");
+      require_agreement(check, one, std::vector<float>(first, first + s.Tq * s.dv), alone, "batched result of " + where);
+      require_agreement(check, one, check.run(one), alone, where + " computed alone");
     }
 }
 
-}  // namespace attncheck
+}  // namespace attncheck::properties

@@ -1,13 +1,11 @@
 // Claim: with a causal mask, dropping the last queries (and, lower-right, as many last keys)
 // leaves the remaining queries' outputs unchanged: nothing past a query's limit reaches it.
-#include <gtest/gtest.h>
-#include <rapidcheck/gtest.h>
 
 #include <algorithm>
 
-#include "attncheck/property_support.hpp"
+#include "attncheck/property.hpp"
 
-namespace attncheck {
+namespace attncheck::properties {
 
 // The first Tq' queries and first Tk' keys of every (b, h) of c.
 template <class T>
@@ -37,16 +35,16 @@ Case<T> truncate(const Case<T>& c, int64_t Tq, int64_t Tk) {
   return t;
 }
 
-RC_GTEST_PROP(Property, CausalPrefixIgnoresTheFuture, ()) {
-  Case<float> c = draw<float>({.min_len = 2});
-  c.causal = *rc::gen::arbitrary<bool>() ? Causal::upper_left : Causal::lower_right;
+void CausalPrefixIgnoresTheFuture(Checker& check) {
+  Case<float> c = check.draw<float>({.min_len = 2});
+  c.causal = check.coin() ? Causal::upper_left : Causal::lower_right;
   const Shape& s = c.shape;
   // Lower-right keeps Tk - dropped >= 1 keys: drop fewer than Tk.
   const int64_t most = c.causal == Causal::upper_left ? s.Tq - 1 : std::min(s.Tq, s.Tk) - 1;
-  const int64_t dropped = 1 + *rc::gen::inRange<int64_t>(0, most);
+  const int64_t dropped = 1 + check.in_range(0, most);
   const int64_t Tq = s.Tq - dropped;
   const int64_t Tk = c.causal == Causal::upper_left ? std::min(s.Tk, Tq) : s.Tk - dropped;
-  RC_TAG(c.causal == Causal::upper_left ? "upper-left" : "lower-right");
+  check.classify(c.causal == Causal::upper_left, "upper-left");
   const Case<float> t = truncate(c, Tq, Tk);
 
   // The truncated problem's bound, the full problem's exact values of the kept rows.
@@ -54,7 +52,7 @@ RC_GTEST_PROP(Property, CausalPrefixIgnoresTheFuture, ()) {
   const Reference full = reference(c.problem());
   for (int64_t bh = 0; bh < s.B * s.H; ++bh)
     std::copy_n(full.exact.begin() + bh * s.Tq * s.dv, Tq * s.dv, expected.exact.begin() + bh * Tq * s.dv);
-  require_agreement(t, run_kernel(t), expected, "the first " + std::to_string(Tq) + " queries alone");
+  require_agreement(check, t, check.run(t), expected, "the first " + std::to_string(Tq) + " queries alone");
 }
 
-}  // namespace attncheck
+}  // namespace attncheck::properties

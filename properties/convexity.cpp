@@ -1,20 +1,18 @@
 // Claim: each output coordinate is a convex combination of the permitted values: it lies in
 // [min, max] of them (within the bound); one logit far above the rest selects its value; equal
 // logits give the mean.
-#include <gtest/gtest.h>
-#include <rapidcheck/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 
-#include "attncheck/property_support.hpp"
+#include "attncheck/property.hpp"
 #include "attncheck/weights_probe.hpp"
 
-namespace attncheck {
+namespace attncheck::properties {
 
-RC_GTEST_PROP(Property, OutputsLieBetweenPermittedValues, ()) {
-  const Case<float> c = draw<float>();
-  const std::vector<float> out = run_kernel(c);
+void OutputsLieBetweenPermittedValues(Checker& check) {
+  const Case<float> c = check.draw<float>();
+  const std::vector<float> out = check.run(c);
   const Reference ref = reference(c.problem());
   const Shape& s = c.shape;
   for (int64_t b = 0; b < s.B; ++b)
@@ -29,7 +27,7 @@ RC_GTEST_PROP(Property, OutputsLieBetweenPermittedValues, ()) {
             lo = std::min(lo, c.v[size_t(((b * s.H + h) * s.Tk + j) * s.dv + col)]);
             hi = std::max(hi, c.v[size_t(((b * s.H + h) * s.Tk + j) * s.dv + col)]);
           }
-          ATTNCHECK_REQUIRE(out[n] >= lo - ref.bound[n] && out[n] <= hi + ref.bound[n],
+          ATTNCHECK_REQUIRE(check, out[n] >= lo - ref.bound[n] && out[n] <= hi + ref.bound[n],
                             "out[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "," +
                                 std::to_string(col) + "] = " + show(out[n]) + " lies outside [" +
                                 show(lo) + ", " + show(hi) + "]\n" + describe(c));
@@ -39,15 +37,15 @@ RC_GTEST_PROP(Property, OutputsLieBetweenPermittedValues, ()) {
 
 // Selection and pooling on one head without masks: q = 0 (all logits equal) gives the mean of
 // the values; q = e_0 with one key's k = big e_0 gives that key's value.
-RC_GTEST_PROP(Property, SelectionAndAveragePooling, ()) {
-  Case<float> c = draw<float>({1, 1, 24, 24});
+void SelectionAndAveragePooling(Checker& check) {
+  Case<float> c = check.draw<float>({1, 1, 24, 24});
   c.allow.clear();
   c.key_lengths.clear();
   c.bias.clear();
   c.causal = Causal::none;
   const Shape& s = c.shape;
-  const int64_t chosen = *rc::gen::inRange<int64_t>(0, s.Tk);
-  const bool select = *rc::gen::arbitrary<bool>();
+  const int64_t chosen = check.in_range(0, s.Tk);
+  const bool select = check.coin();
   std::fill(c.q.begin(), c.q.end(), 0.0f);
   if (select) {
     for (int64_t i = 0; i < s.Tq; ++i) c.q[size_t(i * s.dk)] = 1;
@@ -55,8 +53,8 @@ RC_GTEST_PROP(Property, SelectionAndAveragePooling, ()) {
     c.scale = 1;
     c.k[size_t(chosen * s.dk)] = 200;  // exp(-200) of the others' weight: below float's smallest subnormal
   }
-  RC_TAG(select ? "selection" : "average pooling");
-  const std::vector<float> out = run_kernel(c);
+  check.classify(select, "selection");
+  const std::vector<float> out = check.run(c);
   const Reference ref = reference(c.problem());
   for (int64_t i = 0; i < s.Tq; ++i)
     for (int64_t col = 0; col < s.dv; ++col) {
@@ -67,10 +65,10 @@ RC_GTEST_PROP(Property, SelectionAndAveragePooling, ()) {
       if (!std::isfinite(ref.bound[n]) || !std::isfinite(ref.exact[n]) || !std::isfinite(expected)) continue;
       // Within the bound of the exact value, which is the mean, or the chosen value up to exp(-200)
       // of the others: |exact - expected| is that, and the double rounding of the mean.
-      ATTNCHECK_REQUIRE(std::fabs(double(out[n]) - expected) <= ref.bound[n] + std::fabs(double(ref.exact[n]) - expected),
+      ATTNCHECK_REQUIRE(check, std::fabs(double(out[n]) - expected) <= ref.bound[n] + std::fabs(double(ref.exact[n]) - expected),
                     std::string(select ? "selection" : "average pooling") + " gives " + show(out[n]) +
                         ", expected " + show(expected) + "\n" + describe(c));
     }
 }
 
-}  // namespace attncheck
+}  // namespace attncheck::properties

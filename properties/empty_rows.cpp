@@ -1,30 +1,28 @@
 // Claim: a query with no permitted key follows the empty-row policy (output 0 under `zero`, never
 // NaN; NaN under `nan`), and the other rows are undisturbed.
-#include <gtest/gtest.h>
-#include <rapidcheck/gtest.h>
 
 #include <cmath>
 
-#include "attncheck/property_support.hpp"
+#include "attncheck/property.hpp"
 
-namespace attncheck {
+namespace attncheck::properties {
 
-RC_GTEST_PROP(Property, EmptyRowsFollowThePolicy, ()) {
-  Case<float> c = draw<float>();
+void EmptyRowsFollowThePolicy(Checker& check) {
+  Case<float> c = check.draw<float>();
   const Shape& s = c.shape;
   if (c.allow.empty()) c.allow.assign(size_t(s.B * s.Tq * s.Tk), 1);
-  const int64_t b = *rc::gen::inRange<int64_t>(0, s.B), i = *rc::gen::inRange<int64_t>(0, s.Tq);
+  const int64_t b = check.in_range(0, s.B), i = check.in_range(0, s.Tq);
   std::fill_n(c.allow.begin() + (b * s.Tq + i) * s.Tk, s.Tk, uint8_t(0));
-  const std::vector<float> out = run_kernel(c);
+  const std::vector<float> out = check.run(c);
   for (int64_t h = 0; h < s.H; ++h)
     for (int64_t col = 0; col < s.dv; ++col) {
       const float x = out[size_t(((b * s.H + h) * s.Tq + i) * s.dv + col)];
       const bool ok = c.empty_rows == EmptyRows::zero ? x == 0 : std::isnan(x);
-      ATTNCHECK_REQUIRE(ok, "the emptied row [" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) +
+      ATTNCHECK_REQUIRE(check, ok, "the emptied row [" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) +
                             "] gives " + show(x) + " under the " +
                             (c.empty_rows == EmptyRows::zero ? "zero" : "nan") + " policy\n" + describe(c));
     }
-  require_agreement(c, out, reference(c.problem()), "the other rows");
+  require_agreement(check, c, out, reference(c.problem()), "the other rows");
 }
 
-}  // namespace attncheck
+}  // namespace attncheck::properties

@@ -1,26 +1,24 @@
 // Claim: permuting keys and values together (with their mask columns) leaves the outputs
 // unchanged within the bound; permuting queries (with their mask rows) permutes the outputs.
 // Without a causal mask, where position carries no meaning.
-#include <gtest/gtest.h>
-#include <rapidcheck/gtest.h>
 
 #include <numeric>
 
-#include "attncheck/property_support.hpp"
+#include "attncheck/property.hpp"
 #include "attncheck/weights_probe.hpp"
 
-namespace attncheck {
+namespace attncheck::properties {
 
-// A permutation of 0..n-1 drawn through RapidCheck (Fisher-Yates), so that it shrinks to identity.
-std::vector<int64_t> permutation(int64_t n) {
+// A permutation of 0..n-1 by Fisher-Yates on the checker's choices, so that it shrinks to identity.
+std::vector<int64_t> permutation(Checker& check, int64_t n) {
   std::vector<int64_t> p(static_cast<size_t>(n));
   std::iota(p.begin(), p.end(), 0);
-  for (int64_t k = n - 1; k > 0; --k) std::swap(p[size_t(k)], p[size_t(k - *rc::gen::inRange<int64_t>(0, k + 1))]);
+  for (int64_t k = n - 1; k > 0; --k) std::swap(p[size_t(k)], p[size_t(k - check.in_range(0, k + 1))]);
   return p;
 }
 
-RC_GTEST_PROP(Property, PermutingKeysOrQueries, ()) {
-  Case<float> c = draw<float>();
+void PermutingKeysOrQueries(Checker& check) {
+  Case<float> c = check.draw<float>();
   c.causal = Causal::none;
   const Shape& s = c.shape;
   // Key padding becomes allow columns, so that it travels with its keys.
@@ -32,9 +30,9 @@ RC_GTEST_PROP(Property, PermutingKeysOrQueries, ()) {
     c.allow = allow;
     c.key_lengths.clear();
   }
-  const bool keys = *rc::gen::arbitrary<bool>();
-  RC_TAG(keys ? "keys permuted" : "queries permuted");
-  const std::vector<int64_t> order = permutation(keys ? s.Tk : s.Tq);  // new position n holds old order[n]
+  const bool keys = check.coin();
+  check.classify(keys, "keys permuted");
+  const std::vector<int64_t> order = permutation(check, keys ? s.Tk : s.Tq);  // new position n holds old order[n]
 
   // Moves rows of `rows` x `width` blocks within each of `matrices` matrices.
   auto permute_rows = [&](const auto& x, int64_t matrices, int64_t rows, int64_t width) {
@@ -66,7 +64,7 @@ RC_GTEST_PROP(Property, PermutingKeysOrQueries, ()) {
   Reference expected = reference(p.problem());
   const Reference original = reference(c.problem());
   expected.exact = keys ? original.exact : permute_rows(original.exact, s.B * s.H, s.Tq, s.dv);
-  require_agreement(p, run_kernel(p), expected, keys ? "keys permuted" : "queries permuted");
+  require_agreement(check, p, check.run(p), expected, keys ? "keys permuted" : "queries permuted");
 }
 
-}  // namespace attncheck
+}  // namespace attncheck::properties

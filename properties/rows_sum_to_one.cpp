@@ -1,18 +1,16 @@
 // Claim: each row of weights sums to one over the keys (the right axis), every weight lies in
 // [0, 1], and a forbidden key's weight is exactly 0.
-#include <gtest/gtest.h>
-#include <rapidcheck/gtest.h>
 
 #include <cmath>
 
-#include "attncheck/property_support.hpp"
+#include "attncheck/property.hpp"
 #include "attncheck/weights_probe.hpp"
 
-namespace attncheck {
+namespace attncheck::properties {
 
-RC_GTEST_PROP(Property, RowsSumToOne, ()) {
-  const Case<float> c = with_identity_values(draw<float>());
-  const std::vector<float> w = run_kernel(c);  // [B,H,Tq,Tk] through V = I
+void RowsSumToOne(Checker& check) {
+  const Case<float> c = with_identity_values(check.draw<float>());
+  const std::vector<float> w = check.run(c);  // [B,H,Tq,Tk] through V = I
   const Reference ref = reference(c.problem());
   const Shape& s = c.shape;
   for (int64_t b = 0; b < s.B; ++b)
@@ -29,19 +27,19 @@ RC_GTEST_PROP(Property, RowsSumToOne, ()) {
         if (!checkable) continue;
         double sum = 0, sum_bounds = 0;
         for (int64_t j = 0; j < s.Tk; ++j) {
-          ATTNCHECK_REQUIRE(mask_permits(c, b, i, j) || w[row + j] == 0,
+          ATTNCHECK_REQUIRE(check, mask_permits(c, b, i, j) || w[row + j] == 0,
                             "forbidden key " + std::to_string(j) + " of " + where + " has weight " +
                                 show(w[row + j]) + "\n" + describe(c));
-          ATTNCHECK_REQUIRE(w[row + j] >= -ref.bound[row + j] && w[row + j] <= 1 + ref.bound[row + j],
+          ATTNCHECK_REQUIRE(check, w[row + j] >= -ref.bound[row + j] && w[row + j] <= 1 + ref.bound[row + j],
                             "weight " + std::to_string(j) + " of " + where + " is " + show(w[row + j]) +
                                 ", outside [0, 1]\n" + describe(c));
           sum += w[row + j];
           sum_bounds += ref.bound[row + j];
         }
         if (carries_weight)  // else an empty row: all zero, as checked above
-          ATTNCHECK_REQUIRE(std::fabs(sum - 1) <= sum_bounds, where + " sums to " + show(sum) +
+          ATTNCHECK_REQUIRE(check, std::fabs(sum - 1) <= sum_bounds, where + " sums to " + show(sum) +
                                                                    " over the keys, not 1\n" + describe(c));
       }
 }
 
-}  // namespace attncheck
+}  // namespace attncheck::properties

@@ -1,45 +1,39 @@
 // Claim: adding a constant to every permitted logit of a row leaves the weights unchanged, at
 // softmax level and at attention level, even where the logits pass fp32 exp's overflow at 88.7.
-#include <gtest/gtest.h>
-#include <rapidcheck/gtest.h>
-
-#include <cmath>
-#include <limits>
-
-#include "attncheck/property_support.hpp"
+#include "attncheck/property.hpp"
 #include "attncheck/weights_probe.hpp"
 
-namespace attncheck {
+namespace attncheck::properties {
 
 // Softmax level: one query over Tk keys of width 1 with q = 1 and scale 1 makes the scores the
 // logits themselves, and V = I makes the output the weights. Logits in eighths (some forbidden)
 // and a shift that keeps them exact; the weights of x + a must be within the bound of softmax(x).
-RC_GTEST_PROP(Property, ShiftInvarianceOfSoftmax, ()) {
-  const int64_t n = *rc::gen::inRange<int64_t>(1, 25);
-  const float shift = float(*rc::gen::element(-1000, -100, -89, 89, 100, 1000));
-  Case<float> logits, shifted;
+void ShiftInvarianceOfSoftmax(Checker& check) {
+  const int64_t n = check.in_range(1, 25);
+  const float shift = float(check.one_of({-1000, -100, -89, 89, 100, 1000}));
+  Case<float> logits;
   logits.shape = {1, 1, 1, n, 1, 1};
   logits.q = {1};
   logits.scale = 1;
   logits.mix = "logits";
   for (int64_t j = 0; j < n; ++j) {
-    logits.k.push_back(float(*rc::gen::inRange(-600, 600)) / 8);
-    logits.allow.push_back(*rc::gen::inRange(0, 8) != 0);
+    logits.k.push_back(float(check.in_range(-600, 600)) / 8);
+    logits.allow.push_back(check.below(8) != 0);
   }
   logits = with_identity_values(logits);
-  shifted = logits;
+  Case<float> shifted = logits;
   for (float& x : shifted.k) x += shift;
   Reference expected = reference(shifted.problem());
   expected.exact = reference(logits.problem()).exact;
-  require_agreement(shifted, run_kernel(shifted), expected, "softmax of logits shifted by " + show(shift));
+  require_agreement(check, shifted, check.run(shifted), expected, "softmax of logits shifted by " + show(shift));
 }
 
 // Attention: appending a to every q and 1 to every k adds scale * a to every score of every row,
 // so the exact output is the original's; the kernel's output on the shifted problem must be
 // within that problem's bound of it. Shifts reach fp32 exp overflow and common mask sentinels.
-RC_GTEST_PROP(Property, ShiftInvarianceOfAttention, ()) {
-  const Case<float> c = draw<float>();
-  const float a = *rc::gen::element(-1e4f, -1000.0f, -100.0f, -88.8f, 88.8f, 100.0f, 1000.0f, 1e4f);
+void ShiftInvarianceOfAttention(Checker& check) {
+  const Case<float> c = check.draw<float>();
+  const float a = check.one_of({-1e4f, -1000.0f, -100.0f, -88.8f, 88.8f, 100.0f, 1000.0f, 1e4f});
   const Shape& s = c.shape;
   Case<float> shifted = c;
   shifted.shape.dk = s.dk + 1;
@@ -57,7 +51,7 @@ RC_GTEST_PROP(Property, ShiftInvarianceOfAttention, ()) {
   }
   Reference expected = reference(shifted.problem());
   expected.exact = reference(c.problem()).exact;
-  require_agreement(shifted, run_kernel(shifted), expected, "shifting every logit by " + show(a));
+  require_agreement(check, shifted, check.run(shifted), expected, "shifting every logit by " + show(a));
 }
 
-}  // namespace attncheck
+}  // namespace attncheck::properties

@@ -4,14 +4,12 @@
 // chi-square with N degrees of freedom when c = 1/sqrt(d). Accepting T/N in the two-sided
 // chi-square interval of probability 1 - 1e-9 makes a false alarm less likely than 1e-9 per check.
 // Fixed seeds: the outcome is the same on every run.
-#include <gtest/gtest.h>
-
 #include <boost/math/distributions/chi_squared.hpp>
 #include <cmath>
 
-#include "attncheck/property_support.hpp"
+#include "attncheck/property.hpp"
 
-namespace attncheck {
+namespace attncheck::properties {
 namespace {
 
 constexpr int64_t kN = 4096;
@@ -25,64 +23,58 @@ std::pair<double, double> acceptance(int64_t n) {
 
 // N two-key problems, one per head: q Gaussian, k_1 Gaussian, k_2 = 0, v_1 = e_1, v_2 = e_2, so
 // that out = (sigmoid(s), 1 - sigmoid(s)) and the kernel's score is s = log(out_1 / out_2).
-struct ScoreProbe {
+Case<float> score_probe(int64_t d, uint64_t seed) {
+  SeededChooser choose(seed);
   Case<float> c;
-  explicit ScoreProbe(int64_t d, uint64_t seed) {
-    SeededChooser choose(seed);
-    c.shape = {1, kN, 1, 2, d, 2};
-    c.mix = "score probe";
-    for (int64_t h = 0; h < kN; ++h) {
-      for (int64_t k = 0; k < d; ++k) c.q.push_back(float(standard_normal(choose)));
-      for (int64_t k = 0; k < d; ++k) c.k.push_back(float(standard_normal(choose)));
-      c.k.insert(c.k.end(), size_t(d), 0.0f);
-      c.v.insert(c.v.end(), {1, 0, 0, 1});
-    }
+  c.shape = {1, kN, 1, 2, d, 2};
+  c.mix = "score probe";
+  for (int64_t h = 0; h < kN; ++h) {
+    for (int64_t k = 0; k < d; ++k) c.q.push_back(float(standard_normal(choose)));
+    for (int64_t k = 0; k < d; ++k) c.k.push_back(float(standard_normal(choose)));
+    c.k.insert(c.k.end(), size_t(d), 0.0f);
+    c.v.insert(c.v.end(), {1, 0, 0, 1});
   }
-  // T/N from the scores s_i: (1/N) sum_i d s_i^2 / |k_i|^2.
-  double statistic(const std::vector<float>& out) const {
-    const int64_t d = c.shape.dk;
-    double total = 0;
-    for (int64_t h = 0; h < kN; ++h) {
-      const double s = std::log(double(out[size_t(2 * h)]) / double(out[size_t(2 * h + 1)]));
-      double k_norm2 = 0;
-      for (int64_t k = 0; k < d; ++k) k_norm2 += double(c.k[size_t(h * 2 * d + k)]) * c.k[size_t(h * 2 * d + k)];
-      total += double(d) * s * s / k_norm2;
-    }
-    return total / double(kN);
-  }
-  // The same from q.k itself, unscaled: (1/N) sum_i (q.k_i)^2 / |k_i|^2, of the generator alone.
-  double raw_statistic() const {
-    const int64_t d = c.shape.dk;
-    double total = 0;
-    for (int64_t h = 0; h < kN; ++h) {
-      double qk = 0, k_norm2 = 0;
-      for (int64_t k = 0; k < d; ++k) {
-        qk += double(c.q[size_t(h * d + k)]) * c.k[size_t(h * 2 * d + k)];
-        k_norm2 += double(c.k[size_t(h * 2 * d + k)]) * c.k[size_t(h * 2 * d + k)];
-      }
-      total += qk * qk / k_norm2;
-    }
-    return total / double(kN);
-  }
-};
+  return c;
+}
 
-TEST(Property, ScaledScoresHaveUnitVariance) {
+// T/N: (1/N) sum_i d s_i^2 / |k_i|^2 with s_i read off the outputs, or (q.k_i)^2/|k_i|^2 unscaled
+// from the inputs alone. c: the probe; out [1,N,1,2] or empty.
+double statistic(const Case<float>& c, const std::vector<float>& out) {
+  const int64_t d = c.shape.dk;
+  double total = 0;
+  for (int64_t h = 0; h < kN; ++h) {
+    double qk = 0, k_norm2 = 0;
+    for (int64_t k = 0; k < d; ++k) {
+      qk += double(c.q[size_t(h * d + k)]) * c.k[size_t(h * 2 * d + k)];
+      k_norm2 += double(c.k[size_t(h * 2 * d + k)]) * c.k[size_t(h * 2 * d + k)];
+    }
+    const double s = out.empty() ? qk : std::log(double(out[size_t(2 * h)]) / double(out[size_t(2 * h + 1)]));
+    total += (out.empty() ? 1.0 : double(d)) * s * s / k_norm2;
+  }
+  return total / double(kN);
+}
+
+}  // namespace
+
+void ScaledScoresHaveUnitVariance(Checker& check) {
   const auto [lo, hi] = acceptance(kN);
   for (int64_t d : {4, 16, 64, 256}) {
-    const ScoreProbe probe(d, 1000 + uint64_t(d));
-    const double raw = probe.raw_statistic();
-    EXPECT_TRUE(raw >= lo && raw <= hi) << "d " << d << ": q.k/|k| variance " << raw << " outside [" << lo << ", " << hi << "]";
-    const double scaled = probe.statistic(run_kernel(probe.c));
-    EXPECT_TRUE(scaled >= lo && scaled <= hi)
-        << "d " << d << ": d s^2/|k|^2 averages " << scaled << ", outside [" << lo << ", " << hi
-        << "]: the scores are not scaled by 1/sqrt(d) (1/H = " << 1.0 / kN << " would mean 1/sqrt(H dk))";
+    const Case<float> probe = score_probe(d, 1000 + uint64_t(d));
+    const double raw = statistic(probe, {}), scaled = statistic(probe, check.run(probe));
+    ATTNCHECK_REQUIRE(check, raw >= lo && raw <= hi,
+                      "d " + std::to_string(d) + ": the generator's q.k/|k| has variance " + show(raw) +
+                          ", outside [" + show(lo) + ", " + show(hi) + "]");
+    ATTNCHECK_REQUIRE(check, scaled >= lo && scaled <= hi,
+                      "d " + std::to_string(d) + ": d s^2/|k|^2 averages " + show(scaled) + ", outside [" + show(lo) +
+                          ", " + show(hi) + "]: the scores are not scaled by 1/sqrt(d) (1/H = " +
+                          show(1.0 / double(kN)) + " would mean 1/sqrt(H dk), d would mean no scale)");
   }
 }
 
 // Black-box: q = e_1, k_1 = e_1, k_2 = 0, v = I gives log(out_1 / out_2) = c exactly, 0.125 at
 // dk 64 (0.0442 if scaled by the model width, H 8). Float rounding moves it by at most about 3e-7
 // (the bound of each output, about 10u, over outputs near 0.5); 1e-5 leaves room for any correct kernel.
-TEST(Property, ScaleReadOffTwoKeys) {
+void ScaleReadOffTwoKeys(Checker& check) {
   Case<float> c;
   c.shape = {1, 8, 1, 2, 64, 2};
   c.mix = "two keys";
@@ -94,10 +86,13 @@ TEST(Property, ScaleReadOffTwoKeys) {
     c.k.insert(c.k.end(), 64, 0.0f);
     c.v.insert(c.v.end(), {1, 0, 0, 1});
   }
-  const std::vector<float> out = run_kernel(c);
-  for (int64_t h = 0; h < 8; ++h)
-    EXPECT_NEAR(std::log(double(out[size_t(2 * h)]) / out[size_t(2 * h + 1)]), 0.125, 1e-5) << "head " << h;
+  const std::vector<float> out = check.run(c);
+  for (int64_t h = 0; h < 8; ++h) {
+    const double read = std::log(double(out[size_t(2 * h)]) / out[size_t(2 * h + 1)]);
+    ATTNCHECK_REQUIRE(check, std::fabs(read - 0.125) <= 1e-5,
+                      "head " + std::to_string(h) + ": log(out_1/out_2) = " + show(read) +
+                          ", not the scale 1/sqrt(64) = 0.125 (0.0442 would be 1/sqrt(H dk))");
+  }
 }
 
-}  // namespace
-}  // namespace attncheck
+}  // namespace attncheck::properties

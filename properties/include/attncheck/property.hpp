@@ -1,0 +1,74 @@
+// A property of attention, written once: run by RapidCheck under GoogleTest (properties_test,
+// choices that shrink) and by `attncheck check` (seeded choices, the kernel in a child process).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "attncheck/cases.hpp"
+#include "attncheck/compare.hpp"
+
+namespace attncheck {
+
+// What a property needs from whoever runs it.
+class Checker {
+ public:
+  virtual ~Checker() = default;
+  // A choice in [0, n): shrinks toward 0 under RapidCheck, seeded in a campaign.
+  virtual uint64_t below(uint64_t n) = 0;
+  // Runs the implementation under test: out [B,H,Tq,dv]. Fails the property if it refuses a valid
+  // case, crashes, hangs or writes outside its output.
+  virtual std::vector<float> run(const Case<float>& c) = 0;
+  virtual std::vector<double> run(const Case<double>& c) = 0;
+  virtual bool has_f64() const = 0;
+  // What the implementation can take (ABI v1: no bias, empty rows 0), on top of `base`.
+  virtual CaseLimits limits(CaseLimits base) const = 0;
+  // Ends the property as failed with `message`; never returns.
+  [[noreturn]] virtual void fail(const std::string& message) = 0;
+  // Counts a feature of the cases in the run's distribution.
+  virtual void classify(bool, const std::string&) {}
+
+  // A case as one value, classified by extreme logits, empty rows and Tq != Tk.
+  template <class T>
+  Case<T> draw(CaseLimits base = {});
+  // Helpers over below(): an integer in [lo, hi), a coin, one of a list.
+  int64_t in_range(int64_t lo, int64_t hi) { return lo + int64_t(below(uint64_t(hi - lo))); }
+  bool coin() { return below(2) == 1; }
+  template <class X>
+  X one_of(std::initializer_list<X> xs) { return xs.begin()[below(xs.size())]; }
+
+ protected:
+  // The case itself: one generated value, so that RapidCheck shows it with describe().
+  virtual Case<float> draw_f32(const CaseLimits& limits) = 0;
+  virtual Case<double> draw_f64(const CaseLimits& limits) = 0;
+};
+
+// Fails the property with `message` (built only on failure) unless `condition` holds.
+#define ATTNCHECK_REQUIRE(check, condition, message) \
+  do {                                               \
+    if (!(condition)) (check).fail(message);         \
+  } while (0)
+
+// Fails unless `out` agrees with the oracle's `reference` for case c: both gates, the rigorous
+// bound and the precision gate, with the failure report and the case.
+template <class T>
+void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& out, const Reference& reference,
+                       const std::string& claim);
+
+// A value for a failure message, to 9 significant digits (std::to_string prints 1e-30 as 0.000000).
+std::string show(double x);
+
+// One property: its name (Property.<name> in GoogleTest) and body. Generated properties draw
+// their inputs and run many times; fixed ones use fixed seeds and run once.
+struct Property {
+  const char* name;
+  void (*check)(Checker&);
+  bool generated;
+};
+
+// Every property, cheapest and highest-yield first: the order `attncheck check` runs them in.
+const std::vector<Property>& all_properties();
+
+}  // namespace attncheck

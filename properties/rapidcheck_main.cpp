@@ -1,0 +1,115 @@
+// properties_test: every property of the registry as a GoogleTest Property.<name>; generated ones
+// run under RapidCheck (RC_PARAMS: seed, reproduce, ...), fixed ones once. The implementation under
+// test runs in this process: $ATTNCHECK_IMPL, else the built-in one.
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+
+#include <stdexcept>
+
+#include "attncheck/kernel.hpp"
+#include "attncheck/property.hpp"
+
+namespace attncheck {
+
+// How RapidCheck prints a case in a counterexample.
+template <class T>
+void showValue(const Case<T>& c, std::ostream& os) {
+  os << describe(c);
+}
+
+namespace {
+
+// Choices from RapidCheck: each shrinks toward 0, so counterexamples shrink to small shapes and
+// plain values (zeros, small integers).
+struct RcChooser : Chooser {
+  uint64_t below(uint64_t n) override { return n <= 1 ? 0 : *rc::gen::inRange<uint64_t>(0, n); }
+};
+
+// The kernel from the environment, in this process.
+class InProcessChecker : public Checker {
+ public:
+  std::vector<float> run(const Case<float>& c) override { return run_checked(c); }
+  std::vector<double> run(const Case<double>& c) override { return run_checked(c); }
+  bool has_f64() const override { return kernel_from_environment().plugin.forward_f64 != nullptr; }
+  CaseLimits limits(CaseLimits base) const override { return kernel_from_environment().limits(base); }
+
+ private:
+  template <class T>
+  std::vector<T> run_checked(const Case<T>& c) {
+    std::vector<T> out;
+    if (const int32_t status = run_kernel(kernel_from_environment(), c, out); status != 0)
+      fail("the kernel refused a valid problem (status " + std::to_string(status) + ")\n" + describe(c));
+    return out;
+  }
+};
+
+// Under RapidCheck: choices and cases are generated values, a failure is RC_FAIL.
+class RcChecker : public InProcessChecker {
+ public:
+  uint64_t below(uint64_t n) override { return RcChooser().below(n); }
+  [[noreturn]] void fail(const std::string& message) override { RC_FAIL(message); }
+  void classify(bool condition, const std::string& label) override {
+    if (condition) RC_TAG(label);
+  }
+
+ protected:
+  Case<float> draw_f32(const CaseLimits& limits) override { return draw_as_one_value<float>(limits); }
+  Case<double> draw_f64(const CaseLimits& limits) override { return draw_as_one_value<double>(limits); }
+
+ private:
+  template <class T>
+  Case<T> draw_as_one_value(const CaseLimits& limits) {
+    return *rc::gen::exec([limits] {
+      RcChooser choose;
+      return draw_case<T>(choose, limits);
+    });
+  }
+};
+
+// A fixed property: its own seeds, run once; a failure ends the test.
+class FixedChecker : public InProcessChecker {
+ public:
+  uint64_t below(uint64_t n) override { return choose_.below(n); }
+  [[noreturn]] void fail(const std::string& message) override { throw std::runtime_error(message); }
+
+ protected:
+  Case<float> draw_f32(const CaseLimits& limits) override { return draw_case<float>(choose_, limits); }
+  Case<double> draw_f64(const CaseLimits& limits) override { return draw_case<double>(choose_, limits); }
+
+ private:
+  SeededChooser choose_{1};
+};
+
+class PropertyTest : public testing::Test {
+ public:
+  explicit PropertyTest(const Property& property) : property_(property) {}
+  void TestBody() override {
+    if (property_.generated) {
+      EXPECT_TRUE(rc::check(std::string("Property.") + property_.name, [this] {
+        RcChecker checker;
+        property_.check(checker);
+      }));
+      return;
+    }
+    try {
+      FixedChecker checker;
+      property_.check(checker);
+    } catch (const std::runtime_error& failure) {
+      FAIL() << failure.what();
+    }
+  }
+
+ private:
+  const Property& property_;
+};
+
+}  // namespace
+}  // namespace attncheck
+
+int main(int argc, char** argv) {
+  testing::InitGoogleTest(&argc, argv);
+  for (const attncheck::Property& property : attncheck::all_properties())
+    testing::RegisterTest("Property", property.name, nullptr, nullptr, __FILE__, __LINE__,
+                          [&property]() -> testing::Test* { return new attncheck::PropertyTest(property); });
+  return RUN_ALL_TESTS();
+}
