@@ -41,6 +41,7 @@ void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& o
                        const std::string& claim) {
   const char* precision = sizeof(T) == 4 ? "float32, u = 2^-24" : "float64, u = 2^-53";
   const Comparison result = compare(out.data(), reference, c.shape);
+  check.observe(result);
   if (!result.ok()) check.fail(claim + ": " + result.report(precision) + describe(c));
   std::vector<T> plain(out.size());
   attention(c.problem(), Result<T>{plain.data()});

@@ -44,10 +44,10 @@ const std::vector<Property>& all_properties() {
       {"AllTrueMaskEqualsNoMask", AllTrueMaskEqualsNoMask, true},
       {"KeyPaddingMaskConvertsByFlipping", KeyPaddingMaskConvertsByFlipping, true},
       {"ExplicitScaleIsHonoured", ExplicitScaleIsHonoured, true},
-      {"AgreesWithOracleInDouble", AgreesWithOracleInDouble, true},
-      {"ScaledScoresHaveUnitVariance", ScaledScoresHaveUnitVariance, false},
-      {"UnscaledSoftmaxSaturatesAsDGrows", UnscaledSoftmaxSaturatesAsDGrows, false},
-      {"ScaledSoftmaxStaysPutAsDGrows", ScaledSoftmaxStaysPutAsDGrows, false},
+      {"AgreesWithOracleInDouble", AgreesWithOracleInDouble, true, true},
+      {"ScaledScoresHaveUnitVariance", ScaledScoresHaveUnitVariance, false, false, 5},
+      {"UnscaledSoftmaxSaturatesAsDGrows", UnscaledSoftmaxSaturatesAsDGrows, false, false, 5},
+      {"ScaledSoftmaxStaysPutAsDGrows", ScaledSoftmaxStaysPutAsDGrows, false, false, 5},
   };
   return all;
 }

@@ -155,13 +155,20 @@ void run(const Problem<T>& p, T* out, const Variant& v) {
         // acc_c = sum_t e_t v_tc, over blocks of keys (one block: two-pass).
         A m = minus_inf, l = 0;
         std::fill(acc.begin(), acc.end(), A(0));
-        const int64_t block = v.block > 0 ? v.block : n;
-        for (int64_t start = 0; start < n; start += block) {
-          const int64_t stop = std::min(n, start + block);
+        // Blocks of key positions, as a tiled kernel sees them: keys[start, stop) fall in the block.
+        // A block with no key that carries weight is skipped, as a correct tiled kernel must.
+        const int64_t width = v.block > 0 ? v.block : s.Tk;
+        for (int64_t position = 0, start = 0; position < s.Tk; position += width) {
+          int64_t stop = start;
+          while (stop < n && keys[stop] < position + width) ++stop;
           A m_new = m;
           for (int64_t t = start; t < stop; ++t)
             if (score_i[keys[t]] > m_new || std::isnan(score_i[keys[t]])) m_new = std::isnan(m_new) ? m_new : score_i[keys[t]];
-          if (v.mutation == M::online_max_clamped && m_new == minus_inf) m_new = 0;
+          if (m_new == minus_inf) {
+            if (v.mutation == M::online_max_clamped) m = 0;  // flash-attention issue 2082
+            start = stop;
+            continue;
+          }
           if (v.mutation == M::naive_softmax) m_new = 0;
           const A rescale = m == minus_inf ? A(0) : exp_shifted(m, m_new, v);
           for (int64_t t = start; t < stop; ++t) e[t] = exp_shifted(score_i[keys[t]], m_new, v);
@@ -172,6 +179,7 @@ void run(const Problem<T>& p, T* out, const Variant& v) {
             acc[col] = acc[col] * acc_rescale + sum(terms.data() + start, stop - start, v.pairwise);
           }
           m = m_new;
+          start = stop;
         }
         const A inv_l = A(1) / l;
 
@@ -199,6 +207,18 @@ void run(const Problem<T>& p, T* out, const Variant& v) {
 }
 
 }  // namespace
+
+const std::vector<NamedVariant>& correct_variants() {
+  static const std::vector<NamedVariant> all = {
+      {"two_pass", {}},
+      {"fma_pairwise_reciprocal", {.reciprocal = true, .pairwise = true, .fma = true}},
+      {"double_accumulation", {.accumulate_double = true}},
+      {"online_exp2_deferred", {.block = 3, .exp2 = true, .defer_normalize = true}},
+      {"online_reciprocal_prescaled", {.block = 1, .reciprocal = true, .prescale = true}},
+      {"blocked_pairwise", {.block = 8, .pairwise = true, .fma = true, .defer_normalize = true}},
+  };
+  return all;
+}
 
 Variant mutant(Mutation mutation) {
   const bool online = mutation == M::online_no_rescale || mutation == M::online_max_clamped;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "attncheck/contract.hpp"
 
@@ -52,6 +53,13 @@ struct Variant {
 // The kernel a planted bug lives in: online softmax in blocks of 4 keys for the online bugs, the
 // two-pass form for the others.
 Variant mutant(Mutation mutation);
+
+// A named correct variant: the combinations the bound and the campaign are tested against.
+struct NamedVariant {
+  const char* name;
+  Variant variant;
+};
+const std::vector<NamedVariant>& correct_variants();
 
 // The contract's attention computed the variant's way: Q [B,H,Tq,dk], K [B,H,Tk,dk],
 // V [B,H,Tk,dv], bias [B,H,Tq,Tk] in; out [B,H,Tq,dv] out (weights and lse are not written).

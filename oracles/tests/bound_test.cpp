@@ -17,21 +17,6 @@
 namespace attncheck {
 namespace {
 
-struct Named {
-  const char* name;
-  Variant variant;
-};
-
-// Correct variants: every freedom the contract leaves, in several combinations.
-const Named kCorrect[] = {
-    {"two-pass, divide", {}},
-    {"two-pass, fma, pairwise, reciprocal", {.reciprocal = true, .pairwise = true, .fma = true}},
-    {"double accumulation", {.accumulate_double = true}},
-    {"online blocks of 3, exp2, deferred", {.block = 3, .exp2 = true, .defer_normalize = true}},
-    {"online blocks of 1, reciprocal, prescaled q", {.block = 1, .reciprocal = true, .prescale = true}},
-    {"blocked pairwise sums, deferred, fma", {.block = 8, .pairwise = true, .fma = true, .defer_normalize = true}},
-};
-
 int64_t env_or(const char* name, int64_t fallback) {
   const char* text = std::getenv(name);
   return text && *text ? std::strtoll(text, nullptr, 10) : fallback;
@@ -55,18 +40,19 @@ template <class T>
 void sweep(const char* precision, int64_t cases) {
   const uint64_t seed = uint64_t(env_or("ATTNCHECK_SWEEP_SEED", 20261129));
   SeededChooser choose(seed);
-  constexpr size_t kKernels = std::size(kCorrect) + 1;  // the variants, then the built-in
-  double worst_ratio[kKernels] = {}, worst_gate[kKernels] = {};
-  std::string worst_where[kKernels];
+  const std::vector<NamedVariant>& correct = correct_variants();
+  const size_t kKernels = correct.size() + 1;  // the variants, then the built-in
+  std::vector<double> worst_ratio(kKernels), worst_gate(kKernels);
+  std::vector<std::string> worst_where(kKernels);
   int64_t unchecked = 0, checked = 0;
   for (int64_t n = 0; n < cases; ++n) {
     const Case<T> c = draw_case<T>(choose);
     const Reference ref = reference(c.problem());
     const std::vector<T> plain = run_builtin(c);
     for (size_t kernel = 0; kernel < kKernels; ++kernel) {
-      const bool is_builtin = kernel == std::size(kCorrect);
-      const char* name = is_builtin ? "built-in" : kCorrect[kernel].name;
-      const std::vector<T> out = is_builtin ? plain : run_variant(c, kCorrect[kernel].variant);
+      const bool is_builtin = kernel == correct.size();
+      const char* name = is_builtin ? "built-in" : correct[kernel].name;
+      const std::vector<T> out = is_builtin ? plain : run_variant(c, correct[kernel].variant);
       const Comparison result = compare(out.data(), ref, c.shape);
       ASSERT_TRUE(result.ok()) << name << ", case " << n << " (seed " << seed << ", " << c.mix << ")\n"
                                << result.report(precision);
@@ -90,7 +76,7 @@ void sweep(const char* precision, int64_t cases) {
               (long long)cases, (unsigned long long)seed, (long long)checked, (long long)unchecked);
   for (size_t kernel = 0; kernel < kKernels; ++kernel)
     std::printf("  %-45s largest error/bound %.3g (%s), largest loss/limit %.3g\n",
-                kernel < std::size(kCorrect) ? kCorrect[kernel].name : "built-in", worst_ratio[kernel],
+                kernel < correct.size() ? correct[kernel].name : "built-in", worst_ratio[kernel],
                 worst_where[kernel].c_str(), worst_gate[kernel]);
 }
 

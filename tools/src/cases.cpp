@@ -27,7 +27,7 @@ T arbitrary_bits(Chooser& choose) {
 template <class T>
 T value(Chooser& choose, Values kind) {
   switch (kind) {
-    case Values::ties: return T(int(choose.below(5)) - 2);
+    case Values::ties: return T((const int[]){0, 1, -1, 2, -2}[choose.below(5)]);  // 0 the simplest
     case Values::normal: return T(standard_normal(choose));
     case Values::wide: return T(standard_normal(choose) * std::pow(10.0, double(choose.below(4))) * 4);
     case Values::tiny: return choose.below(2) ? T(standard_normal(choose) * 1e-30) : std::numeric_limits<T>::denorm_min() * T(choose.below(1000));

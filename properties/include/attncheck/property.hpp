@@ -29,6 +29,8 @@ class Checker {
   [[noreturn]] virtual void fail(const std::string& message) = 0;
   // Counts a feature of the cases in the run's distribution.
   virtual void classify(bool, const std::string&) {}
+  // Sees every comparison with the oracle (the campaign keeps the largest error/bound).
+  virtual void observe(const Comparison&) {}
 
   // A case as one value, classified by extreme logits, empty rows and Tq != Tk.
   template <class T>
@@ -66,6 +68,8 @@ struct Property {
   const char* name;
   void (*check)(Checker&);
   bool generated;
+  bool double_precision = false;  // checks attncheck_forward_f64 (the others check f32)
+  int first_round = 0;            // the campaign round it joins: heavy ones after the cheap ones
 };
 
 // Every property, cheapest and highest-yield first: the order `attncheck check` runs them in.

@@ -11,4 +11,11 @@ namespace attncheck {
 //   [--causal none|upper-left|lower-right] [--scale S] [--empty-rows zero|nan]
 int compare_command(const std::vector<std::string>& args);
 
+// attncheck check [--impl builtin|PATH.so] [--seconds N] [--seed S] [--precision f32|f64]
+//   [--empty-rows zero|nan] [--json FILE] [--replay FILE] [--counterexample FILE]
+int check_command(const std::vector<std::string>& args);
+
+// attncheck mutants --dir DIR [--seconds N] [--seed S] [--json FILE]: the kill matrix.
+int mutants_command(const std::vector<std::string>& args);
+
 }  // namespace attncheck

@@ -1,0 +1,72 @@
+// fuzz_attention checks the kernel under test ($ATTNCHECK_IMPL=plugin.so, else the built-in
+// implementation) on cases draw_case decodes from the input: B and H up to 2, Tq, Tk, dk and dv up
+// to 8, Tq != Tk, every value mix (ties, normal, wide logits past +-88 and +-1e4, tiny and
+// subnormal, arbitrary bits), allow masks of every density with emptied rows, key padding, both
+// causal alignments, and, where the kernel takes them, a bias with -inf and finite sentinels and
+// both empty-row policies; float, and double when the kernel has it. Two claims: the output agrees
+// with the oracle within its bound; and poisoning the keys and values one query may not see (NaN,
+// +-inf, +-1e30) leaves that query's outputs bit-identical in every head.
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "attncheck/compare.hpp"
+#include "attncheck/kernel.hpp"
+#include "attncheck/oracle.hpp"
+#include "attncheck/weights_probe.hpp"
+#include "fuzz_input.hpp"
+
+namespace attncheck::fuzz {
+namespace {
+
+template <class T>
+void check(const Kernel& kernel, const AttentionInput<T>& in) {
+  // in.c: Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv], masks; out and dirty: [B,H,Tq,dv].
+  const Case<T>& c = in.c;
+  const Shape& s = c.shape;
+  std::vector<T> out, dirty;
+  if (const int32_t status = run_kernel(kernel, c, out); status != 0)
+    finding(kernel.plugin.name + " refused a valid problem (status " + std::to_string(status) + ")\n" + describe(c));
+  const Comparison result = compare(out.data(), reference(c.problem()), s);
+  if (!result.ok())
+    finding(kernel.plugin.name + " disagrees with the oracle: " +
+            result.report(sizeof(T) == 4 ? "float32, u = 2^-24" : "float64, u = 2^-53") + describe(c));
+
+  // The intervention: query (b, i)'s forbidden keys and values, in every head, become poison.
+  Case<T> poisoned = c;
+  bool any = false;
+  for (int64_t j = 0; j < s.Tk; ++j) {
+    if (mask_permits(c, in.b, in.i, j)) continue;
+    any = true;
+    for (int64_t h = 0; h < s.H; ++h) {
+      std::fill_n(poisoned.k.begin() + ((in.b * s.H + h) * s.Tk + j) * s.dk, s.dk, in.poison[size_t(j)]);
+      std::fill_n(poisoned.v.begin() + ((in.b * s.H + h) * s.Tk + j) * s.dv, s.dv, in.poison[size_t(j)]);
+    }
+  }
+  if (!any) return;
+  if (const int32_t status = run_kernel(kernel, poisoned, dirty); status != 0)
+    finding(kernel.plugin.name + " refused a valid problem (status " + std::to_string(status) + ")\n" +
+            describe(poisoned));
+  for (int64_t h = 0; h < s.H; ++h)
+    for (int64_t col = 0; col < s.dv; ++col) {
+      const size_t at = size_t(((in.b * s.H + h) * s.Tq + in.i) * s.dv + col);
+      if (std::memcmp(&out[at], &dirty[at], sizeof(T)) != 0)
+        finding(kernel.plugin.name + ": out[" + std::to_string(in.b) + "," + std::to_string(h) + "," +
+                std::to_string(in.i) + "," + std::to_string(col) + "] changed from " + show(out[at]) + " to " +
+                show(dirty[at]) + " when only keys and values query " + std::to_string(in.i) +
+                " may not see were poisoned\n" + describe(poisoned));
+    }
+}
+
+}  // namespace
+}  // namespace attncheck::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace attncheck;
+  const Kernel& kernel = kernel_from_environment();
+  fuzz::BytesChooser choose(data, size);
+  fuzz::read_attention_input(choose, kernel.limits(fuzz::kAttentionLimits), kernel.plugin.forward_f64 != nullptr,
+                             [&](const auto& in) { fuzz::check(kernel, in); });
+  return 0;
+}

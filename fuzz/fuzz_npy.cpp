@@ -1,0 +1,28 @@
+// fuzz_npy checks the .npy reader (tools/, parse_npy) on any bytes: it returns an array or throws
+// NpyError whose message is one line starting with the input's name; never a crash, an out-of-bounds
+// read, another exception or an allocation beyond the input's size (fuzz_npy.options caps single
+// allocations at 64 MB). A returned array is consistent: at most 8 dimensions, and exactly
+// elements x itemsize bytes of data, no more than the input held.
+#include <cstdint>
+#include <string>
+
+#include "attncheck/npy.hpp"
+#include "fuzz_input.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace attncheck;
+  try {
+    const NpyArray array = parse_npy(data, size, "input");
+    const size_t itemsize = array.dtype == NpyDtype::f64 ? 8 : array.dtype == NpyDtype::f32 ? 4 : 1;
+    if (array.shape.size() > 8 || array.data.size() > size || array.data.size() != size_t(array.elements()) * itemsize)
+      fuzz::finding("parse_npy returned an inconsistent array: " + std::to_string(array.shape.size()) +
+                    " dimensions, " + std::to_string(array.elements()) + " elements of " + dtype_name(array.dtype) +
+                    ", " + std::to_string(array.data.size()) + " data bytes from a " + std::to_string(size) +
+                    "-byte input");
+  } catch (const NpyError& e) {
+    const std::string message = e.what();
+    if (message.rfind("input: ", 0) != 0 || message.find('\n') != std::string::npos)
+      fuzz::finding("parse_npy's error is not one line naming the input: " + message);
+  }
+  return 0;
+}

@@ -1,0 +1,54 @@
+// The campaign behind `attncheck check` and `attncheck mutants`: every property, round after
+// round with fresh seeds, against an implementation in a child process, until the budget runs out
+// or a counterexample is found; then the counterexample is shrunk and written as a replay file.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "attncheck/contract.hpp"
+
+namespace attncheck {
+
+struct CampaignOptions {
+  std::string impl = "builtin";   // "builtin" or a plugin's path
+  double seconds = 60;            // the budget
+  uint64_t seed = 1;
+  bool f32 = true, f64 = true;    // which precisions to check (f64 only if the plugin has it)
+  EmptyRows empty_rows = EmptyRows::zero;  // what the implementation gives a row with no permitted key
+  double case_timeout = 5;        // seconds one call may take before it counts as a hang
+  double shrink_seconds = 10;     // the budget for making a counterexample small
+};
+
+// A counterexample: the property it breaks, why (the failure report and the case, as a person
+// reads them), and the choices that regenerate it.
+struct Finding {
+  std::string property, message;
+  std::vector<uint64_t> choices;
+};
+
+struct CampaignResult {
+  bool found = false;
+  Finding finding;
+  int64_t cases = 0;                           // property runs
+  std::map<std::string, int64_t> per_property;  // runs of each
+  double seconds = 0;
+  double worst_ratio = 0;                      // the largest error/bound seen
+};
+
+// Runs the campaign. Throws std::runtime_error with a one-line reason if the implementation
+// cannot be loaded.
+CampaignResult run_campaign(const CampaignOptions& options);
+
+// Runs one property once on recorded choices (a replay file's); found = it still fails.
+CampaignResult replay(const CampaignOptions& options, const Finding& recorded);
+
+// A replay file: the property, the implementation, the empty-row policy and the choices.
+void write_replay(const std::string& path, const CampaignOptions& options, const Finding& finding);
+// Reads one back into `options` (impl and policy, unless the caller set them) and the finding;
+// throws std::runtime_error with a one-line reason.
+Finding read_replay(const std::string& path, CampaignOptions& options, bool keep_impl);
+
+}  // namespace attncheck

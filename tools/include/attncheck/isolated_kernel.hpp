@@ -1,0 +1,53 @@
+// An implementation run in a child process, so that a crash, a hang or a stray write is reported
+// as a finding and never takes the checker down. The child is forked once and reused; every
+// buffer it hands the implementation sits against guard pages (PROT_NONE) with canary bytes in
+// the slack before and after, and inputs are read-only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attncheck/cases.hpp"
+
+namespace attncheck {
+
+// What became of one call.
+struct Outcome {
+  enum Kind { ok, refused, crashed, hung, exited, stray_write } kind = ok;
+  int32_t status = 0;  // the plugin's return (refused), the signal (crashed), the exit status (exited)
+  std::string detail;  // one line a person can read
+};
+
+class IsolatedKernel {
+ public:
+  // `which`: "builtin" (the built-in implementation through ABI v1) or a plugin's path.
+  IsolatedKernel(std::string which, double case_timeout_seconds);
+  ~IsolatedKernel();
+  IsolatedKernel(const IsolatedKernel&) = delete;
+  IsolatedKernel& operator=(const IsolatedKernel&) = delete;
+
+  // Starts the child and loads the plugin there; throws std::runtime_error with the loader's
+  // one-line reason (missing file, missing symbol, wrong version) or the child's fate.
+  void start();
+  bool has_f64() const { return has_f64_; }
+  const std::string& name() const { return which_; }
+
+  // Runs case c (what ABI v1 carries: key lengths folded into allow) into out [B,H,Tq,dv].
+  template <class T>
+  Outcome run(const Case<T>& c, std::vector<T>& out);
+
+ private:
+  void stop();
+  Outcome fate(const char* waiting_for);
+
+  std::string which_;
+  double timeout_;
+  pid_t child_ = -1;
+  int to_child_ = -1, from_child_ = -1;
+  bool has_f64_ = false;
+};
+
+}  // namespace attncheck

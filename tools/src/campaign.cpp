@@ -1,0 +1,220 @@
+#include "attncheck/campaign.hpp"
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "attncheck/isolated_kernel.hpp"
+#include "attncheck/property.hpp"
+
+namespace attncheck {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+struct Failed {
+  std::string message;
+  bool hung = false;  // every retry would cost the whole timeout: not worth shrinking
+};
+
+// A property run by the campaign: choices replayed from `recorded` (then 0), or drawn from a seed,
+// and every answer kept; the implementation in the child process; a failure thrown as Failed.
+class CampaignChecker : public Checker {
+ public:
+  CampaignChecker(IsolatedKernel& kernel, const CampaignOptions& options, uint64_t seed,
+                  const std::vector<uint64_t>* recorded)
+      : kernel_(kernel), options_(options), fresh_(seed), recorded_(recorded) {}
+
+  uint64_t below(uint64_t n) override {
+    uint64_t x = 0;
+    if (!recorded_)
+      x = fresh_.below(n);
+    else if (choices.size() < recorded_->size())
+      x = std::min((*recorded_)[choices.size()], n == 0 ? 0 : n - 1);
+    choices.push_back(x);
+    return x;
+  }
+  std::vector<float> run(const Case<float>& c) override { return run_isolated(c); }
+  std::vector<double> run(const Case<double>& c) override { return run_isolated(c); }
+  bool has_f64() const override { return options_.f64 && kernel_.has_f64(); }
+  CaseLimits limits(CaseLimits base) const override {
+    base.abi_only = true;
+    return base;
+  }
+  [[noreturn]] void fail(const std::string& message) override { throw Failed{message}; }
+  void observe(const Comparison& result) override { worst_ratio = std::max(worst_ratio, result.worst_ratio); }
+
+  std::vector<uint64_t> choices;  // every answer of below(), in order
+  double worst_ratio = 0;
+
+ protected:
+  Case<float> draw_f32(const CaseLimits& limits) override { return draw_with_policy<float>(limits); }
+  Case<double> draw_f64(const CaseLimits& limits) override { return draw_with_policy<double>(limits); }
+
+ private:
+  struct Via : Chooser {
+    Checker& check;
+    explicit Via(Checker& c) : check(c) {}
+    uint64_t below(uint64_t n) override { return check.below(n); }
+  };
+  template <class T>
+  Case<T> draw_with_policy(const CaseLimits& limits) {
+    Via via(*this);
+    Case<T> c = draw_case<T>(via, limits);
+    c.empty_rows = options_.empty_rows;  // what the implementation says it does with empty rows
+    return c;
+  }
+  template <class T>
+  std::vector<T> run_isolated(const Case<T>& c) {
+    std::vector<T> out;
+    const Outcome outcome = kernel_.run(c, out);
+    if (outcome.kind == Outcome::hung) throw Failed{"the implementation " + outcome.detail + "\n" + describe(c), true};
+    if (outcome.kind != Outcome::ok) fail("the implementation " + outcome.detail + "\n" + describe(c));
+    return out;
+  }
+
+  IsolatedKernel& kernel_;
+  const CampaignOptions& options_;
+  SeededChooser fresh_;
+  const std::vector<uint64_t>* recorded_;
+};
+
+// One run of `property`: the failure, if any, with the choices that led to it.
+struct Run {
+  bool failed = false, hung = false;
+  Finding finding;
+  double worst_ratio = 0;
+};
+Run run_once(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, uint64_t seed,
+             const std::vector<uint64_t>* recorded) {
+  CampaignChecker checker(kernel, options, seed, recorded);
+  Run run;
+  try {
+    property.check(checker);
+  } catch (const Failed& failure) {
+    run.failed = true;
+    run.hung = failure.hung;
+    run.finding = {property.name, failure.message, checker.choices};
+  }
+  run.worst_ratio = checker.worst_ratio;
+  return run;
+}
+
+// Makes a counterexample smaller: each choice in turn (shapes come first) tried at 0, half and one
+// less, kept whenever the property still fails, until nothing changes or the time is up.
+Finding shrink(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, Finding best) {
+  const Clock::time_point start = Clock::now();
+  for (bool improved = true; improved && since(start) < options.shrink_seconds;) {
+    improved = false;
+    for (size_t at = 0; at < best.choices.size() && since(start) < options.shrink_seconds; ++at) {
+      const uint64_t now = best.choices[at];
+      for (uint64_t smaller : {uint64_t(0), now / 2, now - 1}) {
+        if (now == 0 || smaller >= now) continue;
+        std::vector<uint64_t> trial = best.choices;
+        trial[at] = smaller;
+        const Run run = run_once(kernel, options, property, 0, &trial);
+        if (!run.failed) continue;
+        best = run.finding;
+        improved = true;
+        break;
+      }
+    }
+  }
+  return best;
+}
+
+uint64_t mix(uint64_t x) {  // splitmix64's finalizer: distinct seeds per (campaign seed, property, round)
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+const Property& property_named(const std::string& name) {
+  for (const Property& p : all_properties())
+    if (name == p.name) return p;
+  throw std::runtime_error("no property named '" + name + "'");
+}
+
+}  // namespace
+
+CampaignResult run_campaign(const CampaignOptions& options) {
+  IsolatedKernel kernel(options.impl, options.case_timeout);
+  kernel.start();
+  const Clock::time_point start = Clock::now();
+  CampaignResult result;
+  const std::vector<Property>& properties = all_properties();
+  for (uint64_t round = 0; since(start) < options.seconds; ++round) {
+    for (size_t index = 0; index < properties.size() && since(start) < options.seconds; ++index) {
+      const Property& property = properties[index];
+      if (round < uint64_t(property.first_round) || (!property.generated && round > uint64_t(property.first_round)))
+        continue;
+      if (property.double_precision ? !(options.f64 && kernel.has_f64()) : !options.f32) continue;
+      ++result.cases;
+      ++result.per_property[property.name];
+      const Run run = run_once(kernel, options, property, mix(options.seed ^ mix(index) ^ mix(round << 32)), nullptr);
+      result.worst_ratio = std::max(result.worst_ratio, run.worst_ratio);
+      if (run.failed) {
+        result.found = true;
+        result.finding = run.hung ? run.finding : shrink(kernel, options, property, run.finding);
+        result.seconds = since(start);
+        return result;
+      }
+    }
+  }
+  result.seconds = since(start);
+  return result;
+}
+
+CampaignResult replay(const CampaignOptions& options, const Finding& recorded) {
+  IsolatedKernel kernel(options.impl, options.case_timeout);
+  kernel.start();
+  const Clock::time_point start = Clock::now();
+  const Run run = run_once(kernel, options, property_named(recorded.property), 0, &recorded.choices);
+  CampaignResult result;
+  result.cases = 1;
+  result.per_property[recorded.property] = 1;
+  result.found = run.failed;
+  result.finding = run.finding;
+  result.worst_ratio = run.worst_ratio;
+  result.seconds = since(start);
+  return result;
+}
+
+void write_replay(const std::string& path, const CampaignOptions& options, const Finding& finding) {
+  std::ofstream file(path);
+  file << "attncheck-replay 1\nproperty " << finding.property << "\nimpl " << options.impl << "\nempty-rows "
+       << (options.empty_rows == EmptyRows::zero ? "zero" : "nan") << "\nchoices";
+  for (uint64_t choice : finding.choices) file << ' ' << choice;
+  file << '\n';
+  if (!file) throw std::runtime_error(path + ": cannot write the replay file");
+}
+
+Finding read_replay(const std::string& path, CampaignOptions& options, bool keep_impl) {
+  std::ifstream file(path);
+  if (!file) throw std::runtime_error(path + ": cannot open the replay file");
+  std::string header, key, value;
+  Finding finding;
+  if (!std::getline(file, header) || header != "attncheck-replay 1")
+    throw std::runtime_error(path + ": not an attncheck replay file (first line is not 'attncheck-replay 1')");
+  for (std::string line; std::getline(file, line);) {
+    std::istringstream fields(line);
+    fields >> key;
+    if (key == "property") fields >> finding.property;
+    if (key == "impl" && !keep_impl) fields >> options.impl;
+    if (key == "empty-rows") {
+      fields >> value;
+      options.empty_rows = value == "nan" ? EmptyRows::nan : EmptyRows::zero;
+    }
+    if (key == "choices")
+      for (uint64_t choice; fields >> choice;) finding.choices.push_back(choice);
+    if (fields.bad()) throw std::runtime_error(path + ": unreadable line '" + line.substr(0, 40) + "'");
+  }
+  property_named(finding.property);  // a clear error for an unknown property
+  return finding;
+}
+
+}  // namespace attncheck

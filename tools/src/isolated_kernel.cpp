@@ -1,0 +1,299 @@
+#include "attncheck/isolated_kernel.hpp"
+
+#include <dlfcn.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+#include "attncheck/abi.hpp"
+#include "attncheck/plugin_loader.hpp"
+
+namespace attncheck {
+namespace {
+
+constexpr uint32_t kRequest = 0x41544351, kAnswer = 0x41544341, kFault = 0x41544346;
+constexpr uint8_t kCanary = 0xA5;
+const char* const kBufferNames[] = {"q", "k", "v", "allow", "out"};
+enum Buffer { Q, K, V, ALLOW, OUT, kBuffers };
+
+// The problem as it crosses the pipe: ABI v1's fields, then q, k, v, allow (if any) bytes.
+struct Request {
+  uint32_t magic, element_size;
+  int64_t B, H, Tq, Tk, dk, dv;
+  int32_t causal;
+  double scale;
+  uint8_t has_allow;
+};
+
+// The answer: the plugin's status and a stray-write report, then out's bytes; or, from the
+// child's SIGSEGV handler, a fault naming the buffer.
+struct Answer {
+  uint32_t magic;
+  int32_t status;
+  int32_t buffer;  // Buffer, or -1
+  int32_t where;   // 0 before the start, 1 past the end, 2 inside a read-only input
+};
+
+bool write_all(int fd, const void* data, size_t n) {
+  auto* p = static_cast<const uint8_t*>(data);
+  while (n > 0) {
+    const ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= size_t(w);
+  }
+  return true;
+}
+
+bool read_all(int fd, void* data, size_t n) {
+  auto* p = static_cast<uint8_t*>(data);
+  while (n > 0) {
+    const ssize_t r = read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= size_t(r);
+  }
+  return true;
+}
+
+// ---- The child ----
+
+// n bytes 64-byte aligned against a trailing guard page, a guard page before the data pages, and
+// canary bytes in the slack on both sides.
+struct Guarded {
+  uint8_t *base = nullptr, *pages = nullptr, *data = nullptr;
+  size_t page = 0, data_pages_bytes = 0, n = 0;
+  explicit Guarded(size_t bytes) : page(size_t(sysconf(_SC_PAGESIZE))), n(bytes) {
+    const size_t rounded = (n + 63) / 64 * 64;
+    data_pages_bytes = (std::max<size_t>(rounded, 1) + page - 1) / page * page;
+    void* mem = mmap(nullptr, data_pages_bytes + 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) _exit(70);
+    base = static_cast<uint8_t*>(mem);
+    pages = base + page;
+    data = pages + data_pages_bytes - rounded;
+    std::memset(pages, kCanary, data_pages_bytes);
+    mprotect(base, page, PROT_NONE);
+    mprotect(pages + data_pages_bytes, page, PROT_NONE);
+  }
+  ~Guarded() { munmap(base, data_pages_bytes + 2 * page); }
+  void read_only() { mprotect(pages, data_pages_bytes, PROT_READ); }
+  // Which canary slack was written: 0 before the data, 1 after it, -1 none.
+  int damaged() const {
+    for (const uint8_t* p = pages; p < data; ++p)
+      if (*p != kCanary) return 0;
+    for (const uint8_t* p = data + n; p < pages + data_pages_bytes; ++p)
+      if (*p != kCanary) return 1;
+    return -1;
+  }
+};
+
+// The current call's buffers, for the fault handler (set before the call, read in a signal).
+Guarded* volatile g_buffers[kBuffers];
+int g_answer_fd = -1;
+
+void on_fault(int signal, siginfo_t* info, void*) {
+  const auto* address = static_cast<const uint8_t*>(info->si_addr);
+  Answer fault{kFault, signal, -1, -1};
+  for (int b = 0; b < kBuffers; ++b) {
+    const Guarded* g = g_buffers[b];
+    if (!g) continue;
+    if (address >= g->base && address < g->pages) fault = {kFault, signal, b, 0};
+    if (address >= g->pages + g->data_pages_bytes && address < g->pages + g->data_pages_bytes + g->page)
+      fault = {kFault, signal, b, 1};
+    if (address >= g->pages && address < g->pages + g->data_pages_bytes && b != OUT) fault = {kFault, signal, b, 2};
+  }
+  ssize_t ignored = write(g_answer_fd, &fault, sizeof fault);
+  (void)ignored;
+  ::signal(signal, SIG_DFL);
+  raise(signal);
+}
+
+[[noreturn]] void child_main(const std::string& which, int requests, int answers) {
+  g_answer_fd = answers;
+  // The load report: ok, has_f64, then the reason's length and text.
+  Plugin plugin;
+  std::string error;
+  try {
+    plugin = load_plugin(which);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  const uint8_t report[2] = {uint8_t(error.empty()), uint8_t(plugin.forward_f64 != nullptr)};
+  const uint32_t length = uint32_t(error.size());
+  if (!write_all(answers, report, 2) || !write_all(answers, &length, 4) || !write_all(answers, error.data(), length))
+    _exit(0);
+  if (!error.empty()) _exit(0);
+
+  struct sigaction action {};
+  action.sa_sigaction = on_fault;
+  action.sa_flags = SA_SIGINFO;
+  sigaction(SIGSEGV, &action, nullptr);
+  sigaction(SIGBUS, &action, nullptr);
+
+  Request r;
+  while (read_all(requests, &r, sizeof r)) {
+    if (r.magic != kRequest) _exit(71);
+    const size_t e = r.element_size, bh = size_t(r.B * r.H);
+    const size_t sizes[kBuffers] = {bh * r.Tq * r.dk * e, bh * r.Tk * r.dk * e, bh * r.Tk * r.dv * e,
+                                    r.has_allow ? size_t(r.B * r.Tq * r.Tk) : 0, bh * r.Tq * r.dv * e};
+    Guarded q(sizes[Q]), k(sizes[K]), v(sizes[V]), allow(sizes[ALLOW]), out(sizes[OUT]);
+    Guarded* all[kBuffers] = {&q, &k, &v, &allow, &out};
+    for (int b = 0; b < OUT; ++b) {
+      if (!read_all(requests, all[b]->data, sizes[b])) _exit(0);
+      all[b]->read_only();
+    }
+    // Unwritten outputs read as NaN.
+    const float nan_f = std::numeric_limits<float>::quiet_NaN();
+    const double nan_d = std::numeric_limits<double>::quiet_NaN();
+    for (size_t n = 0; n < sizes[OUT]; n += e) std::memcpy(out.data + n, e == 4 ? (const void*)&nan_f : &nan_d, e);
+
+    const attncheck_problem problem{int32_t(r.B), int32_t(r.H), int32_t(r.Tq), int32_t(r.Tk), int32_t(r.dk),
+                                    int32_t(r.dv), q.data, k.data, v.data, r.has_allow ? allow.data : nullptr,
+                                    r.causal, r.scale, out.data};
+    for (int b = 0; b < kBuffers; ++b) g_buffers[b] = all[b];
+    const int32_t status = (e == 4 ? plugin.forward_f32 : plugin.forward_f64)(&problem);
+    for (int b = 0; b < kBuffers; ++b) g_buffers[b] = nullptr;
+
+    const int damage = out.damaged();
+    const Answer answer{kAnswer, status, damage < 0 ? -1 : OUT, damage};
+    if (!write_all(answers, &answer, sizeof answer) || !write_all(answers, out.data, sizes[OUT])) _exit(0);
+  }
+  _exit(0);
+}
+
+std::string signal_name(int signal) {
+  const char* name = sigabbrev_np(signal);
+  return name ? std::string("SIG") + name : "signal " + std::to_string(signal);
+}
+
+}  // namespace
+
+// ---- The parent ----
+
+IsolatedKernel::IsolatedKernel(std::string which, double case_timeout_seconds)
+    : which_(std::move(which)), timeout_(case_timeout_seconds) {}
+
+IsolatedKernel::~IsolatedKernel() { stop(); }
+
+void IsolatedKernel::stop() {
+  if (child_ > 0) {
+    kill(child_, SIGKILL);
+    waitpid(child_, nullptr, 0);
+  }
+  if (to_child_ >= 0) close(to_child_);
+  if (from_child_ >= 0) close(from_child_);
+  child_ = -1;
+  to_child_ = from_child_ = -1;
+}
+
+void IsolatedKernel::start() {
+  stop();
+  signal(SIGPIPE, SIG_IGN);  // a dead child must give an error on write, not kill the checker
+  int requests[2], answers[2];
+  if (pipe(requests) != 0 || pipe(answers) != 0) throw std::runtime_error("cannot create pipes for the child");
+  child_ = fork();
+  if (child_ < 0) throw std::runtime_error("cannot fork the child that runs the implementation");
+  if (child_ == 0) {
+    close(requests[1]);
+    close(answers[0]);
+    child_main(which_, requests[0], answers[1]);
+  }
+  close(requests[0]);
+  close(answers[1]);
+  to_child_ = requests[1];
+  from_child_ = answers[0];
+  uint8_t report[2];
+  uint32_t length = 0;
+  if (!read_all(from_child_, report, 2) || !read_all(from_child_, &length, 4) || length > 4096) {
+    const Outcome dead = fate("loading the plugin");
+    throw std::runtime_error(which_ + ": " + dead.detail);
+  }
+  std::string error(length, '\0');
+  read_all(from_child_, error.data(), length);
+  if (!report[0]) {
+    stop();
+    throw std::runtime_error(error);
+  }
+  has_f64_ = report[1];
+}
+
+Outcome IsolatedKernel::fate(const char* waiting_for) {
+  int status = 0;
+  Outcome outcome;
+  if (child_ > 0 && waitpid(child_, &status, 0) == child_) {
+    if (WIFSIGNALED(status)) {
+      outcome = {Outcome::crashed, WTERMSIG(status),
+                 "crashed with " + signal_name(WTERMSIG(status)) + " while " + waiting_for};
+    } else {
+      outcome = {Outcome::exited, WEXITSTATUS(status),
+                 "exited with status " + std::to_string(WEXITSTATUS(status)) + " while " + waiting_for};
+    }
+    child_ = -1;
+  }
+  stop();
+  return outcome;
+}
+
+template <class T>
+Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out) {
+  // c: Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv], allow [B,Tq,Tk]; out [B,H,Tq,dv].
+  if (child_ < 0) start();
+  const Shape& s = c.shape;
+  std::vector<uint8_t> allow;
+  std::vector<T> unused(1);
+  const attncheck_problem abi = to_abi(c.problem(), unused.data(), allow);
+  const size_t allow_bytes = abi.allow ? size_t(s.B * s.Tq * s.Tk) : 0;
+  const Request request{kRequest, uint32_t(sizeof(T)), s.B, s.H, s.Tq, s.Tk, s.dk, s.dv,
+                        abi.causal, abi.scale, uint8_t(abi.allow != nullptr)};
+  const bool sent = write_all(to_child_, &request, sizeof request) &&
+                    write_all(to_child_, c.q.data(), c.q.size() * sizeof(T)) &&
+                    write_all(to_child_, c.k.data(), c.k.size() * sizeof(T)) &&
+                    write_all(to_child_, c.v.data(), c.v.size() * sizeof(T)) &&
+                    (allow_bytes == 0 || write_all(to_child_, abi.allow, allow_bytes));
+  if (!sent) return fate("reading its input");
+
+  pollfd wait{from_child_, POLLIN, 0};
+  const int ready = poll(&wait, 1, int(timeout_ * 1000));
+  if (ready == 0) {
+    stop();
+    char detail[96];
+    std::snprintf(detail, sizeof detail, "hung: no answer within %g s (the child was killed)", timeout_);
+    return {Outcome::hung, 0, detail};
+  }
+  Answer answer;
+  if (!read_all(from_child_, &answer, sizeof answer)) return fate("computing");
+  if (answer.magic == kFault) {
+    Outcome dead = fate("computing");
+    const char* wheres[] = {"it touched the guard page before the start of ", "it touched the guard page past the end of ",
+                            "it wrote into the read-only input "};
+    if (answer.buffer >= 0)
+      dead.detail = "crashed with " + signal_name(answer.status) + ": " + wheres[answer.where] + kBufferNames[answer.buffer];
+    return dead;
+  }
+  out.resize(size_t(s.B * s.H * s.Tq * s.dv));
+  if (answer.magic != kAnswer || !read_all(from_child_, out.data(), out.size() * sizeof(T)))
+    return fate("returning its output");
+  if (answer.buffer == OUT)
+    return {Outcome::stray_write, 0,
+            std::string("wrote outside its output: ") + (answer.where == 0 ? "before its start" : "past its end") +
+                " (canary bytes changed)"};
+  if (answer.status != 0)
+    return {Outcome::refused, answer.status, "refused a valid problem (returned " + std::to_string(answer.status) + ")"};
+  return {};
+}
+
+template Outcome IsolatedKernel::run(const Case<float>&, std::vector<float>&);
+template Outcome IsolatedKernel::run(const Case<double>&, std::vector<double>&);
+
+}  // namespace attncheck

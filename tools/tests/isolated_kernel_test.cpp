@@ -1,0 +1,72 @@
+// Isolation: every way a plugin can misbehave at run time is reported, and the checker survives
+// to run the next case (the child is restarted).
+#include <gtest/gtest.h>
+
+#include "attncheck/isolated_kernel.hpp"
+
+namespace attncheck {
+namespace {
+
+// B 1, H 2, Tq 3, Tk 4, dk 5, dv 6, no masks.
+Case<float> small_case() {
+  Case<float> c;
+  c.shape = {1, 2, 3, 4, 5, 6};
+  c.q.assign(2 * 3 * 5, 0.5f);
+  c.k.assign(2 * 4 * 5, 0.25f);
+  c.v.assign(2 * 4 * 6, 1.0f);
+  return c;
+}
+
+Outcome run_plugin(const std::string& path, double timeout = 2) {
+  IsolatedKernel kernel(path, timeout);
+  std::vector<float> out;
+  const Outcome first = kernel.run(small_case(), out);
+  kernel.run(small_case(), out);  // a second call: the child is restarted, the checker lives on
+  return first;
+}
+
+std::string plugin(const char* name) { return std::string(BAD_PLUGIN_DIR) + "/bad_" + name + ".so"; }
+
+TEST(Isolation, BuiltinRunsCleanly) {
+  IsolatedKernel kernel("builtin", 2);
+  std::vector<float> out;
+  EXPECT_EQ(kernel.run(small_case(), out).kind, Outcome::ok);
+  EXPECT_EQ(out.size(), 36u);
+  EXPECT_FLOAT_EQ(out[0], 1.0f);  // every value is 1, so every convex combination is 1
+}
+
+TEST(Isolation, EachMisbehaviourIsReportedWithItsCause) {
+  const struct {
+    const char* plugin;
+    Outcome::Kind kind;
+    const char* detail;
+  } expected[] = {
+      {"crash", Outcome::crashed, "SIGSEGV"},
+      {"abort", Outcome::crashed, "SIGABRT"},
+      {"hang", Outcome::hung, "hung: no answer within 0.5 s"},
+      {"write_past_end", Outcome::stray_write, "past its end"},
+      {"write_before_start", Outcome::stray_write, "before its start"},
+      {"read_past_end", Outcome::crashed, "guard page past the end of k"},
+      {"write_into_input", Outcome::crashed, "wrote into the read-only input q"},
+      {"refuse", Outcome::refused, "returned 7"},
+      {"exit", Outcome::exited, "exited with status 3"},
+  };
+  for (const auto& e : expected) {
+    const Outcome outcome = run_plugin(plugin(e.plugin), e.kind == Outcome::hung ? 0.5 : 2);
+    EXPECT_EQ(outcome.kind, e.kind) << e.plugin << ": " << outcome.detail;
+    EXPECT_NE(outcome.detail.find(e.detail), std::string::npos) << e.plugin << ": " << outcome.detail;
+  }
+}
+
+TEST(Isolation, LoadingFaultsAreOneLineErrors) {
+  IsolatedKernel missing("/nonexistent/plugin.so", 1);
+  try {
+    missing.start();
+    FAIL() << "a missing plugin loaded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot load plugin"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace attncheck

@@ -1,0 +1,39 @@
+/* A plugin that misbehaves in one way, chosen at build time by BAD (see tools/tests/CMakeLists.txt):
+ * the checker must report each as a finding and survive. Otherwise it outputs v's first row. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "attncheck/plugin.h"
+
+int32_t attncheck_abi_version(void) { return ATTNCHECK_ABI_VERSION; }
+
+int32_t attncheck_forward_f32(const attncheck_problem *p) {
+  /* p: q [B][H][Tq][dk], k [B][H][Tk][dk], v [B][H][Tk][dv], out [B][H][Tq][dv]. */
+  const size_t n_out = (size_t)p->batch * p->heads * p->q_len * p->d_v;
+  const size_t n_k = (size_t)p->batch * p->heads * p->kv_len * p->d_k;
+  float *out = (float *)p->out;
+  volatile float sink = 0;
+  for (size_t n = 0; n < n_out; ++n) out[n] = ((const float *)p->v)[n % (size_t)p->d_v];
+#if BAD == 1 /* crash: a null pointer */
+  *(volatile int *)0 = 1;
+#elif BAD == 2 /* abort */
+  abort();
+#elif BAD == 3 /* hang */
+  for (;;) sink += 1;
+#elif BAD == 4 /* write one element past the end of out (inside the canary slack or the guard page) */
+  out[n_out] = 1;
+#elif BAD == 5 /* write before the start of out */
+  out[-1] = 1;
+#elif BAD == 6 /* read past the end of k, beyond the 64-byte alignment slack */
+  sink = ((const float *)p->k)[n_k + 16];
+#elif BAD == 7 /* write into an input */
+  ((float *)p->q)[0] = 0;
+#elif BAD == 8 /* refuse a valid problem */
+  return 7;
+#elif BAD == 9 /* exit the process */
+  exit(3);
+#endif
+  (void)sink;
+  (void)n_k;
+  return 0;
+}
