@@ -18,7 +18,7 @@ namespace {
 
 const char* const kCheckUsage =
     "usage: attncheck check [--impl builtin|PATH.so] [--seconds N] [--seed S] [--precision f32|f64] "
-    "[--empty-rows zero|nan] [--json FILE] [--replay FILE] [--counterexample FILE]";
+    "[--empty-rows zero|nan] [--json FILE] [--replay FILE] [--counterexample FILE] [--case-timeout S]";
 const char* const kMutantsUsage = "usage: attncheck mutants --dir DIR [--seconds N] [--seed S] [--json FILE]";
 
 struct UsageError : std::runtime_error {
@@ -93,11 +93,12 @@ void write_file(const std::string& path, const std::string& text) {
 
 int check(const std::vector<std::string>& args) {
   const auto o = parse(args, {"--impl", "--seconds", "--seed", "--precision", "--empty-rows", "--json", "--replay",
-                              "--counterexample"});
+                              "--counterexample", "--case-timeout"});
   CampaignOptions options;
   if (o.count("impl")) options.impl = o.at("impl");
   options.seconds = number(o, "seconds", 60, 0);
   options.seed = uint64_t(number(o, "seed", 1, 0));
+  options.case_timeout = number(o, "case-timeout", options.case_timeout, 0.01);
   if (o.count("precision")) {
     if (o.at("precision") != "f32" && o.at("precision") != "f64") throw UsageError("--precision must be f32 or f64");
     options.f32 = o.at("precision") == "f32";

@@ -12,7 +12,7 @@ namespace attncheck {
 int compare_command(const std::vector<std::string>& args);
 
 // attncheck check [--impl builtin|PATH.so] [--seconds N] [--seed S] [--precision f32|f64]
-//   [--empty-rows zero|nan] [--json FILE] [--replay FILE] [--counterexample FILE]
+//   [--empty-rows zero|nan] [--json FILE] [--replay FILE] [--counterexample FILE] [--case-timeout S]
 int check_command(const std::vector<std::string>& args);
 
 // attncheck mutants --dir DIR [--seconds N] [--seed S] [--json FILE]: the kill matrix.
