@@ -40,6 +40,7 @@ class CampaignChecker : public Checker {
   std::vector<float> run(const Case<float>& c) override { return run_isolated(c); }
   std::vector<double> run(const Case<double>& c) override { return run_isolated(c); }
   bool has_f64() const override { return options_.f64 && kernel_.has_f64(); }
+  EmptyRows empty_rows() const override { return options_.empty_rows; }
   CaseLimits limits(CaseLimits base) const override {
     base.abi_only = true;
     return base;

@@ -25,6 +25,8 @@ class Checker {
   virtual bool has_f64() const = 0;
   // What the implementation can take (ABI v1: no bias, empty rows 0), on top of `base`.
   virtual CaseLimits limits(CaseLimits base) const = 0;
+  // What the implementation gives a row with no permitted key, for cases a property builds itself.
+  virtual EmptyRows empty_rows() const { return EmptyRows::zero; }
   // Ends the property as failed with `message`; never returns.
   [[noreturn]] virtual void fail(const std::string& message) = 0;
   // Counts a feature of the cases in the run's distribution.
