@@ -146,12 +146,7 @@ std::string describe(const Case<T>& c) {
     text += "  batch " + std::to_string(b) + " permitted keys (rows: queries):\n";
     for (int64_t i = 0; i < s.Tq; ++i) {
       text += "    ";
-      for (int64_t j = 0; j < s.Tk; ++j) {
-        const bool allowed = (c.allow.empty() || c.allow[size_t((b * s.Tq + i) * s.Tk + j)]) &&
-                             causal_allows(c.causal, i, j, s.Tq, s.Tk) &&
-                             (c.key_lengths.empty() || j < c.key_lengths[size_t(b)]);
-        text += allowed ? '#' : '.';
-      }
+      for (int64_t j = 0; j < s.Tk; ++j) text += mask_permits(c, b, i, j) ? '#' : '.';
       text += '\n';
     }
   }

@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 
-#include <cstdlib>
 #include <stdexcept>
 
 namespace attncheck {
@@ -23,11 +22,6 @@ Plugin load_plugin(const std::string& which) {
   plugin.forward_f64 = reinterpret_cast<decltype(plugin.forward_f64)>(dlsym(handle, "attncheck_forward_f64"));
   if (!plugin.forward_f32) throw std::runtime_error(which + ": no attncheck_forward_f32 symbol (it is required)");
   return plugin;
-}
-
-Plugin selected_plugin() {
-  const char* which = std::getenv("ATTNCHECK_IMPL");
-  return load_plugin(which && *which ? which : "builtin");
 }
 
 }  // namespace attncheck

@@ -17,12 +17,4 @@ Case<T> with_identity_values(Case<T> c) {
   return c;
 }
 
-// Whether the masks let query i of batch b see key j (bias aside).
-template <class T>
-bool mask_permits(const Case<T>& c, int64_t b, int64_t i, int64_t j) {
-  const Shape& s = c.shape;
-  return (c.allow.empty() || c.allow[size_t((b * s.Tq + i) * s.Tk + j)]) && causal_allows(c.causal, i, j, s.Tq, s.Tk) &&
-         (c.key_lengths.empty() || j < c.key_lengths[size_t(b)]);
-}
-
 }  // namespace attncheck

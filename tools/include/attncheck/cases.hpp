@@ -56,6 +56,14 @@ struct Case {
 template <class T>
 Case<T> draw_case(Chooser& choose, const CaseLimits& limits = {});
 
+// Whether the masks let query i of batch b see key j (the bias aside).
+template <class T>
+bool mask_permits(const Case<T>& c, int64_t b, int64_t i, int64_t j) {
+  const Shape& s = c.shape;
+  return (c.allow.empty() || c.allow[size_t((b * s.Tq + i) * s.Tk + j)]) && causal_allows(c.causal, i, j, s.Tq, s.Tk) &&
+         (c.key_lengths.empty() || j < c.key_lengths[size_t(b)]);
+}
+
 // Head h of batch b alone, as a B 1, H 1 case with that batch's masks.
 template <class T>
 Case<T> slice(const Case<T>& c, int64_t b, int64_t h);

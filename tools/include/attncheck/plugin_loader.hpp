@@ -20,7 +20,4 @@ struct Plugin {
 // attncheck_forward_f32. Throws std::runtime_error with a one-line reason otherwise.
 Plugin load_plugin(const std::string& which);
 
-// The implementation the tests check: $ATTNCHECK_IMPL if set, else "builtin".
-Plugin selected_plugin();
-
 }  // namespace attncheck
