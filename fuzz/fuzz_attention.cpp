@@ -7,6 +7,7 @@
 // with the oracle within its bound; and poisoning the keys and values one query may not see (NaN,
 // +-inf, +-1e30) leaves that query's outputs bit-identical in every head.
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -14,7 +15,6 @@
 #include "attncheck/compare.hpp"
 #include "attncheck/kernel.hpp"
 #include "attncheck/oracle.hpp"
-#include "attncheck/weights_probe.hpp"
 #include "fuzz_input.hpp"
 
 namespace attncheck::fuzz {
@@ -26,6 +26,9 @@ void check(const Kernel& kernel, const AttentionInput<T>& in) {
   const Case<T>& c = in.c;
   const Shape& s = c.shape;
   std::vector<T> out, dirty;
+  if (showing())
+    std::fprintf(stderr, "%sintervention: query %lld of batch %lld\n", describe(c).c_str(), (long long)in.i,
+                 (long long)in.b);
   if (const int32_t status = run_kernel(kernel, c, out); status != 0)
     finding(kernel.plugin.name + " refused a valid problem (status " + std::to_string(status) + ")\n" + describe(c));
   const Comparison result = compare(out.data(), reference(c.problem()), s);

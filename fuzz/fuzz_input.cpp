@@ -4,9 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <limits>
-
-#include "attncheck/weights_probe.hpp"
 
 namespace attncheck::fuzz {
 namespace {
@@ -71,10 +70,9 @@ AttentionInput<T> draw_attention_input(Chooser& choose, const CaseLimits& limits
   return in;
 }
 
-std::string show(double x) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.9g", x);
-  return text;
+bool showing() {
+  static const bool show_inputs = std::getenv("ATTNCHECK_FUZZ_SHOW") != nullptr;
+  return show_inputs;
 }
 
 void finding(const std::string& what) {

@@ -7,6 +7,7 @@
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ struct SoftmaxRow {
   EmptyRows empty = EmptyRows::zero;
   std::vector<T> logits;       // [Tk]
   std::vector<uint8_t> allow;  // [Tk]; 0 = forbidden
+  // Whether entry j may carry weight: allowed and not -inf (the contract forbids both).
+  bool permitted(size_t j) const { return allow[j] && logits[j] != -std::numeric_limits<T>::infinity(); }
 };
 
 // At most this many logits in a row.
@@ -67,8 +70,10 @@ void read_attention_input(Chooser& choose, const CaseLimits& limits, bool double
   use(draw_attention_input<float>(choose, limits));
 }
 
-// x to 9 significant digits, for failure messages (std::to_string prints 1e-30 as 0.000000).
-std::string show(double x);
+// Whether $ATTNCHECK_FUZZ_SHOW is set (read once): the targets then print each input as they read
+// it, as describe() shows a case (docs/fuzzing.md, "Reading an input").
+bool showing();
+
 
 // A failure: prints "FINDING: " and `what` (which should say what broke and show the input as a
 // person reads it) and aborts, so libFuzzer saves the input and the replay program exits non-zero.

@@ -4,6 +4,7 @@
 // allocations at 64 MB). A returned array is consistent: at most 8 dimensions, and exactly
 // elements x itemsize bytes of data, no more than the input held.
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "attncheck/npy.hpp"
@@ -13,6 +14,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace attncheck;
   try {
     const NpyArray array = parse_npy(data, size, "input");
+    if (fuzz::showing())
+      std::fprintf(stderr, "input: %s, %zu dimensions, %lld elements\n", dtype_name(array.dtype), array.shape.size(),
+                   (long long)array.elements());
     const size_t itemsize = array.dtype == NpyDtype::f64 ? 8 : array.dtype == NpyDtype::f32 ? 4 : 1;
     if (array.shape.size() > 8 || array.data.size() > size || array.data.size() != size_t(array.elements()) * itemsize)
       fuzz::finding("parse_npy returned an inconsistent array: " + std::to_string(array.shape.size()) +
@@ -21,6 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                     "-byte input");
   } catch (const NpyError& e) {
     const std::string message = e.what();
+    if (fuzz::showing()) std::fprintf(stderr, "%s\n", message.c_str());
     if (message.rfind("input: ", 0) != 0 || message.find('\n') != std::string::npos)
       fuzz::finding("parse_npy's error is not one line naming the input: " + message);
   }

@@ -7,15 +7,16 @@
 // row NaN; otherwise no NaN, every weight in [0, 1] and their sum within (Tk + 1) eps of 1; a row
 // with nothing permitted follows the policy; the log-sum-exp is NaN exactly when the row is.
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "attncheck/cases.hpp"
 #include "attncheck/compare.hpp"
 #include "attncheck/oracle.hpp"
 #include "attncheck/softmax.hpp"
-#include "attncheck/weights_probe.hpp"
 #include "fuzz_input.hpp"
 
 namespace attncheck::fuzz {
@@ -40,6 +41,7 @@ void check(const SoftmaxRow<T>& row) {
   c.empty_rows = row.empty;
   c.mix = "a softmax row: k holds the logits";
   c = with_identity_values(std::move(c));
+  if (showing()) std::fputs(describe(c).c_str(), stderr);
   const Comparison result = compare(w.data(), reference(c.problem()), c.shape);
   if (!result.ok())
     finding("softmax_stable disagrees with the oracle: " +
@@ -49,9 +51,8 @@ void check(const SoftmaxRow<T>& row) {
   bool any = false, poisoned = false;
   for (int64_t j = 0; j < n; ++j) {
     const T x = row.logits[size_t(j)];
-    const bool permitted = row.allow[size_t(j)] && x != -inf;
-    any |= permitted;
-    poisoned |= permitted && (std::isnan(x) || x == inf);
+    any |= row.permitted(size_t(j));
+    poisoned |= row.permitted(size_t(j)) && (std::isnan(x) || x == inf);
   }
   if (!any) {
     const bool zero = row.empty == EmptyRows::zero;
@@ -73,8 +74,8 @@ void check(const SoftmaxRow<T>& row) {
   }
   long double sum = 0;
   for (int64_t j = 0; j < n; ++j) {
-    const T x = row.logits[size_t(j)], weight = w[size_t(j)];
-    if (!(row.allow[size_t(j)] && x != -inf) && weight != 0)
+    const T weight = w[size_t(j)];
+    if (!row.permitted(size_t(j)) && weight != 0)
       fail("forbidden entry " + std::to_string(j) + " has weight " + show(weight) + ", not exactly 0");
     if (!(weight >= 0 && weight <= 1)) fail("weight " + std::to_string(j) + " is " + show(weight) + ", outside [0, 1]");
     sum += weight;

@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <limits>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -17,7 +16,6 @@
 #include <vector>
 
 #include "attncheck/npy.hpp"
-#include "attncheck/weights_probe.hpp"
 #include "fuzz_input.hpp"
 
 namespace fs = std::filesystem;
@@ -98,11 +96,6 @@ void attention_seed(const fs::path& dir, const std::string& name, Want want) {
         }));
 }
 
-template <class T>
-bool permitted(const SoftmaxRow<T>& row, size_t j) {
-  return row.allow[j] && row.logits[j] != -std::numeric_limits<T>::infinity();
-}
-
 // Whether query i of batch b has no key it may see.
 template <class T>
 bool empty_row(const Case<T>& c, int64_t b, int64_t i) {
@@ -115,7 +108,7 @@ void softmax_seeds(const fs::path& dir) {
   softmax_seed(dir, "extreme_logits", [](const auto& row) {
     int extreme = 0;
     for (size_t j = 0; j < row.logits.size(); ++j) {
-      if (!permitted(row, j)) continue;
+      if (!row.permitted(j)) continue;
       if (!std::isfinite(row.logits[j])) return false;
       extreme += std::fabs(row.logits[j]) >= 88;
     }
@@ -123,27 +116,27 @@ void softmax_seeds(const fs::path& dir) {
   });
   softmax_seed(dir, "fully_masked", [](const auto& row) {
     for (size_t j = 0; j < row.logits.size(); ++j)
-      if (permitted(row, j)) return false;
+      if (row.permitted(j)) return false;
     return row.logits.size() >= 4;
   });
   softmax_seed(dir, "nan_permitted", [](const auto& row) {
     for (size_t j = 0; j < row.logits.size(); ++j)
-      if (permitted(row, j) && std::isnan(row.logits[j])) return row.logits.size() >= 3;
+      if (row.permitted(j) && std::isnan(row.logits[j])) return row.logits.size() >= 3;
     return false;
   });
   softmax_seed(dir, "poison_forbidden", [](const auto& row) {
     bool poison = false;
     for (size_t j = 0; j < row.logits.size(); ++j) {
-      if (permitted(row, j) && !std::isfinite(row.logits[j])) return false;
-      poison |= !permitted(row, j) && !std::isfinite(row.logits[j]) && row.logits[j] != -INFINITY;
+      if (row.permitted(j) && !std::isfinite(row.logits[j])) return false;
+      poison |= !row.permitted(j) && !std::isfinite(row.logits[j]) && row.logits[j] != -INFINITY;
     }
     return poison && row.logits.size() >= 3;
   });
   softmax_seed(dir, "subnormal", [](const auto& row) {
     bool subnormal = false;
     for (size_t j = 0; j < row.logits.size(); ++j) {
-      if (permitted(row, j) && !std::isfinite(row.logits[j])) return false;
-      subnormal |= permitted(row, j) && std::fpclassify(row.logits[j]) == FP_SUBNORMAL;
+      if (row.permitted(j) && !std::isfinite(row.logits[j])) return false;
+      subnormal |= row.permitted(j) && std::fpclassify(row.logits[j]) == FP_SUBNORMAL;
     }
     return subnormal;
   });

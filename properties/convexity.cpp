@@ -6,7 +6,6 @@
 #include <cmath>
 
 #include "attncheck/property.hpp"
-#include "attncheck/weights_probe.hpp"
 
 namespace attncheck::properties {
 

@@ -5,7 +5,6 @@
 #include <numeric>
 
 #include "attncheck/property.hpp"
-#include "attncheck/weights_probe.hpp"
 
 namespace attncheck::properties {
 

@@ -2,7 +2,6 @@
 
 #include "attncheck/attention.hpp"
 #include "attncheck/property.hpp"
-#include "attncheck/weights_probe.hpp"
 
 namespace attncheck {
 
@@ -28,12 +27,6 @@ Case<T> Checker::draw(CaseLimits base) {
   classify(empty_row, "empty row");
   classify(s.Tq != s.Tk, "Tq != Tk");
   return c;
-}
-
-std::string show(double x) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.9g", x);
-  return text;
 }
 
 template <class T>

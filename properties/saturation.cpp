@@ -8,7 +8,6 @@
 #include <algorithm>
 
 #include "attncheck/property.hpp"
-#include "attncheck/weights_probe.hpp"
 
 namespace attncheck::properties {
 namespace {

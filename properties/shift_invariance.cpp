@@ -1,7 +1,6 @@
 // Claim: adding a constant to every permitted logit of a row leaves the weights unchanged, at
 // softmax level and at attention level, even where the logits pass fp32 exp's overflow at 88.7.
 #include "attncheck/property.hpp"
-#include "attncheck/weights_probe.hpp"
 
 namespace attncheck::properties {
 

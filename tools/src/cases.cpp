@@ -131,6 +131,12 @@ Case<T> slice(const Case<T>& c, int64_t b, int64_t h) {
   return one;
 }
 
+std::string show(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", x);
+  return text;
+}
+
 template <class T>
 std::string describe(const Case<T>& c) {
   // c: q [B,H,Tq,dk], k [B,H,Tk,dk], v [B,H,Tk,dv], allow [B,Tq,Tk], key_lengths [B], bias [B,H,Tq,Tk].
@@ -153,10 +159,7 @@ std::string describe(const Case<T>& c) {
   auto values = [&](const char* name, const std::vector<T>& x) {
     if (x.empty() || x.size() > 64) return;
     text += std::string("  ") + name + ":";
-    for (T e : x) {
-      std::snprintf(line, sizeof line, " %.9g", double(e));
-      text += line;
-    }
+    for (T e : x) text += " " + show(double(e));
     text += '\n';
   };
   values("q", c.q);

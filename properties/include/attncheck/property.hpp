@@ -61,9 +61,6 @@ template <class T>
 void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& out, const Reference& reference,
                        const std::string& claim);
 
-// A value for a failure message, to 9 significant digits (std::to_string prints 1e-30 as 0.000000).
-std::string show(double x);
-
 // One property: its name (Property.<name> in GoogleTest) and body. Generated properties draw
 // their inputs and run many times; fixed ones use fixed seeds and run once.
 struct Property {

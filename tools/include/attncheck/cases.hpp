@@ -64,9 +64,24 @@ bool mask_permits(const Case<T>& c, int64_t b, int64_t i, int64_t j) {
          (c.key_lengths.empty() || j < c.key_lengths[size_t(b)]);
 }
 
+// c with dv = Tk and every head's V [Tk,Tk] the identity, so that the output is the weights:
+// out[b,h,i,j] = sum_k w_ik [k == j] = w_ij exactly (the other terms are zeros).
+template <class T>
+Case<T> with_identity_values(Case<T> c) {
+  const Shape& s = c.shape;
+  c.shape.dv = s.Tk;
+  c.v.assign(size_t(s.B * s.H * s.Tk * s.Tk), T(0));
+  for (int64_t bh = 0; bh < s.B * s.H; ++bh)
+    for (int64_t j = 0; j < s.Tk; ++j) c.v[size_t((bh * s.Tk + j) * s.Tk + j)] = 1;
+  return c;
+}
+
 // Head h of batch b alone, as a B 1, H 1 case with that batch's masks.
 template <class T>
 Case<T> slice(const Case<T>& c, int64_t b, int64_t h);
+
+// A value for a failure message, to 9 significant digits (std::to_string prints 1e-30 as 0.000000).
+std::string show(double x);
 
 // A case as a person reads it: shapes, scale, causal mode and policy, each batch's mask as a grid
 // (# may attend, . may not), and the tensors' values when they are small enough to read.
