@@ -1,5 +1,6 @@
 #include "attncheck/campaign.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -148,12 +149,17 @@ CampaignResult run_campaign(const CampaignOptions& options) {
   const Clock::time_point start = Clock::now();
   CampaignResult result;
   const std::vector<Property>& properties = all_properties();
+  auto runnable = [&](const Property& property) {
+    return property.double_precision ? options.f64 && kernel.has_f64() : options.f32;
+  };
+  if (std::none_of(properties.begin(), properties.end(), runnable))
+    throw std::runtime_error(options.impl + ": no attncheck_forward_f64, so nothing to check in f64");
   for (uint64_t round = 0; since(start) < options.seconds; ++round) {
     for (size_t index = 0; index < properties.size() && since(start) < options.seconds; ++index) {
       const Property& property = properties[index];
       if (round < uint64_t(property.first_round) || (!property.generated && round > uint64_t(property.first_round)))
         continue;
-      if (property.double_precision ? !(options.f64 && kernel.has_f64()) : !options.f32) continue;
+      if (!runnable(property)) continue;
       ++result.cases;
       ++result.per_property[property.name];
       const Run run = run_once(kernel, options, property, mix(options.seed ^ mix(index) ^ mix(round << 32)), nullptr);
