@@ -18,7 +18,7 @@ struct CampaignOptions {
   uint64_t seed = 1;
   bool f32 = true, f64 = true;    // which precisions to check (f64 only if the plugin has it)
   EmptyRows empty_rows = EmptyRows::zero;  // what the implementation gives a row with no permitted key
-  double case_timeout = 5;        // seconds one call may take before it counts as a hang
+  double case_timeout = 30;       // seconds one call may take before it counts as a hang (slow kernels under sanitizers too)
   double shrink_seconds = 10;     // the budget for making a counterexample small
 };
 
