@@ -1,6 +1,6 @@
 // Claim: the allow mask means "may attend" (PyTorch SDPA, CS336 2025): an all-true mask equals no
-// mask; MultiheadAttention's key_padding_mask (true = blocked) converts to it by flipping, and the
-// flip round-trips.
+// mask; MultiheadAttention's key_padding_mask (true = blocked) converts to it by flipping, entry by
+// entry for every query, and the flip round-trips.
 
 #include "attncheck/masks.hpp"
 #include "attncheck/property.hpp"
@@ -28,7 +28,7 @@ void KeyPaddingMaskConvertsByFlipping(Checker& check) {
       for (int64_t j = 0; j < s.Tk; ++j)
         ATTNCHECK_REQUIRE(check, c.allow[size_t((b * s.Tq + i) * s.Tk + j)] == !key_padding_mask[size_t(b * s.Tk + j)],
                           "allow_from_key_padding_mask does not flip the polarity");
-  // The converted mask against the same padding as key lengths, where padded keys come last.
+  // And the kernel, given the converted mask, agrees with the oracle under it.
   require_agreement(check, c, check.run(c), reference(c.problem()), "a converted key_padding_mask");
 }
 

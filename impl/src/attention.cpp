@@ -41,10 +41,14 @@ void attention(const Problem<T>& p, const Result<T>& r) {
       ConstMap V_bh(p.v + bh * s.Tk * s.dv, s.Tk, s.dv);
       Map out_bh(r.out + bh * s.Tq * s.dv, s.Tq, s.dv);
 
-      // Pass 1: scores s_ij = scale * q_i . k_j + bias_ij, and -inf where key j is forbidden.
+      // Pass 1: scores s_ij = scale * q_i . k_j + bias_ij, and -inf where key j is forbidden (by a
+      // mask, or by a -inf bias whatever its key holds: inf + -inf would be NaN).
       w.noalias() = Q_bh * K_bh.transpose();
       w *= scale;
-      if (p.bias) w += ConstMap(p.bias + bh * s.Tq * s.Tk, s.Tq, s.Tk);
+      if (p.bias) {
+        const ConstMap bias_bh(p.bias + bh * s.Tq * s.Tk, s.Tq, s.Tk);
+        w = (bias_bh.array() == minus_inf).select(minus_inf, w + bias_bh);
+      }
       w = permitted.select(w, minus_inf);
 
       for (int64_t i = 0; i < s.Tq; ++i) {

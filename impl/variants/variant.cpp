@@ -97,7 +97,8 @@ void run(const Problem<T>& p, T* out, const Variant& v) {
           const bool allow = !p.masks.allow || p.masks.allow[(b * s.Tq + i) * s.Tk + j];
           const bool allowed = (skip_padding || (v.mutation == M::inverted_polarity ? !allow : allow)) &&
                                causal_allows(causal, i, j, s.Tq, s.Tk) &&
-                               (skip_padding || !p.masks.key_lengths || j < p.masks.key_lengths[b]);
+                               (skip_padding || !p.masks.key_lengths || j < p.masks.key_lengths[b]) &&
+                               !(p.bias && p.bias[(bh * s.Tq + i) * s.Tk + j] == minus_inf);
           A& s_ij = score_bh[size_t(i * s.Tk + j)];
           if (!allowed) {
             s_ij = std::isnan(sentinel) ? minus_inf : A(sentinel);

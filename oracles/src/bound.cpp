@@ -32,7 +32,8 @@ constexpr double kArgumentUnits = 3;
 // The bound's own double arithmetic: a few hundred roundings at most per result, inflated away.
 constexpr double kSelfInflation = 1 + 0x1p-30;
 
-double gamma(double k, double u) { return k * u / (1 - k * u); }
+// gamma_k = k u / (1 - k u); no bound at all once k u reaches 1.
+double gamma(double k, double u) { return k * u < 1 ? k * u / (1 - k * u) : std::numeric_limits<double>::infinity(); }
 
 // log(expm1(x)) for x > 0, without overflow for large x.
 double log_expm1(double x) { return x > 40 ? x : std::log(std::expm1(x)); }
@@ -121,7 +122,8 @@ void bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<double>
     // 2^-969), Dot2 over 2n terms, and the long double it keeps.
     const double oracle = (0x1p-105 + 2 * std::numeric_limits<long double>::epsilon()) * sum_pv +
                           2 * dot2_error(2 * n, sum_pv) + 2 * 0x1p-1074 * sum_v;
-    const bool in_range = f.scores_in_range && 2 * sum_v < a.max_finite;
+    // Beyond n u = 0.1 the factor 2 in U no longer covers the amplification: the model ends there.
+    const bool in_range = f.scores_in_range && 2 * sum_v < a.max_finite && double(n) * a.u < 0.1;
     bound[c] = !in_range ? inf : f.finite_row ? (B + U + oracle) * kSelfInflation : 0;
     natural[c] = f.finite_row ? a.u * natural_sum + U : 0;
   }

@@ -99,6 +99,7 @@ ExactRow exact_row(const Problem<T>& p, int64_t b, int64_t h, int64_t i) {
   row.max = -kInf;
   for (int64_t j = 0; j < s.Tk; ++j) {
     if (!key_permitted(p.masks, s, b, i, j)) continue;
+    if (bias_i && bias_i[j] == -std::numeric_limits<T>::infinity()) continue;  // forbidden, its key unread
     const T* k_j = p.k + (bh * s.Tk + j) * s.dk;
     double qk_abs = 0, k_flush = 0, k_max = 0;
     for (int64_t k = 0; k < s.dk; ++k) {

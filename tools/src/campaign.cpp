@@ -18,7 +18,7 @@ double since(Clock::time_point start) { return std::chrono::duration<double>(Clo
 
 struct Failed {
   std::string message;
-  bool hung = false;  // every retry would cost the whole timeout: not worth shrinking
+  int kind = -1;  // the Outcome::Kind of an implementation fault, -1 for a property's own failure
 };
 
 // A property run by the campaign: choices replayed from `recorded` (then 0), or drawn from a seed,
@@ -73,8 +73,7 @@ class CampaignChecker : public Checker {
   std::vector<T> run_isolated(const Case<T>& c) {
     std::vector<T> out;
     const Outcome outcome = kernel_.run(c, out);
-    if (outcome.kind == Outcome::hung) throw Failed{"the implementation " + outcome.detail + "\n" + describe(c), true};
-    if (outcome.kind != Outcome::ok) fail("the implementation " + outcome.detail + "\n" + describe(c));
+    if (outcome.kind != Outcome::ok) throw Failed{"the implementation " + outcome.detail + "\n" + describe(c), outcome.kind};
     return out;
   }
 
@@ -86,7 +85,8 @@ class CampaignChecker : public Checker {
 
 // One run of `property`: the failure, if any, with the choices that led to it.
 struct Run {
-  bool failed = false, hung = false;
+  bool failed = false;
+  int kind = -1;  // as Failed::kind
   Finding finding;
   double worst_ratio = 0;
 };
@@ -98,7 +98,7 @@ Run run_once(IsolatedKernel& kernel, const CampaignOptions& options, const Prope
     property.check(checker);
   } catch (const Failed& failure) {
     run.failed = true;
-    run.hung = failure.hung;
+    run.kind = failure.kind;
     run.finding = {property.name, failure.message, checker.choices};
   }
   run.worst_ratio = checker.worst_ratio;
@@ -106,8 +106,12 @@ Run run_once(IsolatedKernel& kernel, const CampaignOptions& options, const Prope
 }
 
 // Makes a counterexample smaller: each choice in turn (shapes come first) tried at 0, half and one
-// less, kept whenever the property still fails, until nothing changes or the time is up.
-Finding shrink(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, Finding best) {
+// less, kept whenever the property still fails the same way (a property failure, or the same kind
+// of fault), until nothing changes or the time is up. A hang is not shrunk: every trial would cost
+// the whole case timeout.
+Finding shrink(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, Finding best,
+               int kind) {
+  if (kind == Outcome::hung) return best;
   const Clock::time_point start = Clock::now();
   for (bool improved = true; improved && since(start) < options.shrink_seconds;) {
     improved = false;
@@ -118,7 +122,7 @@ Finding shrink(IsolatedKernel& kernel, const CampaignOptions& options, const Pro
         std::vector<uint64_t> trial = best.choices;
         trial[at] = smaller;
         const Run run = run_once(kernel, options, property, 0, &trial);
-        if (!run.failed) continue;
+        if (!run.failed || run.kind != kind) continue;
         best = run.finding;
         improved = true;
         break;
@@ -166,7 +170,7 @@ CampaignResult run_campaign(const CampaignOptions& options) {
       result.worst_ratio = std::max(result.worst_ratio, run.worst_ratio);
       if (run.failed) {
         result.found = true;
-        result.finding = run.hung ? run.finding : shrink(kernel, options, property, run.finding);
+        result.finding = shrink(kernel, options, property, run.finding, run.kind);
         result.seconds = since(start);
         return result;
       }
@@ -179,8 +183,13 @@ CampaignResult run_campaign(const CampaignOptions& options) {
 CampaignResult replay(const CampaignOptions& options, const Finding& recorded) {
   IsolatedKernel kernel(options.impl, options.case_timeout);
   kernel.start();
+  if (property_named(recorded.property).double_precision && !kernel.has_f64())
+    throw std::runtime_error(options.impl + ": no attncheck_forward_f64, so Property." + recorded.property +
+                             " cannot be replayed on it");
+  CampaignOptions both = options;  // the recorded property decides the precision, not --precision
+  both.f32 = both.f64 = true;
   const Clock::time_point start = Clock::now();
-  const Run run = run_once(kernel, options, property_named(recorded.property), 0, &recorded.choices);
+  const Run run = run_once(kernel, both, property_named(recorded.property), 0, &recorded.choices);
   CampaignResult result;
   result.cases = 1;
   result.per_property[recorded.property] = 1;
@@ -200,7 +209,7 @@ void write_replay(const std::string& path, const CampaignOptions& options, const
   if (!file) throw std::runtime_error(path + ": cannot write the replay file");
 }
 
-Finding read_replay(const std::string& path, CampaignOptions& options, bool keep_impl) {
+Finding read_replay(const std::string& path, CampaignOptions& options, bool keep_impl, bool keep_policy) {
   std::ifstream file(path);
   if (!file) throw std::runtime_error(path + ": cannot open the replay file");
   std::string header, key, value;
@@ -208,17 +217,20 @@ Finding read_replay(const std::string& path, CampaignOptions& options, bool keep
   if (!std::getline(file, header) || header != "attncheck-replay 1")
     throw std::runtime_error(path + ": not an attncheck replay file (first line is not 'attncheck-replay 1')");
   for (std::string line; std::getline(file, line);) {
-    std::istringstream fields(line);
-    fields >> key;
-    if (key == "property") fields >> finding.property;
-    if (key == "impl" && !keep_impl) fields >> options.impl;
-    if (key == "empty-rows") {
-      fields >> value;
+    const size_t space = line.find(' ');
+    key = line.substr(0, space);
+    value = space == std::string::npos ? "" : line.substr(space + 1);  // the rest: a path may hold spaces
+    if (key == "property") finding.property = value;
+    if (key == "impl" && !keep_impl) options.impl = value;
+    if (key == "empty-rows" && !keep_policy) {
+      if (value != "zero" && value != "nan") throw std::runtime_error(path + ": empty-rows must be zero or nan");
       options.empty_rows = value == "nan" ? EmptyRows::nan : EmptyRows::zero;
     }
-    if (key == "choices")
-      for (uint64_t choice; fields >> choice;) finding.choices.push_back(choice);
-    if (fields.bad()) throw std::runtime_error(path + ": unreadable line '" + line.substr(0, 40) + "'");
+    if (key == "choices") {
+      std::istringstream numbers(value);
+      for (uint64_t choice; numbers >> choice;) finding.choices.push_back(choice);
+      if (!numbers.eof()) throw std::runtime_error(path + ": the choices line holds something that is not a number");
+    }
   }
   property_named(finding.property);  // a clear error for an unknown property
   return finding;

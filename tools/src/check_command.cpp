@@ -1,6 +1,7 @@
 // attncheck check: the whole property suite against an implementation, in a child process, within
 // a time budget; and attncheck mutants: the same against every planted bug (the kill matrix).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <dirent.h>
@@ -56,6 +57,9 @@ std::string json_string(const std::string& text) {
   return out + "\"";
 }
 
+// A JSON number; null for inf and NaN, which JSON cannot hold (an infinite error/bound is common).
+std::string json_number(double x) { return std::isfinite(x) ? std::to_string(x) : "null"; }
+
 // The one-line summary of a campaign: verdict, cases, properties, seconds, rate, largest error/bound.
 std::string summary(const char* verdict, const CampaignResult& r) {
   char line[320];
@@ -72,7 +76,7 @@ std::string result_json(const char* verdict, const CampaignOptions& options, con
                      ", \"cases\": " + std::to_string(r.cases) + ", \"properties\": " + std::to_string(r.per_property.size()) +
                      ", \"seconds\": " + std::to_string(r.seconds) +
                      ", \"cases_per_second\": " + std::to_string(r.seconds > 0 ? double(r.cases) / r.seconds : 0.0) +
-                     ", \"largest_error_bound_ratio\": " + std::to_string(r.worst_ratio) + ", \"per_property\": {";
+                     ", \"largest_error_bound_ratio\": " + json_number(r.worst_ratio) + ", \"per_property\": {";
   bool first = true;
   for (const auto& [name, count] : r.per_property) {
     json += (first ? "" : ", ") + json_string(name) + ": " + std::to_string(count);
@@ -112,7 +116,7 @@ int check(const std::vector<std::string>& args) {
 
   CampaignResult result;
   if (o.count("replay")) {
-    const Finding recorded = read_replay(o.at("replay"), options, o.count("impl") > 0);
+    const Finding recorded = read_replay(o.at("replay"), options, o.count("impl") > 0, o.count("empty-rows") > 0);
     result = replay(options, recorded);
   } else {
     result = run_campaign(options);

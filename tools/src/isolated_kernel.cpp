@@ -67,21 +67,32 @@ bool read_all(int fd, void* data, size_t n) {
   return true;
 }
 
+// Waits until fd has data or `seconds` pass (EINTR retried; the wait is capped at a day).
+bool readable_within(int fd, double seconds) {
+  const int ms = int(std::min(seconds, 86400.0) * 1000);
+  pollfd wait{fd, POLLIN, 0};
+  int ready;
+  do ready = poll(&wait, 1, ms);
+  while (ready < 0 && errno == EINTR);
+  return ready > 0;
+}
+
 // ---- The child ----
 
-// n bytes 64-byte aligned against a trailing guard page, a guard page before the data pages, and
-// canary bytes in the slack on both sides.
+// n bytes between two guard pages, 64-byte aligned and flush with the trailing guard (or, at_start,
+// with the leading one), canary bytes in the slack. Calls alternate the two placements, so that
+// reads past either end meet a guard page in one call or the other.
 struct Guarded {
   uint8_t *base = nullptr, *pages = nullptr, *data = nullptr;
   size_t page = 0, data_pages_bytes = 0, n = 0;
-  explicit Guarded(size_t bytes) : page(size_t(sysconf(_SC_PAGESIZE))), n(bytes) {
+  Guarded(size_t bytes, bool at_start) : page(size_t(sysconf(_SC_PAGESIZE))), n(bytes) {
     const size_t rounded = (n + 63) / 64 * 64;
     data_pages_bytes = (std::max<size_t>(rounded, 1) + page - 1) / page * page;
     void* mem = mmap(nullptr, data_pages_bytes + 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) _exit(70);
     base = static_cast<uint8_t*>(mem);
     pages = base + page;
-    data = pages + data_pages_bytes - rounded;
+    data = at_start ? pages : pages + data_pages_bytes - rounded;
     std::memset(pages, kCanary, data_pages_bytes);
     mprotect(base, page, PROT_NONE);
     mprotect(pages + data_pages_bytes, page, PROT_NONE);
@@ -142,12 +153,14 @@ void on_fault(int signal, siginfo_t* info, void*) {
   sigaction(SIGBUS, &action, nullptr);
 
   Request r;
-  while (read_all(requests, &r, sizeof r)) {
+  for (uint64_t call = 0; read_all(requests, &r, sizeof r); ++call) {
     if (r.magic != kRequest) _exit(71);
     const size_t e = r.element_size, bh = size_t(r.B * r.H);
     const size_t sizes[kBuffers] = {bh * r.Tq * r.dk * e, bh * r.Tk * r.dk * e, bh * r.Tk * r.dv * e,
                                     r.has_allow ? size_t(r.B * r.Tq * r.Tk) : 0, bh * r.Tq * r.dv * e};
-    Guarded q(sizes[Q]), k(sizes[K]), v(sizes[V]), allow(sizes[ALLOW]), out(sizes[OUT]);
+    const bool at_start = call % 2 == 1;
+    Guarded q(sizes[Q], at_start), k(sizes[K], at_start), v(sizes[V], at_start), allow(sizes[ALLOW], at_start),
+        out(sizes[OUT], at_start);
     Guarded* all[kBuffers] = {&q, &k, &v, &allow, &out};
     for (int b = 0; b < OUT; ++b) {
       if (!read_all(requests, all[b]->data, sizes[b])) _exit(0);
@@ -202,6 +215,7 @@ void IsolatedKernel::start() {
   signal(SIGPIPE, SIG_IGN);  // a dead child must give an error on write, not kill the checker
   int requests[2], answers[2];
   if (pipe(requests) != 0 || pipe(answers) != 0) throw std::runtime_error("cannot create pipes for the child");
+  std::fflush(nullptr);  // else a plugin's exit() would flush the child's copy of our buffered output
   child_ = fork();
   if (child_ < 0) throw std::runtime_error("cannot fork the child that runs the implementation");
   if (child_ == 0) {
@@ -215,6 +229,10 @@ void IsolatedKernel::start() {
   from_child_ = answers[0];
   uint8_t report[2];
   uint32_t length = 0;
+  if (!readable_within(from_child_, timeout_)) {
+    stop();
+    throw std::runtime_error(which_ + ": hung while loading (no answer within the case timeout)");
+  }
   if (!read_all(from_child_, report, 2) || !read_all(from_child_, &length, 4) || length > 4096) {
     const Outcome dead = fate("loading the plugin");
     throw std::runtime_error(which_ + ": " + dead.detail);
@@ -263,9 +281,7 @@ Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out) {
                     (allow_bytes == 0 || write_all(to_child_, abi.allow, allow_bytes));
   if (!sent) return fate("reading its input");
 
-  pollfd wait{from_child_, POLLIN, 0};
-  const int ready = poll(&wait, 1, int(timeout_ * 1000));
-  if (ready == 0) {
+  if (!readable_within(from_child_, timeout_)) {
     stop();
     char detail[96];
     std::snprintf(detail, sizeof detail, "hung: no answer within %g s (the child was killed)", timeout_);
@@ -286,7 +302,7 @@ Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out) {
     return fate("returning its output");
   if (answer.buffer == OUT)
     return {Outcome::stray_write, 0,
-            std::string("wrote outside its output: ") + (answer.where == 0 ? "before its start" : "past its end") +
+            std::string("wrote outside its output: ") + (answer.where == 0 ? "before the start of out" : "past the end of out") +
                 " (canary bytes changed)"};
   if (answer.status != 0)
     return {Outcome::refused, answer.status, "refused a valid problem (returned " + std::to_string(answer.status) + ")"};

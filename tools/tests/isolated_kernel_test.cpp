@@ -44,8 +44,8 @@ TEST(Isolation, EachMisbehaviourIsReportedWithItsCause) {
       {"crash", Outcome::crashed, "crashed with SIG"},  // SIGSEGV, or SIGABRT where UBSan sees the null store first
       {"abort", Outcome::crashed, "SIGABRT"},
       {"hang", Outcome::hung, "hung: no answer within 0.5 s"},
-      {"write_past_end", Outcome::stray_write, "past its end"},
-      {"write_before_start", Outcome::stray_write, "before its start"},
+      {"write_past_end", Outcome::stray_write, "past the end of out"},
+      {"write_before_start", Outcome::stray_write, "before the start of out"},
       {"read_past_end", Outcome::crashed, "guard page past the end of k"},
       {"write_into_input", Outcome::crashed, "wrote into the read-only input q"},
       {"refuse", Outcome::refused, "returned 7"},

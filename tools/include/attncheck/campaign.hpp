@@ -47,8 +47,8 @@ CampaignResult replay(const CampaignOptions& options, const Finding& recorded);
 
 // A replay file: the property, the implementation, the empty-row policy and the choices.
 void write_replay(const std::string& path, const CampaignOptions& options, const Finding& finding);
-// Reads one back into `options` (impl and policy, unless the caller set them) and the finding;
-// throws std::runtime_error with a one-line reason.
-Finding read_replay(const std::string& path, CampaignOptions& options, bool keep_impl);
+// Reads one back into `options` (impl and policy, unless the caller set them: keep_impl,
+// keep_policy) and the finding; throws std::runtime_error with a one-line reason.
+Finding read_replay(const std::string& path, CampaignOptions& options, bool keep_impl, bool keep_policy);
 
 }  // namespace attncheck
