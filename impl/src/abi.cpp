@@ -3,11 +3,6 @@
 namespace attncheck {
 
 template <class T>
-bool abi_expressible(const Problem<T>& p) {
-  return !p.bias && p.empty_rows == EmptyRows::zero;
-}
-
-template <class T>
 attncheck_problem to_abi(const Problem<T>& p, T* out, std::vector<uint8_t>& allow_storage) {
   // allow_storage: [B,Tq,Tk] when key lengths are folded in.
   const Shape& s = p.shape;
@@ -39,8 +34,6 @@ Problem<T> from_abi(const attncheck_problem& a) {
   return p;
 }
 
-template bool abi_expressible(const Problem<float>&);
-template bool abi_expressible(const Problem<double>&);
 template attncheck_problem to_abi(const Problem<float>&, float*, std::vector<uint8_t>&);
 template attncheck_problem to_abi(const Problem<double>&, double*, std::vector<uint8_t>&);
 template Problem<float> from_abi(const attncheck_problem&);

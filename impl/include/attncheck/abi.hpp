@@ -9,12 +9,9 @@
 
 namespace attncheck {
 
-// What ABI v1 can carry: no bias, and only the zero empty-row policy (key lengths fold into allow).
-template <class T>
-bool abi_expressible(const Problem<T>& problem);
-
-// The ABI view of an expressible `problem` writing out [B,H,Tq,dv]. With key lengths the allow
-// mask [B,Tq,Tk] is built in `allow_storage`, which must outlive the view.
+// The ABI view of `problem` writing out [B,H,Tq,dv]; ABI v1 carries no bias and only the zero
+// empty-row policy. Key lengths fold into an allow mask [B,Tq,Tk] built in `allow_storage`, which
+// must outlive the view.
 template <class T>
 attncheck_problem to_abi(const Problem<T>& problem, T* out, std::vector<uint8_t>& allow_storage);
 

@@ -33,7 +33,6 @@ class IsolatedKernel {
   // one-line reason (missing file, missing symbol, wrong version) or the child's fate.
   void start();
   bool has_f64() const { return has_f64_; }
-  const std::string& name() const { return which_; }
 
   // Runs case c (what ABI v1 carries: key lengths folded into allow) into out [B,H,Tq,dv].
   template <class T>
