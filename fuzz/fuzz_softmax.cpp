@@ -45,7 +45,7 @@ void check(const SoftmaxRow<T>& row) {
   const Comparison result = compare(w.data(), reference(c.problem()), c.shape);
   if (!result.ok())
     finding("softmax_stable disagrees with the oracle: " +
-            result.report(sizeof(T) == 4 ? "float32, u = 2^-24" : "float64, u = 2^-53") + describe(c));
+            result.report(Arithmetic::of<T>().label) + describe(c));
 
   auto fail = [&](const std::string& what) { finding("softmax_stable: " + what + "\n" + describe(c)); };
   bool any = false, poisoned = false;

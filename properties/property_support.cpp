@@ -32,16 +32,11 @@ Case<T> Checker::draw(CaseLimits base) {
 template <class T>
 void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& out, const Reference& reference,
                        const std::string& claim) {
-  const char* precision = sizeof(T) == 4 ? "float32, u = 2^-24" : "float64, u = 2^-53";
-  const Comparison result = compare(out.data(), reference, c.shape);
-  check.observe(result);
-  if (!result.ok()) check.fail(claim + ": " + result.report(precision) + describe(c));
   std::vector<T> plain(out.size());
   attention(c.problem(), Result<T>{plain.data()});
-  const PrecisionGate gate = precision_gate(out.data(), plain.data(), reference);
-  if (!gate.ok())
-    check.fail(claim + ": precision loss " + show(gate.kernel) + " natural units, limit " + show(gate.limit) +
-               " (the built-in: " + show(gate.reference) + ")\n" + describe(c));
+  const Verdict verdict = judge(out.data(), plain.data(), reference, c.shape);
+  check.observe(verdict.bound);
+  if (!verdict.ok()) check.fail(claim + ": " + verdict.report() + describe(c));
 }
 
 template Case<float> Checker::draw(CaseLimits);

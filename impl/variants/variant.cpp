@@ -7,10 +7,18 @@
 #include <limits>
 #include <vector>
 
+#ifdef __SSE__
+#include <xmmintrin.h>
+#endif
+
 namespace attncheck {
 namespace {
 
 using M = Mutation;
+
+#ifdef __SSE__
+constexpr unsigned kFlushToZero = 1u << 15, kDenormalsAreZero = 1u << 6;  // MXCSR bits
+#endif
 
 // Left-to-right or pairwise sum of x [n].
 template <class A>
@@ -217,6 +225,8 @@ const std::vector<NamedVariant>& correct_variants() {
       {"online_exp2_deferred", {.block = 3, .exp2 = true, .defer_normalize = true}},
       {"online_reciprocal_prescaled", {.block = 1, .reciprocal = true, .prescale = true}},
       {"blocked_pairwise", {.block = 8, .pairwise = true, .fma = true, .defer_normalize = true}},
+      {"two_pass_flush_subnormals", {.flush_subnormals = true}},
+      {"online_exp2_flush_subnormals", {.block = 3, .exp2 = true, .defer_normalize = true, .flush_subnormals = true}},
   };
   return all;
 }
@@ -228,10 +238,17 @@ Variant mutant(Mutation mutation) {
 
 template <class T>
 void variant_attention(const Problem<T>& p, T* out, const Variant& v) {
+#ifdef __SSE__
+  const unsigned saved = _mm_getcsr();
+  if (v.flush_subnormals) _mm_setcsr(saved | kFlushToZero | kDenormalsAreZero);
+#endif
   if (v.accumulate_double)
     run<T, double>(p, out, v);
   else
     run<T, T>(p, out, v);
+#ifdef __SSE__
+  _mm_setcsr(saved);  // the mode is the call's own, as a well-behaved kernel keeps it
+#endif
 }
 
 template void variant_attention(const Problem<float>&, float*, const Variant&);

@@ -11,7 +11,7 @@
 
 namespace attncheck {
 
-// A planted bug, named after the real one it imitates (docs/mutants.md lists the sources).
+// A planted bug, named after the real one it imitates (docs/checking.md, the mutant catalog).
 enum class Mutation {
   none,
   naive_softmax,              // exp(s) / sum exp(s) without subtracting the maximum
@@ -47,6 +47,8 @@ struct Variant {
   bool exp2 = false;               // exp2((s - m) log2 e), as FlashAttention computes it
   bool prescale = false;           // (c q) . k instead of c (q . k)
   bool defer_normalize = false;    // (sum_j e_j v_j) / l instead of sum_j (e_j / l) v_j
+  bool flush_subnormals = false;   // flush-to-zero and denormals-are-zero on for the call (x86-64
+                                   // MXCSR), as under -ffast-math or CUDA's --use_fast_math
   Mutation mutation = Mutation::none;
 };
 

@@ -7,13 +7,15 @@
 
 namespace attncheck {
 
-template <class T>
-Arithmetic Arithmetic::of() {
-  return {std::numeric_limits<T>::epsilon() / 2, double(std::numeric_limits<T>::min()),
-          double(std::numeric_limits<T>::max())};
+template <>
+Arithmetic Arithmetic::of<float>() {
+  return {0x1p-24, double(std::numeric_limits<float>::min()), double(std::numeric_limits<float>::max()),
+          "float32, u = 2^-24"};
 }
-template Arithmetic Arithmetic::of<float>();
-template Arithmetic Arithmetic::of<double>();
+template <>
+Arithmetic Arithmetic::of<double>() {
+  return {0x1p-53, std::numeric_limits<double>::min(), std::numeric_limits<double>::max(), "float64, u = 2^-53"};
+}
 
 namespace {
 
@@ -59,13 +61,14 @@ void bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<double>
   const double lambda = -std::log1p(-a.u);                  // |log(1 + delta)| of one rounding
   const double lambda_exp = -std::log1p(-kExpUnits * a.u);  // of one exp
 
-  // E_j: score error. E_top: the largest score error among keys that can be the computed maximum.
-  std::vector<double> E(static_cast<size_t>(n));
+  // E_j: score error, of which F_j comes from flushing and underflow. E_top: the largest score
+  // error among keys that can be the computed maximum.
+  std::vector<double> E(static_cast<size_t>(n)), F(E);
   int64_t argmax = 0;
   for (int64_t j = 0; j < n; ++j) {
+    F[j] = f.flush_error[j] + 2 * a.tiny;
     // The oracle's own score error counts as the kernel's would: p_j is exact for scores within it.
-    E[j] = gamma(double(f.dk + kScoreExtraRoundings), a.u) * f.score_size[j] + f.flush_error[j] + 2 * a.tiny +
-           f.oracle_score_error[j];
+    E[j] = gamma(double(f.dk + kScoreExtraRoundings), a.u) * f.score_size[j] + F[j] + f.oracle_score_error[j];
     if (f.gap[j] == 0 && E[j] > E[argmax]) argmax = j;
   }
   double E_top = 0;
@@ -95,16 +98,20 @@ void bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<double>
   // phi_j: |log(w_j / p_j)| <= rho + max(log(p_j + e^{tau_j} O+_j), -log(p_j + e^{-tau_j} O-_j)),
   // the score and exp errors of key j cancelling between its numerator and the normalizer.
   const double rho = double(4 * n - 1) * lambda + 2 * double(n) * double(n + 3) * a.tiny;
-  // Per key: A_j = p_j expm1(phi_j), p_j, and p_j (1 + S_j + gap_j) for the natural unit. An A_j
-  // that underflows double loses less than 2^-1074 |v|, which U covers many times over.
+  // Per key: A_j = p_j expm1(phi_j), p_j, and p_j (u (1 + S_j + gap_j) + F_j + F_mean) for the
+  // natural unit, F_j the score's flush terms of E_j and F_mean = sum_k p_k F_k: to first order a
+  // score error d_j moves log w_j by d_j - sum_k p_k d_k. An A_j that underflows double loses less
+  // than 2^-1074 |v|, which U covers many times over.
   std::vector<double> A(static_cast<size_t>(n)), p(A), p_natural(A);
+  double F_mean = 0;
   for (int64_t j = 0; j < n; ++j) {
     const double upper = log_add(f.log_weight[j], tau[j] + others_up[j]);
     const double lower = log_add(f.log_weight[j], others_down[j] - tau[j]);
     A[j] = std::exp(f.log_weight[j] + log_expm1(rho + std::max(upper, -lower)));
     p[j] = std::exp(f.log_weight[j]);
-    p_natural[j] = p[j] * (1 + f.score_size[j] + f.gap[j]);
+    F_mean += p[j] * F[j];
   }
+  for (int64_t j = 0; j < n; ++j) p_natural[j] = p[j] * (a.u * (1 + f.score_size[j] + f.gap[j]) + F[j] + F_mean);
 
   // B_c = sum_j A_j |v_jc| + U_c + the oracle's own error.
   for (int64_t c = 0; c < dv; ++c) {
@@ -125,7 +132,7 @@ void bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<double>
     // Beyond n u = 0.1 the factor 2 in U no longer covers the amplification: the model ends there.
     const bool in_range = f.scores_in_range && 2 * sum_v < a.max_finite && double(n) * a.u < 0.1;
     bound[c] = !in_range ? inf : f.finite_row ? (B + U + oracle) * kSelfInflation : 0;
-    natural[c] = f.finite_row ? a.u * natural_sum + U : 0;
+    natural[c] = f.finite_row ? natural_sum + U : 0;
   }
 }
 

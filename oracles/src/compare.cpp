@@ -15,6 +15,7 @@ const double kPrecisionFloor = 16;
 namespace {
 
 constexpr size_t kListed = 10;
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // x's position among the values of T, with +0 and -0 both at 0.
 template <class T>
@@ -32,59 +33,73 @@ double ulps(T computed, long double exact) {
   return double(std::fabs(ordinal(computed) - ordinal(T(exact))));
 }
 
-// Whether computed x passes against exact e with bound B, by the rules in compare.hpp.
-bool passes(long double x, long double e, double B) {
-  if (std::isnan(e)) return std::isnan(x);
-  if (std::isinf(e)) return x == e || std::isnan(x);
-  return std::fabs(x - e) <= B;  // false for NaN x, and for inf x against a finite e
-}
-
 template <class... Args>
 std::string format(const char* fmt, Args... args) {
-  char line[256];
+  char line[320];
   std::snprintf(line, sizeof line, fmt, args...);
   return line;
 }
 
-}  // namespace
+std::string index_of(const Mismatch& m) {
+  return format("[%lld,%lld,%lld,%lld]", (long long)m.b, (long long)m.h, (long long)m.i, (long long)m.c);
+}
 
-template <class T>
-Comparison compare(const T* computed, const Reference& ref, const Shape& s) {
-  // computed, ref.exact, ref.bound: [B,H,Tq,dv].
-  Comparison result;
+// Every element of out [B,H,Tq,dv] in index order, judged against the reference: f(m, n).
+template <class T, class F>
+void for_each_element(const T* computed, const Reference& ref, const Shape& s, F f) {
   size_t n = 0;
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.H; ++h)
       for (int64_t i = 0; i < s.Tq; ++i)
         for (int64_t c = 0; c < s.dv; ++c, ++n) {
           const long double x = computed[n], e = ref.exact[n];
-          const double B = ref.bound[n];
-          if (std::isinf(B)) {  // outside T's range: nothing a correct kernel computes can be held to e
-            ++result.unchecked;
-            continue;
-          }
-          const bool finite_check = std::isfinite(e);
-          ++result.checked;
+          const double B = ref.bound[n], natural = ref.natural[n];
           const double error = double(std::fabs(x - e));
-          const double ratio = !std::isfinite(error) || (finite_check && B == 0 && error > 0)
-                                   ? std::numeric_limits<double>::infinity()
-                                   : (B > 0 ? error / B : 0);
-          const Mismatch m{b, h, i, c, double(x), e, B, finite_check ? ratio : 0, ulps(computed[n], e)};
-          if (finite_check && !(ratio <= result.worst_ratio)) {
-            result.worst_ratio = ratio;
-            result.worst = m;
-          }
-          if (passes(x, e, B)) continue;
-          ++result.failed;
-          if (result.mismatches.size() < kListed) result.mismatches.push_back(m);
+          const bool finite_check = std::isfinite(e) && std::isfinite(B);
+          // A special exact value has no ratio: 0 when matched, +inf when not.
+          const double ratio = !std::isfinite(e)                       ? (within_bound(x, e, B) ? 0 : kInf)
+                               : !std::isfinite(error) || (B == 0 && error > 0) ? kInf
+                               : B > 0                                          ? error / B
+                                                                                : 0;
+          // NaN counts as the worst loss; an exact 0 error as none, whatever the unit.
+          const double loss = !finite_check ? 0 : error == 0 ? 0 : std::isfinite(error) ? error / natural : kInf;
+          f(Mismatch{b, h, i, c, double(x), e, B, ratio, natural, loss, ulps(computed[n], e)}, n);
         }
+}
+
+}  // namespace
+
+bool within_bound(long double x, long double e, double B) {
+  if (std::isinf(B)) return true;  // outside T's range: not checked
+  if (std::isnan(e)) return std::isnan(x);
+  if (std::isinf(e)) return x == e || std::isnan(x);
+  return std::fabs(x - e) <= B;  // false for NaN x, and for inf x against a finite e
+}
+
+template <class T>
+Comparison compare(const T* computed, const Reference& ref, const Shape& s) {
+  // computed, ref.exact, ref.bound: [B,H,Tq,dv].
+  Comparison result;
+  for_each_element(computed, ref, s, [&](const Mismatch& m, size_t) {
+    if (std::isinf(m.bound)) {  // outside T's range: nothing a correct kernel computes can be held to e
+      ++result.unchecked;
+      return;
+    }
+    ++result.checked;
+    if (std::isfinite(m.exact) && !(m.ratio <= result.worst_ratio)) {
+      result.worst_ratio = m.ratio;
+      result.worst = m;
+    }
+    if (within_bound(m.computed, m.exact, m.bound)) return;
+    ++result.failed;
+    if (result.mismatches.size() < kListed) result.mismatches.push_back(m);
+  });
   return result;
 }
 
 std::string Comparison::summary() const {
-  return format("%lld outputs checked, %lld outside the checkable range, largest error/bound %.3g at [%lld,%lld,%lld,%lld]",
-                (long long)checked, (long long)unchecked, worst_ratio, (long long)worst.b, (long long)worst.h,
-                (long long)worst.i, (long long)worst.c);
+  return format("%lld outputs checked, %lld outside the checkable range, largest error/bound %.3g at %s",
+                (long long)checked, (long long)unchecked, worst_ratio, index_of(worst).c_str());
 }
 
 std::string Comparison::report(const char* precision) const {
@@ -92,44 +107,71 @@ std::string Comparison::report(const char* precision) const {
                             (long long)checked, precision, summary().c_str());
   text += format("  %-18s %16s %24s %12s %12s %10s\n", "[b,h,i,c]", "computed", "exact", "bound", "error/bound",
                  "ulps");
-  for (const Mismatch& m : mismatches) {
-    const std::string index = format("[%lld,%lld,%lld,%lld]", (long long)m.b, (long long)m.h, (long long)m.i,
-                                     (long long)m.c);
-    text += format("  %-18s %16.9g %24.17Lg %12.3g %12.3g %10.0f\n", index.c_str(), m.computed, m.exact, m.bound,
-                   m.ratio, m.ulps);
-  }
+  for (const Mismatch& m : mismatches)
+    text += format("  %-18s %16.9g %24.17Lg %12.3g %12.3g %10.0f\n", index_of(m).c_str(), m.computed, m.exact,
+                   m.bound, m.ratio, m.ulps);
   if (failed > int64_t(mismatches.size()))
     text += format("  ... and %lld more\n", (long long)(failed - int64_t(mismatches.size())));
   return text;
 }
 
 template <class T>
-double precision_loss(const T* computed, const Reference& ref) {
-  // computed, ref.exact, ref.natural: [B,H,Tq,dv].
-  double worst = 0;
-  for (size_t n = 0; n < ref.exact.size(); ++n) {
-    if (!std::isfinite(ref.exact[n]) || !std::isfinite(ref.bound[n])) continue;
-    const double error = double(std::fabs((long double)computed[n] - ref.exact[n]));
-    const double loss = error == 0 ? 0 : error / ref.natural[n];
-    if (!(loss <= worst)) worst = std::isnan(loss) ? std::numeric_limits<double>::infinity() : loss;  // NaN counts as the worst
-  }
-  return worst;
+PrecisionGate precision_gate(const T* computed, const T* builtin_computed, const Reference& ref, const Shape& s) {
+  // computed, builtin_computed, ref.exact, ref.natural: [B,H,Tq,dv].
+  PrecisionGate gate;
+  for_each_element(builtin_computed, ref, s, [&](const Mismatch& m, size_t) { gate.reference = std::max(gate.reference, m.loss); });
+  gate.limit = kPrecisionFactor * std::max(gate.reference, kPrecisionFloor);
+  for_each_element(computed, ref, s, [&](const Mismatch& m, size_t) {
+    gate.checked += std::isfinite(m.exact) && std::isfinite(m.bound);
+    if (m.loss > gate.kernel) {
+      gate.kernel = m.loss;
+      gate.worst = m;
+    }
+    if (m.loss <= gate.limit) return;
+    ++gate.failed;
+    if (gate.mismatches.size() < kListed) gate.mismatches.push_back(m);
+  });
+  return gate;
+}
+
+std::string PrecisionGate::summary() const {
+  return format("largest loss %.3g natural units at %s, limit %.3g (8 x max(16, the built-in's %.3g))", kernel,
+                index_of(worst).c_str(), limit, reference);
+}
+
+std::string PrecisionGate::report(const char* precision) const {
+  std::string text = format("%lld of %lld outputs lose more precision than the limit (%s); %s\n", (long long)failed,
+                            (long long)checked, precision, summary().c_str());
+  text += format("  %-18s %16s %24s %12s %12s %10s\n", "[b,h,i,c]", "computed", "exact", "natural", "loss", "ulps");
+  for (const Mismatch& m : mismatches)
+    text += format("  %-18s %16.9g %24.17Lg %12.3g %12.3g %10.0f\n", index_of(m).c_str(), m.computed, m.exact,
+                   m.natural, m.loss, m.ulps);
+  if (failed > int64_t(mismatches.size()))
+    text += format("  ... and %lld more\n", (long long)(failed - int64_t(mismatches.size())));
+  return text;
 }
 
 template <class T>
-PrecisionGate precision_gate(const T* computed, const T* reference_computed, const Reference& ref) {
-  PrecisionGate gate;
-  gate.kernel = precision_loss(computed, ref);
-  gate.reference = precision_loss(reference_computed, ref);
-  gate.limit = kPrecisionFactor * std::max(gate.reference, kPrecisionFloor);
-  return gate;
+Verdict judge(const T* computed, const T* builtin_computed, const Reference& ref, const Shape& shape) {
+  return {compare(computed, ref, shape), precision_gate(computed, builtin_computed, ref, shape),
+          Arithmetic::of<T>().label};
+}
+
+std::string Verdict::report() const {
+  if (!bound.ok()) return "wrong: " + bound.report(label);
+  if (!precision.ok()) return "imprecise: " + precision.report(label);
+  return "";
+}
+
+std::string Verdict::summary() const {
+  return "  bound: " + bound.summary() + "\n  precision: " + precision.summary();
 }
 
 template Comparison compare(const float*, const Reference&, const Shape&);
 template Comparison compare(const double*, const Reference&, const Shape&);
-template double precision_loss(const float*, const Reference&);
-template double precision_loss(const double*, const Reference&);
-template PrecisionGate precision_gate(const float*, const float*, const Reference&);
-template PrecisionGate precision_gate(const double*, const double*, const Reference&);
+template PrecisionGate precision_gate(const float*, const float*, const Reference&, const Shape&);
+template PrecisionGate precision_gate(const double*, const double*, const Reference&, const Shape&);
+template Verdict judge(const float*, const float*, const Reference&, const Shape&);
+template Verdict judge(const double*, const double*, const Reference&, const Shape&);
 
 }  // namespace attncheck

@@ -68,23 +68,16 @@ int check(const std::map<std::string, NpyArray>& arrays, const std::map<std::str
   p.empty_rows = options.count("empty-rows") && options.at("empty-rows") == "nan" ? EmptyRows::nan : EmptyRows::zero;
   if (options.count("scale")) p.scale = std::stod(options.at("scale"));
 
-  const Reference ref = reference(p);
-  const T* computed = data("out");
-  const Comparison result = compare(computed, ref, shape);
-  const char* precision = sizeof(T) == 4 ? "float32, u = 2^-24" : "float64, u = 2^-53";
-
-  // The precision gate against attncheck's built-in implementation on the same input: reported, not the verdict.
+  // Both gates, as everywhere: the rigorous bound, then the precision gate against attncheck's
+  // built-in implementation on the same input.
   std::vector<T> plain(size_t(shape.B * shape.H * shape.Tq * shape.dv));
   attention(p, Result<T>{plain.data()});
-  const PrecisionGate gate = precision_gate(computed, plain.data(), ref);
-
-  if (!result.ok()) {
-    std::printf("attncheck compare: FAIL: %s", result.report(precision).c_str());
+  const Verdict verdict = judge(data("out"), plain.data(), reference(p), shape);
+  if (!verdict.ok()) {
+    std::printf("attncheck compare: FAIL: %s", verdict.report().c_str());
     return 1;
   }
-  std::printf("attncheck compare: PASS (%s): %s\n", precision, result.summary().c_str());
-  std::printf("precision gate: %s: loss %.3g units, built-in %.3g, limit %.3g\n", gate.ok() ? "ok" : "PRECISION LOSS",
-              gate.kernel, gate.reference, gate.limit);
+  std::printf("attncheck compare: PASS (%s)\n%s\n", verdict.label, verdict.summary().c_str());
   return 0;
 }
 

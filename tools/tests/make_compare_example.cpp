@@ -1,7 +1,12 @@
 // Writes the `attncheck compare` example of README.md into DIR: q, k, v [1,2,5,8] float32 (Tq = Tk
 // = 5, dk = dv = 8), a causal allow mask [5,5], the built-in implementation's out.npy, and
-// out_wrong_scale.npy from a kernel that scales by 1/sqrt(H dk), a planted bug for compare to catch.
-// With --bad-inputs it also writes k_short.npy [1,2,4,8], whose Tk does not fit V's.
+// out_wrong_scale.npy from a kernel that scales by 1/sqrt(H dk) (wrong: outside the bound).
+// long_{q,k,v}.npy, a [1,1,4,64] query block over 512 keys (dv 8), where the bound is loose enough
+// to let a sloppy kernel through: long_out.npy from the built-in implementation, and
+// long_out_approx_exp.npy from one whose exp errs by about 1.7e-3 (imprecise: the precision gate).
+// And flush_{q,k,v,out}.npy: a [1,1,1,1] query, two keys, whose q is the largest float subnormal,
+// k = [1e34, 0], v = [1, 0]; out is what a correct kernel gives with denormals-are-zero on: 0.5
+// (exact 0.5000294). With --bad-inputs it also writes k_short.npy [1,2,4,8], whose Tk does not fit V's.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -32,8 +37,8 @@ int main(int argc, char** argv) {
   const std::string dir = argv[1];
   const Shape s{1, 2, 5, 5, 8, 8};
   SeededChooser choose(2026);
-  auto normal_tensor = [&](int64_t rows, int64_t width) {
-    std::vector<float> x(size_t(s.B * s.H * rows * width));
+  auto normal_tensor = [&](int64_t rows, int64_t width, int64_t heads = 2) {  // [1,heads,rows,width]
+    std::vector<float> x(size_t(heads * rows * width));
     for (float& e : x) e = float(int64_t(choose.below(2001)) - 1000) / 500;  // [-2, 2] in steps of 1/500
     return x;
   };
@@ -58,6 +63,36 @@ int main(int argc, char** argv) {
   write_npy(dir + "/allow.npy", allow);
   save(dir + "/out.npy", out, {s.B, s.H, s.Tq, s.dv});
   save(dir + "/out_wrong_scale.npy", wrong, {s.B, s.H, s.Tq, s.dv});
+
+  const Shape l{1, 1, 4, 512, 64, 8};
+  const std::vector<float> long_q = normal_tensor(l.Tq, l.dk, 1), long_k = normal_tensor(l.Tk, l.dk, 1),
+                           long_v = normal_tensor(l.Tk, l.dv, 1);
+  Problem<float> long_p;
+  long_p.shape = l;
+  long_p.q = long_q.data();
+  long_p.k = long_k.data();
+  long_p.v = long_v.data();
+  std::vector<float> long_out(size_t(l.Tq * l.dv)), imprecise(long_out.size());
+  attention(long_p, Result<float>{long_out.data()});
+  variant_attention(long_p, imprecise.data(), Variant{.mutation = Mutation::approx_exp});
+  save(dir + "/long_q.npy", long_q, {1, 1, l.Tq, l.dk});
+  save(dir + "/long_k.npy", long_k, {1, 1, l.Tk, l.dk});
+  save(dir + "/long_v.npy", long_v, {1, 1, l.Tk, l.dv});
+  save(dir + "/long_out.npy", long_out, {1, 1, l.Tq, l.dv});
+  save(dir + "/long_out_approx_exp.npy", imprecise, {1, 1, l.Tq, l.dv});
+
+  const std::vector<float> flush_q = {0x1.fffffcp-127f}, flush_k = {1e34f, 0}, flush_v = {1, 0};
+  Problem<float> flush;
+  flush.shape = {1, 1, 1, 2, 1, 1};
+  flush.q = flush_q.data();
+  flush.k = flush_k.data();
+  flush.v = flush_v.data();
+  std::vector<float> flush_out(1);
+  variant_attention(flush, flush_out.data(), Variant{.flush_subnormals = true});
+  save(dir + "/flush_q.npy", flush_q, {1, 1, 1, 1});
+  save(dir + "/flush_k.npy", flush_k, {1, 1, 2, 1});
+  save(dir + "/flush_v.npy", flush_v, {1, 1, 2, 1});
+  save(dir + "/flush_out.npy", flush_out, {1, 1, 1, 1});
   if (bad_inputs) save(dir + "/k_short.npy", std::vector<float>(k.begin(), k.begin() + 2 * 4 * 8), {1, 2, 4, 8});
   return 0;
 }

@@ -11,9 +11,14 @@ struct Arithmetic {
   double u;           // unit roundoff: 2^-24 (float), 2^-53 (double)
   double tiny;        // smallest normal number: the most one flushed or subnormal result can lose
   double max_finite;  // largest finite number
+  const char* label;  // how every report names it: "float32, u = 2^-24"
   template <class T>
   static Arithmetic of();
 };
+template <>
+Arithmetic Arithmetic::of<float>();
+template <>
+Arithmetic Arithmetic::of<double>();
 
 // What the bound needs of one query row, from the oracle's exact values. Index j runs over the
 // n keys that carry weight.

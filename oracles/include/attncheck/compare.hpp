@@ -1,6 +1,8 @@
-// The one comparator of the whole suite, and its failure report (docs/error-bound.md, "Comparing").
+// The one comparator of the whole suite, its two gates and its failure reports
+// (docs/error-bound.md, "Comparing" and "The precision gate").
 //
-// Rules for one output element, computed x against the oracle's exact e with bound B, in order:
+// The rigorous gate, for one output element, computed x against the oracle's exact e with bound B,
+// in order (within_bound):
 //  - B = +inf: the input leaves T's range (a score or a running sum that overflows T): nothing a
 //    correct kernel computes can be held to e. Not checked, only counted.
 //  - e NaN (a NaN input reached it, or the nan empty-row policy): x must be NaN.
@@ -8,27 +10,54 @@
 //    times inf is NaN in any precision).
 //  - e finite: x must be finite and |x - e| <= B. +0 and -0 are equal. NaN never passes: the test
 //    is written so that a NaN x fails, unlike `fabs(x - e) > tol`.
+// An element outside B is *wrong*: no correct implementation computes it.
+//
+// The precision gate, over the elements with finite e and B: loss = |x - e| / natural, natural the
+// first-order size of a correct kernel's error. An element whose loss exceeds
+// kPrecisionFactor * max(largest loss of attncheck's built-in on the same input, kPrecisionFloor)
+// is *imprecise*: a sloppy kernel (bf16 weights, a poor exp), not one the bound can call wrong.
+//
+// Every command and property gives the same verdict (judge): wrong, else imprecise, else right;
+// either finding fails.
 // Distance in ulps: how many values of T lie between x and e rounded to T; +0 and -0 are 0 apart.
+// Unchanged (an output that must not move when something it may not see changes): any NaN equals
+// any NaN, since no rule fixes a NaN's sign or payload; everything else must keep its bits.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "attncheck/bound.hpp"
 #include "attncheck/contract.hpp"
 #include "attncheck/oracle.hpp"
 
 namespace attncheck {
 
+// One element of out [B,H,Tq,dv], judged.
 struct Mismatch {
-  int64_t b, h, i, c;     // the element of out [B,H,Tq,dv]
+  int64_t b, h, i, c;
   double computed;
   long double exact;
   double bound;
-  double ratio;           // |computed - exact| / bound; +inf when bound is 0 or computed is not finite
-  double ulps;            // -1 when either side is NaN
+  double ratio;    // |computed - exact| / bound; +inf when bound is 0 or computed is not finite
+  double natural;  // the precision gate's unit for this element
+  double loss;     // |computed - exact| / natural
+  double ulps;     // -1 when either side is NaN
 };
 
+// Whether computed x passes against exact e with bound B, by the rules above.
+bool within_bound(long double x, long double e, double B);
+
+// Whether `after` is `before` unchanged, by the rule above.
+template <class T>
+bool unchanged(T before, T after) {
+  return (std::isnan(before) && std::isnan(after)) || std::memcmp(&before, &after, sizeof(T)) == 0;
+}
+
+// The rigorous gate over a whole output.
 struct Comparison {
   int64_t checked = 0;     // elements compared against a finite bound or a special value
   int64_t unchecked = 0;   // elements outside T's range
@@ -47,23 +76,38 @@ struct Comparison {
 template <class T>
 Comparison compare(const T* computed, const Reference& reference, const Shape& shape);
 
-// The second, tighter gate, for precision loss. G(x) = max over checked finite elements of
-// |x - exact| / natural, natural = u * sum_j p_ij |v_jc| + underflow floor. A kernel passes when
-// G(kernel) <= kPrecisionFactor * max(G(plain reference kernel, same input), kPrecisionFloor).
-struct PrecisionGate {
-  double kernel = 0, reference = 0, limit = 0;
-  bool ok() const { return kernel <= limit; }
-};
+// The precision gate over a whole output.
 extern const double kPrecisionFactor;
 extern const double kPrecisionFloor;
+struct PrecisionGate {
+  double kernel = 0, reference = 0, limit = 0;  // largest loss of the kernel, of the built-in; the limit
+  Mismatch worst{};                             // where the kernel's largest loss is
+  int64_t checked = 0;                          // elements with a finite exact value and bound
+  int64_t failed = 0;                           // elements whose loss exceeds the limit
+  std::vector<Mismatch> mismatches;             // the first 10 of them, in index order
+  bool ok() const { return failed == 0; }
+  std::string report(const char* precision) const;
+  std::string summary() const;
+};
 
-// computed and reference_computed out [B,H,Tq,dv], the same problem; the reference run is attncheck's
+// computed and builtin_computed out [B,H,Tq,dv], the same problem; the second is attncheck's
 // built-in implementation in the same precision.
 template <class T>
-PrecisionGate precision_gate(const T* computed, const T* reference_computed, const Reference& reference);
+PrecisionGate precision_gate(const T* computed, const T* builtin_computed, const Reference& reference,
+                             const Shape& shape);
 
-// The worst |x - exact| / natural over checked finite elements of out [B,H,Tq,dv].
+// The one verdict on an output, both gates: wrong, else imprecise, else right.
+struct Verdict {
+  Comparison bound;
+  PrecisionGate precision;
+  const char* label = "";  // the precision's label, e.g. "float32, u = 2^-24"
+  bool ok() const { return bound.ok() && precision.ok(); }
+  // "wrong: " and the bound's report, or "imprecise: " and the gate's; empty when right.
+  std::string report() const;
+  // Two lines, one a gate: what was checked and the largest error/bound and loss, with where.
+  std::string summary() const;
+};
 template <class T>
-double precision_loss(const T* computed, const Reference& reference);
+Verdict judge(const T* computed, const T* builtin_computed, const Reference& reference, const Shape& shape);
 
 }  // namespace attncheck
