@@ -111,5 +111,16 @@ int main(int argc, char** argv) {
   for (const attncheck::Property& property : attncheck::all_properties())
     testing::RegisterTest("Property", property.name, nullptr, nullptr, __FILE__, __LINE__,
                           [&property]() -> testing::Test* { return new attncheck::PropertyTest(property); });
+  // Last, so that every call the properties made is seen: the kernel left the process's
+  // floating-point mode as it found it, at loading and in every call (fp_mode.hpp).
+  testing::RegisterTest("Kernel", "LeavesTheFloatingPointModeAlone", nullptr, nullptr, __FILE__, __LINE__,
+                        []() -> testing::Test* {
+                          struct Check : testing::Test {
+                            void TestBody() override {
+                              EXPECT_EQ(attncheck::kernel_from_environment().fp_mode_finding, "");
+                            }
+                          };
+                          return new Check;
+                        });
   return RUN_ALL_TESTS();
 }

@@ -172,11 +172,13 @@ CampaignResult run_campaign(const CampaignOptions& options) {
         result.found = true;
         result.finding = shrink(kernel, options, property, run.finding, run.kind);
         result.seconds = since(start);
+        result.fp_mode = kernel.fp_mode_finding();
         return result;
       }
     }
   }
   result.seconds = since(start);
+  result.fp_mode = kernel.fp_mode_finding();
   return result;
 }
 
@@ -197,6 +199,7 @@ CampaignResult replay(const CampaignOptions& options, const Finding& recorded) {
   result.finding = run.finding;
   result.worst_ratio = run.worst_ratio;
   result.seconds = since(start);
+  result.fp_mode = kernel.fp_mode_finding();
   return result;
 }
 

@@ -82,7 +82,8 @@ std::string result_json(const char* verdict, const CampaignOptions& options, con
     json += (first ? "" : ", ") + json_string(name) + ": " + std::to_string(count);
     first = false;
   }
-  json += "}";
+  json += "}, \"arithmetic\": " + json_string(r.found ? "FAIL" : "PASS") +
+          ", \"floating_point_mode\": " + (r.fp_mode.empty() ? "null" : json_string(r.fp_mode));
   if (r.found)
     json += ", \"finding\": {\"property\": " + json_string(r.finding.property) + ", \"message\": " +
             json_string(r.finding.message) + ", \"replay\": " + json_string(counterexample) + "}";
@@ -121,7 +122,11 @@ int check(const std::vector<std::string>& args) {
   } else {
     result = run_campaign(options);
   }
-  const char* verdict = result.found ? "FAIL" : "PASS";
+  // The floating-point mode is a finding of its own; the arithmetic's verdict is given beside it.
+  const std::string verdict = result.fp_mode.empty() ? (result.found ? "FAIL" : "PASS")
+                              : std::string("FAIL: the floating-point mode (the arithmetic: ") +
+                                    (result.found ? "FAIL" : "PASS") + ")";
+  if (!result.fp_mode.empty()) std::printf("floating-point mode: %s\n", result.fp_mode.c_str());
   if (result.found && o.count("replay")) {
     std::printf("%s\n", result.finding.message.c_str());
   } else if (result.found) {
@@ -132,9 +137,9 @@ int check(const std::vector<std::string>& args) {
   } else if (o.count("replay")) {
     std::printf("the recorded counterexample to Property.%s no longer fails\n", result.per_property.begin()->first.c_str());
   }
-  std::printf("%s\n", summary(verdict, result).c_str());
-  if (o.count("json")) write_file(o.at("json"), result_json(verdict, options, result, counterexample));
-  return result.found ? 1 : 0;
+  std::printf("%s\n", summary(verdict.c_str(), result).c_str());
+  if (o.count("json")) write_file(o.at("json"), result_json(verdict.c_str(), options, result, counterexample));
+  return result.found || !result.fp_mode.empty() ? 1 : 0;
 }
 
 int mutants(const std::vector<std::string>& args) {

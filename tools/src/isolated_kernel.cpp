@@ -13,8 +13,10 @@
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <type_traits>
 
 #include "attncheck/abi.hpp"
+#include "attncheck/fp_mode.hpp"
 #include "attncheck/plugin_loader.hpp"
 
 namespace attncheck {
@@ -41,6 +43,7 @@ struct Answer {
   int32_t status;
   int32_t buffer;  // Buffer, or -1
   int32_t where;   // 0 before the start, 1 past the end, 2 inside a read-only input
+  FpMode mode;     // the floating-point mode after the call
 };
 
 bool write_all(int fd, const void* data, size_t n) {
@@ -115,14 +118,14 @@ int g_answer_fd = -1;
 
 void on_fault(int signal, siginfo_t* info, void*) {
   const auto* address = static_cast<const uint8_t*>(info->si_addr);
-  Answer fault{kFault, signal, -1, -1};
+  Answer fault{kFault, signal, -1, -1, {}};
   for (int b = 0; b < kBuffers; ++b) {
     const Guarded* g = g_buffers[b];
     if (!g) continue;
-    if (address >= g->base && address < g->pages) fault = {kFault, signal, b, 0};
+    if (address >= g->base && address < g->pages) fault = {kFault, signal, b, 0, {}};
     if (address >= g->pages + g->data_pages_bytes && address < g->pages + g->data_pages_bytes + g->page)
-      fault = {kFault, signal, b, 1};
-    if (address >= g->pages && address < g->pages + g->data_pages_bytes && b != OUT) fault = {kFault, signal, b, 2};
+      fault = {kFault, signal, b, 1, {}};
+    if (address >= g->pages && address < g->pages + g->data_pages_bytes && b != OUT) fault = {kFault, signal, b, 2, {}};
   }
   ssize_t ignored = write(g_answer_fd, &fault, sizeof fault);
   (void)ignored;
@@ -132,17 +135,21 @@ void on_fault(int signal, siginfo_t* info, void*) {
 
 [[noreturn]] void child_main(const std::string& which, int requests, int answers) {
   g_answer_fd = answers;
-  // The load report: ok, has_f64, then the reason's length and text.
+  // The load report: ok, has_f64, the floating-point mode before and after loading, then the
+  // reason's length and text. The mode the library leaves is kept: it is what a program gets.
   Plugin plugin;
   std::string error;
+  const FpMode before = current_fp_mode();
   try {
     plugin = load_plugin(which);
   } catch (const std::exception& e) {
     error = e.what();
   }
+  const FpMode modes[2] = {before, current_fp_mode()};
   const uint8_t report[2] = {uint8_t(error.empty()), uint8_t(plugin.forward_f64 != nullptr)};
   const uint32_t length = uint32_t(error.size());
-  if (!write_all(answers, report, 2) || !write_all(answers, &length, 4) || !write_all(answers, error.data(), length))
+  if (!write_all(answers, report, 2) || !write_all(answers, modes, sizeof modes) || !write_all(answers, &length, 4) ||
+      !write_all(answers, error.data(), length))
     _exit(0);
   if (!error.empty()) _exit(0);
 
@@ -179,7 +186,7 @@ void on_fault(int signal, siginfo_t* info, void*) {
     for (int b = 0; b < kBuffers; ++b) g_buffers[b] = nullptr;
 
     const int damage = out.damaged();
-    const Answer answer{kAnswer, status, damage < 0 ? -1 : OUT, damage};
+    const Answer answer{kAnswer, status, damage < 0 ? -1 : OUT, damage, current_fp_mode()};
     if (!write_all(answers, &answer, sizeof answer) || !write_all(answers, out.data, sizes[OUT])) _exit(0);
   }
   _exit(0);
@@ -228,12 +235,14 @@ void IsolatedKernel::start() {
   to_child_ = requests[1];
   from_child_ = answers[0];
   uint8_t report[2];
+  FpMode modes[2];
   uint32_t length = 0;
   if (!readable_within(from_child_, timeout_)) {
     stop();
     throw std::runtime_error(which_ + ": hung while loading (no answer within the case timeout)");
   }
-  if (!read_all(from_child_, report, 2) || !read_all(from_child_, &length, 4) || length > 4096) {
+  if (!read_all(from_child_, report, 2) || !read_all(from_child_, modes, sizeof modes) ||
+      !read_all(from_child_, &length, 4) || length > 4096) {
     const Outcome dead = fate("loading the plugin");
     throw std::runtime_error(which_ + ": " + dead.detail);
   }
@@ -244,6 +253,8 @@ void IsolatedKernel::start() {
     throw std::runtime_error(error);
   }
   has_f64_ = report[1];
+  mode_ = modes[1];
+  if (fp_mode_finding_.empty()) fp_mode_finding_ = fp_mode_finding_at_load(modes[0], modes[1]);
 }
 
 Outcome IsolatedKernel::fate(const char* waiting_for) {
@@ -300,6 +311,10 @@ Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out) {
   out.resize(size_t(s.B * s.H * s.Tq * s.dv));
   if (answer.magic != kAnswer || !read_all(from_child_, out.data(), out.size() * sizeof(T)))
     return fate("returning its output");
+  if (fp_mode_finding_.empty())
+    fp_mode_finding_ = fp_mode_finding_in_call(std::is_same_v<T, float> ? "attncheck_forward_f32" : "attncheck_forward_f64",
+                                               mode_, answer.mode);
+  mode_ = answer.mode;
   if (answer.buffer == OUT)
     return {Outcome::stray_write, 0,
             std::string("wrote outside its output: ") + (answer.where == 0 ? "before the start of out" : "past the end of out") +

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <limits>
 #include <stdexcept>
+#include <type_traits>
 
 #include "attncheck/abi.hpp"
 #include "attncheck/attention.hpp"
@@ -16,7 +17,12 @@ CaseLimits Kernel::limits(CaseLimits base) const {
 }
 
 Kernel load_kernel(const std::string& which) {
-  Kernel kernel{load_plugin(which)};
+  const FpMode before = current_fp_mode();
+  Kernel kernel;
+  kernel.plugin = load_plugin(which);
+  kernel.mode = current_fp_mode();
+  set_fp_mode(before);
+  kernel.fp_mode_finding = fp_mode_finding_at_load(before, kernel.mode);
   kernel.full_contract = which == "builtin";
   return kernel;
 }
@@ -27,6 +33,7 @@ const Kernel& kernel_from_environment() {
     try {
       Kernel loaded = load_kernel(which && *which ? which : "builtin");
       std::fprintf(stderr, "attncheck: checking %s\n", loaded.plugin.name.c_str());
+      if (!loaded.fp_mode_finding.empty()) std::fprintf(stderr, "attncheck: %s\n", loaded.fp_mode_finding.c_str());
       return loaded;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "attncheck: %s\n", e.what());
@@ -45,11 +52,20 @@ int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out) 
     attention(problem, Result<T>{out.data()});
     return 0;
   }
-  const auto forward = sizeof(T) == 4 ? kernel.plugin.forward_f32 : kernel.plugin.forward_f64;
+  const bool f32 = std::is_same_v<T, float>;
+  const auto forward = f32 ? kernel.plugin.forward_f32 : kernel.plugin.forward_f64;
   if (!forward) return -1;
   std::vector<uint8_t> allow;
   const attncheck_problem abi = to_abi(problem, out.data(), allow);
-  return forward(&abi);
+  const FpMode caller = current_fp_mode();
+  set_fp_mode(kernel.mode);
+  const int32_t status = forward(&abi);
+  const FpMode after = current_fp_mode();
+  set_fp_mode(caller);
+  if (kernel.fp_mode_finding.empty())
+    kernel.fp_mode_finding =
+        fp_mode_finding_in_call(f32 ? "attncheck_forward_f32" : "attncheck_forward_f64", kernel.mode, after);
+  return status;
 }
 
 template int32_t run_kernel(const Kernel&, const Case<float>&, std::vector<float>&);

@@ -68,5 +68,32 @@ TEST(Isolation, LoadingFaultsAreOneLineErrors) {
   }
 }
 
+TEST(Isolation, LoadingThatTurnsOnFlushToZeroIsAFinding) {
+  IsolatedKernel kernel(FAST_MATH_LINKED_SO, 2);
+  std::vector<float> out;
+  EXPECT_EQ(kernel.run(small_case(), out).kind, Outcome::ok);  // the arithmetic itself is fine
+  EXPECT_NE(kernel.fp_mode_finding().find("loading the library turned on flush-to-zero and denormals-are-zero"),
+            std::string::npos)
+      << kernel.fp_mode_finding();
+  EXPECT_NE(kernel.fp_mode_finding().find("-Ofast"), std::string::npos) << kernel.fp_mode_finding();
+}
+
+TEST(Isolation, ACallThatLeavesTheRoundingModeChangedIsAFinding) {
+  IsolatedKernel kernel(plugin("rounding"), 2);
+  std::vector<float> out;
+  EXPECT_EQ(kernel.fp_mode_finding(), "");
+  kernel.run(small_case(), out);
+  EXPECT_EQ(kernel.fp_mode_finding(),
+            "a call to attncheck_forward_f32 set the rounding mode toward zero (it was to nearest) and left it so for "
+            "the whole process");
+}
+
+TEST(Isolation, TheBuiltinLeavesTheModeAlone) {
+  IsolatedKernel kernel("builtin", 2);
+  std::vector<float> out;
+  kernel.run(small_case(), out);
+  EXPECT_EQ(kernel.fp_mode_finding(), "");
+}
+
 }  // namespace
 }  // namespace attncheck

@@ -36,6 +36,7 @@ struct CampaignResult {
   std::map<std::string, int64_t> per_property;  // runs of each
   double seconds = 0;
   double worst_ratio = 0;                      // the largest error/bound seen
+  std::string fp_mode;                         // how the library changed the process's floating-point mode, or empty
 };
 
 // Runs the campaign. Throws std::runtime_error with a one-line reason if the implementation

@@ -1,7 +1,8 @@
 // An implementation run in a child process, so that a crash, a hang or a stray write is reported
 // as a finding and never takes the checker down. The child is forked once and reused; every
 // buffer it hands the implementation sits against guard pages (PROT_NONE) with canary bytes in
-// the slack before and after, and inputs are read-only.
+// the slack before and after, and inputs are read-only. The child also watches the process's
+// floating-point mode before and after loading and after every call (fp_mode.hpp).
 #pragma once
 
 #include <sys/types.h>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "attncheck/cases.hpp"
+#include "attncheck/fp_mode.hpp"
 
 namespace attncheck {
 
@@ -33,6 +35,9 @@ class IsolatedKernel {
   // one-line reason (missing file, missing symbol, wrong version) or the child's fate.
   void start();
   bool has_f64() const { return has_f64_; }
+  // The first change the library made to the process's floating-point mode, as it loaded or in a
+  // call, as a one-line finding; empty when it left the mode alone.
+  const std::string& fp_mode_finding() const { return fp_mode_finding_; }
 
   // Runs case c (what ABI v1 carries: key lengths folded into allow) into out [B,H,Tq,dv].
   template <class T>
@@ -47,6 +52,8 @@ class IsolatedKernel {
   pid_t child_ = -1;
   int to_child_ = -1, from_child_ = -1;
   bool has_f64_ = false;
+  FpMode mode_;  // the child's floating-point mode as last reported
+  std::string fp_mode_finding_;
 };
 
 }  // namespace attncheck

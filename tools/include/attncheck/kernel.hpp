@@ -1,5 +1,6 @@
-// The implementation under test, and running it on a case: the one way the properties, the
-// fuzzers and `attncheck check` call a kernel.
+// The implementation under test in this process, and running it on a case: how the RapidCheck
+// properties and the fuzzers call a kernel (`attncheck check` runs it in a child process instead:
+// isolated_kernel.hpp).
 #pragma once
 
 #include <cstdint>
@@ -7,15 +8,20 @@
 #include <vector>
 
 #include "attncheck/cases.hpp"
+#include "attncheck/fp_mode.hpp"
 #include "attncheck/plugin_loader.hpp"
 
 namespace attncheck {
 
 // An implementation: the built-in one through its C++ API (the whole contract: bias, both
 // empty-row policies), or a plugin through ABI v1 (no bias, empty rows 0, f64 if it has one).
+// A plugin runs in the floating-point mode its loading left (what a program that links it gets);
+// the caller's own arithmetic (the oracle, the bound) always runs in the mode it had.
 struct Kernel {
   Plugin plugin;
   bool full_contract = false;
+  FpMode mode;                          // the plugin's mode: the process's after loading it
+  mutable std::string fp_mode_finding;  // its first change to the mode, at loading or in a call
   // Limits for draw_case so that every case drawn is one this kernel can take.
   CaseLimits limits(CaseLimits base = {}) const;
 };

@@ -1,5 +1,6 @@
 /* A plugin that misbehaves in one way, chosen at build time by BAD (see tools/tests/CMakeLists.txt):
  * the checker must report each as a finding and survive. Otherwise it outputs v's first row. */
+#include <fenv.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,8 @@ int32_t attncheck_forward_f32(const attncheck_problem *p) {
   return 7;
 #elif BAD == 9 /* exit the process */
   exit(3);
+#elif BAD == 10 /* change the rounding mode of the whole process and leave it so */
+  fesetround(FE_TOWARDZERO);
 #endif
   (void)sink;
   (void)n_k;
