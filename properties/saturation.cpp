@@ -6,6 +6,8 @@
 // 0.16 unscaled, above 0.95 scaled), so by Hoeffding a false alarm has probability below
 // exp(-2 N 0.13^2) = 1e-15 per check. Fixed seeds: the outcome is the same on every run.
 #include <algorithm>
+#include <cmath>
+#include <random>
 
 #include "attncheck/property.hpp"
 
@@ -14,6 +16,35 @@ namespace {
 
 constexpr int64_t kQueries = 1024, kKeys = 128;
 
+// Standard normal values in pairs by Marsaglia's polar method on std::mt19937_64 (specified by the
+// standard, so the same everywhere): no trigonometry, about three times faster than the case
+// generator's Box-Muller, which matters for the 45 million values these probes draw.
+class Normals {
+ public:
+  explicit Normals(uint64_t seed) : rng_(seed) {}
+  float next() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    double x, y, r;
+    do {
+      x = 2 * double(rng_() >> 11) * 0x1p-53 - 1;
+      y = 2 * double(rng_() >> 11) * 0x1p-53 - 1;
+      r = x * x + y * y;
+    } while (r >= 1 || r == 0);
+    const double factor = std::sqrt(-2 * std::log(r) / r);
+    spare_ = float(y * factor);
+    has_spare_ = true;
+    return float(x * factor);
+  }
+
+ private:
+  std::mt19937_64 rng_;
+  float spare_ = 0;
+  bool has_spare_ = false;
+};
+
 struct Saturation {
   double largest_weight = 0, jacobian_trace = 0;  // means over the queries
 };
@@ -21,13 +52,15 @@ struct Saturation {
 // The weights of N Gaussian queries over 128 Gaussian keys in dimension d, scaled or not, read
 // through V = I.
 Saturation measure(Checker& check, int64_t d, bool scaled) {
-  SeededChooser choose(7000 + uint64_t(d));
+  Normals normal(7000 + uint64_t(d));
   Case<float> c;
   c.shape = {1, kQueries, 1, kKeys, d, 1};
   c.scale = scaled ? 0 : 1;
   c.mix = "saturation";
-  for (int64_t n = 0; n < kQueries * d; ++n) c.q.push_back(float(standard_normal(choose)));
-  for (int64_t n = 0; n < kQueries * kKeys * d; ++n) c.k.push_back(float(standard_normal(choose)));
+  c.q.resize(size_t(kQueries * d));
+  c.k.resize(size_t(kQueries * kKeys * d));
+  for (float& x : c.q) x = normal.next();
+  for (float& x : c.k) x = normal.next();
   c = with_identity_values(c);
   const std::vector<float> w = check.run(c);
   Saturation result;

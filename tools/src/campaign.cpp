@@ -158,20 +158,27 @@ CampaignResult run_campaign(const CampaignOptions& options) {
   };
   if (std::none_of(properties.begin(), properties.end(), runnable))
     throw std::runtime_error(options.impl + ": no attncheck_forward_f64, so nothing to check in f64");
+  // The budget is the search's: no run starts once it is spent, nor one whose property has taken
+  // longer than what is left; shrinking has options.shrink_seconds of its own.
+  std::vector<double> longest(properties.size(), 0);
   for (uint64_t round = 0; since(start) < options.seconds; ++round) {
     for (size_t index = 0; index < properties.size() && since(start) < options.seconds; ++index) {
       const Property& property = properties[index];
       if (round < uint64_t(property.first_round) || (!property.generated && round > uint64_t(property.first_round)))
         continue;
-      if (!runnable(property)) continue;
+      if (!runnable(property) || longest[index] > options.seconds - since(start)) continue;
       ++result.cases;
       ++result.per_property[property.name];
+      const Clock::time_point run_start = Clock::now();
       const Run run = run_once(kernel, options, property, mix(options.seed ^ mix(index) ^ mix(round << 32)), nullptr);
+      longest[index] = std::max(longest[index], since(run_start));
       result.worst_ratio = std::max(result.worst_ratio, run.worst_ratio);
       if (run.failed) {
         result.found = true;
-        result.finding = shrink(kernel, options, property, run.finding, run.kind);
         result.seconds = since(start);
+        const Clock::time_point shrink_start = Clock::now();
+        result.finding = shrink(kernel, options, property, run.finding, run.kind);
+        result.shrink_seconds = since(shrink_start);
         result.fp_mode = kernel.fp_mode_finding();
         return result;
       }

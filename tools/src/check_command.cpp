@@ -18,8 +18,13 @@ namespace attncheck {
 namespace {
 
 const char* const kCheckUsage =
-    "usage: attncheck check [--impl builtin|PATH.so] [--seconds N] [--seed S] [--precision f32|f64] "
-    "[--empty-rows zero|nan] [--json FILE] [--replay FILE] [--counterexample FILE] [--case-timeout S]";
+    "usage: attncheck check [--impl builtin|PATH.so] [--seconds N] [--shrink-seconds N] [--seed S] "
+    "[--precision f32|f64] [--empty-rows zero|nan] [--json FILE] [--replay FILE] [--counterexample FILE] "
+    "[--case-timeout S]\n"
+    "  --seconds N: the search's budget (default 60), from the kernel's loading on; no case starts after it, nor\n"
+    "    one of a property that has taken longer than what is left; a case under way finishes\n"
+    "  --shrink-seconds N: after a counterexample, at most this much more to make it small (default 10)\n"
+    "  --precision f64: only the f64 property, AgreesWithOracleInDouble (the plugin needs attncheck_forward_f64)";
 const char* const kMutantsUsage = "usage: attncheck mutants --dir DIR [--seconds N] [--seed S] [--json FILE]";
 
 struct UsageError : std::runtime_error {
@@ -62,11 +67,12 @@ std::string json_number(double x) { return std::isfinite(x) ? std::to_string(x) 
 
 // The one-line summary of a campaign: verdict, cases, properties, seconds, rate, largest error/bound.
 std::string summary(const char* verdict, const CampaignResult& r) {
-  char line[320];
+  char line[400], shrinking[48] = "";
+  if (r.found) std::snprintf(shrinking, sizeof shrinking, " + %.1f s shrinking", r.shrink_seconds);
   std::snprintf(line, sizeof line,
-                "attncheck check: %s: %lld cases, %zu properties, %.1f s, %.0f cases/s, largest error/bound %.3g", verdict,
-                (long long)r.cases, r.per_property.size(), r.seconds, r.seconds > 0 ? double(r.cases) / r.seconds : 0.0,
-                r.worst_ratio);
+                "attncheck check: %s: %lld cases, %zu properties, %.1f s%s, %.0f cases/s, largest error/bound %.3g",
+                verdict, (long long)r.cases, r.per_property.size(), r.seconds, shrinking,
+                r.seconds > 0 ? double(r.cases) / r.seconds : 0.0, r.worst_ratio);
   return line;
 }
 
@@ -75,6 +81,7 @@ std::string result_json(const char* verdict, const CampaignOptions& options, con
   std::string json = "{\"verdict\": " + json_string(verdict) + ", \"impl\": " + json_string(options.impl) +
                      ", \"cases\": " + std::to_string(r.cases) + ", \"properties\": " + std::to_string(r.per_property.size()) +
                      ", \"seconds\": " + std::to_string(r.seconds) +
+                     ", \"shrink_seconds\": " + std::to_string(r.shrink_seconds) +
                      ", \"cases_per_second\": " + std::to_string(r.seconds > 0 ? double(r.cases) / r.seconds : 0.0) +
                      ", \"largest_error_bound_ratio\": " + json_number(r.worst_ratio) + ", \"per_property\": {";
   bool first = true;
@@ -97,11 +104,12 @@ void write_file(const std::string& path, const std::string& text) {
 }
 
 int check(const std::vector<std::string>& args) {
-  const auto o = parse(args, {"--impl", "--seconds", "--seed", "--precision", "--empty-rows", "--json", "--replay",
-                              "--counterexample", "--case-timeout"});
+  const auto o = parse(args, {"--impl", "--seconds", "--shrink-seconds", "--seed", "--precision", "--empty-rows",
+                              "--json", "--replay", "--counterexample", "--case-timeout"});
   CampaignOptions options;
   if (o.count("impl")) options.impl = o.at("impl");
   options.seconds = number(o, "seconds", 60, 0);
+  options.shrink_seconds = number(o, "shrink-seconds", options.shrink_seconds, 0);
   options.seed = uint64_t(number(o, "seed", 1, 0));
   options.case_timeout = number(o, "case-timeout", options.case_timeout, 0.01);
   if (o.count("precision")) {
@@ -199,10 +207,15 @@ int mutants(const std::vector<std::string>& args) {
 // Runs a subcommand: a usage or loading problem is one line and exit 2.
 int guarded(int (*command)(const std::vector<std::string>&), const std::vector<std::string>& args, const char* name,
             const char* usage) {
+  if (std::find(args.begin(), args.end(), "--help") != args.end()) {
+    std::printf("%s\n", usage);
+    return 0;
+  }
   try {
     return command(args);
   } catch (const UsageError& e) {
-    std::fprintf(stderr, "attncheck %s: %s\n%s\n", name, e.what(), usage);
+    const std::string text = usage;
+    std::fprintf(stderr, "attncheck %s: %s\n%s (--help for more)\n", name, e.what(), text.substr(0, text.find('\n')).c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "attncheck %s: %s\n", name, e.what());
   }

@@ -14,12 +14,12 @@ namespace attncheck {
 
 struct CampaignOptions {
   std::string impl = "builtin";   // "builtin" or a plugin's path
-  double seconds = 60;            // the budget
+  double seconds = 60;            // the search's budget, from the kernel's loading on
   uint64_t seed = 1;
   bool f32 = true, f64 = true;    // which precisions to check (f64 only if the plugin has it)
   EmptyRows empty_rows = EmptyRows::zero;  // what the implementation gives a row with no permitted key
   double case_timeout = 30;       // seconds one call may take before it counts as a hang (slow kernels under sanitizers too)
-  double shrink_seconds = 10;     // the budget for making a counterexample small
+  double shrink_seconds = 10;     // the budget for making a counterexample small, after the search's
 };
 
 // A counterexample: the property it breaks, why (the failure report and the case, as a person
@@ -34,7 +34,8 @@ struct CampaignResult {
   Finding finding;
   int64_t cases = 0;                           // property runs
   std::map<std::string, int64_t> per_property;  // runs of each
-  double seconds = 0;
+  double seconds = 0;                          // searching
+  double shrink_seconds = 0;                   // shrinking the counterexample
   double worst_ratio = 0;                      // the largest error/bound seen
   std::string fp_mode;                         // how the library changed the process's floating-point mode, or empty
 };
