@@ -6,6 +6,8 @@
 // that breaks the contract before anything is poisoned is reported as that, not as a leak.
 
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "attncheck/property.hpp"
 
@@ -14,24 +16,33 @@ namespace attncheck::properties {
 void ForbiddenKeysAndValuesCannotChangeValidOutputs(Checker& check) {
   const Case<float> c = check.draw<float>();
   const Shape& s = c.shape;
-  const int64_t b = check.in_range(0, s.B), i = check.in_range(0, s.Tq);
-  const char* const targets[] = {"values", "keys", "keys and values"};
+  // A query with keys on both sides of its mask: one that can show a leak.
+  std::vector<std::pair<int64_t, int64_t>> rows;  // (b, i)
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t i = 0; i < s.Tq; ++i) {
+      int64_t permitted = 0;
+      for (int64_t j = 0; j < s.Tk; ++j) permitted += mask_permits(c, b, i, j);
+      if (permitted > 0 && permitted < s.Tk) rows.emplace_back(b, i);
+    }
+  check.classify(!rows.empty(), "a query with forbidden keys");
+  if (rows.empty()) return;  // nothing to poison
+  const auto [b, i] = rows[size_t(check.in_range(0, int64_t(rows.size())))];
+  const char* const targets[] = {"the values of keys it may not see", "keys it may not see",
+                                 "keys it may not see and their values"};
   const int64_t target = check.in_range(0, 3);
   const float poisons[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
                            -std::numeric_limits<float>::infinity(), 1e30f, -1e30f};
   Case<float> poisoned = c;
-  std::string which;  // "key 3 (nan), key 5 (1e+30)"
+  std::string which;  // "key 3: nan, key 5: 1e+30"
   for (int64_t j = 0; j < s.Tk; ++j) {
     if (mask_permits(c, b, i, j)) continue;
     const float poison = poisons[check.in_range(0, std::size(poisons))];
-    which += (which.empty() ? "key " : ", key ") + std::to_string(j) + " (" + show(poison) + ")";
+    which += (which.empty() ? "key " : ", key ") + std::to_string(j) + ": " + show(poison);
     for (int64_t h = 0; h < s.H; ++h) {
       if (target != 0) std::fill_n(poisoned.k.begin() + ((b * s.H + h) * s.Tk + j) * s.dk, s.dk, poison);
       if (target != 1) std::fill_n(poisoned.v.begin() + ((b * s.H + h) * s.Tk + j) * s.dv, s.dv, poison);
     }
   }
-  check.classify(!which.empty(), "query has forbidden keys");
-  if (which.empty()) return;  // nothing to poison
 
   const std::vector<float> clean = check.run(c), dirty = check.run(poisoned);
   const Problem<float> problem = c.problem();
@@ -48,8 +59,8 @@ void ForbiddenKeysAndValuesCannotChangeValidOutputs(Checker& check) {
                             show(clean[at]) + ", exact " + show(double(exact.out[size_t(col)])) + ", bound " +
                             show(exact.bound[size_t(col)]) + " (" + Arithmetic::of<float>().label + ")\n" + describe(c));
       ATTNCHECK_REQUIRE(check, unchanged(clean[at], dirty[at]),
-                        row + " changed when only the " + targets[target] + " of keys it may not see were poisoned (" +
-                            which + "): " + element + " " + show(clean[at]) + " became " + show(dirty[at]) + "\n" +
+                        row + " changed when only " + targets[target] + " were poisoned (" + which + "): " + element +
+                            " " + show(clean[at]) + " became " + show(dirty[at]) + "\n" +
                             describe(poisoned));
     }
   }
