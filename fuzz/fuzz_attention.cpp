@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "attncheck/attention.hpp"
 #include "attncheck/compare.hpp"
 #include "attncheck/kernel.hpp"
 #include "attncheck/oracle.hpp"
@@ -32,10 +31,11 @@ void check(const Kernel& kernel, const AttentionInput<T>& in) {
                  (long long)in.b);
   if (const int32_t status = run_kernel(kernel, c, out); status != 0)
     finding(kernel.plugin.name + " refused a valid problem (status " + std::to_string(status) + ")\n" + describe(c));
-  std::vector<T> plain(out.size());
-  attention(c.problem(), Result<T>{plain.data()});
-  if (const Verdict verdict = judge(out.data(), plain.data(), reference(c.problem()), s); !verdict.ok())
-    finding(kernel.plugin.name + " disagrees with the oracle: " + verdict.report() + describe(c));
+  // The rigorous gate only (docs/fuzzing.md: the precision gate's limit is empirical, and an
+  // adversarial search could push a correct kernel past it).
+  if (const Comparison result = compare(out.data(), reference(c.problem()), s); !result.ok())
+    finding(kernel.plugin.name + " disagrees with the oracle: wrong: " + result.report(Arithmetic::of<T>().label) +
+            describe(c));
 
   // The intervention: query (b, i)'s forbidden keys and values, in every head, become poison.
   Case<T> poisoned = c;
