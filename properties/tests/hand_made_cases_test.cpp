@@ -1,8 +1,9 @@
-// Real third-party kernels against the properties: PyTorch 1.13's own CPU attention
-// (tools/tests/third_party/torch_sdpa_plugin.cpp) must be caught on each of its contract bugs, each
-// by the property whose claim it breaks; a careful two-pass kernel on SLEEF's exps must pass the
-// same cases. Each case is the hand-made one that shows the bug: only key 1 is permitted, so the
-// correct output is v_1 = 2 whatever happens to key 0.
+// Properties run on hand-made cases, each the one that shows a finding or its absence.
+// Real third-party kernels: PyTorch 1.13's own CPU attention (tools/tests/third_party/
+// torch_sdpa_plugin.cpp) must be caught on each of its contract bugs, each by the property whose
+// claim it breaks; a careful two-pass kernel on SLEEF's exps must pass the same cases (only key 1
+// is permitted, so the correct output is v_1 = 2 whatever happens to key 0). And a correct kernel
+// run with denormals-are-zero passes `check`'s property on the case `compare` passes too.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -100,8 +101,19 @@ std::vector<Bug> torch_bugs() {
   };
 }
 
+// examples/compare/flush_*.npy as a case: q the largest float subnormal, k = [1e34, 0], v = [1, 0].
+TEST(HandMadeCases, FlushedSubnormalCasePassesCheckAsItPassesCompare) {
+  Case<float> c;
+  c.shape = {1, 1, 1, 2, 1, 1};
+  c.q = {0x1.fffffcp-127f};
+  c.k = {1e34f, 0};
+  c.v = {1, 0};
+  for (const char* plugin : {FLUSH_SUBNORMALS_SO, FAST_MATH_LINKED_SO})
+    EXPECT_EQ(failure(plugin, "AgreesWithOracleInFloat", c, {}), "") << plugin;
+}
+
 #ifdef TORCH_SO
-TEST(RealKernels, PyTorch113EachContractBugIsCaughtByThePropertyThatNamesIt) {
+TEST(HandMadeCases, PyTorch113EachContractBugIsCaughtByThePropertyThatNamesIt) {
   for (const Bug& bug : torch_bugs()) {
     const std::string message = failure(TORCH_SO, bug.property, bug.c, bug.choices);
     EXPECT_NE(message.find(bug.caught_as), std::string::npos) << bug.name << ", Property." << bug.property
@@ -111,7 +123,7 @@ TEST(RealKernels, PyTorch113EachContractBugIsCaughtByThePropertyThatNamesIt) {
 #endif
 
 #ifdef SLEEF_SO
-TEST(RealKernels, SleefTwoPassKernelPassesTheSameCases) {
+TEST(HandMadeCases, SleefTwoPassKernelPassesTheSameCases) {
   for (const Bug& bug : torch_bugs())
     EXPECT_EQ(failure(SLEEF_SO, bug.property, bug.c, bug.choices), "") << bug.name;
 }
