@@ -227,6 +227,7 @@ const std::vector<NamedVariant>& correct_variants() {
       {"blocked_pairwise", {.block = 8, .pairwise = true, .fma = true, .defer_normalize = true}},
       {"two_pass_flush_subnormals", {.flush_subnormals = true}},
       {"online_exp2_flush_subnormals", {.block = 3, .exp2 = true, .defer_normalize = true, .flush_subnormals = true}},
+      {"prescaled_flush_subnormals", {.block = 1, .reciprocal = true, .prescale = true, .flush_subnormals = true}},
   };
   return all;
 }

@@ -1,5 +1,6 @@
 #include "attncheck/oracle.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -121,7 +122,11 @@ ExactRow exact_row(const Problem<T>& p, int64_t b, int64_t h, int64_t i) {
     row.scores.push_back(s_ij);
     facts.score_size.push_back(score_size);
     facts.oracle_score_error.push_back(inflate(scale_up * dot2_error(s.dk, qk_abs), 1));
-    facts.flush_error.push_back(inflate(scale_up * (arith.tiny * double(s.dk) + q_flush + inflate(k_flush, s.dk)), 3));
+    // Flushing, in any order of scaling: a subnormal q_k or k_k read as 0, a scaled c q_k or c k_k
+    // flushed (tiny, not c tiny, times the other factor), and each of the dk products and dk - 1
+    // sums flushed: max(1, c) tiny (2 dk + sum |q| + sum |k|).
+    facts.flush_error.push_back(
+        inflate(std::max(1.0, scale_up) * (arith.tiny * double(2 * s.dk) + q_flush + inflate(k_flush, s.dk)), 3));
     if (isnan(s_ij) || s_ij > row.max || isnan(row.max)) row.max = isnan(row.max) ? row.max : s_ij;
   }
   const int64_t n = int64_t(row.keys.size());

@@ -28,7 +28,7 @@ struct RowFacts {
   bool scores_in_range = true;     // no permitted key's score can overflow T (judged on finite terms)
 
   std::vector<double> score_size;  // [n] c sum_k |q_ik k_jk| + |bias_ij| over finite terms, rounded up
-  std::vector<double> flush_error; // [n] tiny c (dk + sum_k |q_ik| + sum_k |k_jk|): what flushing can move a score
+  std::vector<double> flush_error; // [n] tiny max(1, c) (2 dk + sum_k |q_ik| + sum_k |k_jk|): what flushing can move a score
   std::vector<double> gap;         // [n] m_i - s_ij >= 0, rounded up
   std::vector<double> log_weight;  // [n] log p_ij
   std::vector<double> oracle_score_error;  // [n] the error of the oracle's own score (dot2_error)
