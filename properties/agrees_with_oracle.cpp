@@ -4,12 +4,12 @@
 
 namespace attncheck::properties {
 
-void AgreesWithOracleInFloat(Checker& check) {
+ATTNCHECK_PROPERTY(AgreesWithOracleInFloat, .order = 10, .catches = "element_off_1e3") {
   const Case<float> c = check.draw<float>();
   require_agreement(check, c, check.run(c), reference(c.problem()), "agrees with the oracle");
 }
 
-void AgreesWithOracleInDouble(Checker& check) {
+ATTNCHECK_PROPERTY(AgreesWithOracleInDouble, .order = 170, .catches = "nan_element", .double_precision = true) {
   if (!check.has_f64()) return;  // the plugin has no attncheck_forward_f64: nothing to claim
   const Case<double> c = check.draw<double>();
   require_agreement(check, c, check.run(c), reference(c.problem()), "agrees with the oracle");

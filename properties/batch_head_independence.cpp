@@ -5,7 +5,7 @@
 
 namespace attncheck::properties {
 
-void BatchAndHeadIndependence(Checker& check) {
+ATTNCHECK_PROPERTY(BatchAndHeadIndependence, .order = 130, .catches = "shared_kv_heads") {
   const Case<float> c = check.draw<float>({.min_heads = 2});
   const Shape& s = c.shape;
   const std::vector<float> batched = check.run(c);

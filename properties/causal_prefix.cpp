@@ -35,7 +35,7 @@ Case<T> truncate(const Case<T>& c, int64_t Tq, int64_t Tk) {
   return t;
 }
 
-void CausalPrefixIgnoresTheFuture(Checker& check) {
+ATTNCHECK_PROPERTY(CausalPrefixIgnoresTheFuture, .order = 110, .catches = "causal_swapped") {
   Case<float> c = check.draw<float>({.min_len = 2});
   c.causal = check.coin() ? Causal::upper_left : Causal::lower_right;
   const Shape& s = c.shape;

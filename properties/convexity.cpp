@@ -9,7 +9,7 @@
 
 namespace attncheck::properties {
 
-void OutputsLieBetweenPermittedValues(Checker& check) {
+ATTNCHECK_PROPERTY(OutputsLieBetweenPermittedValues, .order = 90, .catches = "online_no_rescale") {
   const Case<float> c = check.draw<float>();
   const std::vector<float> out = check.run(c);
   const Reference ref = reference(c.problem());
@@ -36,7 +36,7 @@ void OutputsLieBetweenPermittedValues(Checker& check) {
 
 // Selection and pooling on one head without masks: q = 0 (all logits equal) gives the mean of
 // the values; q = e_0 with one key's k = big e_0 gives that key's value.
-void SelectionAndAveragePooling(Checker& check) {
+ATTNCHECK_PROPERTY(SelectionAndAveragePooling, .order = 100, .catches = "naive_softmax") {
   Case<float> c = check.draw<float>({1, 1, 24, 24});
   c.allow.clear();
   c.key_lengths.clear();

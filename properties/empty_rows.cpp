@@ -7,7 +7,7 @@
 
 namespace attncheck::properties {
 
-void EmptyRowsFollowThePolicy(Checker& check) {
+ATTNCHECK_PROPERTY(EmptyRowsFollowThePolicy, .order = 40, .catches = "empty_row_nan") {
   Case<float> c = check.draw<float>();
   const Shape& s = c.shape;
   if (c.allow.empty()) c.allow.assign(size_t(s.B * s.Tq * s.Tk), 1);

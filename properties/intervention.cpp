@@ -13,7 +13,7 @@
 
 namespace attncheck::properties {
 
-void ForbiddenKeysAndValuesCannotChangeValidOutputs(Checker& check) {
+ATTNCHECK_PROPERTY(ForbiddenKeysAndValuesCannotChangeValidOutputs, .order = 30, .catches = "multiply_forbidden_values") {
   const Case<float> c = check.draw<float>();
   const Shape& s = c.shape;
   // A query with keys on both sides of its mask: one that can show a leak.

@@ -7,7 +7,7 @@
 
 namespace attncheck::properties {
 
-void AllTrueMaskEqualsNoMask(Checker& check) {
+ATTNCHECK_PROPERTY(AllTrueMaskEqualsNoMask, .order = 140, .catches = "inverted_polarity") {
   Case<float> c = check.draw<float>();
   c.allow.clear();
   const Reference no_mask = reference(c.problem());
@@ -15,7 +15,7 @@ void AllTrueMaskEqualsNoMask(Checker& check) {
   require_agreement(check, c, check.run(c), no_mask, "an all-true allow mask against no mask");
 }
 
-void KeyPaddingMaskConvertsByFlipping(Checker& check) {
+ATTNCHECK_PROPERTY(KeyPaddingMaskConvertsByFlipping, .order = 150, .catches = "inverted_polarity") {
   Case<float> c = check.draw<float>();
   const Shape& s = c.shape;
   std::vector<uint8_t> key_padding_mask(size_t(s.B * s.Tk));  // true = padded, blocked

@@ -16,7 +16,7 @@ std::vector<int64_t> permutation(Checker& check, int64_t n) {
   return p;
 }
 
-void PermutingKeysOrQueries(Checker& check) {
+ATTNCHECK_PROPERTY(PermutingKeysOrQueries, .order = 120, .catches = "online_no_rescale") {
   Case<float> c = check.draw<float>();
   c.causal = Causal::none;
   const Shape& s = c.shape;

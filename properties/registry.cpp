@@ -1,55 +1,34 @@
-// Every property, in the order `attncheck check` tries them: cheap and high-yield first.
+// The registry of properties, filled by ATTNCHECK_PROPERTY in the files that write them.
+#include <algorithm>
+#include <string>
+
 #include "attncheck/property.hpp"
 
 namespace attncheck {
-namespace properties {
-void AgreesWithOracleInFloat(Checker&);
-void AgreesWithOracleInDouble(Checker&);
-void ForbiddenKeysAndValuesCannotChangeValidOutputs(Checker&);
-void EmptyRowsFollowThePolicy(Checker&);
-void DefaultScaleIsOneHeadsWidth(Checker&);
-void ExplicitScaleIsHonoured(Checker&);
-void ShiftInvarianceOfSoftmax(Checker&);
-void ShiftInvarianceOfAttention(Checker&);
-void RowsSumToOne(Checker&);
-void OutputsLieBetweenPermittedValues(Checker&);
-void SelectionAndAveragePooling(Checker&);
-void CausalPrefixIgnoresTheFuture(Checker&);
-void PermutingKeysOrQueries(Checker&);
-void BatchAndHeadIndependence(Checker&);
-void AllTrueMaskEqualsNoMask(Checker&);
-void KeyPaddingMaskConvertsByFlipping(Checker&);
-void ScaleReadOffTwoKeys(Checker&);
-void ScaledScoresHaveUnitVariance(Checker&);
-void UnscaledSoftmaxSaturatesAsDGrows(Checker&);
-void ScaledSoftmaxStaysPutAsDGrows(Checker&);
-}  // namespace properties
+namespace {
+
+// A function's static, so that it exists before any file's registration runs.
+std::vector<Property>& registered() {
+  static std::vector<Property> properties;
+  return properties;
+}
+
+}  // namespace
+
+bool register_property(const Property& property) {
+  registered().push_back(property);
+  return true;
+}
 
 const std::vector<Property>& all_properties() {
-  using namespace properties;
-  static const std::vector<Property> all = {
-      {"AgreesWithOracleInFloat", AgreesWithOracleInFloat, true},
-      {"ScaleReadOffTwoKeys", ScaleReadOffTwoKeys, false},
-      {"ForbiddenKeysAndValuesCannotChangeValidOutputs", ForbiddenKeysAndValuesCannotChangeValidOutputs, true},
-      {"EmptyRowsFollowThePolicy", EmptyRowsFollowThePolicy, true},
-      {"DefaultScaleIsOneHeadsWidth", DefaultScaleIsOneHeadsWidth, true},
-      {"ShiftInvarianceOfSoftmax", ShiftInvarianceOfSoftmax, true},
-      {"RowsSumToOne", RowsSumToOne, true},
-      {"ShiftInvarianceOfAttention", ShiftInvarianceOfAttention, true},
-      {"OutputsLieBetweenPermittedValues", OutputsLieBetweenPermittedValues, true},
-      {"SelectionAndAveragePooling", SelectionAndAveragePooling, true},
-      {"CausalPrefixIgnoresTheFuture", CausalPrefixIgnoresTheFuture, true},
-      {"PermutingKeysOrQueries", PermutingKeysOrQueries, true},
-      {"BatchAndHeadIndependence", BatchAndHeadIndependence, true},
-      {"AllTrueMaskEqualsNoMask", AllTrueMaskEqualsNoMask, true},
-      {"KeyPaddingMaskConvertsByFlipping", KeyPaddingMaskConvertsByFlipping, true},
-      {"ExplicitScaleIsHonoured", ExplicitScaleIsHonoured, true},
-      {"AgreesWithOracleInDouble", AgreesWithOracleInDouble, true, true},
-      {"ScaledScoresHaveUnitVariance", ScaledScoresHaveUnitVariance, false, false, 5},
-      {"UnscaledSoftmaxSaturatesAsDGrows", UnscaledSoftmaxSaturatesAsDGrows, false, false, 5},
-      {"ScaledSoftmaxStaysPutAsDGrows", ScaledSoftmaxStaysPutAsDGrows, false, false, 5},
-  };
-  return all;
+  static const std::vector<Property> sorted = [] {
+    std::vector<Property> all = registered();
+    std::sort(all.begin(), all.end(), [](const Property& a, const Property& b) {
+      return a.order != b.order ? a.order < b.order : std::string(a.name) < b.name;
+    });
+    return all;
+  }();
+  return sorted;
 }
 
 }  // namespace attncheck

@@ -7,7 +7,7 @@
 
 namespace attncheck::properties {
 
-void RowsSumToOne(Checker& check) {
+ATTNCHECK_PROPERTY(RowsSumToOne, .order = 70, .catches = "softmax_over_queries") {
   const Case<float> c = with_identity_values(check.draw<float>());
   const std::vector<float> w = check.run(c);  // [B,H,Tq,Tk] through V = I
   const Reference ref = reference(c.problem());

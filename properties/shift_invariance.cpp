@@ -7,7 +7,7 @@ namespace attncheck::properties {
 // Softmax level: one query over Tk keys of width 1 with q = 1 and scale 1 makes the scores the
 // logits themselves, and V = I makes the output the weights. Logits in eighths (some forbidden)
 // and a shift that keeps them exact; the weights of x + a must be within the bound of softmax(x).
-void ShiftInvarianceOfSoftmax(Checker& check) {
+ATTNCHECK_PROPERTY(ShiftInvarianceOfSoftmax, .order = 60, .catches = "naive_softmax") {
   const int64_t n = check.in_range(1, 25);
   const float shift = float(check.one_of({-1000, -100, -89, 89, 100, 1000}));
   Case<float> logits;
@@ -31,7 +31,7 @@ void ShiftInvarianceOfSoftmax(Checker& check) {
 // Attention: appending a to every q and 1 to every k adds scale * a to every score of every row,
 // so the exact output is the original's; the kernel's output on the shifted problem must be
 // within that problem's bound of it. Shifts reach fp32 exp overflow and common mask sentinels.
-void ShiftInvarianceOfAttention(Checker& check) {
+ATTNCHECK_PROPERTY(ShiftInvarianceOfAttention, .order = 80, .catches = "naive_softmax") {
   const Case<float> c = check.draw<float>();
   const float a = check.one_of({-1e4f, -1000.0f, -100.0f, -88.8f, 88.8f, 100.0f, 1000.0f, 1e4f});
   const Shape& s = c.shape;

@@ -61,17 +61,33 @@ template <class T>
 void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& out, const Reference& reference,
                        const std::string& claim);
 
-// One property: its name (Property.<name> in GoogleTest) and body. Generated properties draw
-// their inputs and run many times; fixed ones use fixed seeds and run once.
+// One property: its name (Property.<name> in GoogleTest), its body, and what the file that
+// writes it declares about it. Generated properties draw their inputs and run many times; fixed
+// ones use fixed seeds and run once.
 struct Property {
-  const char* name;
-  void (*check)(Checker&);
-  bool generated;
+  const char* name = "";
+  void (*check)(Checker&) = nullptr;
+  int order = 0;                  // the campaign's order: lower first (cheap and high-yield)
+  const char* catches = "";       // the planted bug (impl/variants' Mutation) it must catch in ctest
+  bool generated = true;
   bool double_precision = false;  // checks attncheck_forward_f64 (the others check f32)
   int first_round = 0;            // the campaign round it joins: heavy ones after the cheap ones
 };
 
-// Every property, cheapest and highest-yield first: the order `attncheck check` runs them in.
+// Adds a property to the registry; ATTNCHECK_PROPERTY calls it during static initialization.
+bool register_property(const Property& property);
+
+// Writes a property and registers it where it is written: the file is the whole of adding one.
+// The fields after the name are Property's, designated, in its order:
+//   ATTNCHECK_PROPERTY(RowsSumToOne, .order = 70, .catches = "softmax_over_queries") { ... check ... }
+// properties/CMakeLists.txt reads `.catches` from the same line to make the must-fail ctest.
+#define ATTNCHECK_PROPERTY(NAME, ...)                                                                   \
+  void NAME(Checker& check);                                                                          \
+  [[maybe_unused]] static const bool NAME##_registered =                                              \
+      ::attncheck::register_property(::attncheck::Property{.name = #NAME, .check = NAME, __VA_ARGS__}); \
+  void NAME(Checker& check)
+
+// Every registered property, by order: the order `attncheck check` runs them in.
 const std::vector<Property>& all_properties();
 
 }  // namespace attncheck

@@ -1,0 +1,71 @@
+// The flags of attncheck's subcommands, each declared once: parsing, its errors, the usage line
+// and --help all come from the same declarations, so the help cannot disagree with the parser.
+#pragma once
+
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attncheck {
+
+// The values of one command line: the given ones, else the declared defaults.
+class FlagValues {
+ public:
+  bool given(const std::string& name) const { return given_.count(name) > 0; }
+  // The value given, else the default; a flag with neither must be checked with given() first.
+  const std::string& text(const std::string& name) const;
+  double number(const std::string& name) const;
+
+ private:
+  friend class Flags;
+  std::map<std::string, std::string> given_, defaults_;
+};
+
+// A subcommand's flags, all of the form `--name value`, e.g.
+//   Flags("check").number("seconds", "N", "the search's budget", "60", 0, 1e9).choice("precision", {"f32", "f64"}, "...")
+class Flags {
+ public:
+  static constexpr double kUnbounded = std::numeric_limits<double>::infinity();
+
+  explicit Flags(std::string command) : command_(std::move(command)) {}
+
+  // Any non-empty text; `placeholder` names it in the usage line (FILE, builtin|PATH.so).
+  Flags& text(std::string name, std::string placeholder, std::string help, std::optional<std::string> fallback = {});
+  // A finite number from `least` to `most`.
+  Flags& number(std::string name, std::string placeholder, std::string help, std::optional<std::string> fallback = {},
+                double least = -kUnbounded, double most = kUnbounded);
+  // One of `words`, which are its placeholder too (zero|nan).
+  Flags& choice(std::string name, std::vector<std::string> words, std::string help,
+                std::optional<std::string> fallback = {});
+  // The flag declared last must be given.
+  Flags& required();
+
+  // Runs a subcommand on its arguments: `--help` among them prints the help (exit 0); a flag's
+  // problem, or anything `body` throws, is one line on stderr (exit 2); else body's exit code.
+  int run(const std::vector<std::string>& args, const std::function<int(const FlagValues&)>& body) const;
+
+ private:
+  struct Flag {
+    std::string name, placeholder, help;
+    std::optional<std::string> fallback;
+    bool required = false;
+    bool is_number = false;
+    double least = -kUnbounded, most = kUnbounded;
+    std::vector<std::string> words;  // a choice's
+  };
+  Flags& add(Flag flag);
+  const Flag* find(const std::string& dashed) const;
+  // What its value must be, for errors: "a number from 0.01 to 1e9", "zero or nan", "FILE".
+  static std::string needs(const Flag& flag);
+  FlagValues parse(const std::vector<std::string>& args) const;
+  std::string usage() const;
+  std::string help() const;
+
+  std::string command_;
+  std::vector<Flag> flags_;
+};
+
+}  // namespace attncheck
