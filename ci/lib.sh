@@ -2,7 +2,7 @@
 # Dependencies come only from Debian's packages.
 
 ATTNCHECK_PACKAGES=(cmake g++ clang libclang-rt-14-dev libgtest-dev librapidcheck-dev
-  libeigen3-dev libboost-dev libmpfr-dev libgmp-dev pkg-config libbenchmark-dev
+  libeigen3-dev libboost-dev libmpfr-dev libgmp-dev pkg-config libbenchmark-dev nlohmann-json3-dev
   libtorch-dev libsleef-dev)  # real third-party kernels for the tests: PyTorch 1.13, SLEEF
 
 # Installs the packages above that dpkg does not report installed: directly as root,

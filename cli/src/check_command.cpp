@@ -1,69 +1,22 @@
 // attncheck check: the whole property suite against an implementation, in a child process, within
 // a time budget; and attncheck mutants: the same against every planted bug (the kill matrix).
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <dirent.h>
 #include <fstream>
-#include <map>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 
 #include "attncheck/campaign.hpp"
 #include "attncheck/commands.hpp"
+#include "attncheck/flags.hpp"
 #include "attncheck/property.hpp"
 
 namespace attncheck {
 namespace {
 
-const char* const kCheckUsage =
-    "usage: attncheck check [--impl builtin|PATH.so] [--seconds N] [--shrink-seconds N] [--seed S] "
-    "[--precision f32|f64] [--empty-rows zero|nan] [--json FILE] [--replay FILE] [--counterexample FILE] "
-    "[--case-timeout S]\n"
-    "  --seconds N: the search's budget (default 60), from the kernel's loading on; no case starts after it, nor\n"
-    "    one of a property that has taken longer than what is left; a case under way finishes\n"
-    "  --shrink-seconds N: after a counterexample, at most this much more to make it small (default 10)\n"
-    "  --precision f64: only the f64 property, AgreesWithOracleInDouble (the plugin needs attncheck_forward_f64)";
-const char* const kMutantsUsage = "usage: attncheck mutants --dir DIR [--seconds N] [--seed S] [--json FILE]";
-
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// --flag value pairs, each flag one of `known`.
-std::map<std::string, std::string> parse(const std::vector<std::string>& args, std::initializer_list<const char*> known) {
-  std::map<std::string, std::string> options;
-  for (size_t n = 0; n < args.size(); n += 2) {
-    if (std::find_if(known.begin(), known.end(), [&](const char* k) { return args[n] == k; }) == known.end())
-      throw UsageError("unknown option '" + args[n] + "'");
-    if (n + 1 >= args.size()) throw UsageError(args[n] + " needs a value");
-    options[args[n].substr(2)] = args[n + 1];
-  }
-  return options;
-}
-
-double number(const std::map<std::string, std::string>& options, const char* key, double fallback, double least) {
-  if (!options.count(key)) return fallback;
-  char* end = nullptr;
-  const double x = std::strtod(options.at(key).c_str(), &end);
-  if (*end != '\0' || !(x >= least) || x > 1e9) throw UsageError(std::string("--") + key + " must be a number >= " + std::to_string(least).substr(0, 3));
-  return x;
-}
-
-std::string json_string(const std::string& text) {
-  std::string out = "\"";
-  for (unsigned char c : text) {
-    if (c == '"' || c == '\\') out += std::string("\\") + char(c);
-    else if (c == '\n') out += "\\n";
-    else if (c < 0x20) out += "\\u00" + std::string(1, "0123456789abcdef"[c >> 4]) + "0123456789abcdef"[c & 15];
-    else out += char(c);
-  }
-  return out + "\"";
-}
-
-// A JSON number; null for inf and NaN, which JSON cannot hold (an infinite error/bound is common).
-std::string json_number(double x) { return std::isfinite(x) ? std::to_string(x) : "null"; }
+using Json = nlohmann::ordered_json;  // ordered: the keys in the order written, for people reading the file
 
 // The one-line summary of a campaign: verdict, cases, properties, seconds, rate, largest error/bound.
 std::string summary(const char* verdict, const CampaignResult& r) {
@@ -76,56 +29,48 @@ std::string summary(const char* verdict, const CampaignResult& r) {
   return line;
 }
 
-std::string result_json(const char* verdict, const CampaignOptions& options, const CampaignResult& r,
-                        const std::string& counterexample) {
-  std::string json = "{\"verdict\": " + json_string(verdict) + ", \"impl\": " + json_string(options.impl) +
-                     ", \"cases\": " + std::to_string(r.cases) + ", \"properties\": " + std::to_string(r.per_property.size()) +
-                     ", \"seconds\": " + std::to_string(r.seconds) +
-                     ", \"shrink_seconds\": " + std::to_string(r.shrink_seconds) +
-                     ", \"cases_per_second\": " + std::to_string(r.seconds > 0 ? double(r.cases) / r.seconds : 0.0) +
-                     ", \"largest_error_bound_ratio\": " + json_number(r.worst_ratio) + ", \"per_property\": {";
-  bool first = true;
-  for (const auto& [name, count] : r.per_property) {
-    json += (first ? "" : ", ") + json_string(name) + ": " + std::to_string(count);
-    first = false;
-  }
-  json += "}, \"arithmetic\": " + json_string(r.found ? "FAIL" : "PASS") +
-          ", \"floating_point_mode\": " + (r.fp_mode.empty() ? "null" : json_string(r.fp_mode));
+// inf and NaN, which JSON cannot hold, are written as null (an infinite error/bound is common).
+Json result_json(const std::string& verdict, const CampaignOptions& options, const CampaignResult& r,
+                 const std::string& counterexample) {
+  Json json = {{"verdict", verdict},
+               {"impl", options.impl},
+               {"cases", r.cases},
+               {"properties", r.per_property.size()},
+               {"seconds", r.seconds},
+               {"shrink_seconds", r.shrink_seconds},
+               {"cases_per_second", r.seconds > 0 ? double(r.cases) / r.seconds : 0.0},
+               {"largest_error_bound_ratio", r.worst_ratio},
+               {"per_property", r.per_property},
+               {"arithmetic", r.found ? "FAIL" : "PASS"},
+               {"floating_point_mode", r.fp_mode.empty() ? Json() : Json(r.fp_mode)}};
   if (r.found)
-    json += ", \"finding\": {\"property\": " + json_string(r.finding.property) + ", \"message\": " +
-            json_string(r.finding.message) + ", \"replay\": " + json_string(counterexample) + "}";
-  return json + "}";
+    json["finding"] = {{"property", r.finding.property}, {"message", r.finding.message}, {"replay", counterexample}};
+  return json;
 }
 
-void write_file(const std::string& path, const std::string& text) {
+void write_json(const std::string& path, const Json& json) {
   std::ofstream file(path);
-  file << text << '\n';
-  if (!file) throw UsageError(path + ": cannot write");
+  file << json.dump(2) << '\n';
+  if (!file) throw std::runtime_error(path + ": cannot write");
 }
 
-int check(const std::vector<std::string>& args) {
-  const auto o = parse(args, {"--impl", "--seconds", "--shrink-seconds", "--seed", "--precision", "--empty-rows",
-                              "--json", "--replay", "--counterexample", "--case-timeout"});
+int check(const FlagValues& o) {
   CampaignOptions options;
-  if (o.count("impl")) options.impl = o.at("impl");
-  options.seconds = number(o, "seconds", 60, 0);
-  options.shrink_seconds = number(o, "shrink-seconds", options.shrink_seconds, 0);
-  options.seed = uint64_t(number(o, "seed", 1, 0));
-  options.case_timeout = number(o, "case-timeout", options.case_timeout, 0.01);
-  if (o.count("precision")) {
-    if (o.at("precision") != "f32" && o.at("precision") != "f64") throw UsageError("--precision must be f32 or f64");
-    options.f32 = o.at("precision") == "f32";
-    options.f64 = o.at("precision") == "f64";
+  options.impl = o.text("impl");
+  options.seconds = o.number("seconds");
+  options.shrink_seconds = o.number("shrink-seconds");
+  options.seed = uint64_t(o.number("seed"));
+  options.case_timeout = o.number("case-timeout");
+  if (o.given("precision")) {
+    options.f32 = o.text("precision") == "f32";
+    options.f64 = o.text("precision") == "f64";
   }
-  if (o.count("empty-rows")) {
-    if (o.at("empty-rows") != "zero" && o.at("empty-rows") != "nan") throw UsageError("--empty-rows must be zero or nan");
-    options.empty_rows = o.at("empty-rows") == "zero" ? EmptyRows::zero : EmptyRows::nan;
-  }
-  const std::string counterexample = o.count("counterexample") ? o.at("counterexample") : "attncheck-counterexample.replay";
+  options.empty_rows = o.text("empty-rows") == "zero" ? EmptyRows::zero : EmptyRows::nan;
+  const std::string& counterexample = o.text("counterexample");
 
   CampaignResult result;
-  if (o.count("replay")) {
-    const Finding recorded = read_replay(o.at("replay"), options, o.count("impl") > 0, o.count("empty-rows") > 0);
+  if (o.given("replay")) {
+    const Finding recorded = read_replay(o.text("replay"), options, o.given("impl"), o.given("empty-rows"));
     result = replay(options, recorded);
   } else {
     result = run_campaign(options);
@@ -135,56 +80,56 @@ int check(const std::vector<std::string>& args) {
                               : std::string("FAIL: the floating-point mode (the arithmetic: ") +
                                     (result.found ? "FAIL" : "PASS") + ")";
   if (!result.fp_mode.empty()) std::printf("floating-point mode: %s\n", result.fp_mode.c_str());
-  if (result.found && o.count("replay")) {
+  if (result.found && o.given("replay")) {
     std::printf("%s\n", result.finding.message.c_str());
   } else if (result.found) {
     write_replay(counterexample, options, result.finding);
     std::printf("counterexample to Property.%s (shrunk):\n%s\n", result.finding.property.c_str(),
                 result.finding.message.c_str());
     std::printf("replay it: attncheck check --impl %s --replay %s\n", options.impl.c_str(), counterexample.c_str());
-  } else if (o.count("replay")) {
+  } else if (o.given("replay")) {
     std::printf("the recorded counterexample to Property.%s no longer fails\n", result.per_property.begin()->first.c_str());
   }
   std::printf("%s\n", summary(verdict.c_str(), result).c_str());
-  if (o.count("json")) write_file(o.at("json"), result_json(verdict.c_str(), options, result, counterexample));
+  if (o.given("json")) write_json(o.text("json"), result_json(verdict, options, result, counterexample));
   return result.found || !result.fp_mode.empty() ? 1 : 0;
 }
 
-int mutants(const std::vector<std::string>& args) {
-  const auto o = parse(args, {"--dir", "--seconds", "--seed", "--json"});
-  if (!o.count("dir")) throw UsageError("--dir is required (the folder of mutant_*.so, e.g. build/impl)");
+int mutants(const FlagValues& o) {
+  const std::string& folder = o.text("dir");
   std::vector<std::string> names;
-  if (DIR* dir = opendir(o.at("dir").c_str())) {
+  if (DIR* dir = opendir(folder.c_str())) {
     while (const dirent* entry = readdir(dir)) {
       const std::string name = entry->d_name;
       if (name.rfind("mutant_", 0) == 0 && name.size() > 3 && name.substr(name.size() - 3) == ".so") names.push_back(name);
     }
     closedir(dir);
   } else {
-    throw UsageError(o.at("dir") + ": cannot open the folder");
+    throw std::runtime_error(folder + ": cannot open the folder");
   }
-  if (names.empty()) throw UsageError(o.at("dir") + ": no mutant_*.so here");
+  if (names.empty()) throw std::runtime_error(folder + ": no mutant_*.so here");
   std::sort(names.begin(), names.end());
 
   CampaignOptions options;
-  options.seconds = number(o, "seconds", 10, 0);
-  options.seed = uint64_t(number(o, "seed", 1, 0));
+  options.seconds = o.number("seconds");
+  options.seed = uint64_t(o.number("seed"));
   options.shrink_seconds = 0;  // the matrix needs the killing property, not a small case
   std::printf("%-36s %-48s %8s %9s\n", "mutant", "killed by", "cases", "seconds");
-  std::string json = "{\"mutants\": [";
+  Json matrix = Json::array();
   int survivors = 0;
   std::vector<double> times;
   for (const std::string& name : names) {
-    options.impl = o.at("dir") + "/" + name;
+    options.impl = folder + "/" + name;
     const CampaignResult r = run_campaign(options);
     survivors += !r.found;
     if (r.found) times.push_back(r.seconds);
     const std::string mutant = name.substr(7, name.size() - 10);
     std::printf("%-36s %-48s %8lld %9.3f\n", mutant.c_str(), r.found ? ("Property." + r.finding.property).c_str() : "SURVIVED",
                 (long long)r.cases, r.seconds);
-    json += std::string(json.back() == '[' ? "" : ", ") + "{\"mutant\": " + json_string(mutant) + ", \"killed_by\": " +
-            (r.found ? json_string(r.finding.property) : "null") + ", \"cases\": " + std::to_string(r.cases) +
-            ", \"seconds\": " + std::to_string(r.seconds) + "}";
+    matrix.push_back({{"mutant", mutant},
+                      {"killed_by", r.found ? Json(r.finding.property) : Json()},
+                      {"cases", r.cases},
+                      {"seconds", r.seconds}});
   }
   // The reference must not be flagged with the same budget.
   options.impl = "builtin";
@@ -198,33 +143,41 @@ int mutants(const std::vector<std::string>& args) {
               survivors == 0 && !reference.found ? "PASS" : "FAIL", names.size() - size_t(survivors), names.size(), median,
               times.empty() ? 0.0 : times.back());
   if (reference.found) std::printf("%s\n", reference.finding.message.c_str());
-  json += "], \"reference_flagged\": " + std::string(reference.found ? "true" : "false") +
-          ", \"median_seconds\": " + std::to_string(median) + "}";
-  if (o.count("json")) write_file(o.at("json"), json);
+  if (o.given("json"))
+    write_json(o.text("json"), {{"mutants", matrix}, {"reference_flagged", reference.found}, {"median_seconds", median}});
   return survivors == 0 && !reference.found ? 0 : 1;
-}
-
-// Runs a subcommand: a usage or loading problem is one line and exit 2.
-int guarded(int (*command)(const std::vector<std::string>&), const std::vector<std::string>& args, const char* name,
-            const char* usage) {
-  if (std::find(args.begin(), args.end(), "--help") != args.end()) {
-    std::printf("%s\n", usage);
-    return 0;
-  }
-  try {
-    return command(args);
-  } catch (const UsageError& e) {
-    const std::string text = usage;
-    std::fprintf(stderr, "attncheck %s: %s\n%s (--help for more)\n", name, e.what(), text.substr(0, text.find('\n')).c_str());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "attncheck %s: %s\n", name, e.what());
-  }
-  return 2;
 }
 
 }  // namespace
 
-int check_command(const std::vector<std::string>& args) { return guarded(check, args, "check", kCheckUsage); }
-int mutants_command(const std::vector<std::string>& args) { return guarded(mutants, args, "mutants", kMutantsUsage); }
+int check_command(const std::vector<std::string>& args) {
+  return Flags("check")
+      .text("impl", "builtin|PATH.so", "the implementation: the built-in one, or a plugin (contract/include/attncheck/plugin.h)", "builtin")
+      .number("seconds", "N",
+              "the search's budget, from the kernel's loading on; no case starts after it, nor one of a property that "
+              "has taken longer than what is left; a case under way finishes",
+              "60", 0, 1e9)
+      .number("shrink-seconds", "N", "after a counterexample, at most this much more to make it small", "10", 0, 1e9)
+      .number("seed", "S", "the campaign's seed", "1", 0, 1e9)
+      .choice("precision", {"f32", "f64"},
+              "only the f32 properties, or only the f64 one, AgreesWithOracleInDouble (the plugin needs "
+              "attncheck_forward_f64); both when absent")
+      .choice("empty-rows", {"zero", "nan"}, "what the implementation gives a row with no permitted key", "zero")
+      .text("json", "FILE", "also write the verdict, the summary's figures, per-property counts and the finding as JSON")
+      .text("replay", "FILE", "run a replay file's counterexample again, not a campaign (--impl, --empty-rows override its own)")
+      .text("counterexample", "FILE", "where the replay file of a counterexample goes", "attncheck-counterexample.replay")
+      .number("case-timeout", "S", "seconds one call may take before it counts as a hang", "30", 0.01, 1e9)
+      .run(args, check);
+}
+
+int mutants_command(const std::vector<std::string>& args) {
+  return Flags("mutants")
+      .text("dir", "DIR", "the folder of mutant_*.so, e.g. build/impl")
+      .required()
+      .number("seconds", "N", "each mutant's budget, and the built-in reference's", "10", 0, 1e9)
+      .number("seed", "S", "every campaign's seed", "1", 0, 1e9)
+      .text("json", "FILE", "also write the kill matrix as JSON")
+      .run(args, mutants);
+}
 
 }  // namespace attncheck

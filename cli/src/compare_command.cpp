@@ -1,8 +1,5 @@
 // attncheck compare: checks tensors dumped from PyTorch or anywhere else against the oracle.
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -10,15 +7,12 @@
 #include "attncheck/attention.hpp"
 #include "attncheck/commands.hpp"
 #include "attncheck/compare.hpp"
+#include "attncheck/flags.hpp"
 #include "attncheck/npy.hpp"
 #include "attncheck/oracle.hpp"
 
 namespace attncheck {
 namespace {
-
-const char* const kUsage =
-    "usage: attncheck compare --q Q.npy --k K.npy --v V.npy --out OUT.npy [--allow MASK.npy] "
-    "[--causal none|upper-left|lower-right] [--scale S] [--empty-rows zero|nan]";
 
 // Every input fault: one line, exit 2.
 struct InputError : std::runtime_error {
@@ -45,8 +39,7 @@ std::string shape_text(const Dims& d) {
 }
 
 template <class T>
-int check(const std::map<std::string, NpyArray>& arrays, const std::map<std::string, std::string>& options,
-          const Shape& shape) {
+int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& options, const Shape& shape) {
   // q, k, v, out: [B,H,T,d] buffers of T in the arrays; allow [B,Tq,Tk] after broadcasting.
   auto data = [&](const char* name) { return reinterpret_cast<const T*>(arrays.at(name).data.data()); };
   Problem<T> p;
@@ -63,10 +56,10 @@ int check(const std::map<std::string, NpyArray>& arrays, const std::map<std::str
       allow[size_t(n)] = mask.data[size_t(mask.elements() == per_batch ? n % per_batch : n)] != 0;
     p.masks.allow = allow.data();
   }
-  const std::string causal = options.count("causal") ? options.at("causal") : "none";
+  const std::string& causal = options.text("causal");
   p.masks.causal = causal == "none" ? Causal::none : causal == "upper-left" ? Causal::upper_left : Causal::lower_right;
-  p.empty_rows = options.count("empty-rows") && options.at("empty-rows") == "nan" ? EmptyRows::nan : EmptyRows::zero;
-  if (options.count("scale")) p.scale = std::stod(options.at("scale"));
+  p.empty_rows = options.text("empty-rows") == "nan" ? EmptyRows::nan : EmptyRows::zero;
+  if (options.given("scale")) p.scale = options.number("scale");
 
   // Both gates, as everywhere: the rigorous bound, then the precision gate against attncheck's
   // built-in implementation on the same input.
@@ -81,48 +74,27 @@ int check(const std::map<std::string, NpyArray>& arrays, const std::map<std::str
   return 0;
 }
 
-int run(const std::vector<std::string>& args) {
-  std::map<std::string, std::string> options;
-  for (size_t n = 0; n < args.size(); n += 2) {
-    const std::string& flag = args[n];
-    static const char* const known[] = {"--q", "--k", "--v", "--out", "--allow", "--causal", "--scale", "--empty-rows"};
-    if (std::find(std::begin(known), std::end(known), flag) == std::end(known)) throw InputError("unknown option '" + flag + "'");
-    if (n + 1 >= args.size()) throw InputError(flag + " needs a value");
-    options[flag.substr(2)] = args[n + 1];
-  }
-  for (const char* required : {"q", "k", "v", "out"})
-    if (!options.count(required)) throw InputError(std::string("--") + required + " is required");
-  if (options.count("causal") && options.at("causal") != "none" && options.at("causal") != "upper-left" &&
-      options.at("causal") != "lower-right")
-    throw InputError("--causal must be none, upper-left or lower-right");
-  if (options.count("empty-rows") && options.at("empty-rows") != "zero" && options.at("empty-rows") != "nan")
-    throw InputError("--empty-rows must be zero or nan");
-  if (options.count("scale")) {
-    char* end = nullptr;
-    const double scale = std::strtod(options.at("scale").c_str(), &end);
-    if (*end != '\0' || !std::isfinite(scale)) throw InputError("--scale must be a finite number");
-  }
-
+int run(const FlagValues& options) {
   std::map<std::string, NpyArray> arrays;
   for (const char* name : {"q", "k", "v", "out", "allow"})
-    if (options.count(name)) arrays.emplace(name, read_npy(options.at(name)));
+    if (options.given(name)) arrays.emplace(name, read_npy(options.text(name)));
 
   // Dtypes: one float type for the four tensors; bool or uint8 for the mask.
   const NpyDtype dtype = arrays.at("q").dtype;
   for (const char* name : {"q", "k", "v", "out"}) {
     const NpyArray& a = arrays.at(name);
     if (a.dtype != NpyDtype::f32 && a.dtype != NpyDtype::f64)
-      throw InputError(options.at(name) + ": dtype " + dtype_name(a.dtype) + ", expected float32 or float64");
+      throw InputError(options.text(name) + ": dtype " + dtype_name(a.dtype) + ", expected float32 or float64");
     if (a.dtype != dtype)
-      throw InputError(options.at(name) + ": dtype " + dtype_name(a.dtype) + " differs from --q's " + dtype_name(dtype));
+      throw InputError(options.text(name) + ": dtype " + dtype_name(a.dtype) + " differs from --q's " + dtype_name(dtype));
   }
 
   // Shapes: Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv], out [B,H,Tq,dv], the same rank.
-  const Dims q = dims_of(arrays.at("q"), options.at("q")), k = dims_of(arrays.at("k"), options.at("k")),
-             v = dims_of(arrays.at("v"), options.at("v")), out = dims_of(arrays.at("out"), options.at("out"));
+  const Dims q = dims_of(arrays.at("q"), options.text("q")), k = dims_of(arrays.at("k"), options.text("k")),
+             v = dims_of(arrays.at("v"), options.text("v")), out = dims_of(arrays.at("out"), options.text("out"));
   for (const char* name : {"k", "v", "out"})
     if (arrays.at(name).shape.size() != arrays.at("q").shape.size())
-      throw InputError(options.at(name) + ": has " + std::to_string(arrays.at(name).shape.size()) + " dims, --q has " +
+      throw InputError(options.text(name) + ": has " + std::to_string(arrays.at(name).shape.size()) + " dims, --q has " +
                        std::to_string(arrays.at("q").shape.size()));
   const bool consistent = k.B == q.B && v.B == q.B && out.B == q.B && k.H == q.H && v.H == q.H && out.H == q.H &&
                           k.d == q.d && v.T == k.T && out.T == q.T && out.d == v.d;
@@ -134,11 +106,11 @@ int run(const std::vector<std::string>& args) {
   if (auto it = arrays.find("allow"); it != arrays.end()) {
     const NpyArray& mask = it->second;
     if (mask.dtype != NpyDtype::b1 && mask.dtype != NpyDtype::u8)
-      throw InputError(options.at("allow") + ": dtype " + dtype_name(mask.dtype) + ", expected bool or uint8");
+      throw InputError(options.text("allow") + ": dtype " + dtype_name(mask.dtype) + ", expected bool or uint8");
     const bool per_query = mask.shape == std::vector<int64_t>{shape.Tq, shape.Tk};
     const bool per_batch = mask.shape == std::vector<int64_t>{shape.B, shape.Tq, shape.Tk};
     if (!per_query && !per_batch)
-      throw InputError(options.at("allow") + ": expected shape [Tq,Tk] or [B,Tq,Tk] = [" + std::to_string(shape.Tq) +
+      throw InputError(options.text("allow") + ": expected shape [Tq,Tk] or [B,Tq,Tk] = [" + std::to_string(shape.Tq) +
                        "," + std::to_string(shape.Tk) + "] or [" + std::to_string(shape.B) + "," +
                        std::to_string(shape.Tq) + "," + std::to_string(shape.Tk) + "]");
   }
@@ -151,13 +123,20 @@ int run(const std::vector<std::string>& args) {
 }  // namespace
 
 int compare_command(const std::vector<std::string>& args) {
-  try {
-    return run(args);
-  } catch (const std::exception& e) {  // InputError, NpyError, or out of memory: one line, exit 2
-    std::fprintf(stderr, "attncheck compare: %s\n", e.what());
-    if (args.empty()) std::fprintf(stderr, "%s\n", kUsage);
-    return 2;
-  }
+  return Flags("compare")
+      .text("q", "Q.npy", "the queries: [Tq,dk], [B,Tq,dk] or [B,H,Tq,dk], float32 or float64")
+      .required()
+      .text("k", "K.npy", "the keys: [Tk,dk], [B,Tk,dk] or [B,H,Tk,dk], the dtype of --q")
+      .required()
+      .text("v", "V.npy", "the values: [Tk,dv], [B,Tk,dv] or [B,H,Tk,dv], the dtype of --q")
+      .required()
+      .text("out", "OUT.npy", "the output to check: [Tq,dv], [B,Tq,dv] or [B,H,Tq,dv], the dtype of --q")
+      .required()
+      .text("allow", "MASK.npy", "which keys each query may attend (true = may): [Tq,Tk] or [B,Tq,Tk], bool or uint8")
+      .choice("causal", {"none", "upper-left", "lower-right"}, "the causal mask: key j <= i, or j <= i + Tk - Tq", "none")
+      .number("scale", "S", "the scores' scale; 1/sqrt(dk) when absent")
+      .choice("empty-rows", {"zero", "nan"}, "what a row with no permitted key must be", "zero")
+      .run(args, run);  // an input error (InputError, NpyError, out of memory) is one line too
 }
 
 }  // namespace attncheck

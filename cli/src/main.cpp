@@ -5,12 +5,41 @@
 
 #include "attncheck/commands.hpp"
 
+namespace {
+
+struct Subcommand {
+  const char* name;
+  int (*run)(const std::vector<std::string>&);
+  const char* summary;
+};
+
+const Subcommand kSubcommands[] = {
+    {"check", attncheck::check_command, "the property suite and an oracle-differential campaign against an implementation"},
+    {"compare", attncheck::compare_command, "tensors dumped from PyTorch or anywhere else against the oracle"},
+    {"mutants", attncheck::mutants_command, "every planted bug against the properties: the kill matrix"},
+};
+
+void list(std::FILE* to) {
+  std::fprintf(to, "usage: attncheck SUBCOMMAND [--flag value ...]\n");
+  for (const Subcommand& s : kSubcommands) std::fprintf(to, "  %-8s %s\n", s.name, s.summary);
+  std::fprintf(to, "attncheck SUBCOMMAND --help lists its flags\n");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + (argc > 1 ? 2 : 1), argv + argc);
   const std::string command = argc > 1 ? argv[1] : "";
-  if (command == "compare") return attncheck::compare_command(args);
-  if (command == "check") return attncheck::check_command(args);
-  if (command == "mutants") return attncheck::mutants_command(args);
-  std::fprintf(stderr, "usage: attncheck check|compare|mutants [options] (see README.md)\n");
+  for (const Subcommand& s : kSubcommands)
+    if (command == s.name) return s.run(args);
+  if (command == "--help") {
+    list(stdout);
+    return 0;
+  }
+  if (command.empty()) {
+    list(stderr);
+  } else {
+    std::fprintf(stderr, "attncheck: unknown subcommand '%s' (attncheck --help lists them)\n", command.c_str());
+  }
   return 2;
 }

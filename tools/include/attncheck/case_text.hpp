@@ -1,0 +1,37 @@
+// A case as text, every tensor as the exact bits of its values: what a kept counterexample holds,
+// so that it means the same case whatever the generator (draw_case) becomes. Format version 1, one
+// item a line, tensors as hexadecimal bit patterns in their [B,H,...] order:
+//   case float32 1
+//   shape B 1 H 1 Tq 1 Tk 2 dk 2 dv 1
+//   options causal none scale 0x0p+0 empty-rows zero
+//   mix qk ties, v normal
+//   q 3f800000 00000000
+//   k 41200000 00000000 00000000 00000000
+//   v 3f800000 40000000
+//   allow 0 1                (only with an allow mask [B,Tq,Tk])
+//   key-lengths 2            (only with key lengths [B])
+//   bias ...                 (only with a bias [B,H,Tq,Tk])
+//   end
+#pragma once
+
+#include <istream>
+#include <string>
+
+#include "attncheck/cases.hpp"
+
+namespace attncheck {
+
+template <class T>
+std::string case_to_text(const Case<T>& c);
+
+// The precision word of a case text's first line ("float32", "float64"), or "" when `first_line`
+// does not open a case.
+std::string case_text_precision(const std::string& first_line);
+
+// Reads the lines after `first_line` (a "case ..." line) up to "end" from `in`. Throws
+// std::runtime_error with a one-line reason on anything malformed: an unknown version, a shape
+// out of range, a tensor of the wrong length, a bit pattern that is not hexadecimal.
+template <class T>
+Case<T> case_from_text(const std::string& first_line, std::istream& in);
+
+}  // namespace attncheck

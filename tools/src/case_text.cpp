@@ -1,0 +1,168 @@
+#include "attncheck/case_text.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <stdexcept>
+
+#include "attncheck/precision.hpp"
+
+namespace attncheck {
+namespace {
+
+constexpr int kVersion = 1;
+const char* const kCausal[] = {"none", "upper-left", "lower-right"};
+
+[[noreturn]] void bad(const std::string& what) { throw std::runtime_error("kept case: " + what); }
+
+template <class T>
+std::string hex_bits(T x) {
+  using P = Precision<T>;
+  char text[24];
+  std::snprintf(text, sizeof text, "%0*llx", int(2 * sizeof(typename P::Bits)), (unsigned long long)P::to_bits(x));
+  return text;
+}
+
+template <class T>
+T from_hex(const std::string& word) {
+  using P = Precision<T>;
+  char* end = nullptr;
+  const unsigned long long bits = std::strtoull(word.c_str(), &end, 16);
+  if (word.empty() || *end != '\0' || word.size() > 2 * sizeof(typename P::Bits)) bad("'" + word + "' is not a bit pattern");
+  return P::from_bits(typename P::Bits(bits));
+}
+
+template <class X, class F>
+void line(std::string& text, const char* name, const std::vector<X>& x, F word) {
+  if (x.empty()) return;
+  text += name;
+  for (const X& e : x) text += " " + word(e);
+  text += '\n';
+}
+
+// The words after a line's name, parsed by `word`, exactly `count` of them.
+template <class X, class F>
+std::vector<X> values(std::istringstream& words, const std::string& name, int64_t count, F word) {
+  std::vector<X> x;
+  for (std::string w; words >> w;) x.push_back(word(w));
+  if (int64_t(x.size()) != count)
+    bad(name + " holds " + std::to_string(x.size()) + " values, its shape needs " + std::to_string(count));
+  return x;
+}
+
+}  // namespace
+
+std::string case_text_precision(const std::string& first_line) {
+  std::istringstream words(first_line);
+  std::string head, precision;
+  words >> head >> precision;
+  return head == "case" ? precision : "";
+}
+
+template <class T>
+std::string case_to_text(const Case<T>& c) {
+  const Shape& s = c.shape;
+  char scale[40];
+  std::snprintf(scale, sizeof scale, "%a", c.scale);
+  std::string text = std::string("case ") + Precision<T>::name + " " + std::to_string(kVersion) + "\n";
+  text += "shape B " + std::to_string(s.B) + " H " + std::to_string(s.H) + " Tq " + std::to_string(s.Tq) + " Tk " +
+          std::to_string(s.Tk) + " dk " + std::to_string(s.dk) + " dv " + std::to_string(s.dv) + "\n";
+  text += std::string("options causal ") + kCausal[int(c.causal)] + " scale " + scale + " empty-rows " +
+          (c.empty_rows == EmptyRows::zero ? "zero" : "nan") + "\n";
+  text += "mix " + c.mix + "\n";
+  line(text, "q", c.q, hex_bits<T>);
+  line(text, "k", c.k, hex_bits<T>);
+  line(text, "v", c.v, hex_bits<T>);
+  line(text, "allow", c.allow, [](uint8_t a) { return std::to_string(int(a)); });
+  line(text, "key-lengths", c.key_lengths, [](int32_t n) { return std::to_string(n); });
+  line(text, "bias", c.bias, hex_bits<T>);
+  return text + "end\n";
+}
+
+template <class T>
+Case<T> case_from_text(const std::string& first_line, std::istream& in) {
+  std::istringstream head(first_line);
+  std::string word, precision;
+  int version = 0;
+  head >> word >> precision >> version;
+  if (word != "case") bad("expected a 'case' line, got '" + first_line + "'");
+  if (precision != Precision<T>::name) bad("a " + precision + " case where a " + Precision<T>::name + " one was expected");
+  if (version != kVersion) bad("format version " + std::to_string(version) + ", this attncheck reads " + std::to_string(kVersion));
+  Case<T> c;
+  Shape& s = c.shape;
+  bool shaped = false;
+  auto integer = [](const std::string& w) {
+    char* end = nullptr;
+    const long long n = std::strtoll(w.c_str(), &end, 10);
+    if (w.empty() || *end != '\0') bad("'" + w + "' is not an integer");
+    return n;
+  };
+  for (std::string text; std::getline(in, text);) {
+    std::istringstream words(text);
+    std::string name;
+    words >> name;
+    if (name == "end") {
+      if (!shaped) bad("no shape line");
+      if (c.q.empty() || c.k.empty() || c.v.empty()) bad("q, k and v are required");
+      Problem<T> p = c.problem();
+      std::vector<T> out(1);
+      if (const std::string error = problem_error(p, Result<T>{out.data()}); !error.empty()) bad(error);
+      return c;
+    }
+    if (name == "shape") {
+      std::string key;
+      int64_t* dims[] = {&s.B, &s.H, &s.Tq, &s.Tk, &s.dk, &s.dv};
+      const char* keys[] = {"B", "H", "Tq", "Tk", "dk", "dv"};
+      for (int n = 0; n < 6; ++n) {
+        std::string value;
+        if (!(words >> key >> value) || key != keys[n]) bad("the shape line must read 'shape B . H . Tq . Tk . dk . dv .'");
+        *dims[n] = integer(value);
+        if (*dims[n] < 1 || *dims[n] > 4096) bad(std::string(keys[n]) + " = " + value + " is outside 1..4096");
+      }
+      shaped = true;
+    } else if (!shaped && name != "options" && name != "mix") {
+      bad("'" + name + "' before the shape line");
+    } else if (name == "options") {
+      std::string causal, scale, policy, k1, k2, k3;
+      words >> k1 >> causal >> k2 >> scale >> k3 >> policy;
+      int mode = -1;
+      for (int m = 0; m < 3; ++m)
+        if (causal == kCausal[m]) mode = m;
+      if (k1 != "causal" || k2 != "scale" || k3 != "empty-rows" || mode < 0 || (policy != "zero" && policy != "nan"))
+        bad("the options line must read 'options causal none|upper-left|lower-right scale X empty-rows zero|nan'");
+      c.causal = Causal(mode);
+      char* end = nullptr;
+      c.scale = std::strtod(scale.c_str(), &end);
+      if (scale.empty() || *end != '\0') bad("scale '" + scale + "' is not a number");
+      c.empty_rows = policy == "nan" ? EmptyRows::nan : EmptyRows::zero;
+    } else if (name == "mix") {
+      std::getline(words >> std::ws, c.mix);
+    } else if (name == "q") {
+      c.q = values<T>(words, name, s.B * s.H * s.Tq * s.dk, from_hex<T>);
+    } else if (name == "k") {
+      c.k = values<T>(words, name, s.B * s.H * s.Tk * s.dk, from_hex<T>);
+    } else if (name == "v") {
+      c.v = values<T>(words, name, s.B * s.H * s.Tk * s.dv, from_hex<T>);
+    } else if (name == "bias") {
+      c.bias = values<T>(words, name, s.B * s.H * s.Tq * s.Tk, from_hex<T>);
+    } else if (name == "allow") {
+      c.allow = values<uint8_t>(words, name, s.B * s.Tq * s.Tk, [&](const std::string& w) { return uint8_t(integer(w) != 0); });
+    } else if (name == "key-lengths") {
+      c.key_lengths = values<int32_t>(words, name, s.B, [&](const std::string& w) {
+        const long long n = integer(w);
+        if (n < 0 || n > s.Tk) bad("key length " + w + " is outside 0..Tk");
+        return int32_t(n);
+      });
+    } else {
+      bad("unknown line '" + name + "'");
+    }
+  }
+  bad("no 'end' line");
+}
+
+template std::string case_to_text(const Case<float>&);
+template std::string case_to_text(const Case<double>&);
+template Case<float> case_from_text(const std::string&, std::istream&);
+template Case<double> case_from_text(const std::string&, std::istream&);
+
+}  // namespace attncheck
