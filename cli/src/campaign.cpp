@@ -6,7 +6,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "attncheck/case_text.hpp"
 #include "attncheck/isolated_kernel.hpp"
+#include "attncheck/precision.hpp"
 #include "attncheck/property.hpp"
 
 namespace attncheck {
@@ -21,21 +23,27 @@ struct Failed {
   int kind = -1;  // the Outcome::Kind of an implementation fault, -1 for a property's own failure
 };
 
-// A property run by the campaign: choices replayed from `recorded` (then 0), or drawn from a seed,
-// and every answer kept; the implementation in the child process; a failure thrown as Failed.
+// A property run by the campaign, its answers from one of three sources: a seed (a fresh run), a
+// recorded list of every choice (shrinking, format-1 replay files; 0 once it runs out), or a kept
+// finding (its case for the draw, its kept choices for the rest). Every answer and the drawn case
+// are kept, so that any run can be written down; the implementation runs in the child process;
+// a failure is thrown as Failed.
 class CampaignChecker : public Checker {
  public:
   CampaignChecker(IsolatedKernel& kernel, const CampaignOptions& options, uint64_t seed,
-                  const std::vector<uint64_t>* recorded)
-      : kernel_(kernel), options_(options), fresh_(seed), recorded_(recorded) {}
+                  const std::vector<uint64_t>* recorded, const Finding* kept = nullptr)
+      : kernel_(kernel), options_(options), fresh_(seed), recorded_(recorded), kept_(kept) {}
 
   uint64_t below(uint64_t n) override {
     uint64_t x = 0;
-    if (!recorded_)
+    const std::vector<uint64_t>* answers = kept_ ? &kept_->kept_choices : recorded_;
+    const size_t next = kept_ ? kept_choices.size() : choices.size();
+    if (!answers)
       x = fresh_.below(n);
-    else if (choices.size() < recorded_->size())
-      x = std::min((*recorded_)[choices.size()], n == 0 ? 0 : n - 1);
+    else if (next < answers->size())
+      x = std::min((*answers)[next], n == 0 ? 0 : n - 1);
     choices.push_back(x);
+    if (!in_draw_) kept_choices.push_back(x);
     return x;
   }
   std::vector<float> run(const Case<float>& c) override { return run_isolated(c); }
@@ -49,7 +57,9 @@ class CampaignChecker : public Checker {
   [[noreturn]] void fail(const std::string& message) override { throw Failed{message}; }
   void observe(const Comparison& result) override { worst_ratio = std::max(worst_ratio, result.worst_ratio); }
 
-  std::vector<uint64_t> choices;  // every answer of below(), in order
+  std::vector<uint64_t> choices;       // every answer of below(), in order
+  std::vector<uint64_t> kept_choices;  // those outside the case's draw
+  std::string case_text;               // the drawn case, as exact bits
   double worst_ratio = 0;
 
  protected:
@@ -64,9 +74,23 @@ class CampaignChecker : public Checker {
   };
   template <class T>
   Case<T> draw_with_policy(const CaseLimits& limits) {
-    Via via(*this);
-    Case<T> c = draw_case<T>(via, limits);
+    Case<T> c;
+    if (kept_) {
+      std::istringstream text(kept_->case_text);
+      std::string first;
+      std::getline(text, first);
+      if (case_text_precision(first) != Precision<T>::name)
+        throw std::runtime_error("the kept case is not the " + std::string(Precision<T>::name) + " case Property." +
+                                 kept_->property + " draws");
+      c = case_from_text<T>(first, text);
+    } else {
+      Via via(*this);
+      in_draw_ = true;
+      c = draw_case<T>(via, limits);
+      in_draw_ = false;
+    }
     c.empty_rows = options_.empty_rows;  // what the implementation says it does with empty rows
+    case_text = case_to_text(c);
     return c;
   }
   template <class T>
@@ -81,6 +105,8 @@ class CampaignChecker : public Checker {
   const CampaignOptions& options_;
   SeededChooser fresh_;
   const std::vector<uint64_t>* recorded_;
+  const Finding* kept_;
+  bool in_draw_ = false;
 };
 
 // One run of `property`: the failure, if any, with the choices that led to it.
@@ -91,16 +117,18 @@ struct Run {
   double worst_ratio = 0;
 };
 Run run_once(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, uint64_t seed,
-             const std::vector<uint64_t>* recorded) {
-  CampaignChecker checker(kernel, options, seed, recorded);
+             const std::vector<uint64_t>* recorded, const Finding* kept = nullptr) {
+  CampaignChecker checker(kernel, options, seed, recorded, kept);
   Run run;
+  std::string message;
   try {
     property.check(checker);
   } catch (const Failed& failure) {
     run.failed = true;
     run.kind = failure.kind;
-    run.finding = {property.name, failure.message, checker.choices};
+    message = failure.message;
   }
+  run.finding = {property.name, message, checker.choices, true, checker.case_text, checker.kept_choices};
   run.worst_ratio = checker.worst_ratio;
   return run;
 }
@@ -198,7 +226,9 @@ CampaignResult replay(const CampaignOptions& options, const Finding& recorded) {
   CampaignOptions both = options;  // the recorded property decides the precision, not --precision
   both.f32 = both.f64 = true;
   const Clock::time_point start = Clock::now();
-  const Run run = run_once(kernel, both, property_named(recorded.property), 0, &recorded.choices);
+  const Property& property = property_named(recorded.property);
+  const Run run = recorded.kept ? run_once(kernel, both, property, 0, nullptr, &recorded)
+                                : run_once(kernel, both, property, 0, &recorded.choices);
   CampaignResult result;
   result.cases = 1;
   result.per_property[recorded.property] = 1;
@@ -212,9 +242,10 @@ CampaignResult replay(const CampaignOptions& options, const Finding& recorded) {
 
 void write_replay(const std::string& path, const CampaignOptions& options, const Finding& finding) {
   std::ofstream file(path);
-  file << "attncheck-replay 1\nproperty " << finding.property << "\nimpl " << options.impl << "\nempty-rows "
-       << (options.empty_rows == EmptyRows::zero ? "zero" : "nan") << "\nchoices";
-  for (uint64_t choice : finding.choices) file << ' ' << choice;
+  file << "attncheck-replay 2\nproperty " << finding.property << "\nimpl " << options.impl << "\nempty-rows "
+       << (options.empty_rows == EmptyRows::zero ? "zero" : "nan") << "\n"
+       << finding.case_text << "choices";
+  for (uint64_t choice : finding.kept_choices) file << ' ' << choice;
   file << '\n';
   if (!file) throw std::runtime_error(path + ": cannot write the replay file");
 }
@@ -224,8 +255,9 @@ Finding read_replay(const std::string& path, CampaignOptions& options, bool keep
   if (!file) throw std::runtime_error(path + ": cannot open the replay file");
   std::string header, key, value;
   Finding finding;
-  if (!std::getline(file, header) || header != "attncheck-replay 1")
-    throw std::runtime_error(path + ": not an attncheck replay file (first line is not 'attncheck-replay 1')");
+  if (!std::getline(file, header) || (header != "attncheck-replay 1" && header != "attncheck-replay 2"))
+    throw std::runtime_error(path + ": not an attncheck replay file (first line is not 'attncheck-replay 1' or 2)");
+  finding.kept = header == "attncheck-replay 2";  // 1: the generator's choices; 2: the case itself
   for (std::string line; std::getline(file, line);) {
     const size_t space = line.find(' ');
     key = line.substr(0, space);
@@ -236,9 +268,29 @@ Finding read_replay(const std::string& path, CampaignOptions& options, bool keep
       if (value != "zero" && value != "nan") throw std::runtime_error(path + ": empty-rows must be zero or nan");
       options.empty_rows = value == "nan" ? EmptyRows::nan : EmptyRows::zero;
     }
+    if (key == "case") {  // checked as it is read, kept as text for the property's draw
+      finding.case_text = line + "\n";
+      const std::string precision = case_text_precision(line);
+      std::ostringstream body;
+      for (std::string item; std::getline(file, item);) {
+        body << item << '\n';
+        if (item == "end") break;
+      }
+      finding.case_text += body.str();
+      std::istringstream check(body.str());
+      try {
+        if (precision == Precision<double>::name)
+          case_from_text<double>(line, check);
+        else
+          case_from_text<float>(line, check);
+      } catch (const std::exception& e) {
+        throw std::runtime_error(path + ": " + e.what());
+      }
+    }
     if (key == "choices") {
       std::istringstream numbers(value);
-      for (uint64_t choice; numbers >> choice;) finding.choices.push_back(choice);
+      std::vector<uint64_t>& into = finding.kept ? finding.kept_choices : finding.choices;
+      for (uint64_t choice; numbers >> choice;) into.push_back(choice);
       if (!numbers.eof()) throw std::runtime_error(path + ": the choices line holds something that is not a number");
     }
   }

@@ -23,10 +23,18 @@ struct CampaignOptions {
 };
 
 // A counterexample: the property it breaks, why (the failure report and the case, as a person
-// reads them), and the choices that regenerate it.
+// reads them), and how to run it again. `choices` are every answer the property got, the case's
+// draw included: they regenerate it through today's generator, and shrinking works on them. A
+// kept counterexample (`kept`: a replay file of format 2) holds the case itself instead, as exact
+// bits (`case_text`, case_text.hpp; empty when the property draws no case), and `kept_choices`,
+// the answers the property got outside the case's draw: it means the same case whatever the
+// generator becomes.
 struct Finding {
   std::string property, message;
   std::vector<uint64_t> choices;
+  bool kept = false;
+  std::string case_text;
+  std::vector<uint64_t> kept_choices;
 };
 
 struct CampaignResult {
@@ -44,10 +52,13 @@ struct CampaignResult {
 // cannot be loaded.
 CampaignResult run_campaign(const CampaignOptions& options);
 
-// Runs one property once on recorded choices (a replay file's); found = it still fails.
+// Runs one property once on a recorded finding (a replay file's: its kept case, or format 1's
+// choices); found = it still fails. The result's finding records the case the property got.
 CampaignResult replay(const CampaignOptions& options, const Finding& recorded);
 
-// A replay file: the property, the implementation, the empty-row policy and the choices.
+// A replay file, format 2: the property, the implementation, the empty-row policy, the case as
+// exact bits and the property's other choices (`attncheck-replay 2`). Format 1 files (the
+// generator's choices alone) still load.
 void write_replay(const std::string& path, const CampaignOptions& options, const Finding& finding);
 // Reads one back into `options` (impl and policy, unless the caller set them: keep_impl,
 // keep_policy) and the finding; throws std::runtime_error with a one-line reason.
