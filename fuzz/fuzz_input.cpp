@@ -1,5 +1,7 @@
 #include "fuzz_input.hpp"
 
+#include "attncheck/precision.hpp"
+
 #include <cfloat>
 #include <cstdio>
 #include <cstdlib>
@@ -26,11 +28,9 @@ T special_logit(Chooser& choose) {
 // Any bit pattern of T: every NaN payload, both infinities, subnormals, both zeros.
 template <class T>
 T arbitrary_bits(Chooser& choose) {
-  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
-  const Bits bits = Bits(choose.below(sizeof(T) == 4 ? uint64_t(1) << 32 : std::numeric_limits<uint64_t>::max()));
-  T x;
-  std::memcpy(&x, &bits, sizeof x);
-  return x;
+  using Bits = typename Precision<T>::Bits;
+  const uint64_t most = std::numeric_limits<Bits>::max();  // below(most + 1), without overflow for 64 bits
+  return Precision<T>::from_bits(Bits(choose.below(most == std::numeric_limits<uint64_t>::max() ? most : most + 1)));
 }
 
 }  // namespace

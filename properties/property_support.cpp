@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <type_traits>
 
 #include "attncheck/attention.hpp"
 #include "attncheck/property.hpp"
@@ -9,7 +10,7 @@ template <class T>
 Case<T> Checker::draw(CaseLimits base) {
   const CaseLimits limits = this->limits(base);
   Case<T> c;
-  if constexpr (sizeof(T) == 4)
+  if constexpr (std::is_same_v<T, float>)
     c = draw_f32(limits);
   else
     c = draw_f64(limits);

@@ -1,21 +1,21 @@
 // The bound of docs/error-bound.md, term by term; the names follow that derivation.
 #include "attncheck/bound.hpp"
 
+#include "attncheck/precision.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 namespace attncheck {
 
-template <>
-Arithmetic Arithmetic::of<float>() {
-  return {0x1p-24, double(std::numeric_limits<float>::min()), double(std::numeric_limits<float>::max()),
-          "float32, u = 2^-24"};
+template <class T>
+Arithmetic Arithmetic::of() {
+  using P = Precision<T>;
+  return {P::u, P::smallest_normal, P::largest_finite, P::label};
 }
-template <>
-Arithmetic Arithmetic::of<double>() {
-  return {0x1p-53, std::numeric_limits<double>::min(), std::numeric_limits<double>::max(), "float64, u = 2^-53"};
-}
+template Arithmetic Arithmetic::of<float>();
+template Arithmetic Arithmetic::of<double>();
 
 namespace {
 

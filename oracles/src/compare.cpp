@@ -1,5 +1,7 @@
 #include "attncheck/compare.hpp"
 
+#include "attncheck/precision.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -20,10 +22,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // x's position among the values of T, with +0 and -0 both at 0.
 template <class T>
 long double ordinal(T x) {
-  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
-  Bits bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  const Bits sign = Bits(1) << (8 * sizeof(T) - 1);
+  using P = Precision<T>;
+  const typename P::Bits bits = P::to_bits(x), sign = typename P::Bits(1) << (P::exponent_bits + P::fraction_bits);
   return (bits & sign) ? -(long double)(bits & ~sign) : (long double)bits;
 }
 

@@ -6,7 +6,7 @@
 
 namespace attncheck {
 
-// The arithmetic of the precision being checked.
+// The arithmetic of the precision being checked, read off its Precision<T> trait.
 struct Arithmetic {
   double u;           // unit roundoff: 2^-24 (float), 2^-53 (double)
   double tiny;        // smallest normal number: the most one flushed or subnormal result can lose
@@ -15,10 +15,6 @@ struct Arithmetic {
   template <class T>
   static Arithmetic of();
 };
-template <>
-Arithmetic Arithmetic::of<float>();
-template <>
-Arithmetic Arithmetic::of<double>();
 
 // What the bound needs of one query row, from the oracle's exact values. Index j runs over the
 // n keys that carry weight.

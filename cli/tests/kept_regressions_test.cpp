@@ -1,0 +1,76 @@
+// Kept regressions (corpus/regressions/check/*.replay, format 2) replay the identical case whatever
+// order the generator draws in. This test is built twice: over the generator as it is, and over
+// one that fills v before k and q (ATTNCHECK_GENERATOR_REORDERED, cli/tests/CMakeLists.txt). Each
+// kept regression must still fail on the kernel it was found on, pass on the built-in
+// implementation, and hand its property the case it holds, bit for bit. A format-1 file
+// (format1/, the generator's choices alone) is the control: it still loads, and it replays its
+// format-2 twin's case over the generator it was made with, and another case over the reordered one.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "attncheck/campaign.hpp"
+
+namespace attncheck {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A kept regression names its kernel by file name; the build's copy of it, or "" if not built.
+std::string plugin_path(const std::string& name) {
+  for (const char* dir : {PLUGIN_DIR, THIRD_PARTY_DIR})
+    if (fs::exists(fs::path(dir) / name)) return (fs::path(dir) / name).string();
+  return "";
+}
+
+std::vector<fs::path> kept(const fs::path& dir) {
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.path().extension() == ".replay") files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+CampaignResult replay_file(const fs::path& file, const std::string& impl = "") {
+  CampaignOptions options;
+  const Finding finding = read_replay(file.string(), options, false, false);
+  options.impl = impl.empty() ? plugin_path(options.impl) : impl;
+  return replay(options, finding);
+}
+
+TEST(KeptRegressions, ReplayTheIdenticalCaseStillFailingOnTheirKernel) {
+  const std::vector<fs::path> files = kept(REGRESSIONS_DIR);
+  ASSERT_GE(files.size(), 4u);
+  for (const fs::path& file : files) {
+    CampaignOptions options;
+    const Finding finding = read_replay(file.string(), options, false, false);
+    ASSERT_TRUE(finding.kept) << file << " is not format 2";
+    if (plugin_path(options.impl).empty()) {
+      std::printf("%s: %s is not built here; skipped\n", file.c_str(), options.impl.c_str());
+      continue;
+    }
+    const CampaignResult on_kernel = replay_file(file);
+    EXPECT_TRUE(on_kernel.found) << file << " no longer fails on " << options.impl;
+    EXPECT_EQ(on_kernel.finding.case_text, finding.case_text) << file;
+    const CampaignResult on_builtin = replay_file(file, "builtin");
+    EXPECT_FALSE(on_builtin.found) << file << " fails on the built-in implementation:\n" << on_builtin.finding.message;
+    EXPECT_EQ(on_builtin.finding.case_text, finding.case_text) << file;
+  }
+}
+
+TEST(KeptRegressions, AFormat1FileMeansWhatTheGeneratorMakesOfIt) {
+  for (const fs::path& old : kept(fs::path(REGRESSIONS_DIR) / "format1")) {
+    const fs::path twin = old.parent_path().parent_path() / old.filename();
+    const CampaignResult by_choices = replay_file(old), by_case = replay_file(twin);
+    EXPECT_TRUE(by_case.found) << twin;
+#ifdef ATTNCHECK_GENERATOR_REORDERED
+    EXPECT_NE(by_choices.finding.case_text, by_case.finding.case_text) << old << ": the reordering changed nothing";
+#else
+    EXPECT_TRUE(by_choices.found) << old;
+    EXPECT_EQ(by_choices.finding.case_text, by_case.finding.case_text) << old;
+#endif
+  }
+}
+
+}  // namespace
+}  // namespace attncheck
