@@ -152,7 +152,7 @@ int mutants(const FlagValues& o) {
 
 int check_command(const std::vector<std::string>& args) {
   return Flags("check")
-      .text("impl", "builtin|PATH.so", "the implementation: the built-in one, or a plugin (contract/include/attncheck/plugin.h)", "builtin")
+      .text("impl", "builtin|PATH.so", "the implementation: the built-in one, or a plugin built against contract/include/attncheck/plugin.h", "builtin")
       .number("seconds", "N",
               "the search's budget, from the kernel's loading on; no case starts after it, nor one of a property that "
               "has taken longer than what is left; a case under way finishes",

@@ -99,7 +99,6 @@ FlagValues Flags::parse(const std::vector<std::string>& args) const {
     if (n + 1 >= args.size() || args[n + 1].empty() || args[n + 1] == "--help" || find(args[n + 1]))
       throw UsageError(args[n] + " needs a value: " + what);
     const std::string& value = args[n + 1];
-    if (values.given(flag->name)) throw UsageError(args[n] + " is given twice");
     if (flag->is_number) {
       char* end = nullptr;
       const double x = std::strtod(value.c_str(), &end);
@@ -108,7 +107,7 @@ FlagValues Flags::parse(const std::vector<std::string>& args) const {
     }
     if (!flag->words.empty() && std::find(flag->words.begin(), flag->words.end(), value) == flag->words.end())
       throw UsageError(args[n] + " must be " + what + ", got '" + value + "'");
-    values.given_[flag->name] = value;
+    values.given_[flag->name] = value;  // the last one wins: a script can override flags it passes on
   }
   for (const Flag& flag : flags_) {
     if (flag.required && !values.given(flag.name))
@@ -128,12 +127,14 @@ std::string Flags::usage() const {
 }
 
 std::string Flags::help() const {
+  // Help in one column, unless one long flag would push it far right (compare's --causal).
   size_t width = 0;
   for (const Flag& flag : flags_) width = std::max(width, flag.name.size() + 3 + flag.placeholder.size());
+  width = std::min<size_t>(width, 24);
   std::string text = usage() + "\n";
   for (const Flag& flag : flags_) {
     std::string pair = "--" + flag.name + " " + flag.placeholder;
-    pair.resize(width, ' ');
+    pair.resize(std::max(pair.size(), width), ' ');
     std::string notes = flag.required ? "required" : flag.fallback ? "default " + *flag.fallback : "";
     if (const std::string range = flag.is_number ? range_text(flag.least, flag.most) : ""; !range.empty())
       notes += (notes.empty() ? "" : ", ") + range;

@@ -1,20 +1,21 @@
 #include "attncheck/abi.hpp"
 
+#include <stdexcept>
+
 namespace attncheck {
 
 template <class T>
 attncheck_problem to_abi(const Problem<T>& p, T* out, std::vector<uint8_t>& allow_storage) {
   // allow_storage: [B,Tq,Tk] when key lengths are folded in.
   const Shape& s = p.shape;
+  if (s.kv_heads() != s.H) throw std::invalid_argument("plugin ABI v1 has no grouped KV heads (H_kv != H)");
   const uint8_t* allow = p.masks.allow;
   if (p.masks.key_lengths) {
-    allow_storage.resize(size_t(s.B * s.Tq * s.Tk));
+    const Masks without_causal{p.masks.allow, Causal::none, p.masks.key_lengths};  // causal crosses on its own
+    allow_storage.resize(size_t(s.allow_size()));
     for (int64_t b = 0; b < s.B; ++b)
       for (int64_t i = 0; i < s.Tq; ++i)
-        for (int64_t j = 0; j < s.Tk; ++j) {
-          const int64_t n = (b * s.Tq + i) * s.Tk + j;
-          allow_storage[size_t(n)] = (!allow || allow[n]) && j < p.masks.key_lengths[b];
-        }
+        for (int64_t j = 0; j < s.Tk; ++j) allow_storage[size_t(s.allow_at(b, i) + j)] = permits(without_causal, s, b, i, j);
     allow = allow_storage.data();
   }
   return {int32_t(s.B), int32_t(s.H),  int32_t(s.Tq), int32_t(s.Tk),          int32_t(s.dk), int32_t(s.dv),

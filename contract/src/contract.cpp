@@ -18,6 +18,11 @@ bool causal_allows(Causal causal, int64_t i, int64_t j, int64_t Tq, int64_t Tk) 
   return false;
 }
 
+bool permits(const Masks& m, const Shape& s, int64_t b, int64_t i, int64_t j) {
+  return (!m.allow || m.allow[s.allow_at(b, i) + j]) && causal_allows(m.causal, i, j, s.Tq, s.Tk) &&
+         (!m.key_lengths || j < m.key_lengths[b]);
+}
+
 // Largest element count of any one buffer (Q, K, V, out, scores): no caller is asked to hold more
 // than a few GiB, and a typo in a shape is refused rather than allocated.
 constexpr int64_t kMaxElements = int64_t(1) << 31;
@@ -31,8 +36,11 @@ std::string problem_error(const Problem<T>& p, const Result<T>& r) {
     if (dims[n] < 1 || dims[n] > kMaxElements)
       return std::string("shape: ") + names[n] + " = " + std::to_string(dims[n]) + " is outside 1.." +
              std::to_string(kMaxElements);
-  const double bh = double(s.B) * double(s.H);
-  for (double elements : {bh * s.Tq * s.dk, bh * s.Tk * s.dk, bh * s.Tk * s.dv, bh * s.Tq * s.dv, bh * s.Tq * s.Tk})
+  if (s.H_kv < 0 || s.H_kv > s.H || (s.H_kv > 0 && s.H % s.H_kv != 0))
+    return "shape: H_kv = " + std::to_string(s.H_kv) + " does not divide H = " + std::to_string(s.H);
+  // In double, so that the products cannot overflow before they are compared.
+  const double bh = double(s.B) * double(s.H), bkv = double(s.B) * double(s.kv_heads());
+  for (double elements : {bh * s.Tq * s.dk, bkv * s.Tk * s.dk, bkv * s.Tk * s.dv, bh * s.Tq * s.dv, bh * s.Tq * s.Tk})
     if (elements > double(kMaxElements)) return "shape: a buffer would exceed 2^31 elements";
   if (!p.q || !p.k || !p.v || !r.out) return "a required buffer (q, k, v or out) is null";
   const auto c = int32_t(p.masks.causal);

@@ -50,11 +50,11 @@ class Flags {
  private:
   struct Flag {
     std::string name, placeholder, help;
-    std::optional<std::string> fallback;
+    std::optional<std::string> fallback = {};
     bool required = false;
     bool is_number = false;
     double least = -kUnbounded, most = kUnbounded;
-    std::vector<std::string> words;  // a choice's
+    std::vector<std::string> words = {};  // a choice's
   };
   Flags& add(Flag flag);
   const Flag* find(const std::string& dashed) const;

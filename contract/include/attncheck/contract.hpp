@@ -7,12 +7,35 @@
 namespace attncheck {
 
 // The one shape vocabulary of attncheck, used by every buffer comment in the project:
-//   B batch, H heads, Tq queries, Tk keys, dk query/key width, dv value width.
-// Buffers are contiguous and row-major: Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv],
+//   B batch, H query heads, H_kv key/value heads (H % H_kv == 0; query head h reads KV head
+//   h / (H / H_kv): grouped-query attention, multi-query when H_kv = 1), Tq queries, Tk keys,
+//   dk query/key width, dv value width.
+// Buffers are contiguous and row-major: Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv],
 // out [B,H,Tq,dv]; scores, weights and bias [B,H,Tq,Tk]; allow [B,Tq,Tk]; key_lengths [B];
-// lse [B,H,Tq].
+// lse [B,H,Tq]. The *_at helpers give where a row starts, so that no code writes an offset by hand;
+// h is always a query head (K and V map it to its KV head).
 struct Shape {
   int64_t B = 1, H = 1, Tq = 1, Tk = 1, dk = 1, dv = 1;
+  int64_t H_kv = 0;  // 0: as many as H (every query head its own keys and values)
+
+  int64_t kv_heads() const { return H_kv > 0 ? H_kv : H; }
+  int64_t kv_head(int64_t h) const { return h / (H / kv_heads()); }
+
+  int64_t q_at(int64_t b, int64_t h, int64_t i) const { return ((b * H + h) * Tq + i) * dk; }
+  int64_t k_at(int64_t b, int64_t h, int64_t j) const { return ((b * kv_heads() + kv_head(h)) * Tk + j) * dk; }
+  int64_t v_at(int64_t b, int64_t h, int64_t j) const { return ((b * kv_heads() + kv_head(h)) * Tk + j) * dv; }
+  int64_t out_at(int64_t b, int64_t h, int64_t i) const { return ((b * H + h) * Tq + i) * dv; }
+  int64_t scores_at(int64_t b, int64_t h, int64_t i) const { return ((b * H + h) * Tq + i) * Tk; }
+  int64_t lse_at(int64_t b, int64_t h, int64_t i) const { return (b * H + h) * Tq + i; }
+  int64_t allow_at(int64_t b, int64_t i) const { return (b * Tq + i) * Tk; }
+
+  int64_t q_size() const { return B * H * Tq * dk; }
+  int64_t k_size() const { return B * kv_heads() * Tk * dk; }
+  int64_t v_size() const { return B * kv_heads() * Tk * dv; }
+  int64_t out_size() const { return B * H * Tq * dv; }
+  int64_t scores_size() const { return B * H * Tq * Tk; }
+  int64_t lse_size() const { return B * H * Tq; }
+  int64_t allow_size() const { return B * Tq * Tk; }
 };
 
 // Which keys a query may see by position. upper_left: j <= i (PyTorch is_causal);
@@ -22,7 +45,8 @@ enum class Causal : int32_t { none = 0, upper_left = 1, lower_right = 2 };
 // The output of a query row with no permitted key: zero (out 0, lse -inf) or nan (out NaN, lse NaN).
 enum class EmptyRows { zero, nan };
 
-// The masks, combined by AND: key j is permitted for query i of batch b when all of them allow it.
+// The masks, combined by AND: key j is permitted for query i of batch b when all of them allow it
+// (permits, below).
 struct Masks {
   const uint8_t* allow = nullptr;        // [B,Tq,Tk]; nonzero = may attend; null = all allowed
   Causal causal = Causal::none;
@@ -34,8 +58,8 @@ template <class T>
 struct Problem {
   Shape shape;
   const T* q = nullptr;     // [B,H,Tq,dk]
-  const T* k = nullptr;     // [B,H,Tk,dk]
-  const T* v = nullptr;     // [B,H,Tk,dv]
+  const T* k = nullptr;     // [B,H_kv,Tk,dk]
+  const T* v = nullptr;     // [B,H_kv,Tk,dv]
   Masks masks;
   const T* bias = nullptr;  // [B,H,Tq,Tk], added to the scores; -inf forbids; null = none
   double scale = 0;         // 0 = default 1/sqrt(dk), the width of one head
@@ -55,6 +79,12 @@ double effective_scale(const Shape& shape, double scale);
 
 // Whether the causal rule lets query i see key j in a [Tq,Tk] score matrix.
 bool causal_allows(Causal causal, int64_t i, int64_t j, int64_t Tq, int64_t Tk);
+
+// Whether the masks let query i of batch b see key j, the bias aside: the one mask rule, which
+// the implementation, the variants, the case generator, the properties, describe, compare and the
+// ABI conversion all use. (The oracle keeps a reading of its own, on purpose: oracles/tests shows
+// the two agree on every kind of mask.)
+bool permits(const Masks& masks, const Shape& shape, int64_t b, int64_t i, int64_t j);
 
 // Empty when the problem is well formed; otherwise a one-line reason (a dim below 1 or too
 // large, a missing buffer, an unknown causal mode, a non-finite scale, a negative key length).
