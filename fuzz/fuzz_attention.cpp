@@ -41,11 +41,11 @@ void check(const Kernel& kernel, const AttentionInput<T>& in) {
   Case<T> poisoned = c;
   bool any = false;
   for (int64_t j = 0; j < s.Tk; ++j) {
-    if (mask_permits(c, in.b, in.i, j)) continue;
+    if (c.permits(in.b, in.i, j)) continue;
     any = true;
     for (int64_t h = 0; h < s.H; ++h) {
-      std::fill_n(poisoned.k.begin() + ((in.b * s.H + h) * s.Tk + j) * s.dk, s.dk, in.poison[size_t(j)]);
-      std::fill_n(poisoned.v.begin() + ((in.b * s.H + h) * s.Tk + j) * s.dv, s.dv, in.poison[size_t(j)]);
+      std::fill_n(poisoned.k.begin() + s.k_at(in.b, h, j), s.dk, in.poison[size_t(j)]);
+      std::fill_n(poisoned.v.begin() + s.v_at(in.b, h, j), s.dv, in.poison[size_t(j)]);
     }
   }
   if (!any) return;
@@ -55,7 +55,7 @@ void check(const Kernel& kernel, const AttentionInput<T>& in) {
   for (int64_t h = 0; h < s.H; ++h) {
     if (exact_row(c.problem(), in.b, h, in.i).keys.empty()) continue;  // an empty row: the policy's, checked above
     for (int64_t col = 0; col < s.dv; ++col) {
-      const size_t at = size_t(((in.b * s.H + h) * s.Tq + in.i) * s.dv + col);
+      const size_t at = size_t(s.out_at(in.b, h, in.i) + col);
       if (!unchanged(out[at], dirty[at]))
         finding(kernel.plugin.name + ": out[" + std::to_string(in.b) + "," + std::to_string(h) + "," +
                 std::to_string(in.i) + "," + std::to_string(col) + "] changed from " + show(out[at]) + " to " +

@@ -66,7 +66,7 @@ AttentionInput<T> draw_attention_input(Chooser& choose, const CaseLimits& limits
                        -std::numeric_limits<T>::infinity(), T(1e30), T(-1e30)};
   in.poison.assign(size_t(s.Tk), T(0));
   for (int64_t j = 0; j < s.Tk; ++j)
-    if (!mask_permits(in.c, in.b, in.i, j)) in.poison[size_t(j)] = poisons[choose.below(std::size(poisons))];
+    if (!in.c.permits(in.b, in.i, j)) in.poison[size_t(j)] = poisons[choose.below(std::size(poisons))];
   return in;
 }
 

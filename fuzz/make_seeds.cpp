@@ -100,7 +100,7 @@ void attention_seed(const fs::path& dir, const std::string& name, Want want) {
 template <class T>
 bool empty_row(const Case<T>& c, int64_t b, int64_t i) {
   for (int64_t j = 0; j < c.shape.Tk; ++j)
-    if (mask_permits(c, b, i, j)) return false;
+    if (c.permits(b, i, j)) return false;
   return true;
 }
 

@@ -13,7 +13,7 @@ ATTNCHECK_PROPERTY(BatchAndHeadIndependence, .order = 130, .catches = "shared_kv
     for (int64_t h = 0; h < s.H; ++h) {
       const Case<float> one = slice(c, b, h);
       const Reference alone = reference(one.problem());
-      const auto first = batched.begin() + (b * s.H + h) * s.Tq * s.dv;
+      const auto first = batched.begin() + s.out_at(b, h, 0);
       const std::string where = "(b, h) = (" + std::to_string(b) + ", " + std::to_string(h) + ")";
       require_agreement(check, one, std::vector<float>(first, first + s.Tq * s.dv), alone, "batched result of " + where);
       require_agreement(check, one, check.run(one), alone, where + " computed alone");

@@ -14,14 +14,15 @@ Case<T> truncate(const Case<T>& c, int64_t Tq, int64_t Tk) {
   Case<T> t = c;
   t.shape.Tq = Tq;
   t.shape.Tk = Tk;
-  auto rows = [&](const std::vector<T>& x, int64_t all, int64_t kept, int64_t width) {
+  // The first `kept` of `all` rows of `width` in each of the B * heads matrices of x.
+  auto rows = [&](const std::vector<T>& x, int64_t all, int64_t kept, int64_t width, int64_t heads) {
     std::vector<T> y;
-    for (int64_t bh = 0; bh < s.B * s.H; ++bh) y.insert(y.end(), x.begin() + bh * all * width, x.begin() + (bh * all + kept) * width);
+    for (int64_t m = 0; m < s.B * heads; ++m) y.insert(y.end(), x.begin() + m * all * width, x.begin() + (m * all + kept) * width);
     return y;
   };
-  t.q = rows(c.q, s.Tq, Tq, s.dk);
-  t.k = rows(c.k, s.Tk, Tk, s.dk);
-  t.v = rows(c.v, s.Tk, Tk, s.dv);
+  t.q = rows(c.q, s.Tq, Tq, s.dk, s.H);
+  t.k = rows(c.k, s.Tk, Tk, s.dk, s.kv_heads());
+  t.v = rows(c.v, s.Tk, Tk, s.dv, s.kv_heads());
   // allow [B,Tq,Tk] and bias [B,H,Tq,Tk]: the kept corner of each matrix.
   auto corner = [&](const auto& x, int64_t matrices) {
     std::decay_t<decltype(x)> y;

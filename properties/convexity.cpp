@@ -19,12 +19,12 @@ ATTNCHECK_PROPERTY(OutputsLieBetweenPermittedValues, .order = 90, .catches = "on
       for (int64_t i = 0; i < s.Tq; ++i) {
         const std::vector<int64_t> keys = exact_row(c.problem(), b, h, i).keys;  // those that carry weight
         for (int64_t col = 0; col < s.dv; ++col) {
-          const size_t n = size_t(((b * s.H + h) * s.Tq + i) * s.dv + col);
+          const size_t n = size_t(s.out_at(b, h, i) + col);
           if (keys.empty() || !std::isfinite(ref.bound[n]) || !std::isfinite(ref.exact[n])) continue;
           float lo = INFINITY, hi = -INFINITY;
           for (int64_t j : keys) {
-            lo = std::min(lo, c.v[size_t(((b * s.H + h) * s.Tk + j) * s.dv + col)]);
-            hi = std::max(hi, c.v[size_t(((b * s.H + h) * s.Tk + j) * s.dv + col)]);
+            lo = std::min(lo, c.v[size_t(s.v_at(b, h, j) + col)]);
+            hi = std::max(hi, c.v[size_t(s.v_at(b, h, j) + col)]);
           }
           ATTNCHECK_REQUIRE(check, out[n] >= lo - ref.bound[n] && out[n] <= hi + ref.bound[n],
                             "out[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "," +

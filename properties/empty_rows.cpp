@@ -10,13 +10,13 @@ namespace attncheck::properties {
 ATTNCHECK_PROPERTY(EmptyRowsFollowThePolicy, .order = 40, .catches = "empty_row_nan") {
   Case<float> c = check.draw<float>();
   const Shape& s = c.shape;
-  if (c.allow.empty()) c.allow.assign(size_t(s.B * s.Tq * s.Tk), 1);
+  if (c.allow.empty()) c.allow.assign(size_t(s.allow_size()), 1);
   const int64_t b = check.in_range(0, s.B), i = check.in_range(0, s.Tq);
-  std::fill_n(c.allow.begin() + (b * s.Tq + i) * s.Tk, s.Tk, uint8_t(0));
+  std::fill_n(c.allow.begin() + s.allow_at(b, i), s.Tk, uint8_t(0));
   const std::vector<float> out = check.run(c);
   for (int64_t h = 0; h < s.H; ++h)
     for (int64_t col = 0; col < s.dv; ++col) {
-      const float x = out[size_t(((b * s.H + h) * s.Tq + i) * s.dv + col)];
+      const float x = out[size_t(s.out_at(b, h, i) + col)];
       const bool ok = c.empty_rows == EmptyRows::zero ? x == 0 : std::isnan(x);
       ATTNCHECK_REQUIRE(check, ok, "the emptied row [" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) +
                             "] gives " + show(x) + " under the " +

@@ -21,7 +21,7 @@ ATTNCHECK_PROPERTY(ForbiddenKeysAndValuesCannotChangeValidOutputs, .order = 30, 
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t i = 0; i < s.Tq; ++i) {
       int64_t permitted = 0;
-      for (int64_t j = 0; j < s.Tk; ++j) permitted += mask_permits(c, b, i, j);
+      for (int64_t j = 0; j < s.Tk; ++j) permitted += c.permits(b, i, j);
       if (permitted > 0 && permitted < s.Tk) rows.emplace_back(b, i);
     }
   check.classify(!rows.empty(), "a query with forbidden keys");
@@ -35,12 +35,12 @@ ATTNCHECK_PROPERTY(ForbiddenKeysAndValuesCannotChangeValidOutputs, .order = 30, 
   Case<float> poisoned = c;
   std::string which;  // "key 3: nan, key 5: 1e+30"
   for (int64_t j = 0; j < s.Tk; ++j) {
-    if (mask_permits(c, b, i, j)) continue;
+    if (c.permits(b, i, j)) continue;
     const float poison = poisons[check.in_range(0, std::size(poisons))];
     which += (which.empty() ? "key " : ", key ") + std::to_string(j) + ": " + show(poison);
     for (int64_t h = 0; h < s.H; ++h) {
-      if (target != 0) std::fill_n(poisoned.k.begin() + ((b * s.H + h) * s.Tk + j) * s.dk, s.dk, poison);
-      if (target != 1) std::fill_n(poisoned.v.begin() + ((b * s.H + h) * s.Tk + j) * s.dv, s.dv, poison);
+      if (target != 0) std::fill_n(poisoned.k.begin() + s.k_at(b, h, j), s.dk, poison);
+      if (target != 1) std::fill_n(poisoned.v.begin() + s.v_at(b, h, j), s.dv, poison);
     }
   }
 
@@ -51,7 +51,7 @@ ATTNCHECK_PROPERTY(ForbiddenKeysAndValuesCannotChangeValidOutputs, .order = 30, 
     if (exact.keys.empty()) continue;  // an empty row: EmptyRowsFollowThePolicy's claim
     const std::string row = "row [" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "]";
     for (int64_t col = 0; col < s.dv; ++col) {
-      const size_t at = size_t(((b * s.H + h) * s.Tq + i) * s.dv + col);
+      const size_t at = size_t(s.out_at(b, h, i) + col);
       const std::string element = "out[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) +
                                   "," + std::to_string(col) + "]";
       ATTNCHECK_REQUIRE(check, within_bound(clean[at], exact.out[size_t(col)], exact.bound[size_t(col)]),

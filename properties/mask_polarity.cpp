@@ -26,7 +26,7 @@ ATTNCHECK_PROPERTY(KeyPaddingMaskConvertsByFlipping, .order = 150, .catches = "i
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t i = 0; i < s.Tq; ++i)
       for (int64_t j = 0; j < s.Tk; ++j)
-        ATTNCHECK_REQUIRE(check, c.allow[size_t((b * s.Tq + i) * s.Tk + j)] == !key_padding_mask[size_t(b * s.Tk + j)],
+        ATTNCHECK_REQUIRE(check, c.allow[size_t(s.allow_at(b, i) + j)] == !key_padding_mask[size_t(b * s.Tk + j)],
                           "allow_from_key_padding_mask does not flip the polarity");
   // And the kernel, given the converted mask, agrees with the oracle under it.
   require_agreement(check, c, check.run(c), reference(c.problem()), "a converted key_padding_mask");

@@ -22,10 +22,10 @@ ATTNCHECK_PROPERTY(PermutingKeysOrQueries, .order = 120, .catches = "online_no_r
   const Shape& s = c.shape;
   // Key padding becomes allow columns, so that it travels with its keys.
   if (!c.key_lengths.empty()) {
-    std::vector<uint8_t> allow(size_t(s.B * s.Tq * s.Tk));
+    std::vector<uint8_t> allow(size_t(s.allow_size()));
     for (int64_t b = 0; b < s.B; ++b)
       for (int64_t i = 0; i < s.Tq; ++i)
-        for (int64_t j = 0; j < s.Tk; ++j) allow[size_t((b * s.Tq + i) * s.Tk + j)] = mask_permits(c, b, i, j);
+        for (int64_t j = 0; j < s.Tk; ++j) allow[size_t(s.allow_at(b, i) + j)] = c.permits(b, i, j);
     c.allow = allow;
     c.key_lengths.clear();
   }
@@ -49,8 +49,8 @@ ATTNCHECK_PROPERTY(PermutingKeysOrQueries, .order = 120, .catches = "online_no_r
   };
   Case<float> p = c;
   if (keys) {
-    p.k = permute_rows(c.k, s.B * s.H, s.Tk, s.dk);
-    p.v = permute_rows(c.v, s.B * s.H, s.Tk, s.dv);
+    p.k = permute_rows(c.k, s.B * s.kv_heads(), s.Tk, s.dk);
+    p.v = permute_rows(c.v, s.B * s.kv_heads(), s.Tk, s.dv);
     p.allow = permute_columns(c.allow, s.B * s.Tq);
     p.bias = permute_columns(c.bias, s.B * s.H * s.Tq);
   } else {

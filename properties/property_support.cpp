@@ -19,7 +19,7 @@ Case<T> Checker::draw(CaseLimits base) {
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t i = 0; i < s.Tq; ++i) {
       bool any = false;
-      for (int64_t j = 0; j < s.Tk; ++j) any |= mask_permits(c, b, i, j);
+      for (int64_t j = 0; j < s.Tk; ++j) any |= c.permits(b, i, j);
       empty_row |= !any;
     }
   classify(c.mix.find("wide") != std::string::npos || c.mix.find("bits") != std::string::npos ||

@@ -15,7 +15,7 @@ ATTNCHECK_PROPERTY(RowsSumToOne, .order = 70, .catches = "softmax_over_queries")
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.H; ++h)
       for (int64_t i = 0; i < s.Tq; ++i) {
-        const size_t row = size_t(((b * s.H + h) * s.Tq + i) * s.Tk);
+        const size_t row = size_t(s.out_at(b, h, i));  // dv = Tk: out is the weights [B,H,Tq,Tk]
         const std::string where = "row [" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "]";
         // A row of special values (NaN inputs, the nan policy) or outside float's range has no sum to check.
         bool checkable = true, carries_weight = false;
@@ -26,7 +26,7 @@ ATTNCHECK_PROPERTY(RowsSumToOne, .order = 70, .catches = "softmax_over_queries")
         if (!checkable) continue;
         double sum = 0, sum_bounds = 0;
         for (int64_t j = 0; j < s.Tk; ++j) {
-          ATTNCHECK_REQUIRE(check, mask_permits(c, b, i, j) || w[row + j] == 0,
+          ATTNCHECK_REQUIRE(check, c.permits(b, i, j) || w[row + j] == 0,
                             "forbidden key " + std::to_string(j) + " of " + where + " has weight " +
                                 show(w[row + j]) + "\n" + describe(c));
           ATTNCHECK_REQUIRE(check, w[row + j] >= -ref.bound[row + j] && w[row + j] <= 1 + ref.bound[row + j],

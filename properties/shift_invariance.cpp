@@ -45,7 +45,7 @@ ATTNCHECK_PROPERTY(ShiftInvarianceOfAttention, .order = 80, .catches = "naive_so
     shifted.q.insert(shifted.q.end(), c.q.begin() + row * s.dk, c.q.begin() + (row + 1) * s.dk);
     shifted.q.push_back(appended_q);
   }
-  for (int64_t row = 0; row < s.B * s.H * s.Tk; ++row) {
+  for (int64_t row = 0; row < s.B * s.kv_heads() * s.Tk; ++row) {
     shifted.k.insert(shifted.k.end(), c.k.begin() + row * s.dk, c.k.begin() + (row + 1) * s.dk);
     shifted.k.push_back(1);
   }

@@ -11,7 +11,7 @@ namespace attncheck {
 
 template <class T>
 void attention(const Problem<T>& p, const Result<T>& r) {
-  // Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv], bias [B,H,Tq,Tk] in;
+  // Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk] in;
   // out [B,H,Tq,dv], weights [B,H,Tq,Tk], lse [B,H,Tq] out.
   using ConstMap = Eigen::Map<const RowMatrix<T>>;
   using Map = Eigen::Map<RowMatrix<T>>;
@@ -28,25 +28,22 @@ void attention(const Problem<T>& p, const Result<T>& r) {
 
   for (int64_t b = 0; b < s.B; ++b) {
     // Permission for batch b [Tq,Tk]: allow AND causal AND key length; shared by all heads.
-    const int64_t key_length = p.masks.key_lengths ? p.masks.key_lengths[b] : s.Tk;
     for (int64_t i = 0; i < s.Tq; ++i)
-      for (int64_t j = 0; j < s.Tk; ++j)
-        permitted(i, j) = (!p.masks.allow || p.masks.allow[(b * s.Tq + i) * s.Tk + j]) &&
-                          causal_allows(p.masks.causal, i, j, s.Tq, s.Tk) && j < key_length;
+      for (int64_t j = 0; j < s.Tk; ++j) permitted(i, j) = permits(p.masks, s, b, i, j);
 
     for (int64_t h = 0; h < s.H; ++h) {
-      const int64_t bh = b * s.H + h;
-      ConstMap Q_bh(p.q + bh * s.Tq * s.dk, s.Tq, s.dk);
-      ConstMap K_bh(p.k + bh * s.Tk * s.dk, s.Tk, s.dk);
-      ConstMap V_bh(p.v + bh * s.Tk * s.dv, s.Tk, s.dv);
-      Map out_bh(r.out + bh * s.Tq * s.dv, s.Tq, s.dv);
+      // Head h's queries and outputs; the keys and values of its KV head.
+      ConstMap Q_bh(p.q + s.q_at(b, h, 0), s.Tq, s.dk);
+      ConstMap K_bh(p.k + s.k_at(b, h, 0), s.Tk, s.dk);
+      ConstMap V_bh(p.v + s.v_at(b, h, 0), s.Tk, s.dv);
+      Map out_bh(r.out + s.out_at(b, h, 0), s.Tq, s.dv);
 
       // Pass 1: scores s_ij = scale * q_i . k_j + bias_ij, and -inf where key j is forbidden (by a
       // mask, or by a -inf bias whatever its key holds: inf + -inf would be NaN).
       w.noalias() = Q_bh * K_bh.transpose();
       w *= scale;
       if (p.bias) {
-        const ConstMap bias_bh(p.bias + bh * s.Tq * s.Tk, s.Tq, s.Tk);
+        const ConstMap bias_bh(p.bias + s.scores_at(b, h, 0), s.Tq, s.Tk);
         w = (bias_bh.array() == minus_inf).select(minus_inf, w + bias_bh);
       }
       w = permitted.select(w, minus_inf);
@@ -60,7 +57,7 @@ void attention(const Problem<T>& p, const Result<T>& r) {
 
         // Pass 2: stable softmax of row i (row max, exp and sum, normalize); lse by the same pass.
         const T lse_i = softmax_stable(&w(i, 0), s.Tk, 1, p.empty_rows);
-        if (r.lse) r.lse[bh * s.Tq + i] = lse_i;
+        if (r.lse) r.lse[s.lse_at(b, h, i)] = lse_i;
 
         // Pass 3: weighted sum over those keys; a row without any follows the empty-row policy.
         if (keys_i.empty()) {
@@ -70,7 +67,7 @@ void attention(const Problem<T>& p, const Result<T>& r) {
         out_bh.row(i).setZero();
         for (int64_t j : keys_i) out_bh.row(i) += w(i, j) * V_bh.row(j);
       }
-      if (r.weights) Map(r.weights + bh * s.Tq * s.Tk, s.Tq, s.Tk) = w;
+      if (r.weights) Map(r.weights + s.scores_at(b, h, 0), s.Tq, s.Tk) = w;
     }
   }
 }

@@ -74,7 +74,7 @@ double forbidden_score(M m) {
 
 template <class T, class A>
 void run(const Problem<T>& p, T* out, const Variant& v) {
-  // Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv], bias [B,H,Tq,Tk] in; out [B,H,Tq,dv] out.
+  // Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk] in; out [B,H,Tq,dv] out.
   const Shape& s = p.shape;
   const A minus_inf = -std::numeric_limits<A>::infinity();
   double c = effective_scale(s, p.scale);
@@ -87,7 +87,15 @@ void run(const Problem<T>& p, T* out, const Variant& v) {
                         : p.masks.causal == Causal::upper_left  ? Causal::lower_right
                         : p.masks.causal == Causal::lower_right ? Causal::upper_left
                                                                 : Causal::none;
+  // The masks as the variant reads them: the contract's, or the mutant's misreading of them.
   const bool skip_padding = v.mutation == M::causal_ignores_padding && causal != Causal::none;
+  std::vector<uint8_t> flipped;  // allow [B,Tq,Tk] read as MultiheadAttention's true = blocked
+  if (v.mutation == M::inverted_polarity) {
+    flipped.assign(size_t(s.allow_size()), 0);
+    for (size_t n = 0; p.masks.allow && n < flipped.size(); ++n) flipped[n] = !p.masks.allow[n];
+  }
+  const Masks masks{skip_padding ? nullptr : flipped.empty() ? p.masks.allow : flipped.data(), causal,
+                    skip_padding ? nullptr : p.masks.key_lengths};
   const double sentinel = forbidden_score(v.mutation);
   const bool over_queries = v.mutation == M::softmax_over_queries;
 
@@ -96,31 +104,28 @@ void run(const Problem<T>& p, T* out, const Variant& v) {
   std::vector<int64_t> keys;
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.H; ++h) {
-      const int64_t bh = b * s.H + h, kv = b * s.H + (v.mutation == M::shared_kv_heads ? 0 : h);
-      auto v_jc = [&](int64_t j, int64_t col) { return A(p.v[(kv * s.Tk + j) * s.dv + col]); };
+      const int64_t kv_h = v.mutation == M::shared_kv_heads ? 0 : h;  // the query head whose keys are read
+      auto v_jc = [&](int64_t j, int64_t col) { return A(p.v[s.v_at(b, kv_h, j) + col]); };
 
       // Scores: s_ij = scale q_i . k_j + bias_ij, -inf where forbidden (or the mutant's sentinel).
       for (int64_t i = 0; i < s.Tq; ++i)
         for (int64_t j = 0; j < s.Tk; ++j) {
-          const bool allow = !p.masks.allow || p.masks.allow[(b * s.Tq + i) * s.Tk + j];
-          const bool allowed = (skip_padding || (v.mutation == M::inverted_polarity ? !allow : allow)) &&
-                               causal_allows(causal, i, j, s.Tq, s.Tk) &&
-                               (skip_padding || !p.masks.key_lengths || j < p.masks.key_lengths[b]) &&
-                               !(p.bias && p.bias[(bh * s.Tq + i) * s.Tk + j] == minus_inf);
+          const bool allowed =
+              permits(masks, s, b, i, j) && !(p.bias && p.bias[s.scores_at(b, h, i) + j] == minus_inf);
           A& s_ij = score_bh[size_t(i * s.Tk + j)];
           if (!allowed) {
             s_ij = std::isnan(sentinel) ? minus_inf : A(sentinel);
             continue;
           }
-          const T* q_i = p.q + (bh * s.Tq + i) * s.dk;
-          const T* k_j = p.k + (kv * s.Tk + j) * s.dk;
+          const T* q_i = p.q + s.q_at(b, h, i);
+          const T* k_j = p.k + s.k_at(b, kv_h, j);
           A dot = 0;
           for (int64_t k = 0; k < s.dk; ++k) {
             const A q = v.prescale ? A(scale * A(q_i[k])) : A(q_i[k]);
             dot = v.fma ? std::fma(q, A(k_j[k]), dot) : dot + q * A(k_j[k]);
           }
           s_ij = v.prescale ? dot : scale * dot;
-          if (p.bias) s_ij += A(p.bias[(bh * s.Tq + i) * s.Tk + j]);
+          if (p.bias) s_ij += A(p.bias[s.scores_at(b, h, i) + j]);
         }
       if (over_queries) {  // the wrong axis: a stable softmax down each column, used as the weights
         for (int64_t j = 0; j < s.Tk; ++j) {
@@ -137,13 +142,13 @@ void run(const Problem<T>& p, T* out, const Variant& v) {
             A o = 0;
             for (int64_t j = 0; j < s.Tk; ++j)
               if (score_bh[size_t(i * s.Tk + j)] != 0) o += score_bh[size_t(i * s.Tk + j)] * v_jc(j, col);
-            out[(bh * s.Tq + i) * s.dv + col] = T(o);
+            out[s.out_at(b, h, i) + col] = T(o);
           }
         continue;
       }
 
       for (int64_t i = 0; i < s.Tq; ++i) {
-        T* out_i = out + (bh * s.Tq + i) * s.dv;
+        T* out_i = out + s.out_at(b, h, i);
         const A* score_i = score_bh.data() + i * s.Tk;
 
         // The keys that carry weight (or, for the multiply-forbidden mutant, every key).

@@ -63,8 +63,8 @@ struct NamedVariant {
 };
 const std::vector<NamedVariant>& correct_variants();
 
-// The contract's attention computed the variant's way: Q [B,H,Tq,dk], K [B,H,Tk,dk],
-// V [B,H,Tk,dv], bias [B,H,Tq,Tk] in; out [B,H,Tq,dv] out (weights and lse are not written).
+// The contract's attention computed the variant's way: Q [B,H,Tq,dk], K [B,H_kv,Tk,dk],
+// V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk] in; out [B,H,Tq,dv] out (weights and lse are not written).
 template <class T>
 void variant_attention(const Problem<T>& problem, T* out, const Variant& variant);
 

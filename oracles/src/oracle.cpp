@@ -13,7 +13,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // The oracle's own reading of the masks, written apart from impl/'s on purpose (contract.md, Masks).
 bool key_permitted(const Masks& masks, const Shape& s, int64_t b, int64_t i, int64_t j) {
-  if (masks.allow && masks.allow[(b * s.Tq + i) * s.Tk + j] == 0) return false;
+  if (masks.allow && masks.allow[s.allow_at(b, i) + j] == 0) return false;
   if (masks.key_lengths && j >= masks.key_lengths[b]) return false;
   if (masks.causal == Causal::upper_left) return j - i <= 0;
   if (masks.causal == Causal::lower_right) return j - i <= s.Tk - s.Tq;
@@ -72,11 +72,10 @@ double inflate(double sum, int64_t n) { return sum * (1 + double(n + 2) * 0x1p-5
 
 template <class T>
 ExactRow exact_row(const Problem<T>& p, int64_t b, int64_t h, int64_t i) {
-  // Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv], bias [B,H,Tq,Tk] in; row (b, h, i) out.
+  // Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk] in; row (b, h, i) out.
   const Shape& s = p.shape;
-  const int64_t bh = b * s.H + h;
-  const T* q_i = p.q + (bh * s.Tq + i) * s.dk;
-  const T* bias_i = p.bias ? p.bias + (bh * s.Tq + i) * s.Tk : nullptr;
+  const T* q_i = p.q + s.q_at(b, h, i);
+  const T* bias_i = p.bias ? p.bias + s.scores_at(b, h, i) : nullptr;
   const Exact scale = p.scale != 0 ? Exact(p.scale) : 1 / sqrt(Exact(s.dk));
   const double scale_up = up(abs(scale));
   const Arithmetic arith = Arithmetic::of<T>();
@@ -101,7 +100,7 @@ ExactRow exact_row(const Problem<T>& p, int64_t b, int64_t h, int64_t i) {
   for (int64_t j = 0; j < s.Tk; ++j) {
     if (!key_permitted(p.masks, s, b, i, j)) continue;
     if (bias_i && bias_i[j] == -std::numeric_limits<T>::infinity()) continue;  // forbidden, its key unread
-    const T* k_j = p.k + (bh * s.Tk + j) * s.dk;
+    const T* k_j = p.k + s.k_at(b, h, j);
     double qk_abs = 0, k_flush = 0, k_max = 0;
     for (int64_t k = 0; k < s.dk; ++k) {
       if (std::isfinite(q_i[k]) && std::isfinite(k_j[k])) qk_abs += std::fabs(double(q_i[k]) * double(k_j[k]));
@@ -154,7 +153,7 @@ ExactRow exact_row(const Problem<T>& p, int64_t b, int64_t h, int64_t i) {
 
   // Weighted sum over the keys that carry weight, each 200-bit weight split into two doubles
   // (to 2^-106, exactly below 2^-969): w [2n] = (hi_0, lo_0, hi_1, ...), v [2n] at stride dv.
-  const T* v_bh = p.v + bh * s.Tk * s.dv;
+  const T* v_bh = p.v + s.v_at(b, h, 0);  // [Tk,dv] of head h's KV head
   std::vector<double> w_parts(size_t(2 * n));
   std::vector<T> v_c(size_t(2 * n));
   for (int64_t j = 0; j < n; ++j) {
@@ -201,7 +200,7 @@ Reference reference(const Problem<T>& p) {
   // Q, K, V, bias in; exact, bound and natural [B,H,Tq,dv] out.
   const Shape& s = p.shape;
   Reference ref;
-  const size_t size = size_t(s.B * s.H * s.Tq * s.dv);
+  const size_t size = size_t(s.out_size());
   ref.exact.resize(size);
   ref.bound.resize(size);
   ref.natural.resize(size);
@@ -209,7 +208,7 @@ Reference reference(const Problem<T>& p) {
     for (int64_t h = 0; h < s.H; ++h)
       for (int64_t i = 0; i < s.Tq; ++i) {
         const ExactRow row = exact_row(p, b, h, i);
-        const size_t at = size_t(((b * s.H + h) * s.Tq + i) * s.dv);
+        const size_t at = size_t(s.out_at(b, h, i));
         std::copy(row.out.begin(), row.out.end(), ref.exact.begin() + at);
         std::copy(row.bound.begin(), row.bound.end(), ref.bound.begin() + at);
         std::copy(row.natural.begin(), row.natural.end(), ref.natural.begin() + at);

@@ -38,6 +38,66 @@ TEST(Oracle, ExactWeightsOfUdlProblem12_4) {
   EXPECT_EQ(row.max.convert_to<double>(), 100.0);
 }
 
+// The oracle reads the masks on its own (oracle.cpp); the contract's permits() is everyone else's
+// rule. On every kind of mask the generator draws (allow masks of every density with emptied rows,
+// key lengths, both causal alignments, Tq != Tk, alone and combined), the keys the oracle lets
+// carry weight are exactly the ones permits() allows. Scores are all 0, so that no -inf score
+// removes a key by itself.
+TEST(Oracle, ReadsTheMasksAsTheContractsRuleDoes) {
+  SeededChooser choose(5);
+  int64_t kinds[3] = {0, 0, 0};  // cases with an allow mask, key lengths, a causal mask
+  for (int n = 0; n < 3000; ++n) {
+    Case<float> c = draw_case<float>(choose, {.abi_only = true});
+    std::fill(c.q.begin(), c.q.end(), 0.0f);
+    kinds[0] += !c.allow.empty();
+    kinds[1] += !c.key_lengths.empty();
+    kinds[2] += c.causal != Causal::none;
+    const Shape& s = c.shape;
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t i = 0; i < s.Tq; ++i) {
+        std::vector<int64_t> expected;
+        for (int64_t j = 0; j < s.Tk; ++j)
+          if (permits(c.problem().masks, s, b, i, j)) expected.push_back(j);
+        for (int64_t h = 0; h < s.H; ++h) ASSERT_EQ(exact_row(c.problem(), b, h, i).keys, expected) << "case " << n;
+      }
+  }
+  for (int64_t count : kinds) EXPECT_GT(count, 500);
+}
+
+// Grouped KV heads: with H 4 and H_kv 2, query heads 0 and 1 read KV head 0, heads 2 and 3 KV
+// head 1, which is the H 4 problem with each KV head repeated (h0, h0, h1, h1); the built-in
+// implementation agrees with the oracle on it.
+TEST(Oracle, GroupedKvHeadsAreTheirGroupsRepeated) {
+  SeededChooser choose(9);
+  for (int n = 0; n < 50; ++n) {
+    const Case<float> mha = draw_case<float>(choose, {.max_heads = 4, .min_heads = 4, .abi_only = true});
+    const Shape& s = mha.shape;
+    Case<float> gqa = mha, repeated = mha;
+    gqa.shape.H_kv = 2;
+    gqa.k.clear();
+    gqa.v.clear();
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t kv : {0, 2}) {  // the MHA case's heads 0 and 2 become KV heads 0 and 1
+        gqa.k.insert(gqa.k.end(), mha.k.begin() + s.k_at(b, kv, 0), mha.k.begin() + s.k_at(b, kv, 0) + s.Tk * s.dk);
+        gqa.v.insert(gqa.v.end(), mha.v.begin() + s.v_at(b, kv, 0), mha.v.begin() + s.v_at(b, kv, 0) + s.Tk * s.dv);
+      }
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t h = 0; h < 4; ++h) {
+        std::copy_n(gqa.k.begin() + gqa.shape.k_at(b, h, 0), s.Tk * s.dk, repeated.k.begin() + s.k_at(b, h, 0));
+        std::copy_n(gqa.v.begin() + gqa.shape.v_at(b, h, 0), s.Tk * s.dv, repeated.v.begin() + s.v_at(b, h, 0));
+      }
+    ASSERT_EQ(int64_t(gqa.k.size()), gqa.shape.k_size());
+    const Reference grouped = reference(gqa.problem()), expanded = reference(repeated.problem());
+    for (size_t e = 0; e < grouped.exact.size(); ++e) {
+      const long double x = grouped.exact[e], y = expanded.exact[e];
+      ASSERT_TRUE(x == y || (std::isnan(x) && std::isnan(y))) << "case " << n << ", element " << e;
+    }
+    std::vector<float> out(size_t(s.out_size()));
+    attention(gqa.problem(), Result<float>{out.data()});
+    EXPECT_TRUE(compare(out.data(), grouped, gqa.shape).ok()) << "case " << n;
+  }
+}
+
 TEST(Oracle, ExplicitRowMatchesBatchedResult) {
   SeededChooser choose(11);
   for (int n = 0; n < 40; ++n) {
@@ -47,7 +107,7 @@ TEST(Oracle, ExplicitRowMatchesBatchedResult) {
     for (int64_t b = 0; b < s.B; ++b)
       for (int64_t h = 0; h < s.H; ++h) {
         const Reference alone = reference(slice(c, b, h).problem());
-        const size_t at = size_t((b * s.H + h) * s.Tq * s.dv);
+        const size_t at = size_t(s.out_at(b, h, 0));
         for (size_t e = 0; e < alone.exact.size(); ++e) {
           const long double x = batched.exact[at + e], y = alone.exact[e];
           EXPECT_TRUE(x == y || (std::isnan(x) && std::isnan(y))) << "case " << n << " b " << b << " h " << h;

@@ -65,7 +65,8 @@ std::string case_to_text(const Case<T>& c) {
   char scale[40];
   std::snprintf(scale, sizeof scale, "%a", c.scale);
   std::string text = std::string("case ") + Precision<T>::name + " " + std::to_string(kVersion) + "\n";
-  text += "shape B " + std::to_string(s.B) + " H " + std::to_string(s.H) + " Tq " + std::to_string(s.Tq) + " Tk " +
+  text += "shape B " + std::to_string(s.B) + " H " + std::to_string(s.H) + " H_kv " + std::to_string(s.kv_heads()) +
+          " Tq " + std::to_string(s.Tq) + " Tk " +
           std::to_string(s.Tk) + " dk " + std::to_string(s.dk) + " dv " + std::to_string(s.dv) + "\n";
   text += std::string("options causal ") + kCausal[int(c.causal)] + " scale " + scale + " empty-rows " +
           (c.empty_rows == EmptyRows::zero ? "zero" : "nan") + "\n";
@@ -111,11 +112,12 @@ Case<T> case_from_text(const std::string& first_line, std::istream& in) {
     }
     if (name == "shape") {
       std::string key;
-      int64_t* dims[] = {&s.B, &s.H, &s.Tq, &s.Tk, &s.dk, &s.dv};
-      const char* keys[] = {"B", "H", "Tq", "Tk", "dk", "dv"};
-      for (int n = 0; n < 6; ++n) {
+      int64_t* dims[] = {&s.B, &s.H, &s.H_kv, &s.Tq, &s.Tk, &s.dk, &s.dv};
+      const char* keys[] = {"B", "H", "H_kv", "Tq", "Tk", "dk", "dv"};
+      for (int n = 0; n < 7; ++n) {
         std::string value;
-        if (!(words >> key >> value) || key != keys[n]) bad("the shape line must read 'shape B . H . Tq . Tk . dk . dv .'");
+        if (!(words >> key >> value) || key != keys[n])
+          bad("the shape line must read 'shape B . H . H_kv . Tq . Tk . dk . dv .'");
         *dims[n] = integer(value);
         if (*dims[n] < 1 || *dims[n] > 4096) bad(std::string(keys[n]) + " = " + value + " is outside 1..4096");
       }
@@ -138,15 +140,15 @@ Case<T> case_from_text(const std::string& first_line, std::istream& in) {
     } else if (name == "mix") {
       std::getline(words >> std::ws, c.mix);
     } else if (name == "q") {
-      c.q = values<T>(words, name, s.B * s.H * s.Tq * s.dk, from_hex<T>);
+      c.q = values<T>(words, name, s.q_size(), from_hex<T>);
     } else if (name == "k") {
-      c.k = values<T>(words, name, s.B * s.H * s.Tk * s.dk, from_hex<T>);
+      c.k = values<T>(words, name, s.k_size(), from_hex<T>);
     } else if (name == "v") {
-      c.v = values<T>(words, name, s.B * s.H * s.Tk * s.dv, from_hex<T>);
+      c.v = values<T>(words, name, s.v_size(), from_hex<T>);
     } else if (name == "bias") {
-      c.bias = values<T>(words, name, s.B * s.H * s.Tq * s.Tk, from_hex<T>);
+      c.bias = values<T>(words, name, s.scores_size(), from_hex<T>);
     } else if (name == "allow") {
-      c.allow = values<uint8_t>(words, name, s.B * s.Tq * s.Tk, [&](const std::string& w) { return uint8_t(integer(w) != 0); });
+      c.allow = values<uint8_t>(words, name, s.allow_size(), [&](const std::string& w) { return uint8_t(integer(w) != 0); });
     } else if (name == "key-lengths") {
       c.key_lengths = values<int32_t>(words, name, s.B, [&](const std::string& w) {
         const long long n = integer(w);

@@ -82,13 +82,13 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
 
   const auto qk_kind = Values(choose.below(5)), v_kind = Values(choose.below(5));
 #ifdef ATTNCHECK_GENERATOR_REORDERED  // a test build only: kept regressions must not notice (cli/tests)
-  fill(choose, c.v, size_t(s.B * s.H * s.Tk * s.dv), v_kind);
-  fill(choose, c.k, size_t(s.B * s.H * s.Tk * s.dk), qk_kind);
-  fill(choose, c.q, size_t(s.B * s.H * s.Tq * s.dk), qk_kind);
+  fill(choose, c.v, size_t(s.v_size()), v_kind);
+  fill(choose, c.k, size_t(s.k_size()), qk_kind);
+  fill(choose, c.q, size_t(s.q_size()), qk_kind);
 #else
-  fill(choose, c.q, size_t(s.B * s.H * s.Tq * s.dk), qk_kind);
-  fill(choose, c.k, size_t(s.B * s.H * s.Tk * s.dk), qk_kind);
-  fill(choose, c.v, size_t(s.B * s.H * s.Tk * s.dv), v_kind);
+  fill(choose, c.q, size_t(s.q_size()), qk_kind);
+  fill(choose, c.k, size_t(s.k_size()), qk_kind);
+  fill(choose, c.v, size_t(s.v_size()), v_kind);
 #endif
   c.mix = std::string("qk ") + kValueNames[int(qk_kind)] + ", v " + kValueNames[int(v_kind)];
 
@@ -96,9 +96,9 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
   // Allow mask density from none to all, with some rows emptied outright.
   if (const uint64_t density = choose.below(6); density > 0) {
     const uint64_t quarters = density - 1;  // the allowed fraction, 0 to 4 quarters
-    c.allow.resize(size_t(s.B * s.Tq * s.Tk));
+    c.allow.resize(size_t(s.allow_size()));
     for (uint8_t& a : c.allow) a = choose.below(4) < quarters ? 1 : 0;
-    if (choose.below(3) == 0) std::fill_n(c.allow.begin() + choose.below(uint64_t(s.Tq)) * s.Tk, s.Tk, uint8_t(0));
+    if (choose.below(3) == 0) std::fill_n(c.allow.begin() + s.allow_at(0, int64_t(choose.below(uint64_t(s.Tq)))), s.Tk, uint8_t(0));
     c.mix += ", allow mask";
   }
   if (choose.below(3) == 0) {
@@ -107,7 +107,7 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
     c.mix += ", key padding";
   }
   if (!limits.abi_only && choose.below(3) == 0) {
-    c.bias.resize(size_t(s.B * s.H * s.Tq * s.Tk));
+    c.bias.resize(size_t(s.scores_size()));
     for (T& x : c.bias) x = choose.below(4) == 0 ? extreme_logit<T>(choose) : T(standard_normal(choose));
     c.mix += ", bias";
   }
@@ -118,19 +118,19 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
 
 template <class T>
 Case<T> slice(const Case<T>& c, int64_t b, int64_t h) {
-  // c's buffers [B,H,...] and [B,...] in; one (b, h) out.
+  // c's buffers [B,H,...], [B,H_kv,...] and [B,...] in; one (b, h) with its KV head out.
   const Shape& s = c.shape;
   Case<T> one = c;
   one.shape.B = one.shape.H = 1;
-  const int64_t bh = b * s.H + h;
-  auto take = [&](const auto& x, int64_t start, int64_t count) {
-    return std::decay_t<decltype(x)>(x.begin() + start * count, x.begin() + (start + 1) * count);
+  one.shape.H_kv = 0;
+  auto take = [](const auto& x, int64_t start, int64_t count) {
+    return std::decay_t<decltype(x)>(x.begin() + start, x.begin() + start + count);
   };
-  one.q = take(c.q, bh, s.Tq * s.dk);
-  one.k = take(c.k, bh, s.Tk * s.dk);
-  one.v = take(c.v, bh, s.Tk * s.dv);
-  if (!c.bias.empty()) one.bias = take(c.bias, bh, s.Tq * s.Tk);
-  if (!c.allow.empty()) one.allow = take(c.allow, b, s.Tq * s.Tk);
+  one.q = take(c.q, s.q_at(b, h, 0), s.Tq * s.dk);
+  one.k = take(c.k, s.k_at(b, h, 0), s.Tk * s.dk);
+  one.v = take(c.v, s.v_at(b, h, 0), s.Tk * s.dv);
+  if (!c.bias.empty()) one.bias = take(c.bias, s.scores_at(b, h, 0), s.Tq * s.Tk);
+  if (!c.allow.empty()) one.allow = take(c.allow, s.allow_at(b, 0), s.Tq * s.Tk);
   if (!c.key_lengths.empty()) one.key_lengths = {c.key_lengths[size_t(b)]};
   return one;
 }
@@ -143,20 +143,22 @@ std::string show(double x) {
 
 template <class T>
 std::string describe(const Case<T>& c) {
-  // c: q [B,H,Tq,dk], k [B,H,Tk,dk], v [B,H,Tk,dv], allow [B,Tq,Tk], key_lengths [B], bias [B,H,Tq,Tk].
+  // c: q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], allow [B,Tq,Tk], key_lengths [B], bias [B,H,Tq,Tk].
   const Shape& s = c.shape;
   const char* causal[] = {"none", "upper-left", "lower-right"};
-  char line[256];
-  std::snprintf(line, sizeof line, "B %lld, H %lld, Tq %lld, Tk %lld, dk %lld, dv %lld; scale %s; causal %s; empty rows %s; %s\n",
-                (long long)s.B, (long long)s.H, (long long)s.Tq, (long long)s.Tk, (long long)s.dk, (long long)s.dv,
-                c.scale == 0 ? "default" : std::to_string(c.scale).c_str(), causal[int(c.causal)],
+  const std::string kv_heads = s.kv_heads() == s.H ? "" : ", H_kv " + std::to_string(s.kv_heads());
+  char line[320];
+  // The scale to 9 digits (show), not std::to_string's 6 decimals, which print 1e-7 as 0.000000.
+  std::snprintf(line, sizeof line, "B %lld, H %lld%s, Tq %lld, Tk %lld, dk %lld, dv %lld; scale %s; causal %s; empty rows %s; %s\n",
+                (long long)s.B, (long long)s.H, kv_heads.c_str(), (long long)s.Tq, (long long)s.Tk, (long long)s.dk,
+                (long long)s.dv, c.scale == 0 ? "default" : show(c.scale).c_str(), causal[int(c.causal)],
                 c.empty_rows == EmptyRows::zero ? "zero" : "nan", c.mix.c_str());
   std::string text = line;
   for (int64_t b = 0; b < s.B; ++b) {
     text += "  batch " + std::to_string(b) + " permitted keys (rows: queries):\n";
     for (int64_t i = 0; i < s.Tq; ++i) {
       text += "    ";
-      for (int64_t j = 0; j < s.Tk; ++j) text += mask_permits(c, b, i, j) ? '#' : '.';
+      for (int64_t j = 0; j < s.Tk; ++j) text += c.permits(b, i, j) ? '#' : '.';
       text += '\n';
     }
   }

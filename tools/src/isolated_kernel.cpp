@@ -282,7 +282,7 @@ Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out) {
   std::vector<uint8_t> allow;
   std::vector<T> unused(1);
   const attncheck_problem abi = to_abi(c.problem(), unused.data(), allow);
-  const size_t allow_bytes = abi.allow ? size_t(s.B * s.Tq * s.Tk) : 0;
+  const size_t allow_bytes = abi.allow ? size_t(s.allow_size()) : 0;
   const Request request{kRequest, uint32_t(sizeof(T)), s.B, s.H, s.Tq, s.Tk, s.dk, s.dv,
                         abi.causal, abi.scale, uint8_t(abi.allow != nullptr)};
   const bool sent = write_all(to_child_, &request, sizeof request) &&
@@ -308,7 +308,7 @@ Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out) {
       dead.detail = "crashed with " + signal_name(answer.status) + ": " + wheres[answer.where] + kBufferNames[answer.buffer];
     return dead;
   }
-  out.resize(size_t(s.B * s.H * s.Tq * s.dv));
+  out.resize(size_t(s.out_size()));
   if (answer.magic != kAnswer || !read_all(from_child_, out.data(), out.size() * sizeof(T)))
     return fate("returning its output");
   if (fp_mode_finding_.empty())

@@ -46,7 +46,7 @@ const Kernel& kernel_from_environment() {
 template <class T>
 int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out) {
   const Shape& s = c.shape;
-  out.assign(size_t(s.B * s.H * s.Tq * s.dv), std::numeric_limits<T>::quiet_NaN());  // unwritten outputs fail
+  out.assign(size_t(s.out_size()), std::numeric_limits<T>::quiet_NaN());  // unwritten outputs fail
   const Problem<T> problem = c.problem();
   if (kernel.full_contract) {
     attention(problem, Result<T>{out.data()});

@@ -6,7 +6,7 @@
 namespace attncheck {
 
 // softmax(scale * Q K^T + bias, over permitted keys) V for every (b, h), on the caller's buffers:
-// Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv] in; out [B,H,Tq,dv], and optionally
+// Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv] in; out [B,H,Tq,dv], and optionally
 // weights [B,H,Tq,Tk] and lse [B,H,Tq], written. Forbidden keys and values are never read into
 // the result. The problem must be well formed (problem_error empty).
 template <class T>

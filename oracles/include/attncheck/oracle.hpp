@@ -27,7 +27,7 @@ struct ExactRow {
   std::vector<double> natural;   // [dv] the precision gate's unit (docs/error-bound.md)
 };
 
-// Row (b, h, i) of `problem`: Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv], bias [B,H,Tq,Tk] in.
+// Row (b, h, i) of `problem`: Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk] in.
 template <class T>
 ExactRow exact_row(const Problem<T>& problem, int64_t b, int64_t h, int64_t i);
 

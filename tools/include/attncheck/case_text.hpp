@@ -2,7 +2,7 @@
 // so that it means the same case whatever the generator (draw_case) becomes. Format version 1, one
 // item a line, tensors as hexadecimal bit patterns in their [B,H,...] order:
 //   case float32 1
-//   shape B 1 H 1 Tq 1 Tk 2 dk 2 dv 1
+//   shape B 1 H 1 H_kv 1 Tq 1 Tk 2 dk 2 dv 1
 //   options causal none scale 0x0p+0 empty-rows zero
 //   mix qk ties, v normal
 //   q 3f800000 00000000

@@ -43,7 +43,7 @@ struct CaseLimits {
 template <class T>
 struct Case {
   Shape shape;
-  std::vector<T> q, k, v, bias;        // [B,H,Tq,dk], [B,H,Tk,dk], [B,H,Tk,dv], [B,H,Tq,Tk] or empty
+  std::vector<T> q, k, v, bias;        // [B,H,Tq,dk], [B,H_kv,Tk,dk], [B,H_kv,Tk,dv], [B,H,Tq,Tk] or empty
   std::vector<uint8_t> allow;          // [B,Tq,Tk] or empty
   std::vector<int32_t> key_lengths;    // [B] or empty
   Causal causal = Causal::none;
@@ -51,18 +51,12 @@ struct Case {
   EmptyRows empty_rows = EmptyRows::zero;
   std::string mix;                     // what was drawn, for RC_CLASSIFY and reports
   Problem<T> problem() const;
+  // Whether the masks let query i of batch b see key j, the bias aside (the contract's permits).
+  bool permits(int64_t b, int64_t i, int64_t j) const { return attncheck::permits(problem().masks, shape, b, i, j); }
 };
 
 template <class T>
 Case<T> draw_case(Chooser& choose, const CaseLimits& limits = {});
-
-// Whether the masks let query i of batch b see key j (the bias aside).
-template <class T>
-bool mask_permits(const Case<T>& c, int64_t b, int64_t i, int64_t j) {
-  const Shape& s = c.shape;
-  return (c.allow.empty() || c.allow[size_t((b * s.Tq + i) * s.Tk + j)]) && causal_allows(c.causal, i, j, s.Tq, s.Tk) &&
-         (c.key_lengths.empty() || j < c.key_lengths[size_t(b)]);
-}
 
 // c with dv = Tk and every head's V [Tk,Tk] the identity, so that the output is the weights:
 // out[b,h,i,j] = sum_k w_ik [k == j] = w_ij exactly (the other terms are zeros).
@@ -70,9 +64,10 @@ template <class T>
 Case<T> with_identity_values(Case<T> c) {
   const Shape& s = c.shape;
   c.shape.dv = s.Tk;
-  c.v.assign(size_t(s.B * s.H * s.Tk * s.Tk), T(0));
-  for (int64_t bh = 0; bh < s.B * s.H; ++bh)
-    for (int64_t j = 0; j < s.Tk; ++j) c.v[size_t((bh * s.Tk + j) * s.Tk + j)] = 1;
+  c.v.assign(size_t(c.shape.v_size()), T(0));
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.H; ++h)
+      for (int64_t j = 0; j < s.Tk; ++j) c.v[size_t(c.shape.v_at(b, h, j) + j)] = 1;
   return c;
 }
 
