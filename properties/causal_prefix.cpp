@@ -52,7 +52,7 @@ ATTNCHECK_PROPERTY(CausalPrefixIgnoresTheFuture, .order = 110, .catches = "causa
   Reference expected = reference(t.problem());
   const Reference full = reference(c.problem());
   for (int64_t bh = 0; bh < s.B * s.H; ++bh)
-    std::copy_n(full.exact.begin() + bh * s.Tq * s.dv, Tq * s.dv, expected.exact.begin() + bh * Tq * s.dv);
+    std::copy_n(full.out.exact.begin() + bh * s.Tq * s.dv, Tq * s.dv, expected.out.exact.begin() + bh * Tq * s.dv);
   require_agreement(check, t, check.run(t), expected, "the first " + std::to_string(Tq) + " queries alone");
 }
 

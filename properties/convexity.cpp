@@ -20,13 +20,13 @@ ATTNCHECK_PROPERTY(OutputsLieBetweenPermittedValues, .order = 90, .catches = "on
         const std::vector<int64_t> keys = exact_row(c.problem(), b, h, i).keys;  // those that carry weight
         for (int64_t col = 0; col < s.dv; ++col) {
           const size_t n = size_t(s.out_at(b, h, i) + col);
-          if (keys.empty() || !std::isfinite(ref.bound[n]) || !std::isfinite(ref.exact[n])) continue;
+          if (keys.empty() || !std::isfinite(ref.out.bound[n]) || !std::isfinite(ref.out.exact[n])) continue;
           float lo = INFINITY, hi = -INFINITY;
           for (int64_t j : keys) {
             lo = std::min(lo, c.v[size_t(s.v_at(b, h, j) + col)]);
             hi = std::max(hi, c.v[size_t(s.v_at(b, h, j) + col)]);
           }
-          ATTNCHECK_REQUIRE(check, out[n] >= lo - ref.bound[n] && out[n] <= hi + ref.bound[n],
+          ATTNCHECK_REQUIRE(check, out[n] >= lo - ref.out.bound[n] && out[n] <= hi + ref.out.bound[n],
                             "out[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "," +
                                 std::to_string(col) + "] = " + show(out[n]) + " lies outside [" +
                                 show(lo) + ", " + show(hi) + "]\n" + describe(c));
@@ -61,10 +61,10 @@ ATTNCHECK_PROPERTY(SelectionAndAveragePooling, .order = 100, .catches = "naive_s
       for (int64_t j = 0; j < s.Tk; ++j) expected += c.v[size_t(j * s.dv + col)];
       expected = select ? double(c.v[size_t(chosen * s.dv + col)]) : expected / double(s.Tk);
       const size_t n = size_t(i * s.dv + col);
-      if (!std::isfinite(ref.bound[n]) || !std::isfinite(ref.exact[n]) || !std::isfinite(expected)) continue;
+      if (!std::isfinite(ref.out.bound[n]) || !std::isfinite(ref.out.exact[n]) || !std::isfinite(expected)) continue;
       // Within the bound of the exact value, which is the mean, or the chosen value up to exp(-200)
       // of the others: |exact - expected| is that, and the double rounding of the mean.
-      ATTNCHECK_REQUIRE(check, std::fabs(double(out[n]) - expected) <= ref.bound[n] + std::fabs(double(ref.exact[n]) - expected),
+      ATTNCHECK_REQUIRE(check, std::fabs(double(out[n]) - expected) <= ref.out.bound[n] + std::fabs(double(ref.out.exact[n]) - expected),
                     std::string(select ? "selection" : "average pooling") + " gives " + show(out[n]) +
                         ", expected " + show(expected) + "\n" + describe(c));
     }

@@ -62,7 +62,7 @@ ATTNCHECK_PROPERTY(PermutingKeysOrQueries, .order = 120, .catches = "online_no_r
   // The permuted problem's bound, against the original's exact values (rows moved with queries).
   Reference expected = reference(p.problem());
   const Reference original = reference(c.problem());
-  expected.exact = keys ? original.exact : permute_rows(original.exact, s.B * s.H, s.Tq, s.dv);
+  expected.out.exact = keys ? original.out.exact : permute_rows(original.out.exact, s.B * s.H, s.Tq, s.dv);
   require_agreement(check, p, check.run(p), expected, keys ? "keys permuted" : "queries permuted");
 }
 

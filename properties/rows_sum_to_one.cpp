@@ -20,8 +20,8 @@ ATTNCHECK_PROPERTY(RowsSumToOne, .order = 70, .catches = "softmax_over_queries")
         // A row of special values (NaN inputs, the nan policy) or outside float's range has no sum to check.
         bool checkable = true, carries_weight = false;
         for (int64_t j = 0; j < s.Tk; ++j) {
-          checkable &= std::isfinite(ref.bound[row + j]) && std::isfinite(ref.exact[row + j]);
-          carries_weight |= ref.exact[row + j] != 0;
+          checkable &= std::isfinite(ref.out.bound[row + j]) && std::isfinite(ref.out.exact[row + j]);
+          carries_weight |= ref.out.exact[row + j] != 0;
         }
         if (!checkable) continue;
         double sum = 0, sum_bounds = 0;
@@ -29,11 +29,11 @@ ATTNCHECK_PROPERTY(RowsSumToOne, .order = 70, .catches = "softmax_over_queries")
           ATTNCHECK_REQUIRE(check, c.permits(b, i, j) || w[row + j] == 0,
                             "forbidden key " + std::to_string(j) + " of " + where + " has weight " +
                                 show(w[row + j]) + "\n" + describe(c));
-          ATTNCHECK_REQUIRE(check, w[row + j] >= -ref.bound[row + j] && w[row + j] <= 1 + ref.bound[row + j],
+          ATTNCHECK_REQUIRE(check, w[row + j] >= -ref.out.bound[row + j] && w[row + j] <= 1 + ref.out.bound[row + j],
                             "weight " + std::to_string(j) + " of " + where + " is " + show(w[row + j]) +
                                 ", outside [0, 1]\n" + describe(c));
           sum += w[row + j];
-          sum_bounds += ref.bound[row + j];
+          sum_bounds += ref.out.bound[row + j];
         }
         if (carries_weight)  // else an empty row: all zero, as checked above
           ATTNCHECK_REQUIRE(check, std::fabs(sum - 1) <= sum_bounds, where + " sums to " + show(sum) +

@@ -24,7 +24,7 @@ ATTNCHECK_PROPERTY(ShiftInvarianceOfSoftmax, .order = 60, .catches = "naive_soft
   Case<float> shifted = logits;
   for (float& x : shifted.k) x += shift;
   Reference expected = reference(shifted.problem());
-  expected.exact = reference(logits.problem()).exact;
+  expected.out.exact = reference(logits.problem()).out.exact;
   require_agreement(check, shifted, check.run(shifted), expected, "softmax of logits shifted by " + show(shift));
 }
 
@@ -50,7 +50,7 @@ ATTNCHECK_PROPERTY(ShiftInvarianceOfAttention, .order = 80, .catches = "naive_so
     shifted.k.push_back(1);
   }
   Reference expected = reference(shifted.problem());
-  expected.exact = reference(c.problem()).exact;
+  expected.out.exact = reference(c.problem()).out.exact;
   require_agreement(check, shifted, check.run(shifted), expected, "shifting every logit by " + show(a));
 }
 

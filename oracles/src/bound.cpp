@@ -46,6 +46,13 @@ double log_add(double x, double y) {
   return top == -std::numeric_limits<double>::infinity() ? top : top + std::log1p(std::exp(std::min(x, y) - top));
 }
 
+// log sum_j e^(x_j).
+double log_add_all(const std::vector<double>& x) {
+  double total = -std::numeric_limits<double>::infinity();
+  for (double e : x) total = log_add(total, e);
+  return total;
+}
+
 }  // namespace
 
 double dot2_error(int64_t n, double size) {
@@ -53,8 +60,8 @@ double dot2_error(int64_t n, double size) {
   return gamma_2n * gamma_2n * size + double(n) * 0x1p-1074;
 }
 
-void bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<double>& v_abs, int64_t dv,
-               double* bound, double* natural) {
+LseBound bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<double>& v_abs, int64_t dv,
+                   double* bound, double* natural) {
   // f: [n] per key; v_abs [n,dv]; bound and natural [dv].
   const int64_t n = int64_t(f.gap.size());
   const double inf = std::numeric_limits<double>::infinity();
@@ -134,6 +141,22 @@ void bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<double>
     bound[c] = !in_range ? inf : f.finite_row ? (B + U + oracle) * kSelfInflation : 0;
     natural[c] = f.finite_row ? natural_sum + U : 0;
   }
+
+  // The log-sum-exp (docs/error-bound.md, "The log-sum-exp"). The computed normalizer is
+  // l^ = e^(m - m^) l sum_j p_j e^(t_j), so m^ + log l^ = lse + log(sum_j p_j e^(t_j)): the
+  // computed maximum cancels, and |log(sum_j p_j e^(t_j))| <= Lambda. Then the log's own error
+  // (kExpUnits u relative, on |log l^| <= log n + E_top + Lambda) and three roundings of the
+  // result's size (the final sum, and a base-2 log's two conversions), and the oracle's long double.
+  double sum_pS = 0;  // to first order a score error d_j moves lse by sum_j p_j d_j
+  for (int64_t j = 0; j < n; ++j) sum_pS += p[j] * f.score_size[j];
+  const double Lambda = std::max(log_add_all(up), -log_add_all(down));
+  const double log_l = std::log(double(n)) + E_top + Lambda;
+  const double size = f.max_abs + E_top + log_l;
+  const double oracle_lse = 2 * std::numeric_limits<long double>::epsilon() * f.lse_abs;
+  LseBound lse;
+  lse.bound = !f.scores_in_range ? inf : (Lambda + kExpUnits * a.u * log_l + 3 * a.u * size + oracle_lse) * kSelfInflation;
+  lse.natural = a.u * (1 + f.max_abs + std::log(double(n)) + sum_pS) + F_mean;
+  return lse;
 }
 
 }  // namespace attncheck

@@ -40,31 +40,29 @@ std::string format(const char* fmt, Args... args) {
   return line;
 }
 
-std::string index_of(const Mismatch& m) {
-  return format("[%lld,%lld,%lld,%lld]", (long long)m.b, (long long)m.h, (long long)m.i, (long long)m.c);
-}
-
-// Every element of out [B,H,Tq,dv] in index order, judged against the reference: f(m, n).
+// Every element of the tensor in index order, judged against its exact value: f(m, n).
 template <class T, class F>
-void for_each_element(const T* computed, const Reference& ref, const Shape& s, F f) {
-  size_t n = 0;
-  for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t h = 0; h < s.H; ++h)
-      for (int64_t i = 0; i < s.Tq; ++i)
-        for (int64_t c = 0; c < s.dv; ++c, ++n) {
-          const long double x = computed[n], e = ref.exact[n];
-          const double B = ref.bound[n], natural = ref.natural[n];
-          const double error = double(std::fabs(x - e));
-          const bool finite_check = std::isfinite(e) && std::isfinite(B);
-          // A special exact value has no ratio: 0 when matched, +inf when not.
-          const double ratio = !std::isfinite(e)                       ? (within_bound(x, e, B) ? 0 : kInf)
-                               : !std::isfinite(error) || (B == 0 && error > 0) ? kInf
-                               : B > 0                                          ? error / B
-                                                                                : 0;
-          // NaN counts as the worst loss; an exact 0 error as none, whatever the unit.
-          const double loss = !finite_check ? 0 : error == 0 ? 0 : std::isfinite(error) ? error / natural : kInf;
-          f(Mismatch{b, h, i, c, double(x), e, B, ratio, natural, loss, ulps(computed[n], e)}, n);
-        }
+void for_each_element(const T* computed, const ExactTensor& ref, F f) {
+  const int rank = int(ref.dims.size());
+  for (size_t n = 0; n < ref.exact.size(); ++n) {
+    Mismatch m{ref.name, rank, {0, 0, 0, 0}, double(computed[n]), ref.exact[n], ref.bound[n], 0, ref.natural[n], 0,
+               ulps(computed[n], ref.exact[n])};
+    for (int64_t d = rank - 1, rest = int64_t(n); d >= 0; --d) {  // the index, last dimension fastest
+      m.at[d] = rest % ref.dims[size_t(d)];
+      rest /= ref.dims[size_t(d)];
+    }
+    const long double x = computed[n], e = m.exact;
+    const double B = m.bound, error = double(std::fabs(x - e));
+    const bool finite_check = std::isfinite(e) && std::isfinite(B);
+    // A special exact value has no ratio: 0 when matched, +inf when not.
+    m.ratio = !std::isfinite(e)                                ? (within_bound(x, e, B) ? 0 : kInf)
+              : !std::isfinite(error) || (B == 0 && error > 0) ? kInf
+              : B > 0                                          ? error / B
+                                                               : 0;
+    // NaN counts as the worst loss; an exact 0 error as none, whatever the unit.
+    m.loss = !finite_check ? 0 : error == 0 ? 0 : std::isfinite(error) ? error / m.natural : kInf;
+    f(m, n);
+  }
 }
 
 }  // namespace
@@ -76,11 +74,18 @@ bool within_bound(long double x, long double e, double B) {
   return std::fabs(x - e) <= B;  // false for NaN x, and for inf x against a finite e
 }
 
+std::string Mismatch::where() const {
+  std::string text = std::string(tensor) + "[";
+  for (int d = 0; d < rank; ++d) text += (d ? "," : "") + std::to_string(at[d]);
+  return text + "]";
+}
+
 template <class T>
-Comparison compare(const T* computed, const Reference& ref, const Shape& s) {
-  // computed, ref.exact, ref.bound: [B,H,Tq,dv].
+Comparison compare(const T* computed, const ExactTensor& ref) {
+  // computed, ref.exact, ref.bound: the tensor's dims.
   Comparison result;
-  for_each_element(computed, ref, s, [&](const Mismatch& m, size_t) {
+  result.worst.tensor = ref.name;
+  for_each_element(computed, ref, [&](const Mismatch& m, size_t) {
     if (std::isinf(m.bound)) {  // outside T's range: nothing a correct kernel computes can be held to e
       ++result.unchecked;
       return;
@@ -98,17 +103,16 @@ Comparison compare(const T* computed, const Reference& ref, const Shape& s) {
 }
 
 std::string Comparison::summary() const {
-  return format("%lld outputs checked, %lld outside the checkable range, largest error/bound %.3g at %s",
-                (long long)checked, (long long)unchecked, worst_ratio, index_of(worst).c_str());
+  return format("%lld %s elements checked, %lld outside the checkable range, largest error/bound %.3g at %s",
+                (long long)checked, worst.tensor, (long long)unchecked, worst_ratio, worst.where().c_str());
 }
 
 std::string Comparison::report(const char* precision) const {
-  std::string text = format("%lld of %lld outputs outside the bound (%s); %s\n", (long long)failed,
-                            (long long)checked, precision, summary().c_str());
-  text += format("  %-18s %16s %24s %12s %12s %10s\n", "[b,h,i,c]", "computed", "exact", "bound", "error/bound",
-                 "ulps");
+  std::string text = format("%lld of %lld %s elements outside the bound (%s); %s\n", (long long)failed,
+                            (long long)checked, worst.tensor, precision, summary().c_str());
+  text += format("  %-18s %16s %24s %12s %12s %10s\n", "element", "computed", "exact", "bound", "error/bound", "ulps");
   for (const Mismatch& m : mismatches)
-    text += format("  %-18s %16.9g %24.17Lg %12.3g %12.3g %10.0f\n", index_of(m).c_str(), m.computed, m.exact,
+    text += format("  %-18s %16.9g %24.17Lg %12.3g %12.3g %10.0f\n", m.where().c_str(), m.computed, m.exact,
                    m.bound, m.ratio, m.ulps);
   if (failed > int64_t(mismatches.size()))
     text += format("  ... and %lld more\n", (long long)(failed - int64_t(mismatches.size())));
@@ -116,12 +120,13 @@ std::string Comparison::report(const char* precision) const {
 }
 
 template <class T>
-PrecisionGate precision_gate(const T* computed, const T* builtin_computed, const Reference& ref, const Shape& s) {
-  // computed, builtin_computed, ref.exact, ref.natural: [B,H,Tq,dv].
+PrecisionGate precision_gate(const T* computed, const T* builtin_computed, const ExactTensor& ref) {
+  // computed, builtin_computed, ref.exact, ref.natural: the tensor's dims.
   PrecisionGate gate;
-  for_each_element(builtin_computed, ref, s, [&](const Mismatch& m, size_t) { gate.reference = std::max(gate.reference, m.loss); });
+  gate.worst.tensor = ref.name;
+  for_each_element(builtin_computed, ref, [&](const Mismatch& m, size_t) { gate.reference = std::max(gate.reference, m.loss); });
   gate.limit = kPrecisionFactor * std::max(gate.reference, kPrecisionFloor);
-  for_each_element(computed, ref, s, [&](const Mismatch& m, size_t) {
+  for_each_element(computed, ref, [&](const Mismatch& m, size_t) {
     gate.checked += std::isfinite(m.exact) && std::isfinite(m.bound);
     if (m.loss > gate.kernel) {
       gate.kernel = m.loss;
@@ -136,15 +141,15 @@ PrecisionGate precision_gate(const T* computed, const T* builtin_computed, const
 
 std::string PrecisionGate::summary() const {
   return format("largest loss %.3g natural units at %s, limit %.3g (8 x max(16, the built-in's %.3g))", kernel,
-                index_of(worst).c_str(), limit, reference);
+                worst.where().c_str(), limit, reference);
 }
 
 std::string PrecisionGate::report(const char* precision) const {
-  std::string text = format("%lld of %lld outputs lose more precision than the limit (%s); %s\n", (long long)failed,
-                            (long long)checked, precision, summary().c_str());
-  text += format("  %-18s %16s %24s %12s %12s %10s\n", "[b,h,i,c]", "computed", "exact", "natural", "loss", "ulps");
+  std::string text = format("%lld of %lld %s elements lose more precision than the limit (%s); %s\n",
+                            (long long)failed, (long long)checked, worst.tensor, precision, summary().c_str());
+  text += format("  %-18s %16s %24s %12s %12s %10s\n", "element", "computed", "exact", "natural", "loss", "ulps");
   for (const Mismatch& m : mismatches)
-    text += format("  %-18s %16.9g %24.17Lg %12.3g %12.3g %10.0f\n", index_of(m).c_str(), m.computed, m.exact,
+    text += format("  %-18s %16.9g %24.17Lg %12.3g %12.3g %10.0f\n", m.where().c_str(), m.computed, m.exact,
                    m.natural, m.loss, m.ulps);
   if (failed > int64_t(mismatches.size()))
     text += format("  ... and %lld more\n", (long long)(failed - int64_t(mismatches.size())));
@@ -152,9 +157,8 @@ std::string PrecisionGate::report(const char* precision) const {
 }
 
 template <class T>
-Verdict judge(const T* computed, const T* builtin_computed, const Reference& ref, const Shape& shape) {
-  return {compare(computed, ref, shape), precision_gate(computed, builtin_computed, ref, shape),
-          Arithmetic::of<T>().label};
+Verdict judge(const T* computed, const T* builtin_computed, const ExactTensor& ref) {
+  return {compare(computed, ref), precision_gate(computed, builtin_computed, ref), Arithmetic::of<T>().label};
 }
 
 std::string Verdict::report() const {
@@ -167,11 +171,11 @@ std::string Verdict::summary() const {
   return "  bound: " + bound.summary() + "\n  precision: " + precision.summary();
 }
 
-template Comparison compare(const float*, const Reference&, const Shape&);
-template Comparison compare(const double*, const Reference&, const Shape&);
-template PrecisionGate precision_gate(const float*, const float*, const Reference&, const Shape&);
-template PrecisionGate precision_gate(const double*, const double*, const Reference&, const Shape&);
-template Verdict judge(const float*, const float*, const Reference&, const Shape&);
-template Verdict judge(const double*, const double*, const Reference&, const Shape&);
+template Comparison compare(const float*, const ExactTensor&);
+template Comparison compare(const double*, const ExactTensor&);
+template PrecisionGate precision_gate(const float*, const float*, const ExactTensor&);
+template PrecisionGate precision_gate(const double*, const double*, const ExactTensor&);
+template Verdict judge(const float*, const float*, const ExactTensor&);
+template Verdict judge(const double*, const double*, const ExactTensor&);
 
 }  // namespace attncheck

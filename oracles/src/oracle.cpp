@@ -131,6 +131,7 @@ ExactRow exact_row(const Problem<T>& p, int64_t b, int64_t h, int64_t i) {
   const int64_t n = int64_t(row.keys.size());
   row.out.assign(size_t(s.dv), 0);
   row.bound.assign(size_t(s.dv), facts.scores_in_range ? 0 : kInf);
+  row.lse_bound = facts.scores_in_range ? 0 : kInf;
   row.natural.assign(size_t(s.dv), 0);
   if (n == 0) {  // the empty-row policy: exact, so the bound is 0 (inside T's range)
     const bool zero = p.empty_rows == EmptyRows::zero;
@@ -191,27 +192,40 @@ ExactRow exact_row(const Problem<T>& p, int64_t b, int64_t h, int64_t i) {
     facts.log_weight.push_back((row.scores[j] - row.lse).convert_to<double>());
     for (int64_t c = 0; c < s.dv; ++c) v_abs[size_t(j * s.dv + c)] = finite_abs(v_bh[row.keys[j] * s.dv + c]);
   }
-  bound_row(facts, arith, v_abs, s.dv, row.bound.data(), row.natural.data());
+  facts.max_abs = up(abs(row.max));
+  facts.lse_abs = up(abs(row.lse));
+  const LseBound lse = bound_row(facts, arith, v_abs, s.dv, row.bound.data(), row.natural.data());
+  row.lse_bound = lse.bound;
+  row.lse_natural = lse.natural;
   return row;
 }
 
 template <class T>
 Reference reference(const Problem<T>& p) {
-  // Q, K, V, bias in; exact, bound and natural [B,H,Tq,dv] out.
+  // Q, K, V, bias in; out [B,H,Tq,dv] and lse [B,H,Tq] out.
   const Shape& s = p.shape;
   Reference ref;
-  const size_t size = size_t(s.out_size());
-  ref.exact.resize(size);
-  ref.bound.resize(size);
-  ref.natural.resize(size);
+  ref.out.name = "out";
+  ref.out.dims = {s.B, s.H, s.Tq, s.dv};
+  ref.lse.name = "lse";
+  ref.lse.dims = {s.B, s.H, s.Tq};
+  for (ExactTensor* t : {&ref.out, &ref.lse}) {
+    const size_t size = size_t(t == &ref.out ? s.out_size() : s.lse_size());
+    t->exact.resize(size);
+    t->bound.resize(size);
+    t->natural.resize(size);
+  }
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.H; ++h)
       for (int64_t i = 0; i < s.Tq; ++i) {
         const ExactRow row = exact_row(p, b, h, i);
-        const size_t at = size_t(s.out_at(b, h, i));
-        std::copy(row.out.begin(), row.out.end(), ref.exact.begin() + at);
-        std::copy(row.bound.begin(), row.bound.end(), ref.bound.begin() + at);
-        std::copy(row.natural.begin(), row.natural.end(), ref.natural.begin() + at);
+        const size_t at = size_t(s.out_at(b, h, i)), n = size_t(s.lse_at(b, h, i));
+        std::copy(row.out.begin(), row.out.end(), ref.out.exact.begin() + at);
+        std::copy(row.bound.begin(), row.bound.end(), ref.out.bound.begin() + at);
+        std::copy(row.natural.begin(), row.natural.end(), ref.out.natural.begin() + at);
+        ref.lse.exact[n] = row.lse.convert_to<long double>();
+        ref.lse.bound[n] = row.lse_bound;
+        ref.lse.natural[n] = row.lse_natural;
       }
   return ref;
 }

@@ -29,10 +29,12 @@ std::vector<T> run_variant(const Case<T>& c, const Variant& v) {
   return out;
 }
 
+// The built-in implementation's out [B,H,Tq,dv], and its lse [B,H,Tq] into `lse` if given.
 template <class T>
-std::vector<T> run_builtin(const Case<T>& c) {
-  std::vector<T> out(size_t(c.shape.B * c.shape.H * c.shape.Tq * c.shape.dv));
-  attention(c.problem(), Result<T>{out.data()});
+std::vector<T> run_builtin(const Case<T>& c, std::vector<T>* lse = nullptr) {
+  std::vector<T> out(size_t(c.shape.out_size()));
+  if (lse) lse->resize(size_t(c.shape.lse_size()));
+  attention(c.problem(), Result<T>{out.data(), nullptr, lse ? lse->data() : nullptr});
   return out;
 }
 
@@ -46,10 +48,21 @@ void sweep(int64_t cases) {
   std::vector<double> worst_ratio(kKernels), worst_gate(kKernels);
   std::vector<std::string> worst_where(kKernels);
   int64_t unchecked = 0, checked = 0;
+  double worst_lse = 0;
+  std::string worst_lse_where;
   for (int64_t n = 0; n < cases; ++n) {
     const Case<T> c = draw_case<T>(choose);
     const Reference ref = reference(c.problem());
-    const std::vector<T> plain = run_builtin(c);
+    std::vector<T> lse;
+    const std::vector<T> plain = run_builtin(c, &lse);
+    // The log-sum-exp: the built-in implementation is the one kernel here that returns it.
+    const Comparison lse_result = compare(lse.data(), ref.lse);
+    ASSERT_TRUE(lse_result.ok()) << "built-in lse, case " << n << " (seed " << seed << ", " << c.mix << ")\n"
+                                 << lse_result.report(precision);
+    if (lse_result.worst_ratio > worst_lse) {
+      worst_lse = lse_result.worst_ratio;
+      worst_lse_where = "case " + std::to_string(n) + " " + lse_result.worst.where() + ", " + c.mix;
+    }
     for (size_t kernel = 0; kernel < kKernels; ++kernel) {
       const bool is_builtin = kernel == correct.size();
       const char* name = is_builtin ? "built-in" : correct[kernel].name;
@@ -62,8 +75,7 @@ void sweep(int64_t cases) {
       if (result.worst_ratio > worst_ratio[kernel]) {
         worst_ratio[kernel] = result.worst_ratio;
         const Mismatch& w = result.worst;
-        worst_where[kernel] = "case " + std::to_string(n) + " [" + std::to_string(w.b) + "," + std::to_string(w.h) +
-                              "," + std::to_string(w.i) + "," + std::to_string(w.c) + "], " + c.mix;
+        worst_where[kernel] = "case " + std::to_string(n) + " " + w.where() + ", " + c.mix;
       }
       worst_gate[kernel] = std::max(worst_gate[kernel], gate.kernel / gate.limit);
       if (is_builtin) {
@@ -78,6 +90,7 @@ void sweep(int64_t cases) {
     std::printf("  %-45s largest error/bound %.3g (%s), largest loss/limit %.3g\n",
                 kernel < correct.size() ? correct[kernel].name : "built-in", worst_ratio[kernel],
                 worst_where[kernel].c_str(), worst_gate[kernel]);
+  std::printf("  %-45s largest error/bound %.3g (%s)\n", "built-in, lse", worst_lse, worst_lse_where.c_str());
 }
 
 TEST(Bound, NeverExceededByCorrectFloatKernels) { sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 1500)); }
@@ -120,6 +133,32 @@ TEST(Bound, ExceededByPlantedErrors) {
   }
 }
 
+// The log-sum-exp's real bugs (docs/error-bound.md, "The log-sum-exp"): a natural-log LSE
+// multiplied by ln 2 again (pytorch 181645), a base-2 LSE returned (flashinfer 2114), and 0
+// instead of -inf for a fully masked row (pytorch 134650). Each is wrong by the bound, named lse.
+TEST(Bound, LseExceededByPlantedErrors) {
+  for (uint64_t seed = 1; seed <= 50; ++seed) {
+    Case<float> c = plain_case(seed);
+    c.allow.assign(size_t(c.shape.allow_size()), 1);
+    std::fill_n(c.allow.begin(), c.shape.Tk, uint8_t(0));  // query 0 sees nothing
+    const Reference ref = reference(c.problem());
+    std::vector<float> lse;
+    run_builtin(c, &lse);
+    ASSERT_TRUE(compare(lse.data(), ref.lse).ok()) << seed;
+    std::vector<float> times_ln2 = lse, base_2 = lse, empty_zero = lse;
+    for (size_t n = 1; n < lse.size(); ++n) {  // n = 0 is the empty row, -inf in all three
+      times_ln2[n] = float(lse[n] * M_LN2);
+      base_2[n] = float(lse[n] / M_LN2);
+    }
+    empty_zero[0] = 0;
+    for (const std::vector<float>* wrong : {&times_ln2, &base_2, &empty_zero}) {
+      const Comparison result = compare(wrong->data(), ref.lse);
+      EXPECT_FALSE(result.ok()) << seed;
+      EXPECT_NE(result.report("float32").find("lse[0,"), std::string::npos) << result.report("float32");
+    }
+  }
+}
+
 TEST(PrecisionGate, CatchesPrecisionLossTheBoundAllows) {
   for (uint64_t seed = 1; seed <= 50; ++seed) {
     EXPECT_NE(caught_by(plain_case(seed), {.mutation = Mutation::bf16_weights}), "neither") << seed;
@@ -138,7 +177,7 @@ TEST(PrecisionGate, FlushedSubnormalInputsAreNoLoss) {
   c.k = {1e34f, 0};
   c.v = {1, 0};
   const Reference ref = reference(c.problem());
-  ASSERT_NEAR(double(ref.exact[0]), 0.5000294, 1e-7);
+  ASSERT_NEAR(double(ref.out.exact[0]), 0.5000294, 1e-7);
   const std::vector<float> flushed = run_variant(c, {.flush_subnormals = true}), plain = run_builtin(c);
   EXPECT_EQ(flushed[0], 0.5f);
   const Verdict verdict = judge(flushed.data(), plain.data(), ref, c.shape);

@@ -88,8 +88,8 @@ TEST(Oracle, GroupedKvHeadsAreTheirGroupsRepeated) {
       }
     ASSERT_EQ(int64_t(gqa.k.size()), gqa.shape.k_size());
     const Reference grouped = reference(gqa.problem()), expanded = reference(repeated.problem());
-    for (size_t e = 0; e < grouped.exact.size(); ++e) {
-      const long double x = grouped.exact[e], y = expanded.exact[e];
+    for (size_t e = 0; e < grouped.out.exact.size(); ++e) {
+      const long double x = grouped.out.exact[e], y = expanded.out.exact[e];
       ASSERT_TRUE(x == y || (std::isnan(x) && std::isnan(y))) << "case " << n << ", element " << e;
     }
     std::vector<float> out(size_t(s.out_size()));
@@ -108,10 +108,10 @@ TEST(Oracle, ExplicitRowMatchesBatchedResult) {
       for (int64_t h = 0; h < s.H; ++h) {
         const Reference alone = reference(slice(c, b, h).problem());
         const size_t at = size_t(s.out_at(b, h, 0));
-        for (size_t e = 0; e < alone.exact.size(); ++e) {
-          const long double x = batched.exact[at + e], y = alone.exact[e];
+        for (size_t e = 0; e < alone.out.exact.size(); ++e) {
+          const long double x = batched.out.exact[at + e], y = alone.out.exact[e];
           EXPECT_TRUE(x == y || (std::isnan(x) && std::isnan(y))) << "case " << n << " b " << b << " h " << h;
-          EXPECT_EQ(batched.bound[at + e], alone.bound[e]);
+          EXPECT_EQ(batched.out.bound[at + e], alone.out.bound[e]);
         }
       }
   }
@@ -129,7 +129,7 @@ TEST(Comparator, NanWhereTheExactIsFiniteFailsUnlikeAFabsCheck) {
   const LogitsCase c({0.5f, -1, 2}, {1, 2, 3});
   const Reference ref = reference(c.problem);
   const float computed = kNaN;
-  EXPECT_FALSE(std::fabs(computed - float(ref.exact[0])) > 1e-3f);  // the hole in llm.c-style checks
+  EXPECT_FALSE(std::fabs(computed - float(ref.out.exact[0])) > 1e-3f);  // the hole in llm.c-style checks
   const Comparison result = compare(&computed, ref, c.problem.shape);
   EXPECT_EQ(result.failed, 1);
   EXPECT_NE(result.report("float").find("nan"), std::string::npos);

@@ -23,6 +23,8 @@ struct RowFacts {
   bool finite_row = true;          // the row's maximum and sum are finite; else its outputs are special values
   bool scores_in_range = true;     // no permitted key's score can overflow T (judged on finite terms)
 
+  double max_abs = 0;              // |m_i|, rounded up
+  double lse_abs = 0;              // |lse_i|, rounded up
   std::vector<double> score_size;  // [n] c sum_k |q_ik k_jk| + |bias_ij| over finite terms, rounded up
   std::vector<double> flush_error; // [n] tiny max(1, c) (2 dk + sum_k |q_ik| + sum_k |k_jk|): what flushing can move a score
   std::vector<double> gap;         // [n] m_i - s_ij >= 0, rounded up
@@ -34,10 +36,15 @@ struct RowFacts {
 // terms whose |x y| sum to `size`, |computed - exact| <= gamma_2n(2^-53)^2 size + n 2^-1074.
 double dot2_error(int64_t n, double size);
 
+// The same two numbers for the row's log-sum-exp.
+struct LseBound {
+  double bound = 0, natural = 0;
+};
+
 // bound[c] and natural[c] for c < dv, from the row's facts and |v_jc| of its keys, v_abs [n,dv]
-// (0 for a non-finite v_jc). bound is +inf where T's range cannot hold the computation (overflow
-// is outside the model), and 0 in a row of special values.
-void bound_row(const RowFacts& facts, const Arithmetic& arith, const std::vector<double>& v_abs, int64_t dv,
-               double* bound, double* natural);
+// (0 for a non-finite v_jc), and the log-sum-exp's. A bound is +inf where T's range cannot hold
+// the computation (overflow is outside the model).
+LseBound bound_row(const RowFacts& facts, const Arithmetic& arith, const std::vector<double>& v_abs, int64_t dv,
+                   double* bound, double* natural);
 
 }  // namespace attncheck

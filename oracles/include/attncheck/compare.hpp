@@ -36,9 +36,11 @@
 
 namespace attncheck {
 
-// One element of out [B,H,Tq,dv], judged.
+// One element of a named result tensor, judged.
 struct Mismatch {
-  int64_t b, h, i, c;
+  const char* tensor;  // "out", "lse"
+  int rank;
+  int64_t at[4];       // its index, `rank` entries: [b,h,i,c] in out, [b,h,i] in lse
   double computed;
   long double exact;
   double bound;
@@ -46,6 +48,7 @@ struct Mismatch {
   double natural;  // the precision gate's unit for this element
   double loss;     // |computed - exact| / natural
   double ulps;     // -1 when either side is NaN
+  std::string where() const;  // "out[0,1,3,2]"
 };
 
 // Whether computed x passes against exact e with bound B, by the rules above.
@@ -72,9 +75,14 @@ struct Comparison {
   std::string summary() const;
 };
 
-// computed out [B,H,Tq,dv] against the oracle's reference of the same problem.
+// A computed tensor against the oracle's tensor of the same name and shape.
 template <class T>
-Comparison compare(const T* computed, const Reference& reference, const Shape& shape);
+Comparison compare(const T* computed, const ExactTensor& expected);
+// computed out [B,H,Tq,dv] against the reference's out.
+template <class T>
+Comparison compare(const T* computed, const Reference& reference, const Shape&) {
+  return compare(computed, reference.out);
+}
 
 // The precision gate over a whole output.
 extern const double kPrecisionFactor;
@@ -90,11 +98,10 @@ struct PrecisionGate {
   std::string summary() const;
 };
 
-// computed and builtin_computed out [B,H,Tq,dv], the same problem; the second is attncheck's
+// computed and builtin_computed, the same tensor of the same problem; the second from attncheck's
 // built-in implementation in the same precision.
 template <class T>
-PrecisionGate precision_gate(const T* computed, const T* builtin_computed, const Reference& reference,
-                             const Shape& shape);
+PrecisionGate precision_gate(const T* computed, const T* builtin_computed, const ExactTensor& expected);
 
 // The one verdict on an output, both gates: wrong, else imprecise, else right.
 struct Verdict {
@@ -108,6 +115,11 @@ struct Verdict {
   std::string summary() const;
 };
 template <class T>
-Verdict judge(const T* computed, const T* builtin_computed, const Reference& reference, const Shape& shape);
+Verdict judge(const T* computed, const T* builtin_computed, const ExactTensor& expected);
+// out [B,H,Tq,dv], the tensor every kernel computes.
+template <class T>
+Verdict judge(const T* computed, const T* builtin_computed, const Reference& reference, const Shape&) {
+  return judge(computed, builtin_computed, reference.out);
+}
 
 }  // namespace attncheck

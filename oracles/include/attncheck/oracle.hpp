@@ -25,17 +25,27 @@ struct ExactRow {
   std::vector<long double> out;  // [dv] sum_j p_ij v_jc, rounded to long double (2^-64 relative)
   std::vector<double> bound;     // [dv] the bound on |computed - exact| of any correct T implementation
   std::vector<double> natural;   // [dv] the precision gate's unit (docs/error-bound.md)
+  double lse_bound = 0, lse_natural = 0;  // the same for lse
 };
 
 // Row (b, h, i) of `problem`: Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk] in.
 template <class T>
 ExactRow exact_row(const Problem<T>& problem, int64_t b, int64_t h, int64_t i);
 
-// The whole problem: exact out, bound and natural unit, each [B,H,Tq,dv].
-struct Reference {
+// One named result tensor of the reference: for each element the exact value, the bound on
+// |computed - exact| of any correct implementation, and the precision gate's unit.
+struct ExactTensor {
+  const char* name = "";
+  std::vector<int64_t> dims;  // the tensor's shape, e.g. {B,H,Tq,dv}
   std::vector<long double> exact;
   std::vector<double> bound;
   std::vector<double> natural;
+};
+
+// The whole problem's results, each a named tensor: out [B,H,Tq,dv] and lse [B,H,Tq] (the
+// log-sum-exp of each row's permitted scores: -inf for an empty row, NaN under the nan policy).
+struct Reference {
+  ExactTensor out, lse;
 };
 template <class T>
 Reference reference(const Problem<T>& problem);
