@@ -230,6 +230,7 @@ CampaignResult replay(const CampaignOptions& options, const Finding& recorded) {
   const Run run = recorded.kept ? run_once(kernel, both, property, 0, nullptr, &recorded)
                                 : run_once(kernel, both, property, 0, &recorded.choices);
   CampaignResult result;
+  result.replayed = true;
   result.cases = 1;
   result.per_property[recorded.property] = 1;
   result.found = run.failed;

@@ -21,7 +21,7 @@ using Json = nlohmann::ordered_json;  // ordered: the keys in the order written,
 // The one-line summary of a campaign: verdict, cases, properties, seconds, rate, largest error/bound.
 std::string summary(const char* verdict, const CampaignResult& r) {
   char line[400], shrinking[48] = "";
-  if (r.found) std::snprintf(shrinking, sizeof shrinking, " + %.1f s shrinking", r.shrink_seconds);
+  if (r.found && !r.replayed) std::snprintf(shrinking, sizeof shrinking, " + %.1f s shrinking", r.shrink_seconds);
   std::snprintf(line, sizeof line,
                 "attncheck check: %s: %lld cases, %zu properties, %.1f s%s, %.0f cases/s, largest error/bound %.3g",
                 verdict, (long long)r.cases, r.per_property.size(), r.seconds, shrinking,

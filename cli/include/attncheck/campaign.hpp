@@ -44,6 +44,7 @@ struct CampaignResult {
   std::map<std::string, int64_t> per_property;  // runs of each
   double seconds = 0;                          // searching
   double shrink_seconds = 0;                   // shrinking the counterexample
+  bool replayed = false;                       // a replay file's one run: no search, no shrinking
   double worst_ratio = 0;                      // the largest error/bound seen
   std::string fp_mode;                         // how the library changed the process's floating-point mode, or empty
 };
