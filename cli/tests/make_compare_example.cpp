@@ -81,17 +81,12 @@ int main(int argc, char** argv) {
   save(dir + "/long_out.npy", long_out, {1, 1, l.Tq, l.dv});
   save(dir + "/long_out_approx_exp.npy", imprecise, {1, 1, l.Tq, l.dv});
 
-  const std::vector<float> flush_q = {0x1.fffffcp-127f}, flush_k = {1e34f, 0}, flush_v = {1, 0};
-  Problem<float> flush;
-  flush.shape = {1, 1, 1, 2, 1, 1};
-  flush.q = flush_q.data();
-  flush.k = flush_k.data();
-  flush.v = flush_v.data();
+  const Case<float> flush = flushed_subnormal_case();
   std::vector<float> flush_out(1);
-  variant_attention(flush, flush_out.data(), Variant{.flush_subnormals = true});
-  save(dir + "/flush_q.npy", flush_q, {1, 1, 1, 1});
-  save(dir + "/flush_k.npy", flush_k, {1, 1, 2, 1});
-  save(dir + "/flush_v.npy", flush_v, {1, 1, 2, 1});
+  variant_attention(flush.problem(), flush_out.data(), Variant{.flush_subnormals = true});
+  save(dir + "/flush_q.npy", flush.q, {1, 1, 1, 1});
+  save(dir + "/flush_k.npy", flush.k, {1, 1, 2, 1});
+  save(dir + "/flush_v.npy", flush.v, {1, 1, 2, 1});
   save(dir + "/flush_out.npy", flush_out, {1, 1, 1, 1});
   if (bad_inputs) save(dir + "/k_short.npy", std::vector<float>(k.begin(), k.begin() + 2 * 4 * 8), {1, 2, 4, 8});
   return 0;

@@ -65,6 +65,19 @@ void for_each_element(const T* computed, const ExactTensor& ref, F f) {
   }
 }
 
+// The failure report's table of the first mismatches, then a count of the rest: by the bound
+// (bound, error/bound) or by the precision gate (natural, loss).
+std::string table(const std::vector<Mismatch>& mismatches, int64_t failed, bool precision) {
+  std::string text = format("  %-18s %16s %24s %12s %12s %10s\n", "element", "computed", "exact",
+                            precision ? "natural" : "bound", precision ? "loss" : "error/bound", "ulps");
+  for (const Mismatch& m : mismatches)
+    text += format("  %-18s %16.9g %24.17Lg %12.3g %12.3g %10.0f\n", m.where().c_str(), m.computed, m.exact,
+                   precision ? m.natural : m.bound, precision ? m.loss : m.ratio, m.ulps);
+  if (failed > int64_t(mismatches.size()))
+    text += format("  ... and %lld more\n", (long long)(failed - int64_t(mismatches.size())));
+  return text;
+}
+
 }  // namespace
 
 bool within_bound(long double x, long double e, double B) {
@@ -108,15 +121,9 @@ std::string Comparison::summary() const {
 }
 
 std::string Comparison::report(const char* precision) const {
-  std::string text = format("%lld of %lld %s elements outside the bound (%s); %s\n", (long long)failed,
-                            (long long)checked, worst.tensor, precision, summary().c_str());
-  text += format("  %-18s %16s %24s %12s %12s %10s\n", "element", "computed", "exact", "bound", "error/bound", "ulps");
-  for (const Mismatch& m : mismatches)
-    text += format("  %-18s %16.9g %24.17Lg %12.3g %12.3g %10.0f\n", m.where().c_str(), m.computed, m.exact,
-                   m.bound, m.ratio, m.ulps);
-  if (failed > int64_t(mismatches.size()))
-    text += format("  ... and %lld more\n", (long long)(failed - int64_t(mismatches.size())));
-  return text;
+  return format("%lld of %lld %s elements outside the bound (%s); %s\n", (long long)failed, (long long)checked,
+                worst.tensor, precision, summary().c_str()) +
+         table(mismatches, failed, false);
 }
 
 template <class T>
@@ -145,15 +152,9 @@ std::string PrecisionGate::summary() const {
 }
 
 std::string PrecisionGate::report(const char* precision) const {
-  std::string text = format("%lld of %lld %s elements lose more precision than the limit (%s); %s\n",
-                            (long long)failed, (long long)checked, worst.tensor, precision, summary().c_str());
-  text += format("  %-18s %16s %24s %12s %12s %10s\n", "element", "computed", "exact", "natural", "loss", "ulps");
-  for (const Mismatch& m : mismatches)
-    text += format("  %-18s %16.9g %24.17Lg %12.3g %12.3g %10.0f\n", m.where().c_str(), m.computed, m.exact,
-                   m.natural, m.loss, m.ulps);
-  if (failed > int64_t(mismatches.size()))
-    text += format("  ... and %lld more\n", (long long)(failed - int64_t(mismatches.size())));
-  return text;
+  return format("%lld of %lld %s elements lose more precision than the limit (%s); %s\n", (long long)failed,
+                (long long)checked, worst.tensor, precision, summary().c_str()) +
+         table(mismatches, failed, true);
 }
 
 template <class T>

@@ -171,11 +171,7 @@ TEST(PrecisionGate, CatchesPrecisionLossTheBoundAllows) {
 // v = [1, 0] it gives 0.5 where the exact output is 0.5000294. The bound's flush terms allow it,
 // and so must the precision gate's natural unit (it once called this a loss of 986 units).
 TEST(PrecisionGate, FlushedSubnormalInputsAreNoLoss) {
-  Case<float> c;
-  c.shape = {1, 1, 1, 2, 1, 1};
-  c.q = {0x1.fffffcp-127f};
-  c.k = {1e34f, 0};
-  c.v = {1, 0};
+  const Case<float> c = flushed_subnormal_case();
   const Reference ref = reference(c.problem());
   ASSERT_NEAR(double(ref.out.exact[0]), 0.5000294, 1e-7);
   const std::vector<float> flushed = run_variant(c, {.flush_subnormals = true}), plain = run_builtin(c);

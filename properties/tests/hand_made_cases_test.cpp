@@ -103,11 +103,7 @@ std::vector<Bug> torch_bugs() {
 
 // examples/compare/flush_*.npy as a case: q the largest float subnormal, k = [1e34, 0], v = [1, 0].
 TEST(HandMadeCases, FlushedSubnormalCasePassesCheckAsItPassesCompare) {
-  Case<float> c;
-  c.shape = {1, 1, 1, 2, 1, 1};
-  c.q = {0x1.fffffcp-127f};
-  c.k = {1e34f, 0};
-  c.v = {1, 0};
+  const Case<float> c = flushed_subnormal_case();
   for (const char* plugin : {FLUSH_SUBNORMALS_SO, FAST_MATH_LINKED_SO})
     EXPECT_EQ(failure(plugin, "AgreesWithOracleInFloat", c, {}), "") << plugin;
 }

@@ -116,6 +116,16 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
   return c;
 }
 
+Case<float> flushed_subnormal_case() {
+  Case<float> c;
+  c.shape = {1, 1, 1, 2, 1, 1};
+  c.q = {0x1.fffffcp-127f};
+  c.k = {1e34f, 0};
+  c.v = {1, 0};
+  c.mix = "a subnormal q against a key of 1e34";
+  return c;
+}
+
 template <class T>
 Case<T> slice(const Case<T>& c, int64_t b, int64_t h) {
   // c's buffers [B,H,...], [B,H_kv,...] and [B,...] in; one (b, h) with its KV head out.

@@ -71,6 +71,11 @@ Case<T> with_identity_values(Case<T> c) {
   return c;
 }
 
+// The case that showed a correct kernel under denormals-are-zero flagged (issue 9): one query, two
+// keys, B H Tq dk dv 1; q the largest float subnormal, k = [1e34, 0], v = [1, 0]. Exact 0.5000294;
+// a kernel that reads q as 0 gives 0.5, within the bound and the precision gate.
+Case<float> flushed_subnormal_case();
+
 // Head h of batch b alone, as a B 1, H 1 case with that batch's masks.
 template <class T>
 Case<T> slice(const Case<T>& c, int64_t b, int64_t h);
