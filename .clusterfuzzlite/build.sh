@@ -18,6 +18,8 @@ for target in "${targets[@]}"; do
   cp "$WORK/attncheck-build/fuzz/$target" "$src/fuzz/$target.options" "$OUT/"
   [ ! -f "$src/fuzz/$target.dict" ] || cp "$src/fuzz/$target.dict" "$OUT/"
   rm -f "$OUT/${target}_seed_corpus.zip"
-  find "$src/corpus/$target" "$src/corpus/regressions/$target" -type f ! -name '.*' |
+  # Kept regressions are texts for the replay programs (docs/fuzzing.md), not libFuzzer inputs,
+  # but for fuzz_npy, whose kept regressions are .npy bytes.
+  find "$src/corpus/$target" "$src/corpus/regressions/$target" -type f ! -name '.*' ! -name '*.txt' |
     zip -q -j "$OUT/${target}_seed_corpus.zip" -@
 done

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "attncheck/compare.hpp"
@@ -20,12 +21,30 @@
 namespace attncheck::fuzz {
 namespace {
 
+// Why plugin ABI v1 cannot carry case c to this kernel, or "".
+template <class T>
+std::string cannot_take(const Kernel& kernel, const Case<T>& c) {
+  if (kernel.full_contract) return "";
+  if (std::is_same_v<T, double> && !kernel.plugin.forward_f64) return "it has no float64 entry point";
+  if (!c.bias.empty()) return "plugin ABI v1 has no bias";
+  if (c.empty_rows != EmptyRows::zero) return "plugin ABI v1 has only the zero empty-row policy";
+  if (c.shape.kv_heads() != c.shape.H) return "plugin ABI v1 has no grouped KV heads";
+  return "";
+}
+
 template <class T>
 void check(const Kernel& kernel, const AttentionInput<T>& in) {
   // in.c: Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv], masks; out and dirty: [B,H,Tq,dv].
   const Case<T>& c = in.c;
   const Shape& s = c.shape;
   std::vector<T> out, dirty;
+  // Only a kept text can hold a case the kernel cannot take (bytes decode within its limits): one
+  // kept with the built-in implementation, replayed with a plugin.
+  if (const std::string why = cannot_take(kernel, c); !why.empty()) {
+    std::fprintf(stderr, "fuzz_attention: skipped: %s cannot take this case (%s)\n", kernel.plugin.name.c_str(),
+                 why.c_str());
+    return;
+  }
   if (showing())
     std::fprintf(stderr, "%sintervention: query %lld of batch %lld\n", describe(c).c_str(), (long long)in.i,
                  (long long)in.b);
@@ -65,14 +84,34 @@ void check(const Kernel& kernel, const AttentionInput<T>& in) {
   }
 }
 
+const auto check_input = [](const auto& in) { check(kernel_from_environment(), in); };
+// Bytes decode to what the kernel takes: so a plugin's failure is kept (--keep) with the same
+// ATTNCHECK_IMPL, or its bytes would decode to another case.
+const auto decode = [](Chooser& choose, auto use) {
+  const Kernel& kernel = kernel_from_environment();
+  read_attention_input(choose, kernel.limits(kAttentionLimits), kernel.plugin.forward_f64 != nullptr, use);
+};
+
+int test_bytes(const uint8_t* data, size_t size) {
+  BytesChooser choose(data, size);
+  decode(choose, check_input);
+  return 0;
+}
+
 }  // namespace
 }  // namespace attncheck::fuzz
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace attncheck;
-  const Kernel& kernel = kernel_from_environment();
-  fuzz::BytesChooser choose(data, size);
-  fuzz::read_attention_input(choose, kernel.limits(fuzz::kAttentionLimits), kernel.plugin.forward_f64 != nullptr,
-                             [&](const auto& in) { fuzz::check(kernel, in); });
-  return 0;
+  using namespace attncheck::fuzz;
+  return test_one_input(data, size, AttentionInput<float>::target, test_bytes);
+}
+
+extern "C" int AttncheckFuzzReplayKept(const uint8_t* data, size_t size, std::string* error) {
+  using namespace attncheck::fuzz;
+  return with_kept<AttentionInput>(data, size, error, check_input);
+}
+
+extern "C" int AttncheckFuzzKeep(const uint8_t* data, size_t size, std::string* text, std::string* error) {
+  using namespace attncheck::fuzz;
+  return keep<AttentionInput>(data, size, text, error, decode);
 }
