@@ -29,7 +29,7 @@ void BM_InProcess(benchmark::State& state) {
   for (auto _ : state) {
     const Case<float>& c = cases()[n++ % cases().size()];
     run_kernel(kernel, c, out);
-    if (state.range(0)) benchmark::DoNotOptimize(compare(out.data(), reference(c.problem()), c.shape));
+    if (state.range(0)) benchmark::DoNotOptimize(compare(out.data(), reference(c.problem()).out));
   }
   state.counters["cases/s"] = benchmark::Counter(double(state.iterations()), benchmark::Counter::kIsRate);
 }
@@ -43,7 +43,7 @@ void BM_Isolated(benchmark::State& state) {
   for (auto _ : state) {
     const Case<float>& c = cases()[n++ % cases().size()];
     kernel.run(c, out);
-    if (state.range(0)) benchmark::DoNotOptimize(compare(out.data(), reference(c.problem()), c.shape));
+    if (state.range(0)) benchmark::DoNotOptimize(compare(out.data(), reference(c.problem()).out));
   }
   state.counters["cases/s"] = benchmark::Counter(double(state.iterations()), benchmark::Counter::kIsRate);
 }

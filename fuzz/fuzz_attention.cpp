@@ -52,7 +52,7 @@ void check(const Kernel& kernel, const AttentionInput<T>& in) {
     finding(kernel.plugin.name + " refused a valid problem (status " + std::to_string(status) + ")\n" + describe(c));
   // The rigorous gate only (docs/fuzzing.md: the precision gate's limit is empirical, and an
   // adversarial search could push a correct kernel past it).
-  if (const Comparison result = compare(out.data(), reference(c.problem()), s); !result.ok())
+  if (const Comparison result = compare(out.data(), reference(c.problem()).out); !result.ok())
     finding(kernel.plugin.name + " disagrees with the oracle: wrong: " + result.report(Arithmetic::of<T>().label) +
             describe(c));
 

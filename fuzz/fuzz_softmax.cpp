@@ -42,7 +42,7 @@ void check(const SoftmaxRow<T>& row) {
   c.mix = "a softmax row: k holds the logits";
   c = with_identity_values(std::move(c));
   if (showing()) std::fputs(describe(c).c_str(), stderr);
-  const Comparison result = compare(w.data(), reference(c.problem()), c.shape);
+  const Comparison result = compare(w.data(), reference(c.problem()).out);
   if (!result.ok())
     finding("softmax_stable disagrees with the oracle: " +
             result.report(Arithmetic::of<T>().label) + describe(c));

@@ -35,7 +35,7 @@ void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& o
                        const std::string& claim) {
   std::vector<T> plain(out.size());
   attention(c.problem(), Result<T>{plain.data()});
-  const Verdict verdict = judge(out.data(), plain.data(), reference, c.shape);
+  const Verdict verdict = judge(out.data(), plain.data(), reference.out);
   check.observe(verdict.bound);
   if (!verdict.ok()) check.fail(claim + ": " + verdict.report() + describe(c));
 }

@@ -65,7 +65,7 @@ int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& optio
   // built-in implementation on the same input.
   std::vector<T> plain(size_t(shape.B * shape.H * shape.Tq * shape.dv));
   attention(p, Result<T>{plain.data()});
-  const Verdict verdict = judge(data("out"), plain.data(), reference(p), shape);
+  const Verdict verdict = judge(data("out"), plain.data(), reference(p).out);
   if (!verdict.ok()) {
     std::printf("attncheck compare: FAIL: %s", verdict.report().c_str());
     return 1;

@@ -67,7 +67,7 @@ void sweep(int64_t cases) {
       const bool is_builtin = kernel == correct.size();
       const char* name = is_builtin ? "built-in" : correct[kernel].name;
       const std::vector<T> out = is_builtin ? plain : run_variant(c, correct[kernel].variant);
-      const Verdict verdict = judge(out.data(), plain.data(), ref, c.shape);
+      const Verdict verdict = judge(out.data(), plain.data(), ref.out);
       ASSERT_TRUE(verdict.ok()) << name << ", case " << n << " (seed " << seed << ", " << c.mix << ")\n"
                                 << verdict.report();
       const Comparison& result = verdict.bound;
@@ -119,7 +119,7 @@ Case<float> plain_case(uint64_t seed, Causal causal = Causal::none) {
 std::string caught_by(const Case<float>& c, const Variant& v) {
   const Reference ref = reference(c.problem());
   const std::vector<float> out = run_variant(c, v), plain = run_builtin(c);
-  const Verdict verdict = judge(out.data(), plain.data(), ref, c.shape);
+  const Verdict verdict = judge(out.data(), plain.data(), ref.out);
   return !verdict.bound.ok() ? "bound" : !verdict.precision.ok() ? "gate" : "neither";
 }
 
@@ -176,11 +176,11 @@ TEST(PrecisionGate, FlushedSubnormalInputsAreNoLoss) {
   ASSERT_NEAR(double(ref.out.exact[0]), 0.5000294, 1e-7);
   const std::vector<float> flushed = run_variant(c, {.flush_subnormals = true}), plain = run_builtin(c);
   EXPECT_EQ(flushed[0], 0.5f);
-  const Verdict verdict = judge(flushed.data(), plain.data(), ref, c.shape);
+  const Verdict verdict = judge(flushed.data(), plain.data(), ref.out);
   EXPECT_TRUE(verdict.ok()) << verdict.report();
   // The flush terms cover a flushed q, not an arbitrary error of that size: 0.4999 is wrong.
   const float off = 0.4999f;
-  EXPECT_FALSE(judge(&off, plain.data(), ref, c.shape).bound.ok());
+  EXPECT_FALSE(judge(&off, plain.data(), ref.out).bound.ok());
 }
 
 }  // namespace

@@ -94,7 +94,7 @@ TEST(Oracle, GroupedKvHeadsAreTheirGroupsRepeated) {
     }
     std::vector<float> out(size_t(s.out_size()));
     attention(gqa.problem(), Result<float>{out.data()});
-    EXPECT_TRUE(compare(out.data(), grouped, gqa.shape).ok()) << "case " << n;
+    EXPECT_TRUE(compare(out.data(), grouped.out).ok()) << "case " << n;
   }
 }
 
@@ -130,7 +130,7 @@ TEST(Comparator, NanWhereTheExactIsFiniteFailsUnlikeAFabsCheck) {
   const Reference ref = reference(c.problem);
   const float computed = kNaN;
   EXPECT_FALSE(std::fabs(computed - float(ref.out.exact[0])) > 1e-3f);  // the hole in llm.c-style checks
-  const Comparison result = compare(&computed, ref, c.problem.shape);
+  const Comparison result = compare(&computed, ref.out);
   EXPECT_EQ(result.failed, 1);
   EXPECT_NE(result.report("float").find("nan"), std::string::npos);
 }
@@ -138,7 +138,7 @@ TEST(Comparator, NanWhereTheExactIsFiniteFailsUnlikeAFabsCheck) {
 TEST(Comparator, InfinityWhereTheExactIsFiniteFails) {
   const LogitsCase c({0.5f, -1, 2}, {1, 2, 3});
   const float computed = kInf;
-  EXPECT_EQ(compare(&computed, reference(c.problem), c.problem.shape).failed, 1);
+  EXPECT_EQ(compare(&computed, reference(c.problem).out).failed, 1);
 }
 
 TEST(Comparator, EmptyRowMustBeExactlyZeroOfEitherSign) {
@@ -146,8 +146,8 @@ TEST(Comparator, EmptyRowMustBeExactlyZeroOfEitherSign) {
   const uint8_t none[2] = {0, 0};
   c.problem.masks.allow = none;
   const Reference ref = reference(c.problem);
-  for (float computed : {0.0f, -0.0f}) EXPECT_EQ(compare(&computed, ref, c.problem.shape).failed, 0);
-  for (float computed : {1e-30f, kNaN}) EXPECT_EQ(compare(&computed, ref, c.problem.shape).failed, 1);
+  for (float computed : {0.0f, -0.0f}) EXPECT_EQ(compare(&computed, ref.out).failed, 0);
+  for (float computed : {1e-30f, kNaN}) EXPECT_EQ(compare(&computed, ref.out).failed, 1);
 }
 
 TEST(Comparator, NanPolicyRowMustBeNan) {
@@ -157,16 +157,16 @@ TEST(Comparator, NanPolicyRowMustBeNan) {
   c.problem.empty_rows = EmptyRows::nan;
   const Reference ref = reference(c.problem);
   const float nan = kNaN, zero = 0;
-  EXPECT_EQ(compare(&nan, ref, c.problem.shape).failed, 0);
-  EXPECT_EQ(compare(&zero, ref, c.problem.shape).failed, 1);
+  EXPECT_EQ(compare(&nan, ref.out).failed, 0);
+  EXPECT_EQ(compare(&zero, ref.out).failed, 1);
 }
 
 TEST(Comparator, NanInAPermittedValueMustReachTheOutput) {
   const LogitsCase c({1, 2}, {5, kNaN});
   const Reference ref = reference(c.problem);
   const float finite = 5, nan = kNaN;
-  EXPECT_EQ(compare(&finite, ref, c.problem.shape).failed, 1);
-  EXPECT_EQ(compare(&nan, ref, c.problem.shape).failed, 0);
+  EXPECT_EQ(compare(&finite, ref.out).failed, 1);
+  EXPECT_EQ(compare(&nan, ref.out).failed, 0);
 }
 
 TEST(Comparator, ScoresBeyondFloatRangeAreCountedNotChecked) {
@@ -175,7 +175,7 @@ TEST(Comparator, ScoresBeyondFloatRangeAreCountedNotChecked) {
   c.q = {1e20f};
   c.problem.q = c.q.data();
   const float computed = kNaN;
-  const Comparison result = compare(&computed, reference(c.problem), c.problem.shape);
+  const Comparison result = compare(&computed, reference(c.problem).out);
   EXPECT_EQ(result.failed, 0);
   EXPECT_EQ(result.unchecked, 1);
 }
@@ -188,7 +188,7 @@ TEST(Comparator, ReportListsTenMismatchesThenCounts) {
   c.bias.clear();
   std::vector<float> out = builtin(c);
   for (float& x : out) x += 1;
-  const Comparison result = compare(out.data(), reference(c.problem()), c.shape);
+  const Comparison result = compare(out.data(), reference(c.problem()).out);
   ASSERT_GT(result.failed, 10);
   const std::string report = result.report("float");
   EXPECT_EQ(std::count(report.begin(), report.end(), '\n'), 2 + 10 + 1) << report;
@@ -200,7 +200,7 @@ TEST(Comparator, UlpDistanceCountsValuesBetween) {
   const LogitsCase c({0}, {1});  // exact output 1
   float computed = 1;
   for (int step = 0; step < 100; ++step) computed = std::nextafter(computed, 2.0f);
-  const Comparison result = compare(&computed, reference(c.problem), c.problem.shape);
+  const Comparison result = compare(&computed, reference(c.problem).out);
   ASSERT_EQ(result.failed, 1);
   EXPECT_EQ(result.mismatches[0].ulps, 100);
 }

@@ -78,11 +78,7 @@ struct Comparison {
 // A computed tensor against the oracle's tensor of the same name and shape.
 template <class T>
 Comparison compare(const T* computed, const ExactTensor& expected);
-// computed out [B,H,Tq,dv] against the reference's out.
-template <class T>
-Comparison compare(const T* computed, const Reference& reference, const Shape&) {
-  return compare(computed, reference.out);
-}
+
 
 // The precision gate over a whole output.
 extern const double kPrecisionFactor;
@@ -116,10 +112,6 @@ struct Verdict {
 };
 template <class T>
 Verdict judge(const T* computed, const T* builtin_computed, const ExactTensor& expected);
-// out [B,H,Tq,dv], the tensor every kernel computes.
-template <class T>
-Verdict judge(const T* computed, const T* builtin_computed, const Reference& reference, const Shape&) {
-  return judge(computed, builtin_computed, reference.out);
-}
+
 
 }  // namespace attncheck
