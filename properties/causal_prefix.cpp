@@ -51,8 +51,9 @@ ATTNCHECK_PROPERTY(CausalPrefixIgnoresTheFuture, .order = 110, .catches = "causa
   // The truncated problem's bound, the full problem's exact values of the kept rows.
   Reference expected = reference(t.problem());
   const Reference full = reference(c.problem());
-  for (int64_t bh = 0; bh < s.B * s.H; ++bh)
-    std::copy_n(full.out.exact.begin() + bh * s.Tq * s.dv, Tq * s.dv, expected.out.exact.begin() + bh * Tq * s.dv);
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.H; ++h)
+      std::copy_n(full.out.exact.begin() + s.out_at(b, h, 0), Tq * s.dv, expected.out.exact.begin() + t.shape.out_at(b, h, 0));
   require_agreement(check, t, check.run(t), expected, "the first " + std::to_string(Tq) + " queries alone");
 }
 

@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   p.k = k.data();
   p.v = v.data();
   p.masks.allow = allow.data.data();
-  std::vector<float> out(size_t(s.B * s.H * s.Tq * s.dv)), wrong(out.size());
+  std::vector<float> out(size_t(s.out_size())), wrong(out.size());
   attention(p, Result<float>{out.data()});
   variant_attention(p, wrong.data(), Variant{.mutation = Mutation::model_width_scale});
 

@@ -26,9 +26,9 @@ struct Case {
   std::vector<float> q, k, v;
   explicit Case(Shape shape)
       : s(shape),
-        q(tensor(size_t(s.B * s.H * s.Tq * s.dk), 1)),
-        k(tensor(size_t(s.B * s.H * s.Tk * s.dk), 2)),
-        v(tensor(size_t(s.B * s.H * s.Tk * s.dv), 3)) {}
+        q(tensor(size_t(s.q_size()), 1)),
+        k(tensor(size_t(s.k_size()), 2)),
+        v(tensor(size_t(s.v_size()), 3)) {}
   Problem<float> problem(Masks masks = {}) const {
     Problem<float> p;
     p.shape = s;
@@ -43,8 +43,8 @@ struct Case {
 // Runs attention; returns weights [B,H,Tq,Tk] and fills out [B,H,Tq,dv].
 std::vector<float> run(const Problem<float>& p, std::vector<float>& out) {
   const Shape& s = p.shape;
-  std::vector<float> weights(size_t(s.B * s.H * s.Tq * s.Tk));
-  out.assign(size_t(s.B * s.H * s.Tq * s.dv), 0);
+  std::vector<float> weights(size_t(s.scores_size()));
+  out.assign(size_t(s.out_size()), 0);
   attention(p, Result<float>{out.data(), weights.data()});
   return weights;
 }
