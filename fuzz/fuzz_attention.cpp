@@ -92,26 +92,7 @@ const auto decode = [](Chooser& choose, auto use) {
   read_attention_input(choose, kernel.limits(kAttentionLimits), kernel.plugin.forward_f64 != nullptr, use);
 };
 
-int test_bytes(const uint8_t* data, size_t size) {
-  BytesChooser choose(data, size);
-  decode(choose, check_input);
-  return 0;
-}
-
 }  // namespace
 }  // namespace attncheck::fuzz
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace attncheck::fuzz;
-  return test_one_input(data, size, AttentionInput<float>::target, test_bytes);
-}
-
-extern "C" int AttncheckFuzzReplayKept(const uint8_t* data, size_t size, std::string* error) {
-  using namespace attncheck::fuzz;
-  return with_kept<AttentionInput>(data, size, error, check_input);
-}
-
-extern "C" int AttncheckFuzzKeep(const uint8_t* data, size_t size, std::string* text, std::string* error) {
-  using namespace attncheck::fuzz;
-  return keep<AttentionInput>(data, size, text, error, decode);
-}
+ATTNCHECK_FUZZ_TARGET(AttentionInput, check_input, decode)

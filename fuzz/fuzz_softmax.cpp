@@ -90,26 +90,7 @@ void check(const SoftmaxRow<T>& row) {
 const auto check_row = [](const auto& row) { check(row); };
 const auto decode = [](Chooser& choose, auto use) { read_softmax_input(choose, use); };
 
-int test_bytes(const uint8_t* data, size_t size) {
-  BytesChooser choose(data, size);
-  decode(choose, check_row);
-  return 0;
-}
-
 }  // namespace
 }  // namespace attncheck::fuzz
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace attncheck::fuzz;
-  return test_one_input(data, size, SoftmaxRow<float>::target, test_bytes);
-}
-
-extern "C" int AttncheckFuzzReplayKept(const uint8_t* data, size_t size, std::string* error) {
-  using namespace attncheck::fuzz;
-  return with_kept<SoftmaxRow>(data, size, error, check_row);
-}
-
-extern "C" int AttncheckFuzzKeep(const uint8_t* data, size_t size, std::string* text, std::string* error) {
-  using namespace attncheck::fuzz;
-  return keep<SoftmaxRow>(data, size, text, error, decode);
-}
+ATTNCHECK_FUZZ_TARGET(SoftmaxRow, check_row, decode)
