@@ -18,7 +18,6 @@
 
 #include <bit>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -42,17 +41,8 @@ struct Precision;
 
 namespace detail {
 
-inline uint64_t bits_of_double(double x) {
-  uint64_t b;
-  std::memcpy(&b, &x, sizeof b);
-  return b;
-}
-
-inline double double_of_bits(uint64_t b) {
-  double x;
-  std::memcpy(&x, &b, sizeof x);
-  return x;
-}
+inline uint64_t bits_of_double(double x) { return std::bit_cast<uint64_t>(x); }
+inline double double_of_bits(uint64_t b) { return std::bit_cast<double>(b); }
 
 // The bit logic of every IEEE-style binary format narrower than double: 1 sign bit, E exponent bits
 // with bias 2^(E-1) - 1, F fraction bits under an implicit leading 1 for normals, exponent field 0
@@ -129,36 +119,39 @@ struct BinaryFormat {
 
 }  // namespace detail
 
-template <>
-struct Precision<Half> {
+namespace detail {
+
+// What a 2-byte format stored as its bit pattern (Half, BFloat16) has in common: the bits are the
+// value, and conversions go through its BinaryFormat. A specialization adds its constants and names.
+template <class Storage, int E, int F>
+struct TwoByte {
   using Bits = uint16_t;
-  static constexpr int exponent_bits = 5, fraction_bits = 10;
+  static constexpr int exponent_bits = E, fraction_bits = F;
+  using Format = BinaryFormat<E, F>;
+  static Bits to_bits(Storage x) { return x.bits; }
+  static Storage from_bits(Bits b) { return Storage{b}; }
+  static double to_double(Storage x) { return Format::to_double(x.bits); }
+  static Storage from_double(double x) { return Storage{Format::from_double(x)}; }
+};
+
+}  // namespace detail
+
+template <>
+struct Precision<Half> : detail::TwoByte<Half, 5, 10> {
   static constexpr double u = 0x1p-11;
   static constexpr double smallest_normal = 0x1p-14;
   static constexpr double largest_finite = 65504;
   static constexpr const char* name = "float16";
   static constexpr const char* label = "float16, u = 2^-11";
-  using Format = detail::BinaryFormat<exponent_bits, fraction_bits>;
-  static Bits to_bits(Half x) { return x.bits; }
-  static Half from_bits(Bits b) { return Half{b}; }
-  static double to_double(Half x) { return Format::to_double(x.bits); }
-  static Half from_double(double x) { return Half{Format::from_double(x)}; }
 };
 
 template <>
-struct Precision<BFloat16> {
-  using Bits = uint16_t;
-  static constexpr int exponent_bits = 8, fraction_bits = 7;
+struct Precision<BFloat16> : detail::TwoByte<BFloat16, 8, 7> {
   static constexpr double u = 0x1p-8;
   static constexpr double smallest_normal = 0x1p-126;
-  static constexpr double largest_finite = 0x1.fep127;   // (2 - 2^-7) 2^127
+  static constexpr double largest_finite = 0x1.fep127;  // (2 - 2^-7) 2^127
   static constexpr const char* name = "bfloat16";
   static constexpr const char* label = "bfloat16, u = 2^-8";
-  using Format = detail::BinaryFormat<exponent_bits, fraction_bits>;
-  static Bits to_bits(BFloat16 x) { return x.bits; }
-  static BFloat16 from_bits(Bits b) { return BFloat16{b}; }
-  static double to_double(BFloat16 x) { return Format::to_double(x.bits); }
-  static BFloat16 from_double(double x) { return BFloat16{Format::from_double(x)}; }
 };
 
 template <>
@@ -172,16 +165,8 @@ struct Precision<float> {
   static constexpr const char* name = "float32";
   static constexpr const char* label = "float32, u = 2^-24";
   using Format = detail::BinaryFormat<exponent_bits, fraction_bits>;
-  static Bits to_bits(float x) {
-    Bits b;
-    std::memcpy(&b, &x, sizeof b);
-    return b;
-  }
-  static float from_bits(Bits b) {
-    float x;
-    std::memcpy(&x, &b, sizeof x);
-    return x;
-  }
+  static Bits to_bits(float x) { return std::bit_cast<Bits>(x); }
+  static float from_bits(Bits b) { return std::bit_cast<float>(b); }
   // On the bits, not by casts: a cast would read a subnormal as 0 under denormals-are-zero, quiet a
   // signaling NaN, and (double to float) round by the current mode.
   static double to_double(float x) { return Format::to_double(to_bits(x)); }
