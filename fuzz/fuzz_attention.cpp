@@ -34,7 +34,7 @@ std::string cannot_take(const Kernel& kernel, const Case<T>& c) {
 
 template <class T>
 void check(const Kernel& kernel, const AttentionInput<T>& in) {
-  // in.c: Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv], masks; out and dirty: [B,H,Tq,dv].
+  // in.c: Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], masks; out and dirty: [B,H,Tq,dv].
   const Case<T>& c = in.c;
   const Shape& s = c.shape;
   std::vector<T> out, dirty;

@@ -135,6 +135,8 @@ void read_kept_body(const std::string& line, std::istream& in, SoftmaxRow<T>& ou
   out.empty = head[3] == "nan" ? EmptyRows::nan : EmptyRows::zero;
   auto lines = named_lines(in, {"logits", "allow"});
   out.logits = hex_values<T>("logits", lines["logits"], 0);
+  if (out.logits.size() > size_t(kMaxSoftmaxLength))  // the check builds a [Tk,Tk] identity: keep it small
+    bad("more than " + std::to_string(kMaxSoftmaxLength) + " logits");
   for (const std::string& w : words_of(lines["allow"])) {
     if (w != "0" && w != "1") bad("allow holds '" + w + "', not 0 or 1");
     out.allow.push_back(w == "1");
@@ -226,7 +228,7 @@ SoftmaxRow<T> draw_softmax_row(Chooser& choose) {
 
 template <class T>
 AttentionInput<T> draw_attention_input(Chooser& choose, const CaseLimits& limits) {
-  // Out: the case's Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv] and masks, and poison [Tk].
+  // Out: the case's Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv] and masks, and poison [Tk].
   AttentionInput<T> in;
   in.c = draw_case<T>(choose, limits);
   const Shape& s = in.c.shape;

@@ -39,6 +39,10 @@ class InProcessChecker : public Checker {
     std::vector<T> out;
     if (const int32_t status = run_kernel(kernel_from_environment(), c, out); status != 0)
       fail("the kernel refused a valid problem (status " + std::to_string(status) + ")\n" + describe(c));
+    // Each property sees a call that changed the process's floating-point mode (ctest runs each
+    // property in a process of its own, so the last test alone would see only the loading).
+    if (const std::string& change = kernel_from_environment().fp_mode_call_finding; !change.empty())
+      fail("floating-point mode: " + change + "\n" + describe(c));
     return out;
   }
 };
@@ -118,6 +122,7 @@ int main(int argc, char** argv) {
                           struct Check : testing::Test {
                             void TestBody() override {
                               EXPECT_EQ(attncheck::kernel_from_environment().fp_mode_finding, "");
+                              EXPECT_EQ(attncheck::kernel_from_environment().fp_mode_call_finding, "");
                             }
                           };
                           return new Check;

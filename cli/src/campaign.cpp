@@ -189,12 +189,17 @@ CampaignResult run_campaign(const CampaignOptions& options) {
   // The budget is the search's: no run starts once it is spent, nor one whose property has taken
   // longer than what is left; shrinking has options.shrink_seconds of its own.
   std::vector<double> longest(properties.size(), 0);
-  for (uint64_t round = 0; since(start) < options.seconds; ++round) {
+  int last_first_round = 0;  // after it, a round that starts nothing means no later one will
+  for (const Property& property : properties) last_first_round = std::max(last_first_round, property.first_round);
+  bool started = true;
+  for (uint64_t round = 0; since(start) < options.seconds && (started || round <= uint64_t(last_first_round) + 1); ++round) {
+    started = false;
     for (size_t index = 0; index < properties.size() && since(start) < options.seconds; ++index) {
       const Property& property = properties[index];
       if (round < uint64_t(property.first_round) || (!property.generated && round > uint64_t(property.first_round)))
         continue;
       if (!runnable(property) || longest[index] > options.seconds - since(start)) continue;
+      started = true;
       ++result.cases;
       ++result.per_property[property.name];
       const Clock::time_point run_start = Clock::now();

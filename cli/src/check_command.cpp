@@ -91,7 +91,8 @@ int check(const FlagValues& o) {
     std::printf("the recorded counterexample to Property.%s no longer fails\n", result.per_property.begin()->first.c_str());
   }
   std::printf("%s\n", summary(verdict.c_str(), result).c_str());
-  if (o.given("json")) write_json(o.text("json"), result_json(verdict, options, result, counterexample));
+  if (o.given("json"))  // the replay file of the finding: the one written, or the one replayed
+    write_json(o.text("json"), result_json(verdict, options, result, o.given("replay") ? o.text("replay") : counterexample));
   return result.found || !result.fp_mode.empty() ? 1 : 0;
 }
 
@@ -155,9 +156,10 @@ int check_command(const std::vector<std::string>& args) {
       .text("impl", "builtin|PATH.so", "the implementation: the built-in one, or a plugin built against contract/include/attncheck/plugin.h", "builtin")
       .number("seconds", "N",
               "the search's budget, from the kernel's loading on; no case starts after it, nor one of a property that "
-              "has taken longer than what is left; a case under way finishes",
-              "60", 0, 1e9)
-      .number("shrink-seconds", "N", "after a counterexample, at most this much more to make it small", "10", 0, 1e9)
+              "has taken longer than what is left; a case under way finishes (at least 0.1: a run of no case passes nothing)",
+              "60", 0.1, 1e9)
+      .number("shrink-seconds", "N",
+              "after a counterexample, this much more to make it small; a trial under way finishes", "10", 0, 1e9)
       .number("seed", "S", "the campaign's seed", "1", 0, 1e9)
       .choice("precision", {"f32", "f64"},
               "only the f32 properties, or only the f64 one, AgreesWithOracleInDouble (the plugin needs "
@@ -174,7 +176,7 @@ int mutants_command(const std::vector<std::string>& args) {
   return Flags("mutants")
       .text("dir", "DIR", "the folder of mutant_*.so, e.g. build/impl")
       .required()
-      .number("seconds", "N", "each mutant's budget, and the built-in reference's", "10", 0, 1e9)
+      .number("seconds", "N", "each mutant's budget, and the built-in reference's", "10", 0.1, 1e9)
       .number("seed", "S", "every campaign's seed", "1", 0, 1e9)
       .text("json", "FILE", "also write the kill matrix as JSON")
       .run(args, mutants);

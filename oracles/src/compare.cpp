@@ -55,7 +55,7 @@ void for_each_element(const T* computed, const ExactTensor& ref, F f) {
     const double B = m.bound, error = double(std::fabs(x - e));
     const bool finite_check = std::isfinite(e) && std::isfinite(B);
     // A special exact value has no ratio: 0 when matched, +inf when not.
-    m.ratio = !std::isfinite(e)                                ? (within_bound(x, e, B) ? 0 : kInf)
+    m.ratio = !std::isfinite(e)                                ? (within_bound(x, e, B, ref.infinities_exact) ? 0 : kInf)
               : !std::isfinite(error) || (B == 0 && error > 0) ? kInf
               : B > 0                                          ? error / B
                                                                : 0;
@@ -80,10 +80,10 @@ std::string table(const std::vector<Mismatch>& mismatches, int64_t failed, bool 
 
 }  // namespace
 
-bool within_bound(long double x, long double e, double B) {
+bool within_bound(long double x, long double e, double B, bool infinities_exact) {
   if (std::isinf(B)) return true;  // outside T's range: not checked
   if (std::isnan(e)) return std::isnan(x);
-  if (std::isinf(e)) return x == e || std::isnan(x);
+  if (std::isinf(e)) return x == e || (!infinities_exact && std::isnan(x));
   return std::fabs(x - e) <= B;  // false for NaN x, and for inf x against a finite e
 }
 
@@ -104,11 +104,11 @@ Comparison compare(const T* computed, const ExactTensor& ref) {
       return;
     }
     ++result.checked;
-    if (std::isfinite(m.exact) && !(m.ratio <= result.worst_ratio)) {
+    if (std::isfinite(m.exact) && (result.worst.rank == 0 || !(m.ratio <= result.worst_ratio))) {
       result.worst_ratio = m.ratio;
       result.worst = m;
     }
-    if (within_bound(m.computed, m.exact, m.bound)) return;
+    if (within_bound(m.computed, m.exact, m.bound, ref.infinities_exact)) return;
     ++result.failed;
     if (result.mismatches.size() < kListed) result.mismatches.push_back(m);
   });
@@ -135,7 +135,7 @@ PrecisionGate precision_gate(const T* computed, const T* builtin_computed, const
   gate.limit = kPrecisionFactor * std::max(gate.reference, kPrecisionFloor);
   for_each_element(computed, ref, [&](const Mismatch& m, size_t) {
     gate.checked += std::isfinite(m.exact) && std::isfinite(m.bound);
-    if (m.loss > gate.kernel) {
+    if (gate.worst.rank == 0 || m.loss > gate.kernel) {
       gate.kernel = m.loss;
       gate.worst = m;
     }
@@ -147,8 +147,8 @@ PrecisionGate precision_gate(const T* computed, const T* builtin_computed, const
 }
 
 std::string PrecisionGate::summary() const {
-  return format("largest loss %.3g natural units at %s, limit %.3g (8 x max(16, the built-in's %.3g))", kernel,
-                worst.where().c_str(), limit, reference);
+  return format("largest loss %.3g natural units at %s, limit %.3g (%g x max(%g, the built-in's %.3g))", kernel,
+                worst.where().c_str(), limit, kPrecisionFactor, kPrecisionFloor, reference);
 }
 
 std::string PrecisionGate::report(const char* precision) const {

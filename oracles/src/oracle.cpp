@@ -209,6 +209,7 @@ Reference reference(const Problem<T>& p) {
   ref.out.dims = {s.B, s.H, s.Tq, s.dv};
   ref.lse.name = "lse";
   ref.lse.dims = {s.B, s.H, s.Tq};
+  ref.lse.infinities_exact = true;
   for (ExactTensor* t : {&ref.out, &ref.lse}) {
     const size_t size = size_t(t == &ref.out ? s.out_size() : s.lse_size());
     t->exact.resize(size);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -135,7 +136,8 @@ TEST(Bound, ExceededByPlantedErrors) {
 
 // The log-sum-exp's real bugs (docs/error-bound.md, "The log-sum-exp"): a natural-log LSE
 // multiplied by ln 2 again (pytorch 181645), a base-2 LSE returned (flashinfer 2114), and 0
-// instead of -inf for a fully masked row (pytorch 134650). Each is wrong by the bound, named lse.
+// instead of -inf for a fully masked row (pytorch 134650); and NaN there, which the out tensor's
+// rule for infinities would let pass. Each is wrong by the bound, named lse.
 TEST(Bound, LseExceededByPlantedErrors) {
   for (uint64_t seed = 1; seed <= 50; ++seed) {
     Case<float> c = plain_case(seed);
@@ -145,13 +147,14 @@ TEST(Bound, LseExceededByPlantedErrors) {
     std::vector<float> lse;
     run_builtin(c, &lse);
     ASSERT_TRUE(compare(lse.data(), ref.lse).ok()) << seed;
-    std::vector<float> times_ln2 = lse, base_2 = lse, empty_zero = lse;
+    std::vector<float> times_ln2 = lse, base_2 = lse, empty_zero = lse, empty_nan = lse;
     for (size_t n = 1; n < lse.size(); ++n) {  // n = 0 is the empty row, -inf in all three
       times_ln2[n] = float(lse[n] * M_LN2);
       base_2[n] = float(lse[n] / M_LN2);
     }
     empty_zero[0] = 0;
-    for (const std::vector<float>* wrong : {&times_ln2, &base_2, &empty_zero}) {
+    empty_nan[0] = std::numeric_limits<float>::quiet_NaN();
+    for (const std::vector<float>* wrong : {&times_ln2, &base_2, &empty_zero, &empty_nan}) {
       const Comparison result = compare(wrong->data(), ref.lse);
       EXPECT_FALSE(result.ok()) << seed;
       EXPECT_NE(result.report("float32").find("lse[0,"), std::string::npos) << result.report("float32");

@@ -105,12 +105,19 @@ Case<T> case_from_text(const std::string& first_line, std::istream& in) {
     if (name == "end") {
       if (!shaped) bad("no shape line");
       if (c.q.empty() || c.k.empty() || c.v.empty()) bad("q, k and v are required");
+      // Every tensor against the one shape (a shape line comes once, before them: checked below too).
+      const std::pair<size_t, int64_t> sizes[] = {{c.q.size(), s.q_size()},         {c.k.size(), s.k_size()},
+                                                  {c.v.size(), s.v_size()},         {c.bias.size(), s.scores_size()},
+                                                  {c.allow.size(), s.allow_size()}, {c.key_lengths.size(), s.B}};
+      for (const auto& [held, needed] : sizes)
+        if (held != 0 && int64_t(held) != needed) bad("a tensor's length does not fit the shape");
       Problem<T> p = c.problem();
       std::vector<T> out(1);
       if (const std::string error = problem_error(p, Result<T>{out.data()}); !error.empty()) bad(error);
       return c;
     }
     if (name == "shape") {
+      if (shaped) bad("a second shape line");
       std::string key;
       int64_t* dims[] = {&s.B, &s.H, &s.H_kv, &s.Tq, &s.Tk, &s.dk, &s.dv};
       const char* keys[] = {"B", "H", "H_kv", "Tq", "Tk", "dk", "dv"};

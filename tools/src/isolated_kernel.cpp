@@ -29,7 +29,8 @@ enum Buffer { Q, K, V, ALLOW, OUT, kBuffers };
 
 // The problem as it crosses the pipe: ABI v1's fields, then q, k, v, allow (if any) bytes.
 struct Request {
-  uint32_t magic, element_size;
+  uint32_t magic;
+  uint32_t f64;  // which entry point: the problem's precision (ABI v1 has float32 and float64)
   int64_t B, H, Tq, Tk, dk, dv;
   int32_t causal;
   double scale;
@@ -162,7 +163,7 @@ void on_fault(int signal, siginfo_t* info, void*) {
   Request r;
   for (uint64_t call = 0; read_all(requests, &r, sizeof r); ++call) {
     if (r.magic != kRequest) _exit(71);
-    const size_t e = r.element_size, bh = size_t(r.B * r.H);
+    const size_t e = r.f64 ? sizeof(double) : sizeof(float), bh = size_t(r.B * r.H);
     const size_t sizes[kBuffers] = {bh * r.Tq * r.dk * e, bh * r.Tk * r.dk * e, bh * r.Tk * r.dv * e,
                                     r.has_allow ? size_t(r.B * r.Tq * r.Tk) : 0, bh * r.Tq * r.dv * e};
     const bool at_start = call % 2 == 1;
@@ -176,13 +177,13 @@ void on_fault(int signal, siginfo_t* info, void*) {
     // Unwritten outputs read as NaN.
     const float nan_f = std::numeric_limits<float>::quiet_NaN();
     const double nan_d = std::numeric_limits<double>::quiet_NaN();
-    for (size_t n = 0; n < sizes[OUT]; n += e) std::memcpy(out.data + n, e == 4 ? (const void*)&nan_f : &nan_d, e);
+    for (size_t n = 0; n < sizes[OUT]; n += e) std::memcpy(out.data + n, r.f64 ? (const void*)&nan_d : &nan_f, e);
 
     const attncheck_problem problem{int32_t(r.B), int32_t(r.H), int32_t(r.Tq), int32_t(r.Tk), int32_t(r.dk),
                                     int32_t(r.dv), q.data, k.data, v.data, r.has_allow ? allow.data : nullptr,
                                     r.causal, r.scale, out.data};
     for (int b = 0; b < kBuffers; ++b) g_buffers[b] = all[b];
-    const int32_t status = (e == 4 ? plugin.forward_f32 : plugin.forward_f64)(&problem);
+    const int32_t status = (r.f64 ? plugin.forward_f64 : plugin.forward_f32)(&problem);
     for (int b = 0; b < kBuffers; ++b) g_buffers[b] = nullptr;
 
     const int damage = out.damaged();
@@ -276,14 +277,18 @@ Outcome IsolatedKernel::fate(const char* waiting_for) {
 
 template <class T>
 Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out) {
-  // c: Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv], allow [B,Tq,Tk]; out [B,H,Tq,dv].
+  // c: Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv] (ABI v1: H_kv = H), allow [B,Tq,Tk]; out [B,H,Tq,dv].
   if (child_ < 0) start();
   const Shape& s = c.shape;
   std::vector<uint8_t> allow;
   std::vector<T> unused(1);
   const attncheck_problem abi = to_abi(c.problem(), unused.data(), allow);
   const size_t allow_bytes = abi.allow ? size_t(s.allow_size()) : 0;
-  const Request request{kRequest, uint32_t(sizeof(T)), s.B, s.H, s.Tq, s.Tk, s.dk, s.dv,
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "plugin ABI v1 carries float32 and float64");
+  // A case that does not fill its shape is the harness's fault: say so, never blame the kernel.
+  if (int64_t(c.q.size()) != s.q_size() || int64_t(c.k.size()) != s.k_size() || int64_t(c.v.size()) != s.v_size())
+    throw std::logic_error("a case whose tensors do not fit its shape");
+  const Request request{kRequest, uint32_t(std::is_same_v<T, double>), s.B, s.H, s.Tq, s.Tk, s.dk, s.dv,
                         abi.causal, abi.scale, uint8_t(abi.allow != nullptr)};
   const bool sent = write_all(to_child_, &request, sizeof request) &&
                     write_all(to_child_, c.q.data(), c.q.size() * sizeof(T)) &&

@@ -62,8 +62,8 @@ int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out) 
   const int32_t status = forward(&abi);
   const FpMode after = current_fp_mode();
   set_fp_mode(caller);
-  if (kernel.fp_mode_finding.empty())
-    kernel.fp_mode_finding =
+  if (kernel.fp_mode_call_finding.empty())
+    kernel.fp_mode_call_finding =
         fp_mode_finding_in_call(f32 ? "attncheck_forward_f32" : "attncheck_forward_f64", kernel.mode, after);
   return status;
 }

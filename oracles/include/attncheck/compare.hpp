@@ -51,8 +51,9 @@ struct Mismatch {
   std::string where() const;  // "out[0,1,3,2]"
 };
 
-// Whether computed x passes against exact e with bound B, by the rules above.
-bool within_bound(long double x, long double e, double B);
+// Whether computed x passes against exact e with bound B, by the rules above (with
+// infinities_exact, an infinite e must be matched by that infinity alone: ExactTensor).
+bool within_bound(long double x, long double e, double B, bool infinities_exact = false);
 
 // Whether `after` is `before` unchanged, by the rule above.
 template <class T>

@@ -37,6 +37,10 @@ ExactRow exact_row(const Problem<T>& problem, int64_t b, int64_t h, int64_t i);
 struct ExactTensor {
   const char* name = "";
   std::vector<int64_t> dims;  // the tensor's shape, e.g. {B,H,Tq,dv}
+  // Whether an infinite exact value must be matched exactly. In out an infinity comes from an
+  // infinite input, and NaN may stand for it (an underflowed weight times inf); in lse -inf is an
+  // empty row's value under the zero policy, and NaN there is wrong.
+  bool infinities_exact = false;
   std::vector<long double> exact;
   std::vector<double> bound;
   std::vector<double> natural;
