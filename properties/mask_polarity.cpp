@@ -11,7 +11,7 @@ ATTNCHECK_PROPERTY(AllTrueMaskEqualsNoMask, .order = 140, .catches = "inverted_p
   Case<float> c = check.draw<float>();
   c.allow.clear();
   const Reference no_mask = reference(c.problem());
-  c.allow.assign(size_t(c.shape.B * c.shape.Tq * c.shape.Tk), 1);
+  c.allow.assign(size_t(c.shape.allow_size()), 1);
   require_agreement(check, c, check.run(c), no_mask, "an all-true allow mask against no mask");
 }
 

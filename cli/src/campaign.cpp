@@ -79,6 +79,8 @@ class CampaignChecker : public Checker {
       std::istringstream text(kept_->case_text);
       std::string first;
       std::getline(text, first);
+      if (kept_->case_text.empty())
+        throw std::runtime_error("the replay file holds no case, and Property." + kept_->property + " draws one");
       if (case_text_precision(first) != Precision<T>::name)
         throw std::runtime_error("the kept case is not the " + std::string(Precision<T>::name) + " case Property." +
                                  kept_->property + " draws");

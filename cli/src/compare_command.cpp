@@ -63,7 +63,7 @@ int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& optio
 
   // Both gates, as everywhere: the rigorous bound, then the precision gate against attncheck's
   // built-in implementation on the same input.
-  std::vector<T> plain(size_t(shape.B * shape.H * shape.Tq * shape.dv));
+  std::vector<T> plain(size_t(shape.out_size()));
   attention(p, Result<T>{plain.data()});
   const Verdict verdict = judge(data("out"), plain.data(), reference(p).out);
   if (!verdict.ok()) {

@@ -96,7 +96,7 @@ FlagValues Flags::parse(const std::vector<std::string>& args) const {
     if (!flag) throw UsageError("unknown option '" + args[n] + "'");
     const std::string what = needs(*flag);
     // A flag right after another is the next flag, not this one's value.
-    if (n + 1 >= args.size() || args[n + 1].empty() || args[n + 1] == "--help" || find(args[n + 1]))
+    if (n + 1 >= args.size() || args[n + 1].empty() || find(args[n + 1]))
       throw UsageError(args[n] + " needs a value: " + what);
     const std::string& value = args[n + 1];
     if (flag->is_number) {

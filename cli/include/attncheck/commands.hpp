@@ -7,15 +7,9 @@
 
 namespace attncheck {
 
-// attncheck compare --q Q.npy --k K.npy --v V.npy --out OUT.npy [--allow MASK.npy]
-//   [--causal none|upper-left|lower-right] [--scale S] [--empty-rows zero|nan]
-int compare_command(const std::vector<std::string>& args);
-
-// attncheck check [--impl builtin|PATH.so] [--seconds N] [--seed S] [--precision f32|f64]
-//   [--empty-rows zero|nan] [--json FILE] [--replay FILE] [--counterexample FILE] [--case-timeout S]
-int check_command(const std::vector<std::string>& args);
-
-// attncheck mutants --dir DIR [--seconds N] [--seed S] [--json FILE]: the kill matrix.
-int mutants_command(const std::vector<std::string>& args);
+// Each declares its flags where it is defined; `attncheck SUBCOMMAND --help` lists them.
+int compare_command(const std::vector<std::string>& args);  // tensors dumped as .npy against the oracle
+int check_command(const std::vector<std::string>& args);    // the campaign against a kernel, or a replay
+int mutants_command(const std::vector<std::string>& args);  // the kill matrix
 
 }  // namespace attncheck

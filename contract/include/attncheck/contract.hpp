@@ -81,7 +81,7 @@ double effective_scale(const Shape& shape, double scale);
 bool causal_allows(Causal causal, int64_t i, int64_t j, int64_t Tq, int64_t Tk);
 
 // Whether the masks let query i of batch b see key j, the bias aside: the one mask rule, which
-// the implementation, the variants, the case generator, the properties, describe, compare and the
+// the implementation, the variants, the case generator, the properties, describe and the
 // ABI conversion all use. (The oracle keeps a reading of its own, on purpose: oracles/tests shows
 // the two agree on every kind of mask.)
 bool permits(const Masks& masks, const Shape& shape, int64_t b, int64_t i, int64_t j);
