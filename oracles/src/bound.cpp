@@ -34,6 +34,8 @@ constexpr double kArgumentUnits = 3;
 // The bound's own double arithmetic: a few hundred roundings at most per result, inflated away.
 constexpr double kSelfInflation = 1 + 0x1p-30;
 
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
 // gamma_k = k u / (1 - k u); no bound at all once k u reaches 1.
 double gamma(double k, double u) { return k * u < 1 ? k * u / (1 - k * u) : std::numeric_limits<double>::infinity(); }
 
@@ -46,11 +48,89 @@ double log_add(double x, double y) {
   return top == -std::numeric_limits<double>::infinity() ? top : top + std::log1p(std::exp(std::min(x, y) - top));
 }
 
-// log sum_j e^(x_j).
-double log_add_all(const std::vector<double>& x) {
-  double total = -std::numeric_limits<double>::infinity();
-  for (double e : x) total = log_add(total, e);
-  return total;
+// upper, minus_lower and Lambda of bound_row, where every tau_j <= 30. As sum_k p_k = 1,
+// p_j + e^{t_j} sum_{k!=j} p_k e^{t_k} = 1 + a_j O_j + (1 + a_j) sum_{k!=j} p_k a_k, a = expm1(t),
+// O_j = sum_{k!=j} p_k: sums of terms of one sign, from prefix and suffix sums, so that nothing
+// cancels. (The log-space form lost a small result to the rounding of terms near log p_j: a few
+// percent of phi_j in double.) p_k a_k is taken in log space where p_k is below 2^-1000, and a term
+// below 2^-1000 is widened by 2^-1072, all it may have lost; a rounded sum of n terms of one sign
+// is widened by (n + 4) 2^-52.
+double cancellation_linear(const RowFacts& f, const std::vector<double>& tau, std::vector<double>& upper,
+                           std::vector<double>& minus_lower) {
+  const int64_t n = int64_t(tau.size());
+  const double widen = 1 + double(n + 4) * 0x1p-52;
+  std::vector<double> a_up(static_cast<size_t>(n)), a_down(a_up), pa_up(a_up), pa_down(a_up);
+  double sum_up = double(n) * 0x1p-1072, sum_down = -sum_up;
+  int64_t top = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    a_up[j] = std::expm1(tau[j]);
+    a_down[j] = std::expm1(-tau[j]);
+    const bool direct = f.weight[j] >= 0x1p-1000;
+    pa_up[j] = direct ? f.weight[j] * a_up[j] : std::exp(f.log_weight[j] + std::log(a_up[j]));
+    pa_down[j] = direct ? f.weight[j] * a_down[j] : -std::exp(f.log_weight[j] + std::log(-a_down[j]));
+    sum_up += pa_up[j];
+    sum_down += pa_down[j];
+    if (f.log_weight[j] > f.log_weight[top]) top = j;
+  }
+  // sum_{k != j} x_k for every j, each term below 2^-1000 widened by 2^-1072 toward `sign`.
+  auto others = [n](const std::vector<double>& x, double sign) {
+    std::vector<double> prefix(static_cast<size_t>(n + 1), 0), suffix(prefix), result(static_cast<size_t>(n));
+    auto term = [&](int64_t j) { return x[j] + (std::fabs(x[j]) < 0x1p-1000 ? sign * 0x1p-1072 : 0); };
+    for (int64_t j = 0; j < n; ++j) prefix[j + 1] = prefix[j] + term(j);
+    for (int64_t j = n - 1; j >= 0; --j) suffix[j] = suffix[j + 1] + term(j);
+    for (int64_t j = 0; j < n; ++j) result[j] = prefix[j] + suffix[j + 1];
+    return result;
+  };
+  const std::vector<double> O = others(f.weight, 1), B_up = others(pa_up, 1), B_down = others(pa_down, -1);
+  for (int64_t j = 0; j < n; ++j) {
+    upper[j] = std::log1p((a_up[j] * O[j] + (1 + a_up[j]) * B_up[j]) * widen);
+    // p_j + e^{-tau_j} O-_j >= p_j: the second form keeps it finite where the first rounds to -1.
+    const double lower_sum = (a_down[j] * O[j] + (1 + a_down[j]) * B_down[j]) * widen;
+    minus_lower[j] = std::min(lower_sum > -1 ? -std::log1p(lower_sum) : kInfinity, -f.log_weight[j] + 4 * 0x1p-53);
+  }
+  sum_down *= widen;
+  return std::max(std::log1p(sum_up * widen),
+                  std::min(sum_down > -1 ? -std::log1p(sum_down) : kInfinity, -f.log_weight[top] + tau[top] + 4 * 0x1p-53));
+}
+
+// The same where some tau_j > 30, in log space (e^{tau} may overflow). A log_add(x, y) errs by at
+// most 2u (|result| + 1), and moves by at most e^(y - result) times an error in y; since
+// e^(r - R) |r| <= |R| + 1/e for r <= R, a chain of n of them ending at R errs by at most
+// 2n u (|R| + 2). upper_j = log_add(log p_j, t), t = tau_j + others_j, errs by 2u (|upper_j| + 1)
+// plus e^(t - upper_j) times t's error (the chain's and u |t|); likewise lower_j. Each is widened
+// by that; the bound there is loose by e^30 anyway.
+double cancellation_logs(const RowFacts& f, const std::vector<double>& tau, std::vector<double>& upper,
+                         std::vector<double>& minus_lower) {
+  const int64_t n = int64_t(tau.size());
+  const double u = 0x1p-53;
+  auto chain = [&](double R) { return R == -kInfinity ? 0 : 2 * double(n) * u * (std::fabs(R) + 2); };
+  std::vector<double> up(static_cast<size_t>(n)), down(up);  // log(p_j e^{+-tau_j})
+  for (int64_t j = 0; j < n; ++j) {
+    up[j] = f.log_weight[j] + tau[j];
+    down[j] = f.log_weight[j] - tau[j];
+  }
+  auto others = [n](const std::vector<double>& x) {  // log sum_{k != j} e^{x_k}
+    std::vector<double> prefix(static_cast<size_t>(n + 1), -kInfinity), suffix(prefix), result(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) prefix[j + 1] = log_add(prefix[j], x[j]);
+    for (int64_t j = n - 1; j >= 0; --j) suffix[j] = log_add(suffix[j + 1], x[j]);
+    for (int64_t j = 0; j < n; ++j) result[j] = log_add(prefix[j], suffix[j + 1]);
+    return result;
+  };
+  const std::vector<double> others_up = others(up), others_down = others(down);
+  double all_up = -kInfinity, all_down = -kInfinity;
+  for (int64_t j = 0; j < n; ++j) {
+    const double t_high = tau[j] + others_up[j], t_low = others_down[j] - tau[j];
+    const double high = log_add(f.log_weight[j], t_high), low = log_add(f.log_weight[j], t_low);
+    auto error = [&](double result, double t, double others_j) {
+      const double carried = t == -kInfinity ? 0 : std::exp(t - result) * (chain(others_j) + u * std::fabs(t));
+      return 2 * u * (std::fabs(result) + 1) + carried;
+    };
+    upper[j] = high + error(high, t_high, others_up[j]);
+    minus_lower[j] = -low + error(low, t_low, others_down[j]);
+    all_up = log_add(all_up, up[j]);
+    all_down = log_add(all_down, down[j]);
+  }
+  return std::max(all_up + chain(all_up), -all_down + chain(all_down));
 }
 
 }  // namespace
@@ -84,42 +164,36 @@ LseBound bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<dou
 
   // tau_j: log-error of key j's term in the normalizer (score, argument, exp, rescales, sum).
   const double per_term = lambda_exp + double(n - 1) * (lambda_exp + lambda) + double(n - 1) * lambda;
-  std::vector<double> tau(static_cast<size_t>(n)), up(tau), down(tau);  // log(p_j e^{+-tau_j})
+  std::vector<double> tau(static_cast<size_t>(n));
   for (int64_t j = 0; j < n; ++j) {
     const double R = f.gap[j] + E[j] + E_top;
     tau[j] = E[j] + kArgumentUnits * a.u * R + per_term;
-    up[j] = f.log_weight[j] + tau[j];
-    down[j] = f.log_weight[j] - tau[j];
   }
 
-  // Others: log sum_{k != j} p_k e^{+-tau_k}, from prefix and suffix sums (no cancellation).
-  auto others = [n, inf](const std::vector<double>& x) {
-    std::vector<double> prefix(static_cast<size_t>(n + 1), -inf), suffix(prefix), result(static_cast<size_t>(n));
-    for (int64_t j = 0; j < n; ++j) prefix[j + 1] = log_add(prefix[j], x[j]);
-    for (int64_t j = n - 1; j >= 0; --j) suffix[j] = log_add(suffix[j + 1], x[j]);
-    for (int64_t j = 0; j < n; ++j) result[j] = log_add(prefix[j], suffix[j + 1]);
-    return result;
-  };
-  const std::vector<double> others_up = others(up), others_down = others(down);
-
-  // phi_j: |log(w_j / p_j)| <= rho + max(log(p_j + e^{tau_j} O+_j), -log(p_j + e^{-tau_j} O-_j)),
-  // the score and exp errors of key j cancelling between its numerator and the normalizer.
+  // phi_j: |log(w_j / p_j)| <= rho + max(upper_j, minus_lower_j), upper_j = log(p_j + e^{tau_j} O+_j),
+  // minus_lower_j = -log(p_j + e^{-tau_j} O-_j), O+-_j = sum_{k != j} p_k e^{+-tau_k}: the score and
+  // exp errors of key j cancel between its numerator and the normalizer. Lambda, the log-sum-exp's,
+  // is max(log sum_j p_j e^{tau_j}, -log sum_j p_j e^{-tau_j}).
   const double rho = double(4 * n - 1) * lambda + 2 * double(n) * double(n + 3) * a.tiny;
-  // Per key: A_j = p_j expm1(phi_j), p_j, and p_j (u (1 + S_j + gap_j) + F_j + F_mean) for the
-  // natural unit, F_j the score's flush terms of E_j and F_mean = sum_k p_k F_k: to first order a
-  // score error d_j moves log w_j by d_j - sum_k p_k d_k. An A_j that underflows double loses less
-  // than 2^-1074 |v|, which U covers many times over.
-  std::vector<double> A(static_cast<size_t>(n)), p(A), p_natural(A);
+  const std::vector<double>& p = f.weight;
+  std::vector<double> upper(static_cast<size_t>(n)), minus_lower(upper);
+  double Lambda = 0;
+  if (*std::max_element(tau.begin(), tau.end()) <= 30)
+    Lambda = cancellation_linear(f, tau, upper, minus_lower);
+  else
+    Lambda = cancellation_logs(f, tau, upper, minus_lower);
+
+  // Per key: A_j = p_j expm1(phi_j) (in log space: p_j may underflow double while A_j does not),
+  // p_j, and p_j (u (1 + S_j + gap_j) + F_j + F_mean) for the natural unit, F_j the score's flush
+  // terms of E_j and F_mean = sum_k p_k F_k: to first order a score error d_j moves log w_j by
+  // d_j - sum_k p_k d_k. An A_j that underflows double loses less than 2^-1074 |v|, which U covers.
+  std::vector<double> A(static_cast<size_t>(n)), p_natural(A);
   double F_mean = 0;
   for (int64_t j = 0; j < n; ++j) {
-    const double upper = log_add(f.log_weight[j], tau[j] + others_up[j]);
-    const double lower = log_add(f.log_weight[j], others_down[j] - tau[j]);
-    A[j] = std::exp(f.log_weight[j] + log_expm1(rho + std::max(upper, -lower)));
-    p[j] = std::exp(f.log_weight[j]);
+    A[j] = std::exp(f.log_weight[j] + log_expm1(rho + std::max(upper[j], minus_lower[j])));
     F_mean += p[j] * F[j];
   }
   for (int64_t j = 0; j < n; ++j) p_natural[j] = p[j] * (a.u * (1 + f.score_size[j] + f.gap[j]) + F[j] + F_mean);
-
   // B_c = sum_j A_j |v_jc| + U_c + the oracle's own error.
   for (int64_t c = 0; c < dv; ++c) {
     double B = 0, sum_pv = 0, natural_sum = 0, sum_v = 0;
@@ -132,10 +206,9 @@ LseBound bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<dou
       sum_v += v;
     }
     const double U = 2 * (double(n + 3) * a.tiny * sum_v + 2 * double(n) * a.tiny);
-    // The oracle's own output error: weights split into two doubles (2^-106, or 2^-1074 below
-    // 2^-969), Dot2 over 2n terms, and the long double it keeps.
-    const double oracle = (0x1p-105 + 2 * std::numeric_limits<long double>::epsilon()) * sum_pv +
-                          2 * dot2_error(2 * n, sum_pv) + 2 * 0x1p-1074 * sum_v;
+    // The oracle's own output error: its normalizer's, its weighted sum's, and the terms its exp
+    // dropped (below 2^-1074 |v| each).
+    const double oracle = (f.oracle_weight_error + f.oracle_output_error) * sum_pv + 2 * 0x1p-1074 * sum_v;
     // Beyond n u = 0.1 the factor 2 in U no longer covers the amplification: the model ends there.
     const bool in_range = f.scores_in_range && 2 * sum_v < a.max_finite && double(n) * a.u < 0.1;
     bound[c] = !in_range ? inf : f.finite_row ? (B + U + oracle) * kSelfInflation : 0;
@@ -149,10 +222,9 @@ LseBound bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<dou
   // result's size (the final sum, and a base-2 log's two conversions), and the oracle's long double.
   double sum_pS = 0;  // to first order a score error d_j moves lse by sum_j p_j d_j
   for (int64_t j = 0; j < n; ++j) sum_pS += p[j] * f.score_size[j];
-  const double Lambda = std::max(log_add_all(up), -log_add_all(down));
   const double log_l = std::log(double(n)) + E_top + Lambda;
   const double size = f.max_abs + E_top + log_l;
-  const double oracle_lse = 2 * std::numeric_limits<long double>::epsilon() * f.lse_abs;
+  const double oracle_lse = f.oracle_weight_error + 2 * std::numeric_limits<long double>::epsilon() * f.lse_abs;
   LseBound lse;
   lse.bound = !f.scores_in_range ? inf : (Lambda + kExpUnits * a.u * log_l + 3 * a.u * size + oracle_lse) * kSelfInflation;
   lse.natural = a.u * (1 + f.max_abs + std::log(double(n)) + sum_pS) + F_mean;

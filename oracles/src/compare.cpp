@@ -40,11 +40,12 @@ std::string format(const char* fmt, Args... args) {
   return line;
 }
 
-// Every element of the tensor in index order, judged against its exact value: f(m, n).
+// Every element of the tensor's computed rows in index order, judged against its exact value: f(m, n).
 template <class T, class F>
 void for_each_element(const T* computed, const ExactTensor& ref, F f) {
   const int rank = int(ref.dims.size());
   for (size_t n = 0; n < ref.exact.size(); ++n) {
+    if (!ref.row_is_exact(int64_t(n) / ref.row_size)) continue;
     Mismatch m{ref.name, rank, {0, 0, 0, 0}, double(computed[n]), ref.exact[n], ref.bound[n], 0, ref.natural[n], 0,
                ulps(computed[n], ref.exact[n])};
     for (int64_t d = rank - 1, rest = int64_t(n); d >= 0; --d) {  // the index, last dimension fastest
@@ -98,6 +99,8 @@ Comparison compare(const T* computed, const ExactTensor& ref) {
   // computed, ref.exact, ref.bound: the tensor's dims.
   Comparison result;
   result.worst.tensor = ref.name;
+  result.rows = ref.row_size > 0 ? int64_t(ref.exact.size()) / ref.row_size : 0;
+  result.exact_rows = ref.exact_rows.empty() ? result.rows : std::count(ref.exact_rows.begin(), ref.exact_rows.end(), 1);
   for_each_element(computed, ref, [&](const Mismatch& m, size_t) {
     if (std::isinf(m.bound)) {  // outside T's range: nothing a correct kernel computes can be held to e
       ++result.unchecked;
@@ -116,8 +119,9 @@ Comparison compare(const T* computed, const ExactTensor& ref) {
 }
 
 std::string Comparison::summary() const {
-  return format("%lld %s elements checked, %lld outside the checkable range, largest error/bound %.3g at %s",
-                (long long)checked, worst.tensor, (long long)unchecked, worst_ratio, worst.where().c_str());
+  const std::string rows_text = exact_rows == rows ? "" : format(" (%lld of %lld rows exactly)", (long long)exact_rows, (long long)rows);
+  return format("%lld %s elements checked%s, %lld outside the checkable range, largest error/bound %.3g at %s",
+                (long long)checked, worst.tensor, rows_text.c_str(), (long long)unchecked, worst_ratio, worst.where().c_str());
 }
 
 std::string Comparison::report(const char* precision) const {

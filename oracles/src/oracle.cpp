@@ -1,15 +1,28 @@
 #include "attncheck/oracle.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <boost/multiprecision/mpfr.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <thread>
 
 #include "attncheck/bound.hpp"
+#include "attncheck/precision.hpp"
+#include "double_double.hpp"
 
 namespace attncheck {
 namespace {
 
+using dd::DD;
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// 200 bits, for the two values computed once per problem or row: the default scale's
+// 1/sqrt(dk) and the log of the row's normalizer.
+using Exact = boost::multiprecision::number<boost::multiprecision::mpfr_float_backend<60>,
+                                            boost::multiprecision::et_off>;
 
 // The oracle's own reading of the masks, written apart from impl/'s on purpose (contract.md, Masks).
 bool key_permitted(const Masks& masks, const Shape& s, int64_t b, int64_t i, int64_t j) {
@@ -20,113 +33,161 @@ bool key_permitted(const Masks& masks, const Shape& s, int64_t b, int64_t i, int
   return true;
 }
 
-mpfr_ptr raw(Exact& x) { return x.backend().data(); }
-
-// Ogita, Rump and Oishi's Dot2 (SIAM J. Sci. Comput. 26(6), 2005) kept unevaluated, for the two
-// long inner products (scores and outputs), about 100 times faster than MPFR: its error,
-// dot2_error(), is added to the bound as the oracle's own.
-struct Dot2 {
-  double hi = 0, lo = 0;
-  void add(double x, double y) {
-    const double product = x * y, product_error = std::fma(x, y, -product);
-    const double sum = hi + product, z = sum - hi, sum_error = (hi - (sum - z)) + (product - z);
-    hi = sum;
-    lo += product_error + sum_error;
+// Ogita, Rump and Oishi's Dot2 (SIAM J. Sci. Comput. 26(6), 2005), kept unevaluated as hi + lo,
+// over four interleaved chains merged by TwoSum: every rounding error of every TwoProduct and
+// TwoSum is kept in lo, so Dot2's bound (dot2_error) holds whatever the order of the sums.
+// x [n] at stride 1, y [n] at stride y_stride; also returns sum |x y| (rounded, of finite terms).
+template <class X, class Y>
+DD dot2(const X* x, const Y* y, int64_t y_stride, int64_t n, double& abs_sum) {
+  double hi[4] = {0, 0, 0, 0}, lo[4] = {0, 0, 0, 0}, size[4] = {0, 0, 0, 0};
+  int64_t k = 0;
+  // A product of two floats is exact in double (48 bits, and 2^-298 to 2^256): no TwoProduct.
+  constexpr bool exact_products = (Precision<X>::fraction_bits + 1) + (Precision<Y>::fraction_bits + 1) <= 53 &&
+                                  Precision<X>::exponent_bits <= 8 && Precision<Y>::exponent_bits <= 8;
+  auto step = [&](int lane, double a, double b) {
+    const DD product = exact_products ? DD{a * b, 0} : dd::two_prod(a, b), sum = dd::two_sum(hi[lane], product.hi);
+    hi[lane] = sum.hi;
+    lo[lane] += product.lo + sum.lo;
+    size[lane] += std::fabs(product.hi);
+  };
+  for (; k + 4 <= n; k += 4)
+    for (int lane = 0; lane < 4; ++lane) step(lane, double(x[k + lane]), double(y[(k + lane) * y_stride]));
+  for (; k < n; ++k) step(0, double(x[k]), double(y[k * y_stride]));
+  DD total{hi[0], lo[0]};
+  for (int lane = 1; lane < 4; ++lane) {
+    const DD sum = dd::two_sum(total.hi, hi[lane]);
+    total = {sum.hi, total.lo + lo[lane] + sum.lo};
   }
-  // hi + lo at 200 bits, exactly.
-  void to(Exact& out) const {
-    mpfr_set_d(raw(out), hi, MPFR_RNDN);
-    mpfr_add_d(raw(out), raw(out), lo, MPFR_RNDN);
-  }
-};
-
-// sum = x . y, x, y: [d]. A non-finite factor sends the whole sum through MPFR, so that inf
-// and NaN follow IEEE rules exactly; `scratch` is scratch.
-template <class T>
-void dot(const T* x, const T* y, int64_t d, Exact& sum, Exact& scratch) {
-  Dot2 dd;
-  bool finite = true;
-  for (int64_t k = 0; k < d; ++k) {
-    finite &= std::isfinite(x[k]) && std::isfinite(y[k]);
-    dd.add(double(x[k]), double(y[k]));
-  }
-  if (finite) return dd.to(sum);
-  mpfr_set_zero(raw(sum), 1);
-  for (int64_t k = 0; k < d; ++k) {
-    mpfr_set_d(raw(scratch), double(x[k]), MPFR_RNDN);
-    mpfr_mul_d(raw(scratch), raw(scratch), double(y[k]), MPFR_RNDN);
-    mpfr_add(raw(sum), raw(sum), raw(scratch), MPFR_RNDN);
-  }
-}
-
-// Rounds a non-negative exact value up to double, so that the bound only grows.
-double up(const Exact& x) {
-  const double d = x.convert_to<double>();
-  return d < x ? std::nextafter(d, kInf) : d;
+  abs_sum = (size[0] + size[1]) + (size[2] + size[3]);
+  return total;
 }
 
 // A sum of n non-negative doubles, rounded to nearest, made an upper bound of the exact sum.
 double inflate(double sum, int64_t n) { return sum * (1 + double(n + 2) * 0x1p-52); }
 
-}  // namespace
+// The IEEE value of a dot product with an inf or NaN factor: NaN if a term is NaN (a NaN factor,
+// inf times 0) or terms of both infinite signs meet, else the infinity of the infinite terms.
+template <class T>
+double special_dot(const T* x, const T* y, int64_t n) {
+  bool plus = false, minus = false;
+  for (int64_t k = 0; k < n; ++k) {
+    const double term = double(x[k]) * double(y[k]);  // finite terms cannot reach inf in double from T's range
+    if (std::isnan(term)) return kNaN;
+    plus |= term == kInf;
+    minus |= term == -kInf;
+  }
+  return plus && minus ? kNaN : plus ? kInf : -kInf;
+}
+
+// What every query row of one (b, KV head) needs of its keys, computed once for all of them.
+struct KeyFacts {
+  std::vector<double> flush;    // [Tk] tiny sum_k |k_jk| over finite terms, rounded up
+  std::vector<double> max_abs;  // [Tk] max_k |k_jk| over finite terms
+  std::vector<uint8_t> finite;  // [Tk] every k_jk finite
+  std::vector<uint8_t> plain_v; // [Tk] every v_jc finite and below 2^995, so that it splits exactly
+};
+template <class T>
+KeyFacts key_facts(const Problem<T>& p, int64_t b, int64_t kv_h, double tiny) {
+  // K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv] in.
+  const Shape& s = p.shape;
+  KeyFacts f{std::vector<double>(size_t(s.Tk)), std::vector<double>(size_t(s.Tk)), std::vector<uint8_t>(size_t(s.Tk)),
+             std::vector<uint8_t>(size_t(s.Tk))};
+  for (int64_t j = 0; j < s.Tk; ++j) {
+    const T* k_j = p.k + s.k_at(b, kv_h * (s.H / s.kv_heads()), j);  // the first query head reading kv_h
+    double flush = 0, max_abs = 0;
+    bool finite = true;
+    for (int64_t k = 0; k < s.dk; ++k) {
+      const bool ok = std::isfinite(k_j[k]);
+      finite &= ok;
+      flush += ok ? tiny * std::fabs(double(k_j[k])) : 0;
+      max_abs = std::max(max_abs, ok ? std::fabs(double(k_j[k])) : 0.0);
+    }
+    f.flush[size_t(j)] = inflate(flush, s.dk);
+    f.max_abs[size_t(j)] = max_abs;
+    f.finite[size_t(j)] = finite;
+    const T* v_j = p.v + s.v_at(b, kv_h * (s.H / s.kv_heads()), j);
+    bool plain = true;
+    for (int64_t c = 0; c < s.dv; ++c) plain &= std::fabs(double(v_j[c])) < 0x1p995;  // false for inf and NaN
+    f.plain_v[size_t(j)] = plain;
+  }
+  return f;
+}
+
+// The scale as a double-double: the given double, or 1/sqrt(dk) from 200 bits (within u^2).
+DD scale_of(const Shape& s, double scale) {
+  if (scale != 0) return {scale, 0};
+  const Exact exact = 1 / sqrt(Exact(s.dk));
+  const double hi = exact.convert_to<double>();
+  return {hi, Exact(exact - hi).convert_to<double>()};
+}
 
 template <class T>
-ExactRow exact_row(const Problem<T>& p, int64_t b, int64_t h, int64_t i) {
+#if defined(__x86_64__)
+__attribute__((target_clones("fma", "default")))  // as dd::exp: the same results, faster
+#endif
+ExactRow row_of(const Problem<T>& p, const KeyFacts& keys, DD scale, int64_t b, int64_t h, int64_t i) {
   // Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk] in; row (b, h, i) out.
   const Shape& s = p.shape;
   const T* q_i = p.q + s.q_at(b, h, i);
   const T* bias_i = p.bias ? p.bias + s.scores_at(b, h, i) : nullptr;
-  const Exact scale = p.scale != 0 ? Exact(p.scale) : 1 / sqrt(Exact(s.dk));
-  const double scale_up = up(abs(scale));
+  const double scale_up = std::nextafter(std::fabs(scale.hi), kInf);
   const Arithmetic arith = Arithmetic::of<T>();
   ExactRow row;
   RowFacts facts;
   facts.dk = s.dk;
-  Exact qk, scratch;
 
   // Magnitudes for the bound and the range, from finite terms only (double, rounded up). Flushing
   // sums are taken in units of tiny, so that they cannot overflow: tiny |x| <= 4 for any finite x.
-  auto finite_abs = [](T x) { return std::isfinite(x) ? std::fabs(double(x)) : 0.0; };
   double q_flush = 0, q_max = 0;
+  bool q_finite = true;
   for (int64_t k = 0; k < s.dk; ++k) {
-    q_flush += arith.tiny * finite_abs(q_i[k]);
-    q_max = std::max(q_max, finite_abs(q_i[k]));
+    const bool ok = std::isfinite(q_i[k]);
+    q_finite &= ok;
+    q_flush += ok ? arith.tiny * std::fabs(double(q_i[k])) : 0;
+    q_max = std::max(q_max, ok ? std::fabs(double(q_i[k])) : 0.0);
   }
   q_flush = inflate(q_flush, s.dk);
 
-  // Scores and row max: over permitted keys whose score is not -inf; NaN is sticky. The row is in
-  // T's range when no permitted key's finite terms can overflow T, in any order, before or after scaling.
-  row.max = -kInf;
+  // dot2_error(dk, size) = dot2_factor size + dot2_floor.
+  const double dot2_floor = dot2_error(s.dk, 0), dot2_factor = dot2_error(s.dk, 1) - dot2_floor;
+
+  // Pass 1, scores: s_j = scale q . k_j + bias_j as double-doubles, over permitted keys whose score
+  // is not -inf. A NaN or +inf score makes the row special: every output NaN. The row is in T's
+  // range when no permitted key's finite terms can overflow T, in any order, before or after scaling.
+  std::vector<DD> score;
+  bool special = false;
   for (int64_t j = 0; j < s.Tk; ++j) {
     if (!key_permitted(p.masks, s, b, i, j)) continue;
-    if (bias_i && bias_i[j] == -std::numeric_limits<T>::infinity()) continue;  // forbidden, its key unread
+    const double bias = bias_i ? double(bias_i[j]) : 0;
+    if (bias == -kInf) continue;  // forbidden, its key unread
     const T* k_j = p.k + s.k_at(b, h, j);
-    double qk_abs = 0, k_flush = 0, k_max = 0;
-    for (int64_t k = 0; k < s.dk; ++k) {
-      if (std::isfinite(q_i[k]) && std::isfinite(k_j[k])) qk_abs += std::fabs(double(q_i[k]) * double(k_j[k]));
-      k_flush += arith.tiny * finite_abs(k_j[k]);
-      k_max = std::max(k_max, finite_abs(k_j[k]));
+    double qk_abs = 0;
+    DD s_j;
+    if (q_finite && keys.finite[size_t(j)]) {
+      const DD qk = dot2(q_i, k_j, 1, s.dk, qk_abs);
+      s_j = dd::mul(scale, dd::two_sum(qk.hi, qk.lo));
+      if (bias_i) s_j = dd::add(s_j, {bias, 0});
+    } else {
+      for (int64_t k = 0; k < s.dk; ++k)
+        if (std::isfinite(q_i[k]) && std::isfinite(k_j[k])) qk_abs += std::fabs(double(q_i[k]) * double(k_j[k]));
+      s_j = {special_dot(q_i, k_j, s.dk) * scale.hi + bias, 0};
     }
     qk_abs = inflate(qk_abs, s.dk);
-    const double score_size = inflate(scale_up * qk_abs + (bias_i ? finite_abs(bias_i[j]) : 0), 2);
+    const double score_size = inflate(scale_up * qk_abs + std::fabs(std::isfinite(bias) ? bias : 0), 2);
     // Every order must fit, with room for log2(e): q . k before scaling, c q or c k before the dot.
     facts.scores_in_range &=
-        2 * std::max(1.0, scale_up) * std::max({qk_abs, score_size, q_max, k_max}) < arith.max_finite;
-
-    dot(q_i, k_j, s.dk, qk, scratch);
-    Exact s_ij = scale * qk;
-    if (bias_i) s_ij += Exact(bias_i[j]);
-    if (isinf(s_ij) && s_ij < 0) continue;
+        2 * std::max(1.0, scale_up) * std::max({qk_abs, score_size, q_max, keys.max_abs[size_t(j)]}) < arith.max_finite;
+    if (s_j.hi == -kInf) continue;
+    special |= !std::isfinite(s_j.hi);  // NaN or +inf; a finite product that overflows double is out of range
     row.keys.push_back(j);
-    row.scores.push_back(s_ij);
+    score.push_back(s_j);
     facts.score_size.push_back(score_size);
-    facts.oracle_score_error.push_back(inflate(scale_up * dot2_error(s.dk, qk_abs), 1));
+    facts.oracle_score_error.push_back(inflate(scale_up * (dot2_factor * qk_abs + dot2_floor), 1));
     // Flushing, in any order of scaling: a subnormal q_k or k_k read as 0, a scaled c q_k or c k_k
     // flushed (tiny, not c tiny, times the other factor), and each of the dk products and dk - 1
     // sums flushed: max(1, c) tiny (2 dk + sum |q| + sum |k|).
     facts.flush_error.push_back(
-        inflate(std::max(1.0, scale_up) * (arith.tiny * double(2 * s.dk) + q_flush + inflate(k_flush, s.dk)), 3));
-    if (isnan(s_ij) || s_ij > row.max || isnan(row.max)) row.max = isnan(row.max) ? row.max : s_ij;
+        inflate(std::max(1.0, scale_up) * (arith.tiny * double(2 * s.dk) + q_flush + keys.flush[size_t(j)]), 3));
   }
   const int64_t n = int64_t(row.keys.size());
   row.out.assign(size_t(s.dv), 0);
@@ -135,105 +196,201 @@ ExactRow exact_row(const Problem<T>& p, int64_t b, int64_t h, int64_t i) {
   row.natural.assign(size_t(s.dv), 0);
   if (n == 0) {  // the empty-row policy: exact, so the bound is 0 (inside T's range)
     const bool zero = p.empty_rows == EmptyRows::zero;
-    row.lse = zero ? -kInf : std::numeric_limits<double>::quiet_NaN();
-    if (!zero) row.out.assign(size_t(s.dv), std::numeric_limits<long double>::quiet_NaN());
+    row.lse = zero ? -kInf : kNaN;
+    if (!zero) row.out.assign(size_t(s.dv), kNaN);
+    return row;
+  }
+  if (special) {  // exp(inf - inf) or a NaN reaches every weight: special exact outputs, matched exactly
+    row.lse = kNaN;
+    row.out.assign(size_t(s.dv), kNaN);
+    row.weights.assign(size_t(n), kNaN);
     return row;
   }
 
-  // Exp and sum.
-  Exact sum = 0;
+  // Pass 2, exp and sum: e_j = exp(s_j - m) in double-double, l = sum_j e_j; p_j = e_j / l.
+  DD m = score[0];
+  for (const DD& s_j : score)
+    if (dd::less(m, s_j)) m = s_j;
+  std::vector<DD> x(static_cast<size_t>(n)), e(x);
+  for (int64_t j = 0; j < n; ++j) x[size_t(j)] = dd::add(score[size_t(j)], dd::neg(m));  // <= 0
+  dd::exp(x.data(), e.data(), x.size());
+  DD l{0, 0};
+  for (int64_t j = 0; j < n; ++j) {
+    l = dd::add(l, e[size_t(j)]);
+    const double gap = x[size_t(j)].lo < 0 ? std::nextafter(-x[size_t(j)].hi, kInf) : -x[size_t(j)].hi;  // m - s_j, rounded up
+    facts.gap.push_back(gap);
+    // The oracle's score, argument and exp, charged as an error of this score: 11u^2 S_j for the
+    // product with the scale and the bias, 4u^2 gap_j for s_j - m, the exp's 16u^2 and its lo part's
+    // underflow (double_double.hpp); 2^-100 = 64u^2 covers the constants.
+    facts.oracle_score_error[size_t(j)] += 0x1p-100 * (facts.score_size[size_t(j)] + gap + 1) +
+                                           (e[size_t(j)].hi > 0 ? 0x1p-1073 / e[size_t(j)].hi : 0);
+  }
+  // l's sum: n double-double additions, and the terms below 2^-1075 that exp dropped (below 2^-1074 each, relative to l >= 1).
+  facts.oracle_weight_error = double(n) * (dd::kAddError + 0x1p-1074);
+
+  // The log-sum-exp at 200 bits: lse = m + log l.
+  Exact lse = Exact(l.hi) + l.lo;
+  lse = log(lse) + m.hi + m.lo;
+  row.lse = lse.convert_to<long double>();
+  const double log_l = std::log(l.hi);
   row.weights.resize(size_t(n));
   for (int64_t j = 0; j < n; ++j) {
-    row.weights[j] = exp(row.scores[j] - row.max);
-    sum += row.weights[j];
+    row.weights[size_t(j)] = e[size_t(j)].hi / l.hi;
+    facts.weight.push_back(row.weights[size_t(j)]);
+    facts.log_weight.push_back(-facts.gap[size_t(j)] - log_l);
   }
 
-  // Normalize; log-sum-exp.
-  for (Exact& w : row.weights) w /= sum;
-  row.lse = row.max + log(sum);
-
-  // Weighted sum over the keys that carry weight, each 200-bit weight split into two doubles
-  // (to 2^-106, exactly below 2^-969): w [2n] = (hi_0, lo_0, hi_1, ...), v [2n] at stride dv.
+  // Pass 3, the output: o_c = (sum_j e_j v_jc) / l, every column a chain of its own. e_j.hi is split
+  // in two 26-bit halves (Veltkamp), and so is a double v_jc (a float has 24 bits), so that the
+  // products of halves are exact: the large one is summed with TwoSum into hi (its errors kept), the
+  // others and e_j.lo v_jc, each within 2^-25 of |e_j v_jc|, in lo. A column with an inf or NaN
+  // value takes its IEEE special value: every permitted key has a positive exact weight, so p inf =
+  // inf even where p underflows.
   const T* v_bh = p.v + s.v_at(b, h, 0);  // [Tk,dv] of head h's KV head
-  std::vector<double> w_parts(size_t(2 * n));
-  std::vector<T> v_c(size_t(2 * n));
+  std::vector<double> hi(size_t(s.dv), 0), lo(hi), v_abs(size_t(n * s.dv));
+  std::vector<uint8_t> nan(size_t(s.dv), 0), plus(nan), minus(nan);
+  constexpr bool split_v = Precision<T>::fraction_bits > 25;
   for (int64_t j = 0; j < n; ++j) {
-    w_parts[2 * j] = row.weights[j].convert_to<double>();
-    w_parts[2 * j + 1] = (row.weights[j] - w_parts[2 * j]).convert_to<double>();
-  }
-  Exact o;
-  for (int64_t c = 0; c < s.dv; ++c) {
-    bool finite = true;
-    for (int64_t j = 0; j < n; ++j) {
-      v_c[2 * j] = v_c[2 * j + 1] = v_bh[row.keys[j] * s.dv + c];
-      finite &= std::isfinite(v_c[2 * j]);
+    const T* v_j = v_bh + row.keys[size_t(j)] * s.dv;
+    const DD e_j = e[size_t(j)], a = dd::split(e_j.hi);
+    auto add_term = [&](int64_t c, double v) {
+      const DD b = split_v ? dd::split(v) : DD{v, 0};
+      const DD sum = dd::two_sum(hi[size_t(c)], a.hi * b.hi);
+      hi[size_t(c)] = sum.hi;
+      lo[size_t(c)] += sum.lo + ((a.hi * b.lo + a.lo * b.hi) + (a.lo * b.lo + e_j.lo * v));
+    };
+    if (keys.plain_v[size_t(row.keys[size_t(j)])]) {  // the common case, without branches
+      for (int64_t c = 0; c < s.dv; ++c) add_term(c, double(v_j[c]));
+      for (int64_t c = 0; c < s.dv; ++c) v_abs[size_t(j * s.dv + c)] = std::fabs(double(v_j[c]));
+      continue;
     }
-    if (finite) {
-      Dot2 dd;
-      for (int64_t t = 0; t < 2 * n; ++t) dd.add(w_parts[t], double(v_c[t]));
-      dd.to(o);
-    } else {  // inf or NaN values: 200-bit weights, so that p inf = inf even where p underflows double
-      mpfr_set_zero(raw(o), 1);
-      for (int64_t j = 0; j < n; ++j) {
-        mpfr_mul_d(raw(scratch), raw(row.weights[j]), double(v_c[2 * j]), MPFR_RNDN);
-        mpfr_add(raw(o), raw(o), raw(scratch), MPFR_RNDN);
+    for (int64_t c = 0; c < s.dv; ++c) {
+      const double v = double(v_j[c]);
+      if (!std::isfinite(v)) {
+        nan[size_t(c)] |= std::isnan(v);
+        plus[size_t(c)] |= v == kInf;
+        minus[size_t(c)] |= v == -kInf;
+        continue;
       }
+      v_abs[size_t(j * s.dv + c)] = std::fabs(v);
+      if (split_v && !(std::fabs(v) < 0x1p995)) {  // too large to split: TwoProduct by FMA
+        const DD product = dd::two_prod(e_j.hi, v), sum = dd::two_sum(hi[size_t(c)], product.hi);
+        hi[size_t(c)] = sum.hi;
+        lo[size_t(c)] += sum.lo + (product.lo + e_j.lo * v);
+        continue;
+      }
+      add_term(c, v);
     }
-    row.out[c] = o.convert_to<long double>();
   }
+  const long double l_ld = (long double)l.hi + l.lo;
+  for (int64_t c = 0; c < s.dv; ++c)
+    row.out[size_t(c)] = nan[size_t(c)] || (plus[size_t(c)] && minus[size_t(c)]) ? kNaN
+                         : plus[size_t(c)]                                      ? kInf
+                         : minus[size_t(c)]                                     ? -kInf
+                                                                                : ((long double)hi[size_t(c)] + lo[size_t(c)]) / l_ld;
+  // hi + lo misses only the rounding of lo's 4n terms, each below 2^-25 |e_j v_jc| plus TwoSum's
+  // errors (below n u sum_j |e_j v_jc| in all), and e_j.lo v_jc's (u^2): gamma_4n (2^-24 + n u) +
+  // u^2 of sum_j e_j |v_jc|; then to long double, the division and the kept value, 4 eps_ld.
+  facts.oracle_output_error = double(4 * n) * 0x1p-52 * (0x1p-24 + double(n) * 0x1p-53) + dd::kU2 +
+                              4 * double(std::numeric_limits<long double>::epsilon());
 
-  // The bound of each output element (docs/error-bound.md). A row of special values (non-finite
-  // maximum or sum) keeps bound 0 in range: the comparator matches its special values exactly.
-  facts.finite_row = isfinite(row.max) && isfinite(sum);
-  if (!facts.finite_row) return row;
-  std::vector<double> v_abs(size_t(n * s.dv));
-  for (int64_t j = 0; j < n; ++j) {
-    facts.gap.push_back(up(row.max - row.scores[j]));
-    facts.log_weight.push_back((row.scores[j] - row.lse).convert_to<double>());
-    for (int64_t c = 0; c < s.dv; ++c) v_abs[size_t(j * s.dv + c)] = finite_abs(v_bh[row.keys[j] * s.dv + c]);
-  }
-  facts.max_abs = up(abs(row.max));
-  facts.lse_abs = up(abs(row.lse));
-  const LseBound lse = bound_row(facts, arith, v_abs, s.dv, row.bound.data(), row.natural.data());
-  row.lse_bound = lse.bound;
-  row.lse_natural = lse.natural;
+  // The bound of each output element (docs/error-bound.md).
+  facts.max_abs = std::fabs(m.hi) * (1 + 0x1p-52);
+  facts.lse_abs = double(std::fabs(row.lse)) * (1 + 0x1p-52);
+  const LseBound lse_bound = bound_row(facts, arith, v_abs, s.dv, row.bound.data(), row.natural.data());
+  row.lse_bound = lse_bound.bound;
+  row.lse_natural = lse_bound.natural;
   return row;
 }
 
+// ATTNCHECK_THREADS if set, else every core.
+unsigned thread_count() {
+  const char* text = std::getenv("ATTNCHECK_THREADS");
+  const long wanted = text && *text ? std::strtol(text, nullptr, 10) : 0;
+  return wanted > 0 ? unsigned(wanted) : std::max(1u, std::thread::hardware_concurrency());
+}
+
+// body(row) for every row in `rows` on the oracle's threads, handed out 16 at a time.
+template <class F>
+void parallel_rows(const std::vector<int64_t>& rows, F body) {
+  constexpr size_t kChunk = 16;
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t at; (at = next.fetch_add(kChunk)) < rows.size();)
+      for (size_t r = at; r < std::min(rows.size(), at + kChunk); ++r) body(rows[r]);
+  };
+  const unsigned threads = unsigned(std::min<size_t>(thread_count(), (rows.size() + kChunk - 1) / kChunk));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+}
+
+}  // namespace
+
 template <class T>
-Reference reference(const Problem<T>& p) {
+ExactRow exact_row(const Problem<T>& p, int64_t b, int64_t h, int64_t i) {
+  return row_of(p, key_facts(p, b, p.shape.kv_head(h), Arithmetic::of<T>().tiny), scale_of(p.shape, p.scale), b, h, i);
+}
+
+template <class T>
+void add_rows(const Problem<T>& p, const std::vector<uint8_t>& wanted, Reference& ref) {
+  // Q, K, V, bias in; wanted [B*H*Tq]; ref.out [B,H,Tq,dv] and ref.lse [B,H,Tq] filled where wanted.
+  const Shape& s = p.shape;
+  const DD scale = scale_of(s, p.scale);
+  const double tiny = Arithmetic::of<T>().tiny;
+  std::vector<int64_t> rows;  // (b H + h) Tq + i
+  std::vector<uint8_t> needed(size_t(s.B * s.kv_heads()), 0);  // the (b, KV head) pairs they read
+  for (int64_t r = 0; r < s.B * s.H * s.Tq; ++r)
+    if (wanted[size_t(r)]) {
+      rows.push_back(r);
+      needed[size_t(r / (s.H * s.Tq) * s.kv_heads() + s.kv_head(r / s.Tq % s.H))] = 1;
+    }
+  std::vector<KeyFacts> keys(needed.size());
+  for (size_t at = 0; at < needed.size(); ++at)
+    if (needed[at]) keys[at] = key_facts(p, int64_t(at) / s.kv_heads(), int64_t(at) % s.kv_heads(), tiny);
+  parallel_rows(rows, [&](int64_t r) {
+    const int64_t b = r / (s.H * s.Tq), h = r / s.Tq % s.H, i = r % s.Tq;
+    const ExactRow row = row_of(p, keys[size_t(b * s.kv_heads() + s.kv_head(h))], scale, b, h, i);
+    const size_t at = size_t(s.out_at(b, h, i)), n = size_t(s.lse_at(b, h, i));
+    std::copy(row.out.begin(), row.out.end(), ref.out.exact.begin() + at);
+    std::copy(row.bound.begin(), row.bound.end(), ref.out.bound.begin() + at);
+    std::copy(row.natural.begin(), row.natural.end(), ref.out.natural.begin() + at);
+    ref.lse.exact[n] = row.lse;
+    ref.lse.bound[n] = row.lse_bound;
+    ref.lse.natural[n] = row.lse_natural;
+    for (ExactTensor* t : {&ref.out, &ref.lse})
+      if (!t->exact_rows.empty()) t->exact_rows[size_t(r)] = 1;
+  });
+}
+
+template <class T>
+Reference reference(const Problem<T>& p, const std::vector<uint8_t>* rows) {
   // Q, K, V, bias in; out [B,H,Tq,dv] and lse [B,H,Tq] out.
   const Shape& s = p.shape;
   Reference ref;
   ref.out.name = "out";
   ref.out.dims = {s.B, s.H, s.Tq, s.dv};
+  ref.out.row_size = s.dv;
   ref.lse.name = "lse";
   ref.lse.dims = {s.B, s.H, s.Tq};
   ref.lse.infinities_exact = true;
   for (ExactTensor* t : {&ref.out, &ref.lse}) {
     const size_t size = size_t(t == &ref.out ? s.out_size() : s.lse_size());
-    t->exact.resize(size);
-    t->bound.resize(size);
-    t->natural.resize(size);
+    t->exact.assign(size, rows ? kNaN : 0);
+    t->bound.assign(size, rows ? kInf : 0);
+    t->natural.assign(size, rows ? kNaN : 0);
+    if (rows) t->exact_rows.assign(size_t(s.lse_size()), 0);
   }
-  for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t h = 0; h < s.H; ++h)
-      for (int64_t i = 0; i < s.Tq; ++i) {
-        const ExactRow row = exact_row(p, b, h, i);
-        const size_t at = size_t(s.out_at(b, h, i)), n = size_t(s.lse_at(b, h, i));
-        std::copy(row.out.begin(), row.out.end(), ref.out.exact.begin() + at);
-        std::copy(row.bound.begin(), row.bound.end(), ref.out.bound.begin() + at);
-        std::copy(row.natural.begin(), row.natural.end(), ref.out.natural.begin() + at);
-        ref.lse.exact[n] = row.lse.convert_to<long double>();
-        ref.lse.bound[n] = row.lse_bound;
-        ref.lse.natural[n] = row.lse_natural;
-      }
+  add_rows(p, rows ? *rows : std::vector<uint8_t>(size_t(s.lse_size()), 1), ref);
   return ref;
 }
 
 template ExactRow exact_row(const Problem<float>&, int64_t, int64_t, int64_t);
 template ExactRow exact_row(const Problem<double>&, int64_t, int64_t, int64_t);
-template Reference reference(const Problem<float>&);
-template Reference reference(const Problem<double>&);
+template Reference reference(const Problem<float>&, const std::vector<uint8_t>*);
+template Reference reference(const Problem<double>&, const std::vector<uint8_t>*);
+template void add_rows(const Problem<float>&, const std::vector<uint8_t>&, Reference&);
+template void add_rows(const Problem<double>&, const std::vector<uint8_t>&, Reference&);
 
 }  // namespace attncheck

@@ -28,8 +28,14 @@ struct RowFacts {
   std::vector<double> score_size;  // [n] c sum_k |q_ik k_jk| + |bias_ij| over finite terms, rounded up
   std::vector<double> flush_error; // [n] tiny max(1, c) (2 dk + sum_k |q_ik| + sum_k |k_jk|): what flushing can move a score
   std::vector<double> gap;         // [n] m_i - s_ij >= 0, rounded up
-  std::vector<double> log_weight;  // [n] log p_ij
-  std::vector<double> oracle_score_error;  // [n] the error of the oracle's own score (dot2_error)
+  std::vector<double> weight;      // [n] p_ij, within 4 ulps (0 where it underflows double)
+  std::vector<double> log_weight;  // [n] log p_ij, within a few ulps
+  // The oracle's own errors (docs/error-bound.md, "The oracle's own error"): of each score, its
+  // weight's exp and the score's double-double arithmetic folded in, and the relative error its
+  // normalizer shares with every weight.
+  std::vector<double> oracle_score_error;  // [n]
+  double oracle_weight_error = 0;
+  double oracle_output_error = 0;  // the output's own arithmetic, relative to sum_j p_j |v_jc|
 };
 
 // The oracle's inner products in double-double (Ogita, Rump and Oishi's Dot2): after n finite

@@ -66,6 +66,7 @@ struct Comparison {
   int64_t checked = 0;     // elements compared against a finite bound or a special value
   int64_t unchecked = 0;   // elements outside T's range
   int64_t failed = 0;
+  int64_t rows = 0, exact_rows = 0;  // query rows of the tensor, and those the oracle computed
   double worst_ratio = 0;  // the largest error/bound among checked finite elements
   Mismatch worst{};        // where it was
   std::vector<Mismatch> mismatches;  // the first 10 failures, in index order

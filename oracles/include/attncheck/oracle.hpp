@@ -1,9 +1,11 @@
-// The high-precision oracle: attention computed from the exact binary inputs in MPFR at 200 bits,
-// row by row with explicit loops, sharing no kernel with impl/ so that a bug in one cannot hide in
-// the other. It also gives each output element its error bound (docs/error-bound.md).
+// The high-precision oracle: attention computed from the exact binary inputs, row by row with
+// explicit loops, sharing no kernel with impl/ so that a bug in one cannot hide in the other. Its
+// weights are double-double (oracles/src/double_double.hpp) and its log-sum-exp MPFR at 200 bits;
+// every error of its own is charged to the bound it gives each output element (docs/error-bound.md).
+// Rows run in parallel on every core (ATTNCHECK_THREADS to choose); each row is computed the
+// same way whatever the number of threads, so results are identical for any.
 #pragma once
 
-#include <boost/multiprecision/mpfr.hpp>
 #include <cstdint>
 #include <vector>
 
@@ -11,18 +13,12 @@
 
 namespace attncheck {
 
-// 60 decimal digits = 200 bits, far above float's 24 and double's 53; no expression templates.
-using Exact = boost::multiprecision::number<boost::multiprecision::mpfr_float_backend<60>,
-                                            boost::multiprecision::et_off>;
-
-// One query row (b, h, i), exactly: its scores, row maximum, weights, log-sum-exp and output.
+// One query row (b, h, i): its weights, log-sum-exp and output, with their bounds.
 struct ExactRow {
   std::vector<int64_t> keys;     // [n] the keys that carry weight: permitted, score not -inf
-  std::vector<Exact> scores;     // [n] s_ij = scale * q_i . k_j + bias_ij
-  Exact max;                     // m_i over those keys; -inf for an empty row
-  std::vector<Exact> weights;    // [n] p_ij
-  Exact lse;                     // log sum_j exp(s_ij)
-  std::vector<long double> out;  // [dv] sum_j p_ij v_jc, rounded to long double (2^-64 relative)
+  std::vector<double> weights;   // [n] p_ij rounded to double (0 where it underflows)
+  long double lse = 0;           // log sum_j exp(s_ij)
+  std::vector<long double> out;  // [dv] sum_j p_ij v_jc, to long double (2^-64 relative)
   std::vector<double> bound;     // [dv] the bound on |computed - exact| of any correct T implementation
   std::vector<double> natural;   // [dv] the precision gate's unit (docs/error-bound.md)
   double lse_bound = 0, lse_natural = 0;  // the same for lse
@@ -44,6 +40,12 @@ struct ExactTensor {
   std::vector<long double> exact;
   std::vector<double> bound;
   std::vector<double> natural;
+  // Which query rows were computed, [B*H*Tq] (row (b, h, i) at (b H + h) Tq + i), each row_size
+  // elements long (dv in out, 1 in lse); empty = all. The others hold exact NaN and bound +inf,
+  // and the comparator skips them: a sampled check (rows.hpp) screens them another way.
+  std::vector<uint8_t> exact_rows;
+  int64_t row_size = 1;
+  bool row_is_exact(int64_t row) const { return exact_rows.empty() || exact_rows[size_t(row)]; }
 };
 
 // The whole problem's results, each a named tensor: out [B,H,Tq,dv] and lse [B,H,Tq] (the
@@ -51,7 +53,13 @@ struct ExactTensor {
 struct Reference {
   ExactTensor out, lse;
 };
+
+// Every row of `problem`, or only those set in `rows` [B*H*Tq] when given.
 template <class T>
-Reference reference(const Problem<T>& problem);
+Reference reference(const Problem<T>& problem, const std::vector<uint8_t>* rows = nullptr);
+
+// Computes the rows set in `rows` into `ref` (a reference of the same problem) and marks them exact.
+template <class T>
+void add_rows(const Problem<T>& problem, const std::vector<uint8_t>& rows, Reference& ref);
 
 }  // namespace attncheck
