@@ -2,6 +2,7 @@
 // unchanged within the bound; permuting queries (with their mask rows) permutes the outputs.
 // Without a causal mask, where position carries no meaning.
 
+#include <algorithm>
 #include <numeric>
 
 #include "attncheck/property.hpp"

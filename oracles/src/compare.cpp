@@ -119,7 +119,10 @@ Comparison compare(const T* computed, const ExactTensor& ref) {
 }
 
 std::string Comparison::summary() const {
-  const std::string rows_text = exact_rows == rows ? "" : format(" (%lld of %lld rows exactly)", (long long)exact_rows, (long long)rows);
+  const std::string rows_text =
+      exact_rows == rows ? ""
+                         : format(" in %lld of %lld rows computed exactly (the other %lld screened against the plain implementation)",
+                                  (long long)exact_rows, (long long)rows, (long long)(rows - exact_rows));
   return format("%lld %s elements checked%s, %lld outside the checkable range, largest error/bound %.3g at %s",
                 (long long)checked, worst.tensor, rows_text.c_str(), (long long)unchecked, worst_ratio, worst.where().c_str());
 }

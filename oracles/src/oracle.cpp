@@ -10,6 +10,7 @@
 
 #include "attncheck/bound.hpp"
 #include "attncheck/precision.hpp"
+#include "attncheck/rows.hpp"
 #include "double_double.hpp"
 
 namespace attncheck {
@@ -368,6 +369,8 @@ template <class T>
 Reference reference(const Problem<T>& p, const std::vector<uint8_t>* rows) {
   // Q, K, V, bias in; out [B,H,Tq,dv] and lse [B,H,Tq] out.
   const Shape& s = p.shape;
+  const std::vector<uint8_t> chosen = rows ? *rows : default_rows(p);  // empty: every row
+  const bool sampled = !chosen.empty();
   Reference ref;
   ref.out.name = "out";
   ref.out.dims = {s.B, s.H, s.Tq, s.dv};
@@ -377,12 +380,12 @@ Reference reference(const Problem<T>& p, const std::vector<uint8_t>* rows) {
   ref.lse.infinities_exact = true;
   for (ExactTensor* t : {&ref.out, &ref.lse}) {
     const size_t size = size_t(t == &ref.out ? s.out_size() : s.lse_size());
-    t->exact.assign(size, rows ? kNaN : 0);
-    t->bound.assign(size, rows ? kInf : 0);
-    t->natural.assign(size, rows ? kNaN : 0);
-    if (rows) t->exact_rows.assign(size_t(s.lse_size()), 0);
+    t->exact.assign(size, sampled ? kNaN : 0);
+    t->bound.assign(size, sampled ? kInf : 0);
+    t->natural.assign(size, sampled ? kNaN : 0);
+    if (sampled) t->exact_rows.assign(size_t(s.lse_size()), 0);
   }
-  add_rows(p, rows ? *rows : std::vector<uint8_t>(size_t(s.lse_size()), 1), ref);
+  add_rows(p, sampled ? chosen : std::vector<uint8_t>(size_t(s.lse_size()), 1), ref);
   return ref;
 }
 

@@ -54,7 +54,8 @@ struct Reference {
   ExactTensor out, lse;
 };
 
-// Every row of `problem`, or only those set in `rows` [B*H*Tq] when given.
+// The rows set in `rows` [B*H*Tq]; when not given, every row of a problem of at most
+// kAllRowsPairs query-key pairs and a sample of a larger one (rows.hpp).
 template <class T>
 Reference reference(const Problem<T>& problem, const std::vector<uint8_t>* rows = nullptr);
 

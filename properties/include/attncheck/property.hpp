@@ -56,9 +56,10 @@ class Checker {
   } while (0)
 
 // Fails unless `out` agrees with the oracle's `reference` for case c: both gates, the rigorous
-// bound and the precision gate, with the failure report and the case.
+// bound and the precision gate, with the failure report and the case. A sampled reference (a large
+// case) first gains every row the screen flags (rows.hpp).
 template <class T>
-void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& out, const Reference& reference,
+void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& out, Reference reference,
                        const std::string& claim);
 
 // One property: its name (Property.<name> in GoogleTest), its body, and what the file that

@@ -1,0 +1,44 @@
+// Large problems checked cheaply and honestly (docs/checking.md, "Large problems"): the oracle
+// computes a sample of rows exactly, and every other row is screened against attncheck's plain
+// implementation; a row the screen flags is computed exactly too. The screen only ever adds rows
+// to the exact check, so it can never flag a correct kernel; the verdict is always the bound's.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "attncheck/contract.hpp"
+#include "attncheck/oracle.hpp"
+
+namespace attncheck {
+
+// reference() computes every row of a problem with at most this many query-key pairs
+// (B H Tq Tk), and otherwise a sample of about kSampledPairs pairs' worth of rows.
+constexpr int64_t kAllRowsPairs = int64_t(1) << 20;
+constexpr int64_t kSampledPairs = int64_t(1) << 18;
+
+// Rows to compute exactly, [B*H*Tq] (row (b, h, i) at (b H + h) Tq + i): always the first and last
+// query of every head; then, up to `extra` more, spread over the heads in turn: queries whose
+// permitted keys end or number at a tile edge (t - 1, t, t + 1 for t = 16, 32, ..., 4096, then
+// every multiple of 64), queries at query-tile edges, both sides of a jump in the permitted keys
+// (padding, document boundaries), and random ones, seeded by the shape so that a problem always
+// gets the same sample.
+template <class T>
+std::vector<uint8_t> sample_rows(const Problem<T>& problem, int64_t extra);
+
+// The rows reference() computes when not told: all, or the sample above (nullopt-like: empty = all).
+template <class T>
+std::vector<uint8_t> default_rows(const Problem<T>& problem);
+
+// The screen: rows of `out` that were not computed exactly whose computed output is NaN or
+// infinite where the plain one (attncheck's implementation, same precision) is finite or the
+// reverse, or further from it than sqrt(u) max_j |v_jc| over the head's finite values. computed
+// and plain [B,H,Tq,dv]; returns [B*H*Tq], 1 = compute exactly.
+template <class T>
+std::vector<uint8_t> screen(const Problem<T>& problem, const T* computed, const T* plain, const ExactTensor& out);
+
+// The screened rows computed exactly into `ref`; how many rows the screen flagged.
+template <class T>
+int64_t escalate(const Problem<T>& problem, const T* computed, const T* plain, Reference& ref);
+
+}  // namespace attncheck
