@@ -72,6 +72,37 @@ double forbidden_score(M m) {
   }
 }
 
+// x rounded to IEEE binary16 (11 significant bits, subnormals from 2^-24, largest 65504), ties to
+// even; past the largest, infinity.
+template <class A>
+A to_fp16(A x) {
+  if (!std::isfinite(x) || x == 0) return x;
+  int exponent;
+  std::frexp(double(x), &exponent);                                 // |x| in [2^(exponent-1), 2^exponent)
+  const double ulp = std::ldexp(1.0, std::max(exponent, -13) - 11);  // 2^-24 below the normal range
+  const double rounded = std::nearbyint(double(x) / ulp) * ulp;     // ties to even in the default mode
+  return A(std::fabs(rounded) > 65504 ? std::copysign(INFINITY, rounded) : rounded);
+}
+
+// a / b rounded down and up, for b > 0 and a of either sign (C++'s / truncates toward zero).
+int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+
+// The softmax of some keys, as an online pass carries it: the running maximum m, the normalizer
+// l = sum_t exp(s_t - m) and the accumulator acc_c = sum_t exp(s_t - m) v_tc. Empty (m = -inf,
+// l = 0, acc = 0) until a key with weight arrives.
+template <class A>
+struct Running {
+  A m = 0, l = 0;
+  std::vector<A> acc;  // [dv]
+  explicit Running(int64_t dv) : acc(size_t(dv)) { reset(); }
+  void reset() {
+    m = -std::numeric_limits<A>::infinity();
+    l = 0;
+    std::fill(acc.begin(), acc.end(), A(0));
+  }
+};
+
 template <class T, class A>
 void run(const Problem<T>& p, T* out, const Variant& v) {
   // Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk] in; out [B,H,Tq,dv] out.
@@ -88,7 +119,8 @@ void run(const Problem<T>& p, T* out, const Variant& v) {
                         : p.masks.causal == Causal::lower_right ? Causal::upper_left
                                                                 : Causal::none;
   // The masks as the variant reads them: the contract's, or the mutant's misreading of them.
-  const bool skip_padding = v.mutation == M::causal_ignores_padding && causal != Causal::none;
+  const bool skip_padding = (v.mutation == M::causal_ignores_padding && causal != Causal::none) ||
+                            (v.mutation == M::decode_path_ignores_mask && s.Tq == 1);
   std::vector<uint8_t> flipped;  // allow [B,Tq,Tk] read as MultiheadAttention's true = blocked
   if (v.mutation == M::inverted_polarity) {
     flipped.assign(size_t(s.allow_size()), 0);
@@ -97,37 +129,84 @@ void run(const Problem<T>& p, T* out, const Variant& v) {
   const Masks masks{skip_padding ? nullptr : flipped.empty() ? p.masks.allow : flipped.data(), causal,
                     skip_padding ? nullptr : p.masks.key_lengths};
   const double sentinel = forbidden_score(v.mutation);
-  const bool over_queries = v.mutation == M::softmax_over_queries;
+  // The dims of q.k: all dk, or the wide-head mutant's whole chunks of 32 (triton 621).
+  const int64_t dims = v.mutation == M::head_dim_tail_dropped && s.dk > 64 ? s.dk / 32 * 32 : s.dk;
+  // The tiles: key tiles of `width` keys (one tile of all keys in the two-pass form), query tiles of
+  // `rows` queries, split-KV chunks from split_from keys on.
+  const int64_t width = v.block > 0 ? v.block : s.Tk;
+  const int64_t rows = v.query_tile > 0 ? v.query_tile : s.Tq;
+  const bool split = v.block > 0 && v.split_from > 0 && v.split_chunk > 0 && s.Tk >= v.split_from;
+  const bool fp16_normalizer = v.mutation == M::running_sum_fp16_long_context && s.Tk > 1024;
 
-  // Per (b, h): scores [Tq,Tk] (-inf where forbidden; only kept whole for the over-queries mutant).
-  std::vector<A> score_bh(size_t(s.Tq * s.Tk)), e(size_t(s.Tk)), terms(size_t(s.Tk)), acc(size_t(s.dv));
+  // The keys query tile [i0, i1) visits: [0, the returned end), in whole key tiles. Under a causal
+  // mask with query tiles, no key past the last one its last row may see, j <= (i1 - 1) + offset
+  // (offset 0 upper-left, Tk - Tq lower-right): the key tiles beyond are skipped.
+  auto keys_visited = [&](int64_t i0, int64_t i1) {
+    int64_t tiles = ceil_div(s.Tk, width);
+    if (v.mutation == M::last_partial_key_tile_dropped && s.Tk > width) tiles = s.Tk / width;  // jax 27224
+    if (v.query_tile > 0 && causal != Causal::none) {
+      const int64_t offset = causal == Causal::lower_right ? s.Tk - s.Tq : 0;
+      const int64_t last_tile = v.mutation == M::causal_tiles_assume_equal_size
+                                    ? i0 / rows + ceil_div(offset, width)  // query tile t as key tile t
+                                    : floor_div(i1 - 1 + offset, width);   // the tile of the last key seen
+      tiles = std::clamp<int64_t>(last_tile + 1, 0, tiles);
+    }
+    return std::min(s.Tk, tiles * width);
+  };
+
+  // Per (b, h) and query row: scores [Tk] (-inf where forbidden), e, weights and terms [Tk], a
+  // tile's weighted sums of values [dv]; the row's online softmax and one split-KV chunk's.
+  std::vector<A> score_row(size_t(s.Tk)), e(size_t(s.Tk)), weights(size_t(s.Tk)), terms(size_t(s.Tk));
+  std::vector<A> sums(size_t(s.dv));
+  Running<A> total(s.dv), part(s.dv);
   std::vector<int64_t> keys;
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.H; ++h) {
       const int64_t kv_h = v.mutation == M::shared_kv_heads ? 0 : h;  // the query head whose keys are read
       auto v_jc = [&](int64_t j, int64_t col) { return A(p.v[s.v_at(b, kv_h, j) + col]); };
 
-      // Scores: s_ij = scale q_i . k_j + bias_ij, -inf where forbidden (or the mutant's sentinel).
-      for (int64_t i = 0; i < s.Tq; ++i)
-        for (int64_t j = 0; j < s.Tk; ++j) {
+      // sums_c = sum_t x_t v_tc over t in [start, stop) (key keys[t]), for every column c: pairwise
+      // per column, or left to right, walking V's rows in order (the same sums, sooner).
+      auto weighted_sums = [&](const A* x, int64_t start, int64_t stop) {
+        if (v.pairwise) {
+          for (int64_t col = 0; col < s.dv; ++col) {
+            for (int64_t t = start; t < stop; ++t) terms[t] = x[t] * v_jc(keys[t], col);
+            sums[col] = sum(terms.data() + start, stop - start, true);
+          }
+          return;
+        }
+        std::fill(sums.begin(), sums.end(), A(0));
+        for (int64_t t = start; t < stop; ++t) {
+          const T* v_t = p.v + s.v_at(b, kv_h, keys[t]);
+          for (int64_t col = 0; col < s.dv; ++col) sums[col] += x[t] * A(v_t[col]);
+        }
+      };
+
+      // Scores of row i for keys [0, key_end): s_ij = scale q_i . k_j + bias_ij, -inf where
+      // forbidden (or the mutant's sentinel).
+      auto scores = [&](int64_t i, int64_t key_end, A* score_i) {
+        for (int64_t j = 0; j < key_end; ++j) {
           const bool allowed =
               permits(masks, s, b, i, j) && !(p.bias && p.bias[s.scores_at(b, h, i) + j] == minus_inf);
-          A& s_ij = score_bh[size_t(i * s.Tk + j)];
           if (!allowed) {
-            s_ij = std::isnan(sentinel) ? minus_inf : A(sentinel);
+            score_i[j] = std::isnan(sentinel) ? minus_inf : A(sentinel);
             continue;
           }
           const T* q_i = p.q + s.q_at(b, h, i);
           const T* k_j = p.k + s.k_at(b, kv_h, j);
           A dot = 0;
-          for (int64_t k = 0; k < s.dk; ++k) {
+          for (int64_t k = 0; k < dims; ++k) {
             const A q = v.prescale ? A(scale * A(q_i[k])) : A(q_i[k]);
             dot = v.fma ? std::fma(q, A(k_j[k]), dot) : dot + q * A(k_j[k]);
           }
-          s_ij = v.prescale ? dot : scale * dot;
-          if (p.bias) s_ij += A(p.bias[s.scores_at(b, h, i) + j]);
+          score_i[j] = v.prescale ? dot : scale * dot;
+          if (p.bias) score_i[j] += A(p.bias[s.scores_at(b, h, i) + j]);
         }
-      if (over_queries) {  // the wrong axis: a stable softmax down each column, used as the weights
+      };
+
+      if (v.mutation == M::softmax_over_queries) {  // the wrong axis: a stable softmax down each column
+        std::vector<A> score_bh(size_t(s.Tq * s.Tk));  // scores [Tq,Tk], then the weights
+        for (int64_t i = 0; i < s.Tq; ++i) scores(i, s.Tk, score_bh.data() + i * s.Tk);
         for (int64_t j = 0; j < s.Tk; ++j) {
           A m = minus_inf, l = 0;
           for (int64_t i = 0; i < s.Tq; ++i) m = std::max(m, score_bh[size_t(i * s.Tk + j)]);
@@ -147,71 +226,103 @@ void run(const Problem<T>& p, T* out, const Variant& v) {
         continue;
       }
 
-      for (int64_t i = 0; i < s.Tq; ++i) {
-        T* out_i = out + s.out_at(b, h, i);
-        const A* score_i = score_bh.data() + i * s.Tk;
+      // The row's keys that carry weight, keys[0, n) in position order (filled per row below).
+      int64_t n = 0;
+      const A* score_i = score_row.data();
 
-        // The keys that carry weight (or, for the multiply-forbidden mutant, every key).
-        keys.clear();
-        bool any_weight = false;
-        for (int64_t j = 0; j < s.Tk; ++j) {
-          any_weight |= score_i[j] != minus_inf;
-          if (score_i[j] != minus_inf || v.mutation == M::multiply_forbidden_values) keys.push_back(j);
-        }
-        const int64_t n = int64_t(keys.size());
-        if (!any_weight) {
-          const bool nan = p.empty_rows == EmptyRows::nan || v.mutation == M::empty_row_nan;
-          for (int64_t col = 0; col < s.dv; ++col) out_i[col] = nan ? std::numeric_limits<T>::quiet_NaN() : T(0);
-          continue;
-        }
-
-        // Softmax numerators e_t against a running or final maximum m, their sum l, and
-        // acc_c = sum_t e_t v_tc, over blocks of keys (one block: two-pass).
-        A m = minus_inf, l = 0;
-        std::fill(acc.begin(), acc.end(), A(0));
-        // Blocks of key positions, as a tiled kernel sees them: keys[start, stop) fall in the block.
-        // A block with no key that carries weight is skipped, as a correct tiled kernel must.
-        const int64_t width = v.block > 0 ? v.block : s.Tk;
-        for (int64_t position = 0, start = 0; position < s.Tk; position += width) {
+      // The online softmax update, one key tile at a time: r absorbs the keys of the tiles of
+      // positions [lo, hi), keys[start, ...) on, and start moves past them. The softmax numerators
+      // e_t = exp(s_t - m_new) against the running maximum, then l = l exp(m - m_new) + sum_t e_t
+      // and acc_c = acc_c exp(m - m_new) + sum_t e_t v_tc. A tile with no key that carries weight
+      // is skipped, as a correct tiled kernel must.
+      auto online = [&](Running<A>& r, int64_t lo, int64_t hi, int64_t& start) {
+        for (int64_t position = lo; position < hi; position += width) {
+          const int64_t tile_end = std::min(position + width, hi);
           int64_t stop = start;
-          while (stop < n && keys[stop] < position + width) ++stop;
-          A m_new = m;
+          while (stop < n && keys[stop] < tile_end) ++stop;
+          A m_new = r.m;
           for (int64_t t = start; t < stop; ++t)
             if (score_i[keys[t]] > m_new || std::isnan(score_i[keys[t]])) m_new = std::isnan(m_new) ? m_new : score_i[keys[t]];
           if (m_new == minus_inf) {
-            if (v.mutation == M::online_max_clamped) m = 0;  // flash-attention issue 2082
+            if (v.mutation == M::online_max_clamped) r.m = 0;  // flash-attention issue 2082
             start = stop;
             continue;
           }
           if (v.mutation == M::naive_softmax) m_new = 0;
-          const A rescale = m == minus_inf ? A(0) : exp_shifted(m, m_new, v);
+          const A rescale = r.m == minus_inf ? A(0) : exp_shifted(r.m, m_new, v);
           for (int64_t t = start; t < stop; ++t) e[t] = exp_shifted(score_i[keys[t]], m_new, v);
-          l = l * rescale + sum(e.data() + start, stop - start, v.pairwise);
-          const A acc_rescale = v.mutation == M::online_no_rescale && m != minus_inf ? A(1) : rescale;
-          for (int64_t col = 0; col < s.dv; ++col) {
-            for (int64_t t = start; t < stop; ++t) terms[t] = e[t] * v_jc(keys[t], col);
-            acc[col] = acc[col] * acc_rescale + sum(terms.data() + start, stop - start, v.pairwise);
-          }
-          m = m_new;
+          r.l = r.l * rescale + sum(e.data() + start, stop - start, v.pairwise);
+          if (fp16_normalizer) r.l = to_fp16(r.l);  // llama.cpp 13975
+          const A acc_rescale = v.mutation == M::online_no_rescale && r.m != minus_inf ? A(1) : rescale;
+          weighted_sums(e.data(), start, stop);
+          for (int64_t col = 0; col < s.dv; ++col) r.acc[col] = r.acc[col] * acc_rescale + sums[col];
+          r.m = m_new;
           start = stop;
         }
-        const A inv_l = A(1) / l;
+      };
 
-        // Normalize: in the two-pass form the weights first, then their weighted sum of values.
-        const bool two_pass_weights = v.block == 0 && !v.defer_normalize;  // e_t are then exp(s_t - m)
-        for (int64_t col = 0; col < s.dv; ++col) {
-          A o;
-          if (two_pass_weights) {
-            for (int64_t t = 0; t < n; ++t) {
-              A w = v.reciprocal ? e[t] * inv_l : e[t] / l;
-              if (v.mutation == M::bf16_weights) w = to_bf16(w);
-              terms[t] = w * v_jc(keys[t], col);
-            }
-            o = sum(terms.data(), n, v.pairwise);
-          } else {
-            o = v.reciprocal ? acc[col] * inv_l : acc[col] / l;
+      // The split-KV merge: the partial (m_s, l_s, acc_s) of one chunk joins the total, both rescaled
+      // to the larger maximum m: l = l exp(m_total - m) + l_s exp(m_s - m), and acc alike. An empty
+      // chunk (no key with weight, m_s = -inf) adds nothing, and no exp(-inf - -inf) is taken.
+      auto merge = [&](Running<A>& into, const Running<A>& chunk) {
+        if (chunk.m == minus_inf) return;
+        const A m = std::isnan(chunk.m) ? chunk.m : std::max(into.m, chunk.m);
+        A to_total = into.m == minus_inf ? A(0) : exp_shifted(into.m, m, v), to_chunk = exp_shifted(chunk.m, m, v);
+        if (v.mutation == M::split_kv_merge_unscaled) to_total = to_chunk = 1;  // flashinfer 50, 58
+        into.l = into.l * to_total + chunk.l * to_chunk;
+        for (int64_t col = 0; col < s.dv; ++col) into.acc[col] = into.acc[col] * to_total + chunk.acc[col] * to_chunk;
+        into.m = m;
+      };
+
+      for (int64_t i0 = 0; i0 < s.Tq; i0 += rows) {
+        const int64_t i1 = std::min(s.Tq, i0 + rows), key_end = keys_visited(i0, i1);
+        for (int64_t i = i0; i < i1; ++i) {
+          T* out_i = out + s.out_at(b, h, i);
+
+          // Scores of the visited keys; the keys that carry weight (or, for the multiply-forbidden
+          // mutant, every visited key).
+          scores(i, key_end, score_row.data());
+          keys.clear();
+          bool any_weight = false;
+          for (int64_t j = 0; j < key_end; ++j) {
+            any_weight |= score_i[j] != minus_inf;
+            if (score_i[j] != minus_inf || v.mutation == M::multiply_forbidden_values) keys.push_back(j);
           }
-          out_i[col] = T(o);
+          n = int64_t(keys.size());
+          if (!any_weight) {
+            const bool nan = p.empty_rows == EmptyRows::nan || v.mutation == M::empty_row_nan;
+            for (int64_t col = 0; col < s.dv; ++col) out_i[col] = nan ? std::numeric_limits<T>::quiet_NaN() : T(0);
+            continue;
+          }
+
+          // Online softmax over the key tiles (one tile: two-pass), or split-KV: each chunk of
+          // split_chunk keys its own online pass from an empty state, the partials then merged.
+          total.reset();
+          int64_t start = 0;
+          if (!split) {
+            online(total, 0, key_end, start);
+          } else {
+            for (int64_t lo = 0; lo < key_end; lo += v.split_chunk) {
+              part.reset();
+              online(part, lo, std::min(key_end, lo + v.split_chunk), start);
+              merge(total, part);
+            }
+          }
+          const A l = total.l, inv_l = A(1) / l;
+
+          // Normalize: in the two-pass form the weights w_t = e_t / l first, then their weighted sum
+          // of values; otherwise acc / l.
+          if (v.block == 0 && !v.defer_normalize) {  // e_t are then exp(s_t - m)
+            for (int64_t t = 0; t < n; ++t) {
+              weights[t] = v.reciprocal ? e[t] * inv_l : e[t] / l;
+              if (v.mutation == M::bf16_weights) weights[t] = to_bf16(weights[t]);
+            }
+            weighted_sums(weights.data(), 0, n);
+            for (int64_t col = 0; col < s.dv; ++col) out_i[col] = T(sums[col]);
+          } else {
+            for (int64_t col = 0; col < s.dv; ++col)
+              out_i[col] = T(v.reciprocal ? total.acc[col] * inv_l : total.acc[col] / l);
+          }
         }
       }
     }
@@ -219,6 +330,17 @@ void run(const Problem<T>& p, T* out, const Variant& v) {
   if (v.mutation == M::element_off_1e3) out[0] = T(out[0] * (1 + 1e-3));
   if (v.mutation == M::nan_element) out[0] = std::numeric_limits<T>::quiet_NaN();
 }
+
+// The two tiled kernels, correct here and the home of the tile bugs (mutant, below).
+// FlashAttention's online softmax over key tiles of 64 in query tiles of 128, and from 320 keys on
+// flash-decoding's split-KV: chunks of 256 keys, each its own online pass, merged by their maxima;
+// q pre-scaled, as the Triton tutorial's kernel does.
+constexpr Variant kTiledSplitKv{.block = 64, .query_tile = 128, .split_from = 320, .split_chunk = 256,
+                                .prescale = true, .defer_normalize = true};
+// A causal-aware kernel: query tiles of 64, key tiles of 32, key tiles past the causal limit never
+// visited; exp2 with log2(e) folded in, a reciprocal normalization at the end.
+constexpr Variant kTiledCausalSkipping{.block = 32, .query_tile = 64, .reciprocal = true, .exp2 = true,
+                                       .defer_normalize = true};
 
 }  // namespace
 
@@ -233,13 +355,27 @@ const std::vector<NamedVariant>& correct_variants() {
       {"two_pass_flush_subnormals", {.flush_subnormals = true}},
       {"online_exp2_flush_subnormals", {.block = 3, .exp2 = true, .defer_normalize = true, .flush_subnormals = true}},
       {"prescaled_flush_subnormals", {.block = 1, .reciprocal = true, .prescale = true, .flush_subnormals = true}},
+      {"tiled_split_kv", kTiledSplitKv},
+      {"tiled_causal_skipping", kTiledCausalSkipping},
   };
   return all;
 }
 
 Variant mutant(Mutation mutation) {
-  const bool online = mutation == M::online_no_rescale || mutation == M::online_max_clamped;
-  return Variant{.block = online ? 4 : 0, .mutation = mutation};
+  Variant kernel;  // the two-pass form
+  switch (mutation) {
+    case M::online_no_rescale:
+    case M::online_max_clamped: kernel = {.block = 4}; break;
+    case M::last_partial_key_tile_dropped: kernel = {.block = 128, .defer_normalize = true}; break;
+    case M::split_kv_merge_unscaled:
+    case M::head_dim_tail_dropped:
+    case M::decode_path_ignores_mask: kernel = kTiledSplitKv; break;
+    case M::causal_tiles_assume_equal_size: kernel = kTiledCausalSkipping; break;
+    case M::running_sum_fp16_long_context: kernel = {.block = 1, .defer_normalize = true}; break;
+    default: break;
+  }
+  kernel.mutation = mutation;
+  return kernel;
 }
 
 template <class T>

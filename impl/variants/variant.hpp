@@ -1,7 +1,8 @@
 // Other ways to compute attention: correct variants that differ from the built-in implementation
 // in every freedom the contract leaves (summation order, FMA, accumulation precision, online
-// softmax, reciprocal, exp2), and planted bugs. The bound must hold for the first and fail for
-// the second; the mutant catalog builds its plugins from the same kernel.
+// softmax, reciprocal, exp2, tiles over queries and keys, split-KV), and planted bugs. The bound
+// must hold for the first and fail for the second; the mutant catalog builds its plugins from the
+// same kernel.
 #pragma once
 
 #include <cstdint>
@@ -36,11 +37,31 @@ enum class Mutation {
   approx_exp,                 // an exp with about 1.7e-3 relative error
   element_off_1e3,            // one output element off by 1e-3 relative
   nan_element,                // one output element NaN
+  // Tile bugs, each wrong only from some size on (the size ladder's prey):
+  last_partial_key_tile_dropped,   // key tiles counted as Tk / 128, rounded down, once Tk > 128: the last
+                                   // partial tile is never visited (jax 27224, pytorch 159247)
+  split_kv_merge_unscaled,         // split-KV (Tk >= 320, chunks of 256) merging partials by adding acc_s and
+                                   // l_s without the rescale exp(m_s - m) (flashinfer 50, 58)
+  causal_tiles_assume_equal_size,  // causal tile skipping with query tiles of 64 and key tiles of 32 that
+                                   // visits key tiles kt <= t (plus the alignment offset in tiles) for
+                                   // query tile t, as if both tiles had one size: wrong for Tq > 32
+  head_dim_tail_dropped,           // a wide-head path (dk > 64) that takes q.k in chunks of 32 and drops
+                                   // the last dk % 32 dims (triton 621, head dim hardcoded 64)
+  decode_path_ignores_mask,        // the decode path (Tq 1) ignores the allow mask and key lengths; causal
+                                   // still applies
+  running_sum_fp16_long_context,   // past 1024 keys the running normalizer l is kept in binary16, rounded
+                                   // at every update, key by key (llama.cpp 13975: fp16 accumulators in
+                                   // long contexts)
 };
 // The freedoms a correct implementation has, and an optional planted bug.
 struct Variant {
   bool accumulate_double = false;  // scores, sums and outputs in double, rounded to T once
-  int64_t block = 0;               // 0: two-pass softmax; b > 0: online softmax over blocks of b keys
+  int64_t block = 0;               // 0: two-pass softmax; b > 0: online softmax over key tiles of b keys
+  int64_t query_tile = 0;          // 0: no query tiles; q > 0: queries in tiles of q rows, each tile visiting
+                                   // the key tiles up to the last key its causal mask lets any row see
+  int64_t split_from = 0;          // 0: never; n > 0 (with block > 0): split-KV from Tk >= n on, each chunk
+                                   // of split_chunk keys its own online pass, the partials merged at the end
+  int64_t split_chunk = 0;         // the split-KV chunk, in keys; its key tiles start at the chunk's start
   bool reciprocal = false;         // multiply by 1/l instead of dividing by l
   bool pairwise = false;           // pairwise summation instead of left to right
   bool fma = false;                // dot products with fused multiply-add
@@ -53,7 +74,9 @@ struct Variant {
 };
 
 // The kernel a planted bug lives in: online softmax in blocks of 4 keys for the online bugs, the
-// two-pass form for the others.
+// tiled kernels of correct_variants() (tiled_split_kv, tiled_causal_skipping, or key tiles of 128)
+// for the tile bugs, online softmax key by key for the fp16 normalizer, the two-pass form for the
+// others.
 Variant mutant(Mutation mutation);
 
 // A named correct variant: the combinations the bound and the campaign are tested against.
