@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "attncheck/property.hpp"
+#include "attncheck/rows.hpp"
 
 namespace attncheck::properties {
 
@@ -48,9 +49,13 @@ ATTNCHECK_PROPERTY(CausalPrefixIgnoresTheFuture, .order = 110, .catches = "causa
   check.classify(c.causal == Causal::upper_left, "upper-left");
   const Case<float> t = truncate(c, Tq, Tk);
 
-  // The truncated problem's bound, the full problem's exact values of the kept rows.
+  // The truncated problem's bound, the full problem's exact values of the kept rows (the same rows
+  // of a large case's sample: row (b, h, i) of t is row (b, h, i) of c).
   Reference expected = reference(t.problem());
-  const Reference full = reference(c.problem());
+  const std::vector<uint8_t> kept = rows_computed(expected.out);
+  std::vector<uint8_t> wanted(size_t(s.lse_size()), 0);
+  for (int64_t m = 0; m < s.B * s.H; ++m) std::copy_n(kept.begin() + m * Tq, Tq, wanted.begin() + m * s.Tq);
+  const Reference full = reference(c.problem(), &wanted);
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.H; ++h)
       std::copy_n(full.out.exact.begin() + s.out_at(b, h, 0), Tq * s.dv, expected.out.exact.begin() + t.shape.out_at(b, h, 0));

@@ -17,6 +17,7 @@ ATTNCHECK_PROPERTY(OutputsLieBetweenPermittedValues, .order = 90, .catches = "on
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.H; ++h)
       for (int64_t i = 0; i < s.Tq; ++i) {
+        if (!ref.out.row_is_exact((b * s.H + h) * s.Tq + i)) continue;  // a large case's unsampled row
         const std::vector<int64_t> keys = exact_row(c.problem(), b, h, i).keys;  // those that carry weight
         for (int64_t col = 0; col < s.dv; ++col) {
           const size_t n = size_t(s.out_at(b, h, i) + col);

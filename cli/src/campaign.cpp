@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <optional>
+#include <type_traits>
 #include <sstream>
 #include <stdexcept>
 
@@ -31,8 +33,8 @@ struct Failed {
 class CampaignChecker : public Checker {
  public:
   CampaignChecker(IsolatedKernel& kernel, const CampaignOptions& options, uint64_t seed,
-                  const std::vector<uint64_t>* recorded, const Finding* kept = nullptr)
-      : kernel_(kernel), options_(options), fresh_(seed), recorded_(recorded), kept_(kept) {}
+                  const std::vector<uint64_t>* recorded, bool ladder, const Finding* kept = nullptr)
+      : kernel_(kernel), options_(options), fresh_(seed), recorded_(recorded), ladder_(ladder), kept_(kept) {}
 
   uint64_t below(uint64_t n) override {
     uint64_t x = 0;
@@ -52,6 +54,10 @@ class CampaignChecker : public Checker {
   EmptyRows empty_rows() const override { return options_.empty_rows; }
   CaseLimits limits(CaseLimits base) const override {
     base.abi_only = true;
+    if (ladder_) {  // sizes that straddle tiles, up to FlashAttention's test sizes
+      base.ladder_len = 4096;
+      base.ladder_width = 256;
+    }
     return base;
   }
   [[noreturn]] void fail(const std::string& message) override { throw Failed{message}; }
@@ -59,8 +65,9 @@ class CampaignChecker : public Checker {
 
   std::vector<uint64_t> choices;       // every answer of below(), in order
   std::vector<uint64_t> kept_choices;  // those outside the case's draw
-  std::string case_text;               // the drawn case, as exact bits
   double worst_ratio = 0;
+  // The drawn case as exact bits, written only for a finding (a large case's text is megabytes).
+  std::string case_text() const { return drawn_f32_ ? case_to_text(*drawn_f32_) : drawn_f64_ ? case_to_text(*drawn_f64_) : ""; }
 
  protected:
   Case<float> draw_f32(const CaseLimits& limits) override { return draw_with_policy<float>(limits); }
@@ -92,7 +99,12 @@ class CampaignChecker : public Checker {
       in_draw_ = false;
     }
     c.empty_rows = options_.empty_rows;  // what the implementation says it does with empty rows
-    case_text = case_to_text(c);
+    drawn_f32_.reset();
+    drawn_f64_.reset();
+    if constexpr (std::is_same_v<T, float>)
+      drawn_f32_ = c;
+    else
+      drawn_f64_ = c;
     return c;
   }
   template <class T>
@@ -107,8 +119,11 @@ class CampaignChecker : public Checker {
   const CampaignOptions& options_;
   SeededChooser fresh_;
   const std::vector<uint64_t>* recorded_;
+  bool ladder_;
   const Finding* kept_;
   bool in_draw_ = false;
+  std::optional<Case<float>> drawn_f32_;
+  std::optional<Case<double>> drawn_f64_;
 };
 
 // One run of `property`: the failure, if any, with the choices that led to it.
@@ -118,9 +133,10 @@ struct Run {
   Finding finding;
   double worst_ratio = 0;
 };
+// The case's text is written for a failure, or always (`with_text`: a replay says what it ran).
 Run run_once(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, uint64_t seed,
-             const std::vector<uint64_t>* recorded, const Finding* kept = nullptr) {
-  CampaignChecker checker(kernel, options, seed, recorded, kept);
+             const std::vector<uint64_t>* recorded, bool ladder, const Finding* kept = nullptr, bool with_text = false) {
+  CampaignChecker checker(kernel, options, seed, recorded, ladder, kept);
   Run run;
   std::string message;
   try {
@@ -130,14 +146,15 @@ Run run_once(IsolatedKernel& kernel, const CampaignOptions& options, const Prope
     run.kind = failure.kind;
     message = failure.message;
   }
-  run.finding = {property.name, message, checker.choices, true, checker.case_text, checker.kept_choices};
+  run.finding = {property.name, message, checker.choices, true, run.failed || with_text ? checker.case_text() : "",
+                 checker.kept_choices, ladder};
   run.worst_ratio = checker.worst_ratio;
   return run;
 }
 
-// Makes a counterexample smaller: each choice in turn (shapes come first) tried at 0, half and one
-// less, kept whenever the property still fails the same way (a property failure, or the same kind
-// of fault), until nothing changes or the time is up. A hang is not shrunk: every trial would cost
+// Makes a counterexample smaller: each choice in turn (shapes come first) tried at smaller values,
+// kept whenever the property still fails the same way (a property failure, or the same kind of
+// fault), until nothing changes or the time is up. A hang is not shrunk: every trial would cost
 // the whole case timeout.
 Finding shrink(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, Finding best,
                int kind) {
@@ -147,11 +164,19 @@ Finding shrink(IsolatedKernel& kernel, const CampaignOptions& options, const Pro
     improved = false;
     for (size_t at = 0; at < best.choices.size() && since(start) < options.shrink_seconds; ++at) {
       const uint64_t now = best.choices[at];
-      for (uint64_t smaller : {uint64_t(0), now / 2, now - 1}) {
-        if (now == 0 || smaller >= now) continue;
+      // A small choice (a shape, a rung of the size ladder, a kind) tries every smaller value from
+      // 0 up, so that a size shrinks to the smallest that still fails, not to the first neighbour
+      // that passes; a large one (a value, a seed) tries 0, half and one less.
+      std::vector<uint64_t> tries;
+      if (now <= 64)
+        for (uint64_t smaller = 0; smaller < now; ++smaller) tries.push_back(smaller);
+      else
+        tries = {0, now / 2, now - 1};
+      for (uint64_t smaller : tries) {
+        if (since(start) >= options.shrink_seconds) break;
         std::vector<uint64_t> trial = best.choices;
         trial[at] = smaller;
-        const Run run = run_once(kernel, options, property, 0, &trial);
+        const Run run = run_once(kernel, options, property, 0, &trial, best.ladder);
         if (!run.failed || run.kind != kind) continue;
         best = run.finding;
         improved = true;
@@ -205,7 +230,8 @@ CampaignResult run_campaign(const CampaignOptions& options) {
       ++result.cases;
       ++result.per_property[property.name];
       const Clock::time_point run_start = Clock::now();
-      const Run run = run_once(kernel, options, property, mix(options.seed ^ mix(index) ^ mix(round << 32)), nullptr);
+      // Round 0 draws small cases only; from round 1 on, the size ladder joins.
+      const Run run = run_once(kernel, options, property, mix(options.seed ^ mix(index) ^ mix(round << 32)), nullptr, round > 0);
       longest[index] = std::max(longest[index], since(run_start));
       result.worst_ratio = std::max(result.worst_ratio, run.worst_ratio);
       if (run.failed) {
@@ -234,8 +260,8 @@ CampaignResult replay(const CampaignOptions& options, const Finding& recorded) {
   both.f32 = both.f64 = true;
   const Clock::time_point start = Clock::now();
   const Property& property = property_named(recorded.property);
-  const Run run = recorded.kept ? run_once(kernel, both, property, 0, nullptr, &recorded)
-                                : run_once(kernel, both, property, 0, &recorded.choices);
+  const Run run = recorded.kept ? run_once(kernel, both, property, 0, nullptr, false, &recorded, true)
+                                : run_once(kernel, both, property, 0, &recorded.choices, recorded.ladder, nullptr, true);
   CampaignResult result;
   result.replayed = true;
   result.cases = 1;

@@ -75,6 +75,10 @@ std::vector<uint8_t> default_rows(const Problem<T>& p) {
   return sample_rows(p, std::max<int64_t>(16, kSampledPairs / s.Tk));
 }
 
+std::vector<uint8_t> rows_computed(const ExactTensor& out) {
+  return out.exact_rows.empty() ? std::vector<uint8_t>(out.exact.size() / size_t(out.row_size), 1) : out.exact_rows;
+}
+
 template <class T>
 std::vector<uint8_t> screen(const Problem<T>& p, const T* computed, const T* plain, const ExactTensor& out) {
   // v [B,H_kv,Tk,dv], computed and plain [B,H,Tq,dv] in; rows [B*H*Tq] out.

@@ -2,6 +2,7 @@
 
 #include "attncheck/precision.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -34,10 +35,48 @@ T value(Chooser& choose, Values kind) {
   return 0;
 }
 
+// x [n] of the given kind; a large case's tensors from one seeded stream (their values do not
+// shrink one by one; their shape and kind do).
 template <class T>
-void fill(Chooser& choose, std::vector<T>& x, size_t n, Values kind) {
+void fill(Chooser& choose, std::vector<T>& x, size_t n, Values kind, bool large) {
   x.resize(n);
-  for (T& e : x) e = value<T>(choose, kind);
+  if (!large) {
+    for (T& e : x) e = value<T>(choose, kind);
+    return;
+  }
+  SeededChooser seeded(choose.below(std::numeric_limits<uint64_t>::max()));
+  for (T& e : x) e = value<T>(seeded, kind);
+}
+
+// The number of rungs of `ladder` at most `limit`.
+template <size_t N>
+uint64_t rungs(const int64_t (&ladder)[N], int64_t limit) {
+  return uint64_t(std::upper_bound(ladder, ladder + N, limit) - ladder);
+}
+
+// A length from the ladder up to `limit`: a rung, or one in three between it and the next.
+int64_t ladder_length(Chooser& choose, int64_t limit) {
+  const uint64_t count = rungs(kLengthLadder, limit), at = choose.below(count);
+  const int64_t rung = kLengthLadder[at], next = at + 1 < count ? kLengthLadder[at + 1] : rung;
+  return choose.below(3) == 2 && next > rung + 1 ? rung + 1 + int64_t(choose.below(uint64_t(next - rung - 1))) : rung;
+}
+
+// A large shape: B and H 1 or 2 (within the limits); decoding (Tq 1 to 3) or a prefill (Tq from the ladder), Tk from
+// the ladder; widths from theirs, dk != dv as often as not; then within kLargeCaseWork.
+void draw_large_shape(Chooser& choose, const CaseLimits& limits, Shape& s) {
+  const int64_t top_heads = std::max(limits.min_heads, std::min<int64_t>(2, limits.max_heads));
+  s.B = 1 + int64_t(choose.below(uint64_t(std::min<int64_t>(2, limits.max_batch))));
+  s.H = limits.min_heads + int64_t(choose.below(uint64_t(top_heads - limits.min_heads + 1)));
+  const bool decoding = choose.below(3) == 0;
+  s.Tq = std::max(limits.min_len, decoding ? 1 + int64_t(choose.below(3)) : ladder_length(choose, limits.ladder_len));
+  s.Tk = std::max(limits.min_len, ladder_length(choose, limits.ladder_len));
+  const uint64_t widths = rungs(kWidthLadder, limits.ladder_width);
+  s.dk = kWidthLadder[choose.below(widths)];
+  s.dv = kWidthLadder[choose.below(widths)];
+  auto work = [&] { return s.B * s.H * s.Tq * s.Tk * (s.dk + s.dv); };
+  for (int64_t* length : {&s.Tq, &s.Tk})
+    while (work() > kLargeCaseWork && *length > limits.min_len)
+      *length = std::max(limits.min_len, *(std::lower_bound(std::begin(kLengthLadder), std::end(kLengthLadder), *length) - 1));
 }
 
 // Extreme logits for the bias: the fp32 exp overflow edge, the common finite mask sentinels, -FLT_MAX.
@@ -46,6 +85,40 @@ T extreme_logit(Chooser& choose) {
   const T picks[] = {0, 1, -88.7f, 88.7f, 100, -100, -1e4f, 1e4f, -1e9f, -std::numeric_limits<float>::max(),
                      -std::numeric_limits<T>::infinity()};
   return picks[choose.below(sizeof picks / sizeof picks[0])];
+}
+
+// The masks of a large case, as real batches have them: none, documents packed in one sequence
+// (block-diagonal: a query sees the keys of its own document, queries aligned with the last Tq
+// keys), or a random allow mask from one seed; key padding per batch, often at a tile edge.
+template <class T>
+void draw_large_masks(Chooser& choose, Case<T>& c) {
+  const Shape& s = c.shape;
+  const uint64_t kind = choose.below(3);
+  if (kind == 1) {
+    c.allow.assign(size_t(s.allow_size()), 0);
+    for (int64_t b = 0; b < s.B; ++b) {
+      std::vector<int64_t> starts = {0};  // document starts among the keys
+      for (uint64_t n = 1 + choose.below(4); n > 0; --n) starts.push_back(ladder_length(choose, s.Tk));
+      std::sort(starts.begin(), starts.end());
+      auto document = [&](int64_t j) { return std::upper_bound(starts.begin(), starts.end(), j) - starts.begin(); };
+      for (int64_t i = 0; i < s.Tq; ++i)
+        for (int64_t j = 0; j < s.Tk; ++j)
+          c.allow[size_t(s.allow_at(b, i) + j)] = document(j) == document(std::max<int64_t>(0, i + s.Tk - s.Tq));
+    }
+    c.mix += ", documents";
+  } else if (kind == 2) {
+    c.allow.resize(size_t(s.allow_size()));
+    const uint64_t quarters = choose.below(5);  // the allowed fraction, 0 to 4 quarters
+    SeededChooser seeded(choose.below(std::numeric_limits<uint64_t>::max()));
+    for (uint8_t& a : c.allow) a = seeded.below(4) < quarters ? 1 : 0;
+    c.mix += ", allow mask";
+  }
+  if (choose.below(3) == 0) {
+    c.key_lengths.resize(size_t(s.B));
+    for (int32_t& length : c.key_lengths)
+      length = int32_t(choose.below(2) ? ladder_length(choose, s.Tk) : int64_t(choose.below(uint64_t(s.Tk) + 1)));
+    c.mix += ", key padding";
+  }
 }
 
 }  // namespace
@@ -73,26 +146,36 @@ template <class T>
 Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
   Case<T> c;
   Shape& s = c.shape;
-  s.B = 1 + int64_t(choose.below(uint64_t(limits.max_batch)));
-  s.H = limits.min_heads + int64_t(choose.below(uint64_t(limits.max_heads - limits.min_heads + 1)));
-  s.Tq = limits.min_len + int64_t(choose.below(uint64_t(limits.max_len - limits.min_len + 1)));
-  s.Tk = limits.min_len + int64_t(choose.below(uint64_t(limits.max_len - limits.min_len + 1)));
-  s.dk = 1 + int64_t(choose.below(uint64_t(limits.max_width)));
-  s.dv = 1 + int64_t(choose.below(uint64_t(limits.max_width)));
+  const bool large = limits.ladder_len > 0 && !limits.small_only && choose.below(3) == 2;
+  if (large) {
+    draw_large_shape(choose, limits, s);
+  } else {
+    s.B = 1 + int64_t(choose.below(uint64_t(limits.max_batch)));
+    s.H = limits.min_heads + int64_t(choose.below(uint64_t(limits.max_heads - limits.min_heads + 1)));
+    s.Tq = limits.min_len + int64_t(choose.below(uint64_t(limits.max_len - limits.min_len + 1)));
+    s.Tk = limits.min_len + int64_t(choose.below(uint64_t(limits.max_len - limits.min_len + 1)));
+    s.dk = 1 + int64_t(choose.below(uint64_t(limits.max_width)));
+    s.dv = 1 + int64_t(choose.below(uint64_t(limits.max_width)));
+  }
 
   const auto qk_kind = Values(choose.below(5)), v_kind = Values(choose.below(5));
 #ifdef ATTNCHECK_GENERATOR_REORDERED  // a test build only: kept regressions must not notice (cli/tests)
-  fill(choose, c.v, size_t(s.v_size()), v_kind);
-  fill(choose, c.k, size_t(s.k_size()), qk_kind);
-  fill(choose, c.q, size_t(s.q_size()), qk_kind);
+  fill(choose, c.v, size_t(s.v_size()), v_kind, large);
+  fill(choose, c.k, size_t(s.k_size()), qk_kind, large);
+  fill(choose, c.q, size_t(s.q_size()), qk_kind, large);
 #else
-  fill(choose, c.q, size_t(s.q_size()), qk_kind);
-  fill(choose, c.k, size_t(s.k_size()), qk_kind);
-  fill(choose, c.v, size_t(s.v_size()), v_kind);
+  fill(choose, c.q, size_t(s.q_size()), qk_kind, large);
+  fill(choose, c.k, size_t(s.k_size()), qk_kind, large);
+  fill(choose, c.v, size_t(s.v_size()), v_kind, large);
 #endif
-  c.mix = std::string("qk ") + kValueNames[int(qk_kind)] + ", v " + kValueNames[int(v_kind)];
+  c.mix = std::string(large ? "large, " : "") + "qk " + kValueNames[int(qk_kind)] + ", v " + kValueNames[int(v_kind)];
 
   c.causal = Causal(choose.below(3));
+  if (large) {
+    draw_large_masks(choose, c);
+    if (choose.below(4) == 0) c.scale = double(value<T>(choose, Values::normal));
+    return c;
+  }
   // Allow mask density from none to all, with some rows emptied outright.
   if (const uint64_t density = choose.below(6); density > 0) {
     const uint64_t quarters = density - 1;  // the allowed fraction, 0 to 4 quarters
@@ -164,7 +247,20 @@ std::string describe(const Case<T>& c) {
                 (long long)s.dv, c.scale == 0 ? "default" : show(c.scale).c_str(), causal[int(c.causal)],
                 c.empty_rows == EmptyRows::zero ? "zero" : "nan", c.mix.c_str());
   std::string text = line;
+  const bool grid = s.Tq <= 64 && s.Tk <= 96;  // else a line per batch: a grid would not be read
   for (int64_t b = 0; b < s.B; ++b) {
+    if (!grid) {
+      int64_t fewest = s.Tk, most = 0;
+      for (int64_t i = 0; i < s.Tq; ++i) {
+        int64_t count = 0;
+        for (int64_t j = 0; j < s.Tk; ++j) count += c.permits(b, i, j);
+        fewest = std::min(fewest, count);
+        most = std::max(most, count);
+      }
+      text += "  batch " + std::to_string(b) + ": each query may attend to " + std::to_string(fewest) + " to " +
+              std::to_string(most) + " keys\n";
+      continue;
+    }
     text += "  batch " + std::to_string(b) + " permitted keys (rows: queries):\n";
     for (int64_t i = 0; i < s.Tq; ++i) {
       text += "    ";

@@ -35,6 +35,7 @@ struct Finding {
   bool kept = false;
   std::string case_text;
   std::vector<uint64_t> kept_choices;
+  bool ladder = false;  // the run drew from the size ladder (every round but the first): `choices` decode through it
 };
 
 struct CampaignResult {

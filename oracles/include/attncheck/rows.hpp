@@ -30,6 +30,10 @@ std::vector<uint8_t> sample_rows(const Problem<T>& problem, int64_t extra);
 template <class T>
 std::vector<uint8_t> default_rows(const Problem<T>& problem);
 
+// The rows a reference computed, [B*H*Tq], 1 = exact: for a property that compares two references
+// of related problems, so that the second computes the rows the first has.
+std::vector<uint8_t> rows_computed(const ExactTensor& out);
+
 // The screen: rows of `out` that were not computed exactly whose computed output is NaN or
 // infinite where the plain one (attncheck's implementation, same precision) is finite or the
 // reverse, or further from it than sqrt(u) max_j |v_jc| over the head's finite values. computed

@@ -37,7 +37,23 @@ struct CaseLimits {
   int64_t max_batch = 3, max_heads = 3, max_len = 24, max_width = 24;
   int64_t min_heads = 1, min_len = 1;  // Tq and Tk at least min_len
   bool abi_only = false;  // only what plugin ABI v1 carries: no bias, the zero empty-row policy
+  // The size ladder: when ladder_len > 0, one case in three is large, Tq and Tk from kLengthLadder
+  // up to ladder_len (or between two rungs), dk and dv from kWidthLadder up to ladder_width.
+  // Off unless the runner asks (the campaign does); a property whose check costs more than a few
+  // passes over its case sets small_only.
+  int64_t ladder_len = 0, ladder_width = 0;
+  bool small_only = false;
 };
+
+// Tile edges: where tiled kernels change what they do (a last partial tile, a second tile, a
+// split path). Lengths are drawn at a rung or between two, widths at a rung; a large case does at
+// most kLargeCaseWork multiply-adds (B H Tq Tk (dk + dv)), Tq and then Tk stepping down the ladder
+// until it fits.
+inline constexpr int64_t kLengthLadder[] = {1,   2,   3,   7,   8,   9,    15,   16,   17,   31,   32,
+                                            33,  63,  64,  65,  127, 128,  129,  255,  256,  257,  511,
+                                            512, 513, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096};
+inline constexpr int64_t kWidthLadder[] = {1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 40, 63, 64, 65, 80, 96, 112, 128, 160, 192, 256};
+inline constexpr int64_t kLargeCaseWork = int64_t(1) << 26;
 
 // An owned problem: its buffers, and the Problem view of them.
 template <class T>
