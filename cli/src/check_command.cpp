@@ -114,8 +114,9 @@ int mutants(const FlagValues& o) {
   CampaignOptions options;
   options.seconds = o.number("seconds");
   options.seed = uint64_t(o.number("seed"));
-  options.shrink_seconds = 0;  // the matrix needs the killing property, not a small case
-  std::printf("%-36s %-48s %8s %9s\n", "mutant", "killed by", "cases", "seconds");
+  options.shrink_seconds = o.number("shrink-seconds");
+  std::printf("%-36s %-48s %8s %9s  %s\n", "mutant", "killed by", "cases", "seconds",
+              options.shrink_seconds > 0 ? "shrunk to" : "");
   Json matrix = Json::array();
   int survivors = 0;
   std::vector<double> times;
@@ -125,12 +126,17 @@ int mutants(const FlagValues& o) {
     survivors += !r.found;
     if (r.found) times.push_back(r.seconds);
     const std::string mutant = name.substr(7, name.size() - 10);
-    std::printf("%-36s %-48s %8lld %9.3f\n", mutant.c_str(), r.found ? ("Property." + r.finding.property).c_str() : "SURVIVED",
-                (long long)r.cases, r.seconds);
+    // The counterexample's shape, from its case's "shape B 1 H 1 ..." line.
+    const size_t at = r.finding.case_text.find("shape ");
+    const std::string shape = !r.found || options.shrink_seconds == 0 || at == std::string::npos ? ""
+                              : r.finding.case_text.substr(at + 6, r.finding.case_text.find('\n', at) - at - 6);
+    std::printf("%-36s %-48s %8lld %9.3f  %s\n", mutant.c_str(), r.found ? ("Property." + r.finding.property).c_str() : "SURVIVED",
+                (long long)r.cases, r.seconds, shape.c_str());
     matrix.push_back({{"mutant", mutant},
                       {"killed_by", r.found ? Json(r.finding.property) : Json()},
                       {"cases", r.cases},
-                      {"seconds", r.seconds}});
+                      {"seconds", r.seconds},
+                      {"shrunk_shape", shape}});
   }
   // The reference must not be flagged with the same budget.
   options.impl = "builtin";
@@ -176,7 +182,9 @@ int mutants_command(const std::vector<std::string>& args) {
   return Flags("mutants")
       .text("dir", "DIR", "the folder of mutant_*.so, e.g. build/impl")
       .required()
-      .number("seconds", "N", "each mutant's budget, and the built-in reference's", "10", 0.1, 1e9)
+      .number("seconds", "N", "each mutant's budget, and the built-in reference's: check's default", "60", 0.1, 1e9)
+      .number("shrink-seconds", "S", "each counterexample's shrinking budget (the matrix shows its shape); 0 for none",
+              "10", 0, 1e9)
       .number("seed", "S", "every campaign's seed", "1", 0, 1e9)
       .text("json", "FILE", "also write the kill matrix as JSON")
       .run(args, mutants);

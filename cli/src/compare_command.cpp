@@ -1,4 +1,5 @@
 // attncheck compare: checks tensors dumped from PyTorch or anywhere else against the oracle.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <stdexcept>
@@ -10,6 +11,7 @@
 #include "attncheck/flags.hpp"
 #include "attncheck/npy.hpp"
 #include "attncheck/oracle.hpp"
+#include "attncheck/rows.hpp"
 
 namespace attncheck {
 namespace {
@@ -61,11 +63,26 @@ int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& optio
   p.empty_rows = options.text("empty-rows") == "nan" ? EmptyRows::nan : EmptyRows::zero;
   if (options.given("scale")) p.scale = options.number("scale");
 
+  // Which rows the oracle computes exactly (rows.hpp): every one, or the first and last of each
+  // head, tile edges, padding boundaries and random ones, with every other row screened against
+  // attncheck's plain implementation and the rows it flags computed exactly too.
+  const std::string& rows = options.text("rows");
+  const int64_t pairs = shape.B * shape.H * shape.Tq * shape.Tk;
+  const bool all = rows == "all" || (rows == "auto" && pairs <= int64_t(options.number("sample-above")));
+  const int64_t extra = rows == "auto" ? std::max<int64_t>(16, kSampledPairs / shape.Tk) : all ? 0 : std::stoll(rows);
+  const std::vector<uint8_t> chosen = all ? std::vector<uint8_t>(size_t(shape.lse_size()), 1) : sample_rows(p, extra);
+  if (!all)
+    std::printf("attncheck compare: %lld query-key pairs: %s; the others screened against the plain implementation\n",
+                (long long)pairs,
+                rows == "auto" ? "above --sample-above, a sample of rows exactly" : "the sample --rows asks for exactly");
+
   // Both gates, as everywhere: the rigorous bound, then the precision gate against attncheck's
   // built-in implementation on the same input.
   std::vector<T> plain(size_t(shape.out_size()));
   attention(p, Result<T>{plain.data()});
-  const Verdict verdict = judge(data("out"), plain.data(), reference(p).out);
+  Reference ref = reference(p, &chosen);
+  escalate(p, data("out"), plain.data(), ref);
+  const Verdict verdict = judge(data("out"), plain.data(), ref.out);
   if (!verdict.ok()) {
     std::printf("attncheck compare: FAIL: %s", verdict.report().c_str());
     return 1;
@@ -75,6 +92,10 @@ int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& optio
 }
 
 int run(const FlagValues& options) {
+  const std::string& rows = options.text("rows");
+  if (rows != "all" && rows != "auto" &&
+      (rows.find_first_not_of("0123456789") != std::string::npos || rows.size() > 12 || std::stoll(rows) < 1))
+    throw InputError("--rows: expected all, auto or a positive number of rows, got '" + rows + "'");
   std::map<std::string, NpyArray> arrays;
   for (const char* name : {"q", "k", "v", "out", "allow"})
     if (options.given(name)) arrays.emplace(name, read_npy(options.text(name)));
@@ -136,6 +157,12 @@ int compare_command(const std::vector<std::string>& args) {
       .choice("causal", {"none", "upper-left", "lower-right"}, "the causal mask: key j <= i, or j <= i + Tk - Tq", "none")
       .number("scale", "S", "the scores' scale; 1/sqrt(dk) when absent")
       .choice("empty-rows", {"zero", "nan"}, "what a row with no permitted key must be", "zero")
+      .text("rows", "all|auto|N",
+            "rows the oracle computes exactly: all; auto (all up to --sample-above query-key pairs, else a sample); "
+            "or a sample of N beyond the first and last of each head. The others are screened",
+            "auto")
+      .number("sample-above", "PAIRS", "with --rows auto: sample above this many query-key pairs (B H Tq Tk)", "16777216",
+              1, 1e18)
       .run(args, run);  // an input error (InputError, NpyError, out of memory) is one line too
 }
 

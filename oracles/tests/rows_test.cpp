@@ -1,0 +1,102 @@
+// Large problems (rows.hpp): the sample holds the rows it promises, a sampled reference is the full
+// one on its rows, and the screen brings a wrong unsampled row to the exact check while a correct
+// output brings none.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "attncheck/attention.hpp"
+#include "attncheck/cases.hpp"
+#include "attncheck/compare.hpp"
+#include "attncheck/oracle.hpp"
+#include "attncheck/rows.hpp"
+
+namespace attncheck {
+namespace {
+
+// A causal problem [1,H,T,T,d], standard normal values from a fixed seed.
+Case<float> causal_case(int64_t H, int64_t T, int64_t d) {
+  Case<float> c;
+  c.shape = {1, H, T, T, d, d};
+  SeededChooser choose(5);
+  for (auto* x : {&c.q, &c.k, &c.v})
+    for (int64_t n = 0; n < H * T * d; ++n) x->push_back(float(standard_normal(choose)));
+  c.causal = Causal::upper_left;
+  return c;
+}
+
+std::vector<float> builtin(const Case<float>& c) {
+  std::vector<float> out(size_t(c.shape.out_size()));
+  attention(c.problem(), Result<float>{out.data()});
+  return out;
+}
+
+TEST(Rows, SampleHoldsFirstLastAndTileEdges) {
+  const Case<float> c = causal_case(2, 300, 4);
+  const std::vector<uint8_t> rows = sample_rows(c.problem(), 40);
+  for (int64_t h = 0; h < 2; ++h) {
+    EXPECT_TRUE(rows[size_t(h * 300)]) << "head " << h;
+    EXPECT_TRUE(rows[size_t(h * 300 + 299)]) << "head " << h;
+  }
+  // Causal: query i sees i + 1 keys, so the tile edges of the count are queries 127, 128 (128 and
+  // 129 keys) and 15, 16; each goes to some head.
+  for (int64_t i : {14, 15, 16, 126, 127, 128})
+    EXPECT_TRUE(rows[size_t(i)] || rows[size_t(300 + i)]) << "query " << i;
+  EXPECT_LE(std::count(rows.begin(), rows.end(), 1), 4 + 40);
+  EXPECT_EQ(rows, sample_rows(c.problem(), 40)) << "the same problem gets the same sample";
+}
+
+TEST(Rows, SampledReferenceIsTheFullOneOnItsRows) {
+  const Case<float> c = causal_case(1, 1100, 8);  // 1.2e6 pairs: above kAllRowsPairs
+  const Reference sampled = reference(c.problem());
+  ASSERT_FALSE(sampled.out.exact_rows.empty());
+  const std::vector<uint8_t> every(size_t(c.shape.lse_size()), 1);
+  const Reference full = reference(c.problem(), &every);
+  int64_t exact = 0;
+  for (int64_t i = 0; i < c.shape.Tq; ++i)
+    for (int64_t col = 0; col < c.shape.dv; ++col) {
+      const size_t n = size_t(i * c.shape.dv + col);
+      if (sampled.out.exact_rows[size_t(i)]) {
+        EXPECT_EQ(sampled.out.exact[n], full.out.exact[n]);
+        EXPECT_EQ(sampled.out.bound[n], full.out.bound[n]);
+        exact += col == 0;
+      } else {
+        EXPECT_TRUE(std::isnan(sampled.out.exact[n]) && std::isinf(sampled.out.bound[n]));
+      }
+    }
+  const std::vector<float> out = builtin(c);
+  const Comparison comparison = compare(out.data(), sampled.out);
+  EXPECT_EQ(comparison.rows, 1100);
+  EXPECT_EQ(comparison.exact_rows, exact);
+  EXPECT_EQ(comparison.checked, exact * c.shape.dv);
+  EXPECT_TRUE(comparison.ok());
+}
+
+TEST(Rows, ScreenBringsAWrongUnsampledRowToTheExactCheck) {
+  const Case<float> c = causal_case(1, 1100, 8);
+  const std::vector<float> plain = builtin(c);
+  Reference ref = reference(c.problem());
+  // A correct output: nothing flagged.
+  EXPECT_EQ(escalate(c.problem(), plain.data(), plain.data(), ref), 0);
+  // One unsampled row off by 1e-2 in its first value: flagged, computed, and wrong.
+  int64_t row = 1;
+  while (ref.out.exact_rows[size_t(row)]) ++row;
+  std::vector<float> wrong = plain;
+  wrong[size_t(row * c.shape.dv)] += 1e-2f;
+  EXPECT_EQ(escalate(c.problem(), wrong.data(), plain.data(), ref), 1);
+  EXPECT_TRUE(ref.out.exact_rows[size_t(row)]);
+  const Comparison comparison = compare(wrong.data(), ref.out);
+  ASSERT_FALSE(comparison.ok());
+  EXPECT_EQ(comparison.mismatches[0].at[2], row);
+  EXPECT_NE(comparison.summary().find("screened"), std::string::npos) << comparison.summary();
+  // A NaN in another unsampled row: flagged too.
+  int64_t other = row + 1;
+  while (ref.out.exact_rows[size_t(other)]) ++other;
+  wrong[size_t(other * c.shape.dv + 3)] = NAN;
+  EXPECT_EQ(escalate(c.problem(), wrong.data(), plain.data(), ref), 1);
+  EXPECT_EQ(compare(wrong.data(), ref.out).failed, 2);
+}
+
+}  // namespace
+}  // namespace attncheck
