@@ -36,8 +36,7 @@ void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& o
                        const std::string& claim) {
   std::vector<T> plain(out.size());
   attention(c.problem(), Result<T>{plain.data()});
-  escalate(c.problem(), out.data(), plain.data(), reference);  // a sampled reference: screened rows join it
-  const Verdict verdict = judge(out.data(), plain.data(), reference.out);
+  const Verdict verdict = judge_rows(c.problem(), out.data(), plain.data(), reference);
   check.observe(verdict.bound);
   if (!verdict.ok()) check.fail(claim + ": " + verdict.report() + describe(c));
 }

@@ -135,11 +135,6 @@ double cancellation_logs(const RowFacts& f, const std::vector<double>& tau, std:
 
 }  // namespace
 
-double dot2_error(int64_t n, double size) {
-  const double gamma_2n = 2 * double(n) * 0x1p-53 / (1 - 2 * double(n) * 0x1p-53);
-  return gamma_2n * gamma_2n * size + double(n) * 0x1p-1074;
-}
-
 LseBound bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<double>& v_abs, int64_t dv,
                    double* bound, double* natural) {
   // f: [n] per key; v_abs [n,dv]; bound and natural [dv].
@@ -190,7 +185,9 @@ LseBound bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<dou
   std::vector<double> A(static_cast<size_t>(n)), p_natural(A);
   double F_mean = 0;
   for (int64_t j = 0; j < n; ++j) {
-    A[j] = std::exp(f.log_weight[j] + log_expm1(rho + std::max(upper[j], minus_lower[j])));
+    // exp of a sum whose parts are rounded: widened by their ulps, so that A_j only grows.
+    const double log_phi = log_expm1(rho + std::max(upper[j], minus_lower[j]));
+    A[j] = std::exp(f.log_weight[j] + log_phi + 0x1p-51 * (std::fabs(f.log_weight[j]) + std::fabs(log_phi) + 1));
     F_mean += p[j] * F[j];
   }
   for (int64_t j = 0; j < n; ++j) p_natural[j] = p[j] * (a.u * (1 + f.score_size[j] + f.gap[j]) + F[j] + F_mean);

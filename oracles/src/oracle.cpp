@@ -149,9 +149,6 @@ ExactRow row_of(const Problem<T>& p, const KeyFacts& keys, DD scale, int64_t b, 
   }
   q_flush = inflate(q_flush, s.dk);
 
-  // dot2_error(dk, size) = dot2_factor size + dot2_floor.
-  const double dot2_floor = dot2_error(s.dk, 0), dot2_factor = dot2_error(s.dk, 1) - dot2_floor;
-
   // Pass 1, scores: s_j = scale q . k_j + bias_j as double-doubles, over permitted keys whose score
   // is not -inf. A NaN or +inf score makes the row special: every output NaN. The row is in T's
   // range when no permitted key's finite terms can overflow T, in any order, before or after scaling.
@@ -183,7 +180,7 @@ ExactRow row_of(const Problem<T>& p, const KeyFacts& keys, DD scale, int64_t b, 
     row.keys.push_back(j);
     score.push_back(s_j);
     facts.score_size.push_back(score_size);
-    facts.oracle_score_error.push_back(inflate(scale_up * (dot2_factor * qk_abs + dot2_floor), 1));
+    facts.oracle_score_error.push_back(inflate(scale_up * dot2_error(s.dk, qk_abs), 1));
     // Flushing, in any order of scaling: a subnormal q_k or k_k read as 0, a scaled c q_k or c k_k
     // flushed (tiny, not c tiny, times the other factor), and each of the dk products and dk - 1
     // sums flushed: max(1, c) tiny (2 dk + sum |q| + sum |k|).

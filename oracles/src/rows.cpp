@@ -55,6 +55,7 @@ std::vector<uint8_t> sample_rows(const Problem<T>& p, int64_t extra) {
         candidates.push_back(at);
       }
     }
+  extra = std::min(extra, s.B * s.H * s.Tq);  // no more rows than there are
   std::mt19937_64 rng(uint64_t(((s.B * 31 + s.H) * 131 + s.Tq) * 8191 + s.Tk));
   for (int64_t n = 0; n < extra; ++n) candidates.push_back(int64_t(rng() % uint64_t(s.B * s.Tq)));
 
@@ -105,7 +106,8 @@ std::vector<uint8_t> screen(const Problem<T>& p, const T* computed, const T* pla
         bool suspect = false;
         for (int64_t c = 0; c < s.dv && !suspect; ++c)
           suspect = std::isfinite(x[c]) != std::isfinite(y[c]) ||
-                    (std::isfinite(x[c]) && !(std::fabs(double(x[c]) - double(y[c])) <= tolerance * scale[size_t(c)]));
+                    (std::isfinite(x[c]) ? !(std::fabs(double(x[c]) - double(y[c])) <= tolerance * scale[size_t(c)])
+                                         : !(x[c] == y[c] || (std::isnan(x[c]) && std::isnan(y[c]))));
         flagged[size_t(row)] = suspect;
       }
     }
@@ -113,18 +115,40 @@ std::vector<uint8_t> screen(const Problem<T>& p, const T* computed, const T* pla
 }
 
 template <class T>
-int64_t escalate(const Problem<T>& p, const T* computed, const T* plain, Reference& ref) {
+Verdict judge_rows(const Problem<T>& p, const T* computed, const T* plain, Reference& ref) {
+  Verdict verdict = judge(computed, plain, ref.out);
+  if (ref.out.exact_rows.empty() || !verdict.bound.ok()) return verdict;
+  // The screened rows in chunks that double, each judged at once: a kernel wrong everywhere fails
+  // after a few hundred rows, not after all of them.
   const std::vector<uint8_t> flagged = screen(p, computed, plain, ref.out);
-  const int64_t count = std::count(flagged.begin(), flagged.end(), 1);
-  if (count > 0) add_rows(p, flagged, ref);
-  return count;
+  std::vector<uint8_t> chunk(flagged.size(), 0);
+  size_t in_chunk = 0, size = 256;
+  for (size_t row = 0; row < flagged.size(); ++row) {
+    if (flagged[row]) chunk[row] = 1, ++in_chunk;
+    if (in_chunk == 0 || (in_chunk < size && row + 1 < flagged.size())) continue;
+    add_rows(p, chunk, ref);
+    verdict = judge(computed, plain, ref.out);
+    if (!verdict.bound.ok()) return verdict;
+    std::fill(chunk.begin(), chunk.end(), 0);
+    in_chunk = 0;
+    size *= 2;
+  }
+  // The precision gate's limit scales with the built-in's largest loss over every row: before
+  // calling a kernel imprecise, compute the rows the sample left out.
+  if (!verdict.precision.ok()) {
+    std::vector<uint8_t> rest(ref.out.exact_rows.size());
+    for (size_t row = 0; row < rest.size(); ++row) rest[row] = !ref.out.exact_rows[row];
+    add_rows(p, rest, ref);
+    verdict = judge(computed, plain, ref.out);
+  }
+  return verdict;
 }
 
 #define ATTNCHECK_ROWS(T)                                                                                       \
   template std::vector<uint8_t> sample_rows(const Problem<T>&, int64_t);                                      \
   template std::vector<uint8_t> default_rows(const Problem<T>&);                                              \
   template std::vector<uint8_t> screen(const Problem<T>&, const T*, const T*, const ExactTensor&);             \
-  template int64_t escalate(const Problem<T>&, const T*, const T*, Reference&);
+  template Verdict judge_rows(const Problem<T>&, const T*, const T*, Reference&);
 ATTNCHECK_ROWS(float)
 ATTNCHECK_ROWS(double)
 

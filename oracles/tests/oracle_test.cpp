@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include "attncheck/attention.hpp"
@@ -95,6 +97,26 @@ TEST(Oracle, GroupedKvHeadsAreTheirGroupsRepeated) {
     std::vector<float> out(size_t(s.out_size()));
     attention(gqa.problem(), Result<float>{out.data()});
     EXPECT_TRUE(compare(out.data(), grouped.out).ok()) << "case " << n;
+  }
+}
+
+// Rows run on every core; each is computed the same way whatever the number of threads, so the
+// reference is the same to the bit on one thread and on four.
+TEST(Oracle, SameResultsOnAnyNumberOfThreads) {
+  SeededChooser choose(17);
+  for (int n = 0; n < 20; ++n) {
+    const Case<double> c = draw_case<double>(choose, {.max_len = 40, .max_width = 8});
+    setenv("ATTNCHECK_THREADS", "1", 1);
+    const Reference one = reference(c.problem());
+    setenv("ATTNCHECK_THREADS", "4", 1);
+    const Reference four = reference(c.problem());
+    unsetenv("ATTNCHECK_THREADS");
+    for (auto [a, b] : {std::pair{&one.out, &four.out}, {&one.lse, &four.lse}}) {
+      for (size_t e = 0; e < a->exact.size(); ++e)  // long double has padding bytes: compare values
+        ASSERT_TRUE(a->exact[e] == b->exact[e] || (std::isnan(a->exact[e]) && std::isnan(b->exact[e]))) << n;
+      ASSERT_EQ(std::memcmp(a->bound.data(), b->bound.data(), a->bound.size() * sizeof(double)), 0) << n;
+      ASSERT_EQ(std::memcmp(a->natural.data(), b->natural.data(), a->natural.size() * sizeof(double)), 0) << n;
+    }
   }
 }
 

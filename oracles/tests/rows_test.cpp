@@ -76,26 +76,51 @@ TEST(Rows, SampledReferenceIsTheFullOneOnItsRows) {
 TEST(Rows, ScreenBringsAWrongUnsampledRowToTheExactCheck) {
   const Case<float> c = causal_case(1, 1100, 8);
   const std::vector<float> plain = builtin(c);
-  Reference ref = reference(c.problem());
-  // A correct output: nothing flagged.
-  EXPECT_EQ(escalate(c.problem(), plain.data(), plain.data(), ref), 0);
-  // One unsampled row off by 1e-2 in its first value: flagged, computed, and wrong.
+  const Reference sampled = reference(c.problem());
+  const int64_t sample = std::count(sampled.out.exact_rows.begin(), sampled.out.exact_rows.end(), 1);
+  // A correct output: right, and no row added.
+  Reference ref = sampled;
+  EXPECT_TRUE(judge_rows(c.problem(), plain.data(), plain.data(), ref).ok());
+  EXPECT_EQ(std::count(ref.out.exact_rows.begin(), ref.out.exact_rows.end(), 1), sample);
+  // One unsampled row off by 1e-2 in its first value: flagged, computed, and wrong there.
   int64_t row = 1;
-  while (ref.out.exact_rows[size_t(row)]) ++row;
+  while (sampled.out.exact_rows[size_t(row)]) ++row;
   std::vector<float> wrong = plain;
   wrong[size_t(row * c.shape.dv)] += 1e-2f;
-  EXPECT_EQ(escalate(c.problem(), wrong.data(), plain.data(), ref), 1);
-  EXPECT_TRUE(ref.out.exact_rows[size_t(row)]);
-  const Comparison comparison = compare(wrong.data(), ref.out);
-  ASSERT_FALSE(comparison.ok());
-  EXPECT_EQ(comparison.mismatches[0].at[2], row);
-  EXPECT_NE(comparison.summary().find("screened"), std::string::npos) << comparison.summary();
-  // A NaN in another unsampled row: flagged too.
-  int64_t other = row + 1;
-  while (ref.out.exact_rows[size_t(other)]) ++other;
-  wrong[size_t(other * c.shape.dv + 3)] = NAN;
-  EXPECT_EQ(escalate(c.problem(), wrong.data(), plain.data(), ref), 1);
-  EXPECT_EQ(compare(wrong.data(), ref.out).failed, 2);
+  ref = sampled;
+  const Verdict verdict = judge_rows(c.problem(), wrong.data(), plain.data(), ref);
+  ASSERT_FALSE(verdict.bound.ok());
+  EXPECT_EQ(verdict.bound.mismatches[0].at[2], row);
+  EXPECT_NE(verdict.bound.summary().find("screened"), std::string::npos) << verdict.bound.summary();
+  // A NaN, or an infinity of the wrong sign, in an unsampled row: flagged too.
+  for (const float special : {NAN, -INFINITY}) {
+    std::vector<float> odd = plain;
+    odd[size_t(row * c.shape.dv + 3)] = special;
+    ref = sampled;
+    EXPECT_FALSE(judge_rows(c.problem(), odd.data(), plain.data(), ref).bound.ok()) << special;
+  }
+}
+
+// The precision gate's limit scales with the built-in's largest loss over every row: a sampled
+// check computes every row before it calls a kernel imprecise, so it says what --rows all says.
+TEST(Rows, ImpreciseOnlyAfterEveryRowIsComputed) {
+  const Case<float> c = causal_case(1, 1100, 8);
+  const std::vector<float> plain = builtin(c);
+  std::vector<float> sloppy = plain;
+  // Rows of 1000 keys or more (causal: query i sees i + 1) off by 4e-4 relative: inside their bound
+  // (about n u of sum p |v| per weight), a few hundred natural units: imprecise.
+  for (size_t n = 1000 * size_t(c.shape.dv); n < sloppy.size(); ++n) sloppy[n] *= 1 + 4e-4f;
+  Reference ref = reference(c.problem());
+  const Verdict verdict = judge_rows(c.problem(), sloppy.data(), plain.data(), ref);
+  const std::vector<uint8_t> every(size_t(c.shape.lse_size()), 1);
+  Reference full = reference(c.problem(), &every);
+  const Verdict full_verdict = judge(sloppy.data(), plain.data(), full.out);
+  ASSERT_TRUE(full_verdict.bound.ok());
+  ASSERT_FALSE(full_verdict.precision.ok());
+  EXPECT_TRUE(verdict.bound.ok());
+  EXPECT_FALSE(verdict.precision.ok());
+  EXPECT_EQ(verdict.precision.limit, full_verdict.precision.limit);
+  EXPECT_EQ(std::count(ref.out.exact_rows.begin(), ref.out.exact_rows.end(), 1), c.shape.lse_size());
 }
 
 }  // namespace

@@ -40,7 +40,10 @@ struct RowFacts {
 
 // The oracle's inner products in double-double (Ogita, Rump and Oishi's Dot2): after n finite
 // terms whose |x y| sum to `size`, |computed - exact| <= gamma_2n(2^-53)^2 size + n 2^-1074.
-double dot2_error(int64_t n, double size);
+inline double dot2_error(int64_t n, double size) {
+  const double gamma_2n = 2 * double(n) * 0x1p-53 / (1 - 2 * double(n) * 0x1p-53);
+  return gamma_2n * gamma_2n * size + double(n) * 0x1p-1074;
+}
 
 // The same two numbers for the row's log-sum-exp.
 struct LseBound {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "attncheck/compare.hpp"
 #include "attncheck/contract.hpp"
 #include "attncheck/oracle.hpp"
 
@@ -41,8 +42,11 @@ std::vector<uint8_t> rows_computed(const ExactTensor& out);
 template <class T>
 std::vector<uint8_t> screen(const Problem<T>& problem, const T* computed, const T* plain, const ExactTensor& out);
 
-// The screened rows computed exactly into `ref`; how many rows the screen flagged.
+// The one verdict (compare.hpp's judge) on `computed` against `ref`, every row or a sample: a
+// sampled reference first judges its own rows, then gains the rows the screen flags (in chunks,
+// stopping at the first wrong one), and before calling a kernel imprecise gains every row, since
+// the precision gate's limit scales with the built-in's largest loss over all of them.
 template <class T>
-int64_t escalate(const Problem<T>& problem, const T* computed, const T* plain, Reference& ref);
+Verdict judge_rows(const Problem<T>& problem, const T* computed, const T* plain, Reference& ref);
 
 }  // namespace attncheck
