@@ -308,16 +308,18 @@ unsigned thread_count() {
   return wanted > 0 ? unsigned(wanted) : std::max(1u, std::thread::hardware_concurrency());
 }
 
-// body(row) for every row in `rows` on the oracle's threads, handed out 16 at a time.
+// body(row) for every row in `rows` on the oracle's threads, handed out 16 at a time; on this
+// thread alone when they hold fewer than 2^16 query-key pairs (starting threads would cost more).
 template <class F>
-void parallel_rows(const std::vector<int64_t>& rows, F body) {
+void parallel_rows(const std::vector<int64_t>& rows, int64_t keys_per_row, F body) {
   constexpr size_t kChunk = 16;
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t at; (at = next.fetch_add(kChunk)) < rows.size();)
       for (size_t r = at; r < std::min(rows.size(), at + kChunk); ++r) body(rows[r]);
   };
-  const unsigned threads = unsigned(std::min<size_t>(thread_count(), (rows.size() + kChunk - 1) / kChunk));
+  const bool small = int64_t(rows.size()) * keys_per_row < (int64_t(1) << 16);
+  const unsigned threads = small ? 1 : unsigned(std::min<size_t>(thread_count(), (rows.size() + kChunk - 1) / kChunk));
   std::vector<std::thread> pool;
   for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
   work();
@@ -347,7 +349,7 @@ void add_rows(const Problem<T>& p, const std::vector<uint8_t>& wanted, Reference
   std::vector<KeyFacts> keys(needed.size());
   for (size_t at = 0; at < needed.size(); ++at)
     if (needed[at]) keys[at] = key_facts(p, int64_t(at) / s.kv_heads(), int64_t(at) % s.kv_heads(), tiny);
-  parallel_rows(rows, [&](int64_t r) {
+  parallel_rows(rows, s.Tk, [&](int64_t r) {
     const int64_t b = r / (s.H * s.Tq), h = r / s.Tq % s.H, i = r % s.Tq;
     const ExactRow row = row_of(p, keys[size_t(b * s.kv_heads() + s.kv_head(h))], scale, b, h, i);
     const size_t at = size_t(s.out_at(b, h, i)), n = size_t(s.lse_at(b, h, i));

@@ -104,8 +104,10 @@ TEST(Oracle, GroupedKvHeadsAreTheirGroupsRepeated) {
 // reference is the same to the bit on one thread and on four.
 TEST(Oracle, SameResultsOnAnyNumberOfThreads) {
   SeededChooser choose(17);
-  for (int n = 0; n < 20; ++n) {
-    const Case<double> c = draw_case<double>(choose, {.max_len = 40, .max_width = 8});
+  int threaded = 0;  // cases above the 2^16 query-key pairs that start threads
+  for (int n = 0; n < 8; ++n) {
+    const Case<double> c = draw_case<double>(choose, {.max_len = 300, .max_width = 4, .min_len = 100});
+    threaded += c.shape.B * c.shape.H * c.shape.Tq * c.shape.Tk >= (1 << 16);
     setenv("ATTNCHECK_THREADS", "1", 1);
     const Reference one = reference(c.problem());
     setenv("ATTNCHECK_THREADS", "4", 1);
@@ -118,6 +120,7 @@ TEST(Oracle, SameResultsOnAnyNumberOfThreads) {
       ASSERT_EQ(std::memcmp(a->natural.data(), b->natural.data(), a->natural.size() * sizeof(double)), 0) << n;
     }
   }
+  EXPECT_GE(threaded, 4);
 }
 
 TEST(Oracle, ExplicitRowMatchesBatchedResult) {
