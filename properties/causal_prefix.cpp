@@ -40,6 +40,9 @@ Case<T> truncate(const Case<T>& c, int64_t Tq, int64_t Tk) {
 ATTNCHECK_PROPERTY(CausalPrefixIgnoresTheFuture, .order = 110, .catches = "causal_swapped") {
   Case<float> c = check.draw<float>({.min_len = 2});
   c.causal = check.coin() ? Causal::upper_left : Causal::lower_right;
+  // A window is centred on the lower-right diagonal: dropping as many queries as keys keeps it, but
+  // the upper-left truncation moves it.
+  if (c.causal == Causal::upper_left) c.window_left = c.window_right = -1;
   const Shape& s = c.shape;
   // Lower-right keeps Tk - dropped >= 1 keys: drop fewer than Tk.
   const int64_t most = c.causal == Causal::upper_left ? s.Tq - 1 : std::min(s.Tq, s.Tk) - 1;

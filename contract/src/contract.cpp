@@ -18,9 +18,14 @@ bool causal_allows(Causal causal, int64_t i, int64_t j, int64_t Tq, int64_t Tk) 
   return false;
 }
 
+bool window_allows(int64_t left, int64_t right, int64_t i, int64_t j, int64_t Tq, int64_t Tk) {
+  const int64_t centre = i + Tk - Tq;
+  return (left < 0 || j >= centre - left) && (right < 0 || j <= centre + right);
+}
+
 bool permits(const Masks& m, const Shape& s, int64_t b, int64_t i, int64_t j) {
   return (!m.allow || m.allow[s.allow_at(b, i) + j]) && causal_allows(m.causal, i, j, s.Tq, s.Tk) &&
-         (!m.key_lengths || j < m.key_lengths[b]);
+         (!m.key_lengths || j < m.key_lengths[b]) && window_allows(m.window_left, m.window_right, i, j, s.Tq, s.Tk);
 }
 
 // Largest element count of any one buffer (Q, K, V, out, scores): no caller is asked to hold more
@@ -46,6 +51,8 @@ std::string problem_error(const Problem<T>& p, const Result<T>& r) {
   const auto c = int32_t(p.masks.causal);
   if (c < 0 || c > 2) return "causal must be 0 (none), 1 (upper-left) or 2 (lower-right), got " + std::to_string(c);
   if (!std::isfinite(p.scale)) return "scale must be finite (0 = default 1/sqrt(dk))";
+  if (!(p.softcap >= 0) || !std::isfinite(p.softcap)) return "softcap must be finite and at least 0 (0 = none)";
+  if (p.masks.window_left < -1 || p.masks.window_right < -1) return "a window side must be -1 (unbounded) or at least 0";
   if (p.masks.key_lengths)
     for (int64_t b = 0; b < s.B; ++b)
       if (p.masks.key_lengths[b] < 0) return "key_lengths[" + std::to_string(b) + "] is negative";

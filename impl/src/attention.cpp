@@ -16,7 +16,7 @@ void attention(const Problem<T>& p, const Result<T>& r) {
   using ConstMap = Eigen::Map<const RowMatrix<T>>;
   using Map = Eigen::Map<RowMatrix<T>>;
   const Shape& s = p.shape;
-  const T scale = T(effective_scale(s, p.scale));
+  const T scale = T(effective_scale(s, p.scale)), softcap = T(p.softcap);
   const T minus_inf = -std::numeric_limits<T>::infinity();
 
   // Workspaces reused across (b, h): masked scores turned weights [Tq,Tk], permission [Tq,Tk],
@@ -27,7 +27,7 @@ void attention(const Problem<T>& p, const Result<T>& r) {
   keys_i.reserve(size_t(s.Tk));
 
   for (int64_t b = 0; b < s.B; ++b) {
-    // Permission for batch b [Tq,Tk]: allow AND causal AND key length; shared by all heads.
+    // Permission for batch b [Tq,Tk]: allow AND causal AND key length AND window; shared by all heads.
     for (int64_t i = 0; i < s.Tq; ++i)
       for (int64_t j = 0; j < s.Tk; ++j) permitted(i, j) = permits(p.masks, s, b, i, j);
 
@@ -38,10 +38,12 @@ void attention(const Problem<T>& p, const Result<T>& r) {
       ConstMap V_bh(p.v + s.v_at(b, h, 0), s.Tk, s.dv);
       Map out_bh(r.out + s.out_at(b, h, 0), s.Tq, s.dv);
 
-      // Pass 1: scores s_ij = scale * q_i . k_j + bias_ij, and -inf where key j is forbidden (by a
-      // mask, or by a -inf bias whatever its key holds: inf + -inf would be NaN).
+      // Pass 1: scores s_ij = cap(scale * q_i . k_j) + bias_ij, and -inf where key j is forbidden
+      // (by a mask, or by a -inf bias whatever its key holds: inf + -inf would be NaN).
       w.noalias() = Q_bh * K_bh.transpose();
       w *= scale;
+      if (p.softcap != 0)  // the C library's tanh (within 2 ulps), not Eigen's faster approximation
+        w = w.unaryExpr([softcap](T x) { return softcap * std::tanh(x / softcap); });
       if (p.bias) {
         const ConstMap bias_bh(p.bias + s.scores_at(b, h, 0), s.Tq, s.Tk);
         w = (bias_bh.array() == minus_inf).select(minus_inf, w + bias_bh);

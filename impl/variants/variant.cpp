@@ -127,7 +127,7 @@ void run(const Problem<T>& p, T* out, const Variant& v) {
     for (size_t n = 0; p.masks.allow && n < flipped.size(); ++n) flipped[n] = !p.masks.allow[n];
   }
   const Masks masks{skip_padding ? nullptr : flipped.empty() ? p.masks.allow : flipped.data(), causal,
-                    skip_padding ? nullptr : p.masks.key_lengths};
+                    skip_padding ? nullptr : p.masks.key_lengths, p.masks.window_left, p.masks.window_right};
   const double sentinel = forbidden_score(v.mutation);
   // The dims of q.k: all dk, or the wide-head mutant's whole chunks of 32 (triton 621).
   const int64_t dims = v.mutation == M::head_dim_tail_dropped && s.dk > 64 ? s.dk / 32 * 32 : s.dk;
@@ -182,7 +182,7 @@ void run(const Problem<T>& p, T* out, const Variant& v) {
         }
       };
 
-      // Scores of row i for keys [0, key_end): s_ij = scale q_i . k_j + bias_ij, -inf where
+      // Scores of row i for keys [0, key_end): s_ij = cap(scale q_i . k_j) + bias_ij, -inf where
       // forbidden (or the mutant's sentinel).
       auto scores = [&](int64_t i, int64_t key_end, A* score_i) {
         for (int64_t j = 0; j < key_end; ++j) {
@@ -200,6 +200,7 @@ void run(const Problem<T>& p, T* out, const Variant& v) {
             dot = v.fma ? std::fma(q, A(k_j[k]), dot) : dot + q * A(k_j[k]);
           }
           score_i[j] = v.prescale ? dot : scale * dot;
+          if (p.softcap != 0) score_i[j] = A(p.softcap) * std::tanh(score_i[j] / A(p.softcap));
           if (p.bias) score_i[j] += A(p.bias[s.scores_at(b, h, i) + j]);
         }
       };

@@ -23,6 +23,9 @@ namespace {
 // expf and exp2f. A kernel with a worse exp is a precision-loss finding, not a correct kernel.
 constexpr double kExpUnits = 4;
 
+// Relative error of a tanh, in units of u: 2 ulps, as glibc's tanhf and tanh (the soft-cap).
+constexpr double kTanhUnits = 4;
+
 // Roundings a score s_ij can pass through beyond its dk-term dot product: the scale's own rounding
 // (or sqrt and division), applying it, adding the bias, folding log2(e) in for exp2.
 constexpr int kScoreExtraRoundings = 5;
@@ -150,7 +153,10 @@ LseBound bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<dou
   for (int64_t j = 0; j < n; ++j) {
     F[j] = f.flush_error[j] + 2 * a.tiny;
     // The oracle's own score error counts as the kernel's would: p_j is exact for scores within it.
-    E[j] = gamma(double(f.dk + kScoreExtraRoundings), a.u) * f.score_size[j] + F[j] + f.oracle_score_error[j];
+    // A soft-cap s = cap tanh(t / cap) passes t's error on at most once (tanh' <= 1), and adds its
+    // division's (cap u z sech^2 z <= 0.45 cap u), its tanh's and its multiply's (docs, step 1).
+    const double softcap = f.softcap > 0 ? (kTanhUnits + 2) * a.u * f.softcap : 0;
+    E[j] = gamma(double(f.dk + kScoreExtraRoundings), a.u) * f.score_size[j] + F[j] + f.oracle_score_error[j] + softcap;
     if (f.gap[j] == 0 && E[j] > E[argmax]) argmax = j;
   }
   double E_top = 0;

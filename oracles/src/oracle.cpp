@@ -29,6 +29,9 @@ using Exact = boost::multiprecision::number<boost::multiprecision::mpfr_float_ba
 bool key_permitted(const Masks& masks, const Shape& s, int64_t b, int64_t i, int64_t j) {
   if (masks.allow && masks.allow[s.allow_at(b, i) + j] == 0) return false;
   if (masks.key_lengths && j >= masks.key_lengths[b]) return false;
+  const int64_t diagonal = i + s.Tk - s.Tq;  // the window is centred on the lower-right diagonal
+  if (masks.window_left >= 0 && j < diagonal - masks.window_left) return false;
+  if (masks.window_right >= 0 && j > diagonal + masks.window_right) return false;
   if (masks.causal == Causal::upper_left) return j - i <= 0;
   if (masks.causal == Causal::lower_right) return j - i <= s.Tk - s.Tq;
   return true;
@@ -122,11 +125,17 @@ DD scale_of(const Shape& s, double scale) {
   return {hi, Exact(exact - hi).convert_to<double>()};
 }
 
+// cap tanh(scale qk / cap) at 200 bits, rounded to a double-double (u^2): the soft-capped score.
+DD softcapped(DD scale, DD qk, double cap) {
+  Exact x = (Exact(scale.hi) + scale.lo) * (Exact(qk.hi) + qk.lo);
+  x = tanh(x / cap) * cap;
+  const double hi = x.convert_to<double>();
+  return {hi, Exact(x - hi).convert_to<double>()};
+}
+
 template <class T>
-#if defined(__x86_64__)
-__attribute__((target_clones("fma", "default")))  // as dd::exp: the same results, faster
-#endif
-ExactRow row_of(const Problem<T>& p, const KeyFacts& keys, DD scale, int64_t b, int64_t h, int64_t i) {
+[[gnu::always_inline]] inline ExactRow row_body(const Problem<T>& p, const KeyFacts& keys, DD scale, int64_t b,
+                                                int64_t h, int64_t i) {
   // Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk] in; row (b, h, i) out.
   const Shape& s = p.shape;
   const T* q_i = p.q + s.q_at(b, h, i);
@@ -136,6 +145,7 @@ ExactRow row_of(const Problem<T>& p, const KeyFacts& keys, DD scale, int64_t b, 
   ExactRow row;
   RowFacts facts;
   facts.dk = s.dk;
+  facts.softcap = p.softcap;
 
   // Magnitudes for the bound and the range, from finite terms only (double, rounded up). Flushing
   // sums are taken in units of tiny, so that they cannot overflow: tiny |x| <= 4 for any finite x.
@@ -163,12 +173,13 @@ ExactRow row_of(const Problem<T>& p, const KeyFacts& keys, DD scale, int64_t b, 
     DD s_j;
     if (q_finite && keys.finite[size_t(j)]) {
       const DD qk = dot2(q_i, k_j, 1, s.dk, qk_abs);
-      s_j = dd::mul(scale, dd::two_sum(qk.hi, qk.lo));
+      s_j = p.softcap != 0 ? softcapped(scale, qk, p.softcap) : dd::mul(scale, dd::two_sum(qk.hi, qk.lo));
       if (bias_i) s_j = dd::add(s_j, {bias, 0});
     } else {
       for (int64_t k = 0; k < s.dk; ++k)
         if (std::isfinite(q_i[k]) && std::isfinite(k_j[k])) qk_abs += std::fabs(double(q_i[k]) * double(k_j[k]));
-      s_j = {special_dot(q_i, k_j, s.dk) * scale.hi + bias, 0};
+      const double t = special_dot(q_i, k_j, s.dk) * scale.hi;  // inf or NaN; a soft-cap takes inf to +-cap
+      s_j = {(p.softcap != 0 && std::isinf(t) ? std::copysign(p.softcap, t) : t) + bias, 0};
     }
     qk_abs = inflate(qk_abs, s.dk);
     const double score_size = inflate(scale_up * qk_abs + std::fabs(std::isfinite(bias) ? bias : 0), 2);
@@ -299,6 +310,22 @@ ExactRow row_of(const Problem<T>& p, const KeyFacts& keys, DD scale, int64_t b, 
   row.lse_bound = lse_bound.bound;
   row.lse_natural = lse_bound.natural;
   return row;
+}
+
+// Row (b, h, i), compiled twice where the processor may have FMA (as dd::exp: the same results,
+// faster); a function template cannot be, so one function per precision.
+#if defined(__x86_64__)
+#define ATTNCHECK_FMA_CLONES __attribute__((target_clones("fma", "default")))
+#else
+#define ATTNCHECK_FMA_CLONES
+#endif
+ATTNCHECK_FMA_CLONES ExactRow row_of(const Problem<float>& p, const KeyFacts& keys, DD scale, int64_t b, int64_t h,
+                                     int64_t i) {
+  return row_body(p, keys, scale, b, h, i);
+}
+ATTNCHECK_FMA_CLONES ExactRow row_of(const Problem<double>& p, const KeyFacts& keys, DD scale, int64_t b, int64_t h,
+                                     int64_t i) {
+  return row_body(p, keys, scale, b, h, i);
 }
 
 // ATTNCHECK_THREADS if set, else every core.

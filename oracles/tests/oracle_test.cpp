@@ -100,6 +100,21 @@ TEST(Oracle, GroupedKvHeadsAreTheirGroupsRepeated) {
   }
 }
 
+// A soft-cap: score = cap tanh(scale q.k / cap), then the bias. One query q = 3 over keys 2, -1, 0
+// with scale 1 and cap 2: scores 2 tanh(3), 2 tanh(-1.5), 0, in long double's tanh.
+TEST(Oracle, SoftCappedScores) {
+  LogitsCase c({2, -1, 0}, {1, 2, 3});
+  const float three = 3;
+  c.problem.q = &three;
+  c.problem.softcap = 2;
+  const long double s[3] = {2 * std::tanh(3.0L), 2 * std::tanh(-1.5L), 0};
+  const long double m = s[0], l = std::exp(s[0] - m) + std::exp(s[1] - m) + std::exp(s[2] - m);
+  const ExactRow row = exact_row(c.problem, 0, 0, 0);
+  ASSERT_EQ(row.weights.size(), 3u);
+  for (int j = 0; j < 3; ++j) EXPECT_NEAR(row.weights[j] / double(std::exp(s[j] - m) / l), 1.0, 1e-15) << j;
+  EXPECT_NEAR(double(row.lse - (m + std::log(l))), 0.0, 1e-15);
+}
+
 // Rows run on every core; each is computed the same way whatever the number of threads, so the
 // reference is the same to the bit on one thread and on four.
 TEST(Oracle, SameResultsOnAnyNumberOfThreads) {

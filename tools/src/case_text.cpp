@@ -70,6 +70,13 @@ std::string case_to_text(const Case<T>& c) {
           std::to_string(s.Tk) + " dk " + std::to_string(s.dk) + " dv " + std::to_string(s.dv) + "\n";
   text += std::string("options causal ") + kCausal[int(c.causal)] + " scale " + scale + " empty-rows " +
           (c.empty_rows == EmptyRows::zero ? "zero" : "nan") + "\n";
+  if (c.window_left >= 0 || c.window_right >= 0)  // lines beyond ABI v1's features appear only when used
+    text += "window " + std::to_string(c.window_left) + " " + std::to_string(c.window_right) + "\n";
+  if (c.softcap != 0) {
+    char softcap[40];
+    std::snprintf(softcap, sizeof softcap, "%a", c.softcap);
+    text += std::string("softcap ") + softcap + "\n";
+  }
   text += "mix " + c.mix + "\n";
   line(text, "q", c.q, hex_bits<T>);
   line(text, "k", c.k, hex_bits<T>);
@@ -129,7 +136,7 @@ Case<T> case_from_text(const std::string& first_line, std::istream& in) {
         if (*dims[n] < 1 || *dims[n] > 4096) bad(std::string(keys[n]) + " = " + value + " is outside 1..4096");
       }
       shaped = true;
-    } else if (!shaped && name != "options" && name != "mix") {
+    } else if (!shaped && name != "options" && name != "mix" && name != "window" && name != "softcap") {
       bad("'" + name + "' before the shape line");
     } else if (name == "options") {
       std::string causal, scale, policy, k1, k2, k3;
@@ -144,6 +151,17 @@ Case<T> case_from_text(const std::string& first_line, std::istream& in) {
       c.scale = std::strtod(scale.c_str(), &end);
       if (scale.empty() || *end != '\0') bad("scale '" + scale + "' is not a number");
       c.empty_rows = policy == "nan" ? EmptyRows::nan : EmptyRows::zero;
+    } else if (name == "window") {
+      std::string left, right;
+      words >> left >> right;
+      c.window_left = integer(left);
+      c.window_right = integer(right);
+    } else if (name == "softcap") {
+      std::string cap;
+      words >> cap;
+      char* end = nullptr;
+      c.softcap = std::strtod(cap.c_str(), &end);
+      if (cap.empty() || *end != '\0') bad("softcap '" + cap + "' is not a number");
     } else if (name == "mix") {
       std::getline(words >> std::ws, c.mix);
     } else if (name == "q") {

@@ -135,9 +135,11 @@ Problem<T> Case<T>::problem() const {
   p.q = q.data();
   p.k = k.data();
   p.v = v.data();
-  p.masks = {allow.empty() ? nullptr : allow.data(), causal, key_lengths.empty() ? nullptr : key_lengths.data()};
+  p.masks = {allow.empty() ? nullptr : allow.data(), causal, key_lengths.empty() ? nullptr : key_lengths.data(),
+             window_left, window_right};
   p.bias = bias.empty() ? nullptr : bias.data();
   p.scale = scale;
+  p.softcap = softcap;
   p.empty_rows = empty_rows;
   return p;
 }
@@ -196,6 +198,16 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
   }
   if (choose.below(4) == 0) c.scale = double(value<T>(choose, Values::normal));
   if (!limits.abi_only && choose.below(4) == 0) c.empty_rows = EmptyRows::nan;
+  if (!limits.abi_only && choose.below(4) == 0) {  // a window: 0, 1, small, past the length, one side only
+    auto side = [&] { return (const int64_t[]){-1, 0, 1, 2, 3, 5, s.Tk + 2}[choose.below(7)]; };
+    c.window_left = side();
+    c.window_right = side();
+    c.mix += ", window";
+  }
+  if (!limits.abi_only && choose.below(4) == 0) {  // caps that bite (1 to 5) and Gemma 2's (30, 50)
+    c.softcap = (const double[]){1, 2, 5, 30, 50}[choose.below(5)];
+    c.mix += ", soft-cap";
+  }
   return c;
 }
 
@@ -242,9 +254,13 @@ std::string describe(const Case<T>& c) {
   const std::string kv_heads = s.kv_heads() == s.H ? "" : ", H_kv " + std::to_string(s.kv_heads());
   char line[320];
   // The scale to 9 digits (show), not std::to_string's 6 decimals, which print 1e-7 as 0.000000.
-  std::snprintf(line, sizeof line, "B %lld, H %lld%s, Tq %lld, Tk %lld, dk %lld, dv %lld; scale %s; causal %s; empty rows %s; %s\n",
+  std::string extras;  // what ABI v1 cannot carry, when present
+  if (c.window_left >= 0 || c.window_right >= 0)
+    extras += "; window " + std::to_string(c.window_left) + "," + std::to_string(c.window_right);
+  if (c.softcap != 0) extras += "; soft-cap " + show(c.softcap);
+  std::snprintf(line, sizeof line, "B %lld, H %lld%s, Tq %lld, Tk %lld, dk %lld, dv %lld; scale %s; causal %s%s; empty rows %s; %s\n",
                 (long long)s.B, (long long)s.H, kv_heads.c_str(), (long long)s.Tq, (long long)s.Tk, (long long)s.dk,
-                (long long)s.dv, c.scale == 0 ? "default" : show(c.scale).c_str(), causal[int(c.causal)],
+                (long long)s.dv, c.scale == 0 ? "default" : show(c.scale).c_str(), causal[int(c.causal)], extras.c_str(),
                 c.empty_rows == EmptyRows::zero ? "zero" : "nan", c.mix.c_str());
   std::string text = line;
   const bool grid = s.Tq <= 64 && s.Tk <= 96;  // else a line per batch: a grid would not be read

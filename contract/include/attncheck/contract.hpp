@@ -51,9 +51,12 @@ struct Masks {
   const uint8_t* allow = nullptr;        // [B,Tq,Tk]; nonzero = may attend; null = all allowed
   Causal causal = Causal::none;
   const int32_t* key_lengths = nullptr;  // [B]; keys j >= key_lengths[b] are padding; null = none
+  // A sliding window, FlashAttention's inclusive convention with queries aligned to the last Tq
+  // keys: key j needs i + Tk - Tq - window_left <= j <= i + Tk - Tq + window_right; -1 = unbounded.
+  int64_t window_left = -1, window_right = -1;
 };
 
-// One attention problem: softmax(scale * Q K^T + bias, over permitted keys) V.
+// One attention problem: softmax(cap(scale * Q K^T) + bias, over permitted keys) V, cap the soft-cap.
 template <class T>
 struct Problem {
   Shape shape;
@@ -61,8 +64,9 @@ struct Problem {
   const T* k = nullptr;     // [B,H_kv,Tk,dk]
   const T* v = nullptr;     // [B,H_kv,Tk,dv]
   Masks masks;
-  const T* bias = nullptr;  // [B,H,Tq,Tk], added to the scores; -inf forbids; null = none
+  const T* bias = nullptr;  // [B,H,Tq,Tk], added to the scores (after the soft-cap); -inf forbids; null = none
   double scale = 0;         // 0 = default 1/sqrt(dk), the width of one head
+  double softcap = 0;       // 0 = none; else a score is softcap tanh(scale q.k / softcap), before bias and masks
   EmptyRows empty_rows = EmptyRows::zero;
 };
 
@@ -80,6 +84,9 @@ double effective_scale(const Shape& shape, double scale);
 // Whether the causal rule lets query i see key j in a [Tq,Tk] score matrix.
 bool causal_allows(Causal causal, int64_t i, int64_t j, int64_t Tq, int64_t Tk);
 
+// Whether the sliding window (Masks) lets query i see key j in a [Tq,Tk] score matrix.
+bool window_allows(int64_t left, int64_t right, int64_t i, int64_t j, int64_t Tq, int64_t Tk);
+
 // Whether the masks let query i of batch b see key j, the bias aside: the one mask rule, which
 // the implementation, the variants, the case generator, the properties, describe and the
 // ABI conversion all use. (The oracle keeps a reading of its own, on purpose: oracles/tests shows
@@ -87,7 +94,8 @@ bool causal_allows(Causal causal, int64_t i, int64_t j, int64_t Tq, int64_t Tk);
 bool permits(const Masks& masks, const Shape& shape, int64_t b, int64_t i, int64_t j);
 
 // Empty when the problem is well formed; otherwise a one-line reason (a dim below 1 or too
-// large, a missing buffer, an unknown causal mode, a non-finite scale, a negative key length).
+// large, a missing buffer, an unknown causal mode, a non-finite scale, a negative key length, a
+// window side below -1, a soft-cap that is negative or not finite).
 template <class T>
 std::string problem_error(const Problem<T>& problem, const Result<T>& result);
 

@@ -20,6 +20,7 @@ struct Arithmetic {
 // n keys that carry weight.
 struct RowFacts {
   int64_t dk = 1;
+  double softcap = 0;              // the problem's soft-cap, 0 for none
   bool finite_row = true;          // the row's maximum and sum are finite; else its outputs are special values
   bool scores_in_range = true;     // no permitted key's score can overflow T (judged on finite terms)
 

@@ -4,6 +4,8 @@
 //   case float32 1
 //   shape B 1 H 1 H_kv 1 Tq 1 Tk 2 dk 2 dv 1
 //   options causal none scale 0x0p+0 empty-rows zero
+//   window 2 0               (only with a sliding window: left right, -1 unbounded)
+//   softcap 0x1.ep+4         (only with a soft-cap)
 //   mix qk ties, v normal
 //   q 3f800000 00000000
 //   k 41200000 00000000 00000000 00000000

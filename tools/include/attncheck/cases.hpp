@@ -2,7 +2,8 @@
 // (choices from RapidCheck, so they shrink), the sweeps and campaigns (a seeded PRNG) and the
 // fuzzers (the fuzzer's bytes). Input mix: standard normal, wide (scaled logits past +-88 and
 // +-1e4), tiny and subnormal, exact ties, arbitrary bit patterns; masks of every density, empty
-// rows, key padding, both causal alignments, Tq != Tk, a bias with extreme and -inf entries.
+// rows, key padding, both causal alignments, Tq != Tk, a bias with extreme and -inf entries;
+// beyond ABI v1, sliding windows and soft-caps.
 #pragma once
 
 #include <cstdint>
@@ -63,7 +64,9 @@ struct Case {
   std::vector<uint8_t> allow;          // [B,Tq,Tk] or empty
   std::vector<int32_t> key_lengths;    // [B] or empty
   Causal causal = Causal::none;
+  int64_t window_left = -1, window_right = -1;  // a sliding window (Masks); -1 = unbounded
   double scale = 0;
+  double softcap = 0;                            // 0 = none
   EmptyRows empty_rows = EmptyRows::zero;
   std::string mix;                     // what was drawn, for RC_CLASSIFY and reports
   Problem<T> problem() const;
