@@ -25,7 +25,7 @@ namespace {
 template <class T>
 std::string cannot_take(const Kernel& kernel, const Case<T>& c) {
   if (kernel.full_contract) return "";
-  if (std::is_same_v<T, double> && !kernel.plugin.forward_f64) return "it has no float64 entry point";
+  if (std::is_same_v<T, double> && !kernel.plugin.has_f64()) return "it has no float64 entry point";
   if (!c.bias.empty()) return "plugin ABI v1 has no bias";
   if (c.empty_rows != EmptyRows::zero) return "plugin ABI v1 has only the zero empty-row policy";
   if (c.shape.kv_heads() != c.shape.H) return "plugin ABI v1 has no grouped KV heads";
@@ -89,7 +89,7 @@ const auto check_input = [](const auto& in) { check(kernel_from_environment(), i
 // ATTNCHECK_IMPL, or its bytes would decode to another case.
 const auto decode = [](Chooser& choose, auto use) {
   const Kernel& kernel = kernel_from_environment();
-  read_attention_input(choose, kernel.limits(kAttentionLimits), kernel.plugin.forward_f64 != nullptr, use);
+  read_attention_input(choose, kernel.limits(kAttentionLimits), kernel.plugin.has_f64(), use);
 };
 
 }  // namespace

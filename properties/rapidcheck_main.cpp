@@ -30,7 +30,7 @@ class InProcessChecker : public Checker {
  public:
   std::vector<float> run(const Case<float>& c) override { return run_checked(c); }
   std::vector<double> run(const Case<double>& c) override { return run_checked(c); }
-  bool has_f64() const override { return kernel_from_environment().plugin.forward_f64 != nullptr; }
+  bool has_f64() const override { return kernel_from_environment().plugin.has_f64(); }
   CaseLimits limits(CaseLimits base) const override { return kernel_from_environment().limits(base); }
 
  private:

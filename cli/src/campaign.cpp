@@ -10,6 +10,7 @@
 
 #include "attncheck/case_text.hpp"
 #include "attncheck/isolated_kernel.hpp"
+#include "attncheck/plugin_loader.hpp"
 #include "attncheck/precision.hpp"
 #include "attncheck/property.hpp"
 
@@ -33,8 +34,9 @@ struct Failed {
 class CampaignChecker : public Checker {
  public:
   CampaignChecker(IsolatedKernel& kernel, const CampaignOptions& options, uint64_t seed,
-                  const std::vector<uint64_t>* recorded, bool ladder, const Finding* kept = nullptr)
-      : kernel_(kernel), options_(options), fresh_(seed), recorded_(recorded), ladder_(ladder), kept_(kept) {}
+                  const std::vector<uint64_t>* recorded, bool ladder, uint32_t capabilities, const Finding* kept = nullptr)
+      : kernel_(kernel), options_(options), fresh_(seed), recorded_(recorded), ladder_(ladder),
+        capabilities_(capabilities), kept_(kept) {}
 
   uint64_t below(uint64_t n) override {
     uint64_t x = 0;
@@ -54,6 +56,7 @@ class CampaignChecker : public Checker {
   EmptyRows empty_rows() const override { return options_.empty_rows; }
   CaseLimits limits(CaseLimits base) const override {
     base.abi_only = true;
+    base.capabilities &= kernel_.capabilities() & capabilities_;
     if (ladder_) {  // sizes that straddle tiles, up to FlashAttention's test sizes
       base.ladder_len = 4096;
       base.ladder_width = 256;
@@ -120,6 +123,7 @@ class CampaignChecker : public Checker {
   SeededChooser fresh_;
   const std::vector<uint64_t>* recorded_;
   bool ladder_;
+  uint32_t capabilities_;  // what the recorded choices were drawn with (a format-1 file: ABI v1's)
   const Finding* kept_;
   bool in_draw_ = false;
   std::optional<Case<float>> drawn_f32_;
@@ -135,8 +139,9 @@ struct Run {
 };
 // The case's text is written for a failure, or always (`with_text`: a replay says what it ran).
 Run run_once(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, uint64_t seed,
-             const std::vector<uint64_t>* recorded, bool ladder, const Finding* kept = nullptr, bool with_text = false) {
-  CampaignChecker checker(kernel, options, seed, recorded, ladder, kept);
+             const std::vector<uint64_t>* recorded, bool ladder, uint32_t capabilities = ~0u,
+             const Finding* kept = nullptr, bool with_text = false) {
+  CampaignChecker checker(kernel, options, seed, recorded, ladder, capabilities, kept);
   Run run;
   std::string message;
   try {
@@ -147,7 +152,7 @@ Run run_once(IsolatedKernel& kernel, const CampaignOptions& options, const Prope
     message = failure.message;
   }
   run.finding = {property.name, message, checker.choices, true, run.failed || with_text ? checker.case_text() : "",
-                 checker.kept_choices, ladder};
+                 checker.kept_choices, ladder, capabilities};
   run.worst_ratio = checker.worst_ratio;
   return run;
 }
@@ -176,7 +181,7 @@ Finding shrink(IsolatedKernel& kernel, const CampaignOptions& options, const Pro
         if (since(start) >= options.shrink_seconds) break;
         std::vector<uint64_t> trial = best.choices;
         trial[at] = smaller;
-        const Run run = run_once(kernel, options, property, 0, &trial, best.ladder);
+        const Run run = run_once(kernel, options, property, 0, &trial, best.ladder, best.capabilities);
         if (!run.failed || run.kind != kind) continue;
         best = run.finding;
         improved = true;
@@ -260,8 +265,9 @@ CampaignResult replay(const CampaignOptions& options, const Finding& recorded) {
   both.f32 = both.f64 = true;
   const Clock::time_point start = Clock::now();
   const Property& property = property_named(recorded.property);
-  const Run run = recorded.kept ? run_once(kernel, both, property, 0, nullptr, false, &recorded, true)
-                                : run_once(kernel, both, property, 0, &recorded.choices, recorded.ladder, nullptr, true);
+  const Run run = recorded.kept ? run_once(kernel, both, property, 0, nullptr, false, ~0u, &recorded, true)
+                                : run_once(kernel, both, property, 0, &recorded.choices, recorded.ladder,
+                                           recorded.capabilities, nullptr, true);
   CampaignResult result;
   result.replayed = true;
   result.cases = 1;
@@ -292,6 +298,8 @@ Finding read_replay(const std::string& path, CampaignOptions& options, bool keep
   if (!std::getline(file, header) || (header != "attncheck-replay 1" && header != "attncheck-replay 2"))
     throw std::runtime_error(path + ": not an attncheck replay file (first line is not 'attncheck-replay 1' or 2)");
   finding.kept = header == "attncheck-replay 2";  // 1: the generator's choices; 2: the case itself
+  // Format 1 predates ABI v2: its choices were drawn with what v1 carries.
+  if (!finding.kept) finding.capabilities = kAbiV1Capabilities | ATTNCHECK_CAP_F64;
   for (std::string line; std::getline(file, line);) {
     const size_t space = line.find(' ');
     key = line.substr(0, space);

@@ -1,7 +1,14 @@
-// The built-in implementation exported through plugin ABI v1.
+// The built-in implementation exported through plugin ABI v2, with every capability it has.
 #include "attncheck/attention.hpp"
 #include "attncheck/plugin_export.hpp"
 
-ATTNCHECK_EXPORT_PLUGIN([](const auto& problem, auto* out) {
-  attncheck::attention(problem, attncheck::Result<std::remove_pointer_t<decltype(out)>>{out});
-})
+namespace attncheck {
+// What the built-in implementation takes: both formats it computes, every mask, grouped KV heads,
+// windows, soft-caps, a bias, and the log-sum-exp.
+inline constexpr uint32_t kBuiltinCapabilities =
+    ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64 | ATTNCHECK_CAP_ALLOW | ATTNCHECK_CAP_CAUSAL | ATTNCHECK_CAP_KV_LENS |
+    ATTNCHECK_CAP_GQA | ATTNCHECK_CAP_WINDOW | ATTNCHECK_CAP_SOFTCAP | ATTNCHECK_CAP_BIAS | ATTNCHECK_CAP_LSE;
+}  // namespace attncheck
+
+ATTNCHECK_EXPORT_PLUGIN_V2([](const auto& problem, const auto& result) { attncheck::attention(problem, result); },
+                           attncheck::kBuiltinCapabilities)

@@ -1,5 +1,6 @@
-// One variant of impl/variants exported through plugin ABI v1. The build names it: ATTNCHECK_MUTATION
-// (a Mutation enumerator) for a planted bug, or ATTNCHECK_CORRECT (a correct_variants() name).
+// One variant of impl/variants exported through plugin ABI v2 (ABI v1 with ATTNCHECK_ABI_V1, so that
+// a v1 plugin stays under test). The build names it: ATTNCHECK_MUTATION (a Mutation enumerator) for a
+// planted bug, or ATTNCHECK_CORRECT (a correct_variants() name).
 #include <cstdlib>
 #include <cstring>
 
@@ -26,4 +27,13 @@ const attncheck::Variant& variant() {
 
 }  // namespace
 
-ATTNCHECK_EXPORT_PLUGIN([](const auto& problem, auto* out) { attncheck::variant_attention(problem, out, variant()); })
+// The variants write out only (no log-sum-exp); they take every mask, grouped KV heads, windows,
+// soft-caps and a bias, in f32 and f64.
+#ifdef ATTNCHECK_ABI_V1
+ATTNCHECK_EXPORT_PLUGIN([](const auto& problem, const auto& result) { attncheck::variant_attention(problem, result.out, variant()); })
+#else
+ATTNCHECK_EXPORT_PLUGIN_V2([](const auto& problem, const auto& result) { attncheck::variant_attention(problem, result.out, variant()); },
+                           ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64 | ATTNCHECK_CAP_ALLOW | ATTNCHECK_CAP_CAUSAL |
+                               ATTNCHECK_CAP_KV_LENS | ATTNCHECK_CAP_GQA | ATTNCHECK_CAP_WINDOW |
+                               ATTNCHECK_CAP_SOFTCAP | ATTNCHECK_CAP_BIAS)
+#endif

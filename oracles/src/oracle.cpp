@@ -348,7 +348,11 @@ void parallel_rows(const std::vector<int64_t>& rows, int64_t keys_per_row, F bod
   const bool small = int64_t(rows.size()) * keys_per_row < (int64_t(1) << 16);
   const unsigned threads = small ? 1 : unsigned(std::min<size_t>(thread_count(), (rows.size() + kChunk - 1) / kChunk));
   std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+  for (unsigned t = 1; t < threads; ++t)
+    pool.emplace_back([&] {
+      work();
+      mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);  // MPFR's per-thread caches (log 2, ...) die with the thread
+    });
   work();
   for (std::thread& t : pool) t.join();
 }

@@ -42,18 +42,19 @@ TEST(Oracle, ExactWeightsOfUdlProblem12_4) {
 
 // The oracle reads the masks on its own (oracle.cpp); the contract's permits() is everyone else's
 // rule. On every kind of mask the generator draws (allow masks of every density with emptied rows,
-// key lengths, both causal alignments, Tq != Tk, alone and combined), the keys the oracle lets
-// carry weight are exactly the ones permits() allows. Scores are all 0, so that no -inf score
-// removes a key by itself.
+// key lengths, both causal alignments, windows, Tq != Tk, alone and combined), the keys the oracle
+// lets carry weight are exactly the ones permits() allows. Scores are all 0 and there is no bias,
+// so that no -inf score removes a key by itself.
 TEST(Oracle, ReadsTheMasksAsTheContractsRuleDoes) {
   SeededChooser choose(5);
-  int64_t kinds[3] = {0, 0, 0};  // cases with an allow mask, key lengths, a causal mask
+  int64_t kinds[4] = {0, 0, 0, 0};  // cases with an allow mask, key lengths, a causal mask, a window
   for (int n = 0; n < 3000; ++n) {
-    Case<float> c = draw_case<float>(choose, {.abi_only = true});
+    Case<float> c = draw_case<float>(choose, {.abi_only = true, .capabilities = ~uint32_t(ATTNCHECK_CAP_BIAS)});
     std::fill(c.q.begin(), c.q.end(), 0.0f);
     kinds[0] += !c.allow.empty();
     kinds[1] += !c.key_lengths.empty();
     kinds[2] += c.causal != Causal::none;
+    kinds[3] += c.window_left >= 0 || c.window_right >= 0;
     const Shape& s = c.shape;
     for (int64_t b = 0; b < s.B; ++b)
       for (int64_t i = 0; i < s.Tq; ++i) {

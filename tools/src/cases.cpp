@@ -91,9 +91,9 @@ T extreme_logit(Chooser& choose) {
 // (block-diagonal: a query sees the keys of its own document, queries aligned with the last Tq
 // keys), or a random allow mask from one seed; key padding per batch, often at a tile edge.
 template <class T>
-void draw_large_masks(Chooser& choose, Case<T>& c) {
+void draw_large_masks(Chooser& choose, Case<T>& c, uint32_t can) {
   const Shape& s = c.shape;
-  const uint64_t kind = choose.below(3);
+  const uint64_t kind = can & ATTNCHECK_CAP_ALLOW ? choose.below(3) : 0;
   if (kind == 1) {
     c.allow.assign(size_t(s.allow_size()), 0);
     for (int64_t b = 0; b < s.B; ++b) {
@@ -113,7 +113,7 @@ void draw_large_masks(Chooser& choose, Case<T>& c) {
     for (uint8_t& a : c.allow) a = seeded.below(4) < quarters ? 1 : 0;
     c.mix += ", allow mask";
   }
-  if (choose.below(3) == 0) {
+  if ((can & ATTNCHECK_CAP_KV_LENS) && choose.below(3) == 0) {
     c.key_lengths.resize(size_t(s.B));
     for (int32_t& length : c.key_lengths)
       length = int32_t(choose.below(2) ? ladder_length(choose, s.Tk) : int64_t(choose.below(uint64_t(s.Tk) + 1)));
@@ -172,39 +172,41 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
 #endif
   c.mix = std::string(large ? "large, " : "") + "qk " + kValueNames[int(qk_kind)] + ", v " + kValueNames[int(v_kind)];
 
-  c.causal = Causal(choose.below(3));
+  const uint32_t can = limits.capabilities;
+  if (can & ATTNCHECK_CAP_CAUSAL) c.causal = Causal(choose.below(3));
   if (large) {
-    draw_large_masks(choose, c);
+    draw_large_masks(choose, c, can);
     if (choose.below(4) == 0) c.scale = double(value<T>(choose, Values::normal));
     return c;
   }
   // Allow mask density from none to all, with some rows emptied outright.
-  if (const uint64_t density = choose.below(6); density > 0) {
+  if (const uint64_t density = can & ATTNCHECK_CAP_ALLOW ? choose.below(6) : 0; density > 0) {
     const uint64_t quarters = density - 1;  // the allowed fraction, 0 to 4 quarters
     c.allow.resize(size_t(s.allow_size()));
     for (uint8_t& a : c.allow) a = choose.below(4) < quarters ? 1 : 0;
     if (choose.below(3) == 0) std::fill_n(c.allow.begin() + s.allow_at(0, int64_t(choose.below(uint64_t(s.Tq)))), s.Tk, uint8_t(0));
     c.mix += ", allow mask";
   }
-  if (choose.below(3) == 0) {
+  if ((can & ATTNCHECK_CAP_KV_LENS) && choose.below(3) == 0) {
     c.key_lengths.resize(size_t(s.B));
     for (int32_t& length : c.key_lengths) length = int32_t(choose.below(uint64_t(s.Tk) + 1));
     c.mix += ", key padding";
   }
-  if (!limits.abi_only && choose.below(3) == 0) {
+  if ((can & ATTNCHECK_CAP_BIAS) && choose.below(3) == 0) {
     c.bias.resize(size_t(s.scores_size()));
     for (T& x : c.bias) x = choose.below(4) == 0 ? extreme_logit<T>(choose) : T(standard_normal(choose));
     c.mix += ", bias";
   }
   if (choose.below(4) == 0) c.scale = double(value<T>(choose, Values::normal));
   if (!limits.abi_only && choose.below(4) == 0) c.empty_rows = EmptyRows::nan;
-  if (!limits.abi_only && choose.below(4) == 0) {  // a window: 0, 1, small, past the length, one side only
+  // Features beyond ABI v1 take choice 0 for "absent", so that they shrink away.
+  if ((can & ATTNCHECK_CAP_WINDOW) && choose.below(4) == 3) {  // a window: 0, 1, small, past the length, one side only
     auto side = [&] { return (const int64_t[]){-1, 0, 1, 2, 3, 5, s.Tk + 2}[choose.below(7)]; };
     c.window_left = side();
     c.window_right = side();
     c.mix += ", window";
   }
-  if (!limits.abi_only && choose.below(4) == 0) {  // caps that bite (1 to 5) and Gemma 2's (30, 50)
+  if ((can & ATTNCHECK_CAP_SOFTCAP) && choose.below(4) == 3) {  // caps that bite (1 to 5) and Gemma 2's (30, 50)
     c.softcap = (const double[]){1, 2, 5, 30, 50}[choose.below(5)];
     c.mix += ", soft-cap";
   }

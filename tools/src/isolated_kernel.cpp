@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -24,18 +25,35 @@ namespace {
 
 constexpr uint32_t kRequest = 0x41544351, kAnswer = 0x41544341, kFault = 0x41544346;
 constexpr uint8_t kCanary = 0xA5;
-const char* const kBufferNames[] = {"q", "k", "v", "allow", "out"};
-enum Buffer { Q, K, V, ALLOW, OUT, kBuffers };
+const char* const kBufferNames[] = {"q", "k", "v", "allow", "kv_lens", "bias", "out", "lse"};
+enum Buffer { Q, K, V, ALLOW, KV_LENS, BIAS, OUT, LSE, kBuffers };
+constexpr Buffer kFirstOutput = OUT;  // the buffers from OUT on are written; the others read-only
 
-// The problem as it crosses the pipe: ABI v1's fields, then q, k, v, allow (if any) bytes.
+// The problem as it crosses the pipe: the contract's fields, then the bytes of q, k, v and of
+// allow, kv_lens and bias when present. The child hands them to the plugin through its ABI (v1:
+// key lengths folded into the allow mask).
 struct Request {
   uint32_t magic;
-  uint32_t f64;  // which entry point: the problem's precision (ABI v1 has float32 and float64)
-  int64_t B, H, Tq, Tk, dk, dv;
-  int32_t causal;
-  double scale;
-  uint8_t has_allow;
+  uint32_t f64;  // the problem's precision: float32 or float64
+  int64_t B, H, H_kv, Tq, Tk, dk, dv;
+  int32_t causal, window_left, window_right;
+  double scale, softcap;
+  uint8_t has_allow, has_kv_lens, has_bias, want_lse;
 };
+
+// Each buffer's bytes for a request: q, k, v, allow, kv_lens, bias, out, lse.
+void buffer_sizes(const Request& r, size_t (&sizes)[kBuffers]) {
+  const size_t e = r.f64 ? sizeof(double) : sizeof(float), bh = size_t(r.B * r.H), bkv = size_t(r.B * r.H_kv);
+  const size_t all[kBuffers] = {bh * r.Tq * r.dk * e,
+                                bkv * r.Tk * r.dk * e,
+                                bkv * r.Tk * r.dv * e,
+                                r.has_allow ? size_t(r.B * r.Tq * r.Tk) : 0,
+                                r.has_kv_lens ? size_t(r.B) * sizeof(int32_t) : 0,
+                                r.has_bias ? bh * r.Tq * r.Tk * e : 0,
+                                bh * r.Tq * r.dv * e,
+                                r.want_lse ? bh * r.Tq * e : 0};
+  std::copy(std::begin(all), std::end(all), sizes);
+}
 
 // The answer: the plugin's status and a stray-write report, then out's bytes; or, from the
 // child's SIGSEGV handler, a fault naming the buffer.
@@ -126,7 +144,7 @@ void on_fault(int signal, siginfo_t* info, void*) {
     if (address >= g->base && address < g->pages) fault = {kFault, signal, b, 0, {}};
     if (address >= g->pages + g->data_pages_bytes && address < g->pages + g->data_pages_bytes + g->page)
       fault = {kFault, signal, b, 1, {}};
-    if (address >= g->pages && address < g->pages + g->data_pages_bytes && b != OUT) fault = {kFault, signal, b, 2, {}};
+    if (address >= g->pages && address < g->pages + g->data_pages_bytes && b < kFirstOutput) fault = {kFault, signal, b, 2, {}};
   }
   ssize_t ignored = write(g_answer_fd, &fault, sizeof fault);
   (void)ignored;
@@ -136,8 +154,9 @@ void on_fault(int signal, siginfo_t* info, void*) {
 
 [[noreturn]] void child_main(const std::string& which, int requests, int answers) {
   g_answer_fd = answers;
-  // The load report: ok, has_f64, the floating-point mode before and after loading, then the
-  // reason's length and text. The mode the library leaves is kept: it is what a program gets.
+  // The load report: ok, the ABI version and capabilities, the floating-point mode before and after
+  // loading, then the reason's length and text. The mode the library leaves is kept: it is what a
+  // program gets.
   Plugin plugin;
   std::string error;
   const FpMode before = current_fp_mode();
@@ -147,10 +166,10 @@ void on_fault(int signal, siginfo_t* info, void*) {
     error = e.what();
   }
   const FpMode modes[2] = {before, current_fp_mode()};
-  const uint8_t report[2] = {uint8_t(error.empty()), uint8_t(plugin.forward_f64 != nullptr)};
+  const uint32_t report[3] = {uint32_t(error.empty()), uint32_t(plugin.version), plugin.capabilities};
   const uint32_t length = uint32_t(error.size());
-  if (!write_all(answers, report, 2) || !write_all(answers, modes, sizeof modes) || !write_all(answers, &length, 4) ||
-      !write_all(answers, error.data(), length))
+  if (!write_all(answers, report, sizeof report) || !write_all(answers, modes, sizeof modes) ||
+      !write_all(answers, &length, 4) || !write_all(answers, error.data(), length))
     _exit(0);
   if (!error.empty()) _exit(0);
 
@@ -163,32 +182,55 @@ void on_fault(int signal, siginfo_t* info, void*) {
   Request r;
   for (uint64_t call = 0; read_all(requests, &r, sizeof r); ++call) {
     if (r.magic != kRequest) _exit(71);
-    const size_t e = r.f64 ? sizeof(double) : sizeof(float), bh = size_t(r.B * r.H);
-    const size_t sizes[kBuffers] = {bh * r.Tq * r.dk * e, bh * r.Tk * r.dk * e, bh * r.Tk * r.dv * e,
-                                    r.has_allow ? size_t(r.B * r.Tq * r.Tk) : 0, bh * r.Tq * r.dv * e};
+    size_t sizes[kBuffers];
+    buffer_sizes(r, sizes);
+    const size_t e = r.f64 ? sizeof(double) : sizeof(float);
     const bool at_start = call % 2 == 1;
     Guarded q(sizes[Q], at_start), k(sizes[K], at_start), v(sizes[V], at_start), allow(sizes[ALLOW], at_start),
-        out(sizes[OUT], at_start);
-    Guarded* all[kBuffers] = {&q, &k, &v, &allow, &out};
-    for (int b = 0; b < OUT; ++b) {
+        kv_lens(sizes[KV_LENS], at_start), bias(sizes[BIAS], at_start), out(sizes[OUT], at_start),
+        lse(sizes[LSE], at_start);
+    Guarded* all[kBuffers] = {&q, &k, &v, &allow, &kv_lens, &bias, &out, &lse};
+    for (int b = 0; b < kFirstOutput; ++b) {
       if (!read_all(requests, all[b]->data, sizes[b])) _exit(0);
       all[b]->read_only();
     }
     // Unwritten outputs read as NaN.
     const float nan_f = std::numeric_limits<float>::quiet_NaN();
     const double nan_d = std::numeric_limits<double>::quiet_NaN();
-    for (size_t n = 0; n < sizes[OUT]; n += e) std::memcpy(out.data + n, r.f64 ? (const void*)&nan_d : &nan_f, e);
+    for (Guarded* written : {&out, &lse})
+      for (size_t n = 0; n < written->n; n += e) std::memcpy(written->data + n, r.f64 ? (const void*)&nan_d : &nan_f, e);
 
-    const attncheck_problem problem{int32_t(r.B), int32_t(r.H), int32_t(r.Tq), int32_t(r.Tk), int32_t(r.dk),
-                                    int32_t(r.dv), q.data, k.data, v.data, r.has_allow ? allow.data : nullptr,
-                                    r.causal, r.scale, out.data};
+    auto call_plugin = [&](auto zero) {
+      using T = decltype(zero);
+      Problem<T> p;
+      p.shape = {r.B, r.H, r.Tq, r.Tk, r.dk, r.dv, r.H_kv};
+      p.q = reinterpret_cast<const T*>(q.data);
+      p.k = reinterpret_cast<const T*>(k.data);
+      p.v = reinterpret_cast<const T*>(v.data);
+      p.masks = {r.has_allow ? allow.data : nullptr, Causal(r.causal),
+                 r.has_kv_lens ? reinterpret_cast<const int32_t*>(kv_lens.data) : nullptr, r.window_left, r.window_right};
+      p.bias = r.has_bias ? reinterpret_cast<const T*>(bias.data) : nullptr;
+      p.scale = r.scale;
+      p.softcap = r.softcap;
+      T* out_data = reinterpret_cast<T*>(out.data);
+      if (plugin.version == 1) {
+        std::vector<uint8_t> folded;  // key lengths folded into the allow mask
+        const attncheck_problem v1 = to_abi(p, out_data, folded);
+        return (r.f64 ? plugin.forward_f64 : plugin.forward_f32)(&v1);
+      }
+      const attncheck_problem_v2 v2 = to_abi_v2(p, out_data, r.want_lse ? reinterpret_cast<T*>(lse.data) : nullptr);
+      return plugin.forward_v2(&v2);
+    };
     for (int b = 0; b < kBuffers; ++b) g_buffers[b] = all[b];
-    const int32_t status = (r.f64 ? plugin.forward_f64 : plugin.forward_f32)(&problem);
+    const int32_t status = r.f64 ? call_plugin(0.0) : call_plugin(0.0f);
     for (int b = 0; b < kBuffers; ++b) g_buffers[b] = nullptr;
 
-    const int damage = out.damaged();
-    const Answer answer{kAnswer, status, damage < 0 ? -1 : OUT, damage, current_fp_mode()};
-    if (!write_all(answers, &answer, sizeof answer) || !write_all(answers, out.data, sizes[OUT])) _exit(0);
+    const int out_damage = out.damaged(), lse_damage = lse.damaged();
+    const Answer answer{kAnswer, status, out_damage >= 0 ? OUT : lse_damage >= 0 ? LSE : -1,
+                        out_damage >= 0 ? out_damage : lse_damage, current_fp_mode()};
+    if (!write_all(answers, &answer, sizeof answer) || !write_all(answers, out.data, sizes[OUT]) ||
+        !write_all(answers, lse.data, sizes[LSE]))
+      _exit(0);
   }
   _exit(0);
 }
@@ -235,14 +277,14 @@ void IsolatedKernel::start() {
   close(answers[1]);
   to_child_ = requests[1];
   from_child_ = answers[0];
-  uint8_t report[2];
+  uint32_t report[3];
   FpMode modes[2];
   uint32_t length = 0;
   if (!readable_within(from_child_, timeout_)) {
     stop();
     throw std::runtime_error(which_ + ": hung while loading (no answer within the case timeout)");
   }
-  if (!read_all(from_child_, report, 2) || !read_all(from_child_, modes, sizeof modes) ||
+  if (!read_all(from_child_, report, sizeof report) || !read_all(from_child_, modes, sizeof modes) ||
       !read_all(from_child_, &length, 4) || length > 4096) {
     const Outcome dead = fate("loading the plugin");
     throw std::runtime_error(which_ + ": " + dead.detail);
@@ -253,7 +295,8 @@ void IsolatedKernel::start() {
     stop();
     throw std::runtime_error(error);
   }
-  has_f64_ = report[1];
+  version_ = int32_t(report[1]);
+  capabilities_ = report[2];
   mode_ = modes[1];
   if (fp_mode_finding_.empty()) fp_mode_finding_ = fp_mode_finding_at_load(modes[0], modes[1]);
 }
@@ -276,25 +319,34 @@ Outcome IsolatedKernel::fate(const char* waiting_for) {
 }
 
 template <class T>
-Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out) {
-  // c: Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv] (ABI v1: H_kv = H), allow [B,Tq,Tk]; out [B,H,Tq,dv].
+Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out, std::vector<T>* lse) {
+  // c: Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], allow [B,Tq,Tk], key lengths [B], bias
+  // [B,H,Tq,Tk]; out [B,H,Tq,dv] and, when asked, lse [B,H,Tq].
   if (child_ < 0) start();
   const Shape& s = c.shape;
-  std::vector<uint8_t> allow;
-  std::vector<T> unused(1);
-  const attncheck_problem abi = to_abi(c.problem(), unused.data(), allow);
-  const size_t allow_bytes = abi.allow ? size_t(s.allow_size()) : 0;
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "plugin ABI v1 carries float32 and float64");
-  // A case that does not fill its shape is the harness's fault: say so, never blame the kernel.
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "the child carries float32 and float64");
+  // A case that does not fill its shape, or asks what the plugin does not take, is the harness's
+  // fault: say so, never blame the kernel.
   if (int64_t(c.q.size()) != s.q_size() || int64_t(c.k.size()) != s.k_size() || int64_t(c.v.size()) != s.v_size())
     throw std::logic_error("a case whose tensors do not fit its shape");
-  const Request request{kRequest, uint32_t(std::is_same_v<T, double>), s.B, s.H, s.Tq, s.Tk, s.dk, s.dv,
-                        abi.causal, abi.scale, uint8_t(abi.allow != nullptr)};
-  const bool sent = write_all(to_child_, &request, sizeof request) &&
-                    write_all(to_child_, c.q.data(), c.q.size() * sizeof(T)) &&
-                    write_all(to_child_, c.k.data(), c.k.size() * sizeof(T)) &&
-                    write_all(to_child_, c.v.data(), c.v.size() * sizeof(T)) &&
-                    (allow_bytes == 0 || write_all(to_child_, abi.allow, allow_bytes));
+  const bool v1 = version_ == 1;
+  if (v1 && (s.kv_heads() != s.H || !c.bias.empty() || c.window_left >= 0 || c.window_right >= 0 || c.softcap != 0 ||
+             lse))
+    throw std::logic_error("a case beyond plugin ABI v1 for a v1 plugin");
+  const Request request{kRequest,        uint32_t(std::is_same_v<T, double>),
+                        s.B,             s.H,
+                        s.kv_heads(),    s.Tq,
+                        s.Tk,            s.dk,
+                        s.dv,            int32_t(c.causal),
+                        int32_t(c.window_left), int32_t(c.window_right),
+                        c.scale,         c.softcap,
+                        uint8_t(!c.allow.empty()), uint8_t(!c.key_lengths.empty()),
+                        uint8_t(!c.bias.empty()),  uint8_t(lse != nullptr)};
+  size_t sizes[kBuffers];
+  buffer_sizes(request, sizes);
+  const void* inputs[kFirstOutput] = {c.q.data(), c.k.data(), c.v.data(), c.allow.data(), c.key_lengths.data(), c.bias.data()};
+  bool sent = write_all(to_child_, &request, sizeof request);
+  for (int b = 0; b < kFirstOutput && sent; ++b) sent = sizes[b] == 0 || write_all(to_child_, inputs[b], sizes[b]);
   if (!sent) return fate("reading its input");
 
   if (!readable_within(from_child_, timeout_)) {
@@ -314,22 +366,25 @@ Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out) {
     return dead;
   }
   out.resize(size_t(s.out_size()));
-  if (answer.magic != kAnswer || !read_all(from_child_, out.data(), out.size() * sizeof(T)))
+  if (lse) lse->resize(size_t(s.lse_size()));
+  if (answer.magic != kAnswer || !read_all(from_child_, out.data(), sizes[OUT]) ||
+      (lse && !read_all(from_child_, lse->data(), sizes[LSE])))
     return fate("returning its output");
   if (fp_mode_finding_.empty())
-    fp_mode_finding_ = fp_mode_finding_in_call(std::is_same_v<T, float> ? "attncheck_forward_f32" : "attncheck_forward_f64",
+    fp_mode_finding_ = fp_mode_finding_in_call(v1 ? (std::is_same_v<T, float> ? "attncheck_forward_f32" : "attncheck_forward_f64")
+                                                  : "attncheck_forward_v2",
                                                mode_, answer.mode);
   mode_ = answer.mode;
-  if (answer.buffer == OUT)
+  if (answer.buffer == OUT || answer.buffer == LSE)
     return {Outcome::stray_write, 0,
-            std::string("wrote outside its output: ") + (answer.where == 0 ? "before the start of out" : "past the end of out") +
-                " (canary bytes changed)"};
+            std::string("wrote outside its output: ") + (answer.where == 0 ? "before the start of " : "past the end of ") +
+                kBufferNames[answer.buffer] + " (canary bytes changed)"};
   if (answer.status != 0)
     return {Outcome::refused, answer.status, "refused a valid problem (returned " + std::to_string(answer.status) + ")"};
   return {};
 }
 
-template Outcome IsolatedKernel::run(const Case<float>&, std::vector<float>&);
-template Outcome IsolatedKernel::run(const Case<double>&, std::vector<double>&);
+template Outcome IsolatedKernel::run(const Case<float>&, std::vector<float>&, std::vector<float>*);
+template Outcome IsolatedKernel::run(const Case<double>&, std::vector<double>&, std::vector<double>*);
 
 }  // namespace attncheck

@@ -13,6 +13,7 @@ namespace attncheck {
 
 CaseLimits Kernel::limits(CaseLimits base) const {
   base.abi_only |= !full_contract;
+  if (!full_contract) base.capabilities &= plugin.capabilities;
   return base;
 }
 
@@ -53,18 +54,18 @@ int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out) 
     return 0;
   }
   const bool f32 = std::is_same_v<T, float>;
-  const auto forward = f32 ? kernel.plugin.forward_f32 : kernel.plugin.forward_f64;
-  if (!forward) return -1;
-  std::vector<uint8_t> allow;
-  const attncheck_problem abi = to_abi(problem, out.data(), allow);
+  const Plugin& plugin = kernel.plugin;
+  if (!(plugin.capabilities & (f32 ? ATTNCHECK_CAP_F32 : ATTNCHECK_CAP_F64))) return -1;
+  std::vector<uint8_t> allow;  // v1: key lengths folded in
+  const attncheck_problem v1 = plugin.version == 1 ? to_abi(problem, out.data(), allow) : attncheck_problem{};
+  const attncheck_problem_v2 v2 = to_abi_v2(problem, out.data(), (T*)nullptr);
   const FpMode caller = current_fp_mode();
   set_fp_mode(kernel.mode);
-  const int32_t status = forward(&abi);
+  const int32_t status = plugin.version == 1 ? (f32 ? plugin.forward_f32 : plugin.forward_f64)(&v1) : plugin.forward_v2(&v2);
   const FpMode after = current_fp_mode();
   set_fp_mode(caller);
   if (kernel.fp_mode_call_finding.empty())
-    kernel.fp_mode_call_finding =
-        fp_mode_finding_in_call(f32 ? "attncheck_forward_f32" : "attncheck_forward_f64", kernel.mode, after);
+    kernel.fp_mode_call_finding = fp_mode_finding_in_call(entry_point_name(plugin, f32), kernel.mode, after);
   return status;
 }
 

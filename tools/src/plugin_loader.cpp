@@ -7,21 +7,33 @@
 namespace attncheck {
 
 Plugin load_plugin(const std::string& which) {
-  if (which == "builtin") return {"builtin", &attncheck_forward_f32, &attncheck_forward_f64};
+  if (which == "builtin") return {"builtin", 2, attncheck_capabilities(), nullptr, nullptr, &attncheck_forward_v2};
 
   // The handle is never closed: a plugin's code must stay mapped for the whole run.
   void* handle = dlopen(which.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) throw std::runtime_error("cannot load plugin: " + std::string(dlerror()));
   auto version = reinterpret_cast<int32_t (*)()>(dlsym(handle, "attncheck_abi_version"));
   if (!version) throw std::runtime_error(which + ": no attncheck_abi_version symbol (is it an attncheck plugin?)");
-  if (const int32_t v = version(); v != ATTNCHECK_ABI_VERSION)
-    throw std::runtime_error(which + ": ABI version " + std::to_string(v) + ", this attncheck speaks version " +
-                             std::to_string(ATTNCHECK_ABI_VERSION));
-  Plugin plugin{which};
-  plugin.forward_f32 = reinterpret_cast<decltype(plugin.forward_f32)>(dlsym(handle, "attncheck_forward_f32"));
-  plugin.forward_f64 = reinterpret_cast<decltype(plugin.forward_f64)>(dlsym(handle, "attncheck_forward_f64"));
-  if (!plugin.forward_f32) throw std::runtime_error(which + ": no attncheck_forward_f32 symbol (it is required)");
-  return plugin;
+  Plugin plugin{which, version()};
+  if (plugin.version == ATTNCHECK_ABI_VERSION) {
+    plugin.forward_f32 = reinterpret_cast<decltype(plugin.forward_f32)>(dlsym(handle, "attncheck_forward_f32"));
+    plugin.forward_f64 = reinterpret_cast<decltype(plugin.forward_f64)>(dlsym(handle, "attncheck_forward_f64"));
+    if (!plugin.forward_f32) throw std::runtime_error(which + ": no attncheck_forward_f32 symbol (it is required)");
+    plugin.capabilities = kAbiV1Capabilities | (plugin.forward_f64 ? ATTNCHECK_CAP_F64 : 0u);
+    return plugin;
+  }
+  if (plugin.version == ATTNCHECK_ABI_VERSION_2) {
+    auto capabilities = reinterpret_cast<uint32_t (*)()>(dlsym(handle, "attncheck_capabilities"));
+    plugin.forward_v2 = reinterpret_cast<decltype(plugin.forward_v2)>(dlsym(handle, "attncheck_forward_v2"));
+    if (!capabilities || !plugin.forward_v2)
+      throw std::runtime_error(which + ": ABI version 2 without attncheck_capabilities and attncheck_forward_v2");
+    plugin.capabilities = capabilities();
+    if (!(plugin.capabilities & (ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64)))
+      throw std::runtime_error(which + ": claims neither f32 nor f64, the formats this attncheck checks");
+    return plugin;
+  }
+  throw std::runtime_error(which + ": ABI version " + std::to_string(plugin.version) +
+                           ", this attncheck speaks versions 1 and 2");
 }
 
 }  // namespace attncheck

@@ -1,4 +1,5 @@
-// Plugin ABI v1: the built-in implementation through it, and each way loading must fail clearly.
+// Plugin ABIs v1 and v2: the built-in implementation through v2, a v1 plugin and its v2 twin
+// agreeing, and each way loading must fail clearly.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -6,6 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "attncheck/abi.hpp"
 #include "attncheck/attention.hpp"
 #include "attncheck/plugin_loader.hpp"
 
@@ -44,43 +46,84 @@ struct AbiCase {
   }
 };
 
+// The case through ABI v2, with grouped KV heads (H 3, H_kv 1: every query head reads the first
+// head's keys and values) and key lengths, against the C++ API, out and lse.
 template <class T>
-void expect_same_as_direct(int32_t (*forward)(const attncheck_problem*)) {
+void expect_v2_same_as_direct(const Plugin& plugin) {
   AbiCase<T> c;
-  std::vector<T> via_abi(2 * 3 * 4 * 7, -1), direct;
-  c.abi.out = via_abi.data();
-  ASSERT_EQ(forward(&c.abi), 0);
-  c.direct(direct);
-  EXPECT_EQ(std::memcmp(via_abi.data(), direct.data(), direct.size() * sizeof(T)), 0);
+  const std::vector<int32_t> lengths = {5, 3};
+  Problem<T> p;
+  p.shape = {2, 3, 4, 5, 6, 7, 1};
+  p.q = c.q.data();
+  p.k = c.k.data();
+  p.v = c.v.data();
+  p.masks = {c.allow.data(), Causal::lower_right, lengths.data()};
+  std::vector<T> out(2 * 3 * 4 * 7, -1), lse(2 * 3 * 4, -1), direct_out(out.size()), direct_lse(lse.size());
+  const attncheck_problem_v2 abi = to_abi_v2(p, out.data(), lse.data());
+  ASSERT_EQ(plugin.forward_v2(&abi), 0);
+  attention(p, Result<T>{direct_out.data(), nullptr, direct_lse.data()});
+  EXPECT_EQ(std::memcmp(out.data(), direct_out.data(), out.size() * sizeof(T)), 0);
+  EXPECT_EQ(std::memcmp(lse.data(), direct_lse.data(), lse.size() * sizeof(T)), 0);
 }
 
 TEST(PluginLoader, BuiltinInProcessMatchesTheCppApiBitForBit) {
   const Plugin plugin = load_plugin("builtin");
-  expect_same_as_direct<float>(plugin.forward_f32);
-  expect_same_as_direct<double>(plugin.forward_f64);
+  EXPECT_EQ(plugin.version, 2);
+  expect_v2_same_as_direct<float>(plugin);
+  expect_v2_same_as_direct<double>(plugin);
 }
 
 TEST(PluginLoader, BuiltinSharedLibraryMatchesTheCppApiBitForBit) {
   const Plugin plugin = load_plugin(BUILTIN_SO);
-  ASSERT_NE(plugin.forward_f64, nullptr);
-  expect_same_as_direct<float>(plugin.forward_f32);
-  expect_same_as_direct<double>(plugin.forward_f64);
+  ASSERT_TRUE(plugin.has_f64());
+  EXPECT_TRUE(plugin.capabilities & ATTNCHECK_CAP_LSE);
+  expect_v2_same_as_direct<float>(plugin);
+  expect_v2_same_as_direct<double>(plugin);
+}
+
+// A v1 plugin still loads and computes: the two-pass variant through v1 and through v2 agree.
+TEST(PluginLoader, AbiV1PluginAndItsV2TwinAgree) {
+  const Plugin v1 = load_plugin(TWO_PASS_V1_SO), v2 = load_plugin(TWO_PASS_SO);
+  EXPECT_EQ(v1.version, 1);
+  EXPECT_EQ(v1.capabilities, kAbiV1Capabilities | ATTNCHECK_CAP_F64);
+  AbiCase<float> c;
+  std::vector<float> by_v1(2 * 3 * 4 * 7, -1), by_v2(by_v1.size(), -2);
+  c.abi.out = by_v1.data();
+  ASSERT_EQ(v1.forward_f32(&c.abi), 0);
+  Problem<float> p = from_abi<float>(c.abi);
+  const attncheck_problem_v2 abi = to_abi_v2(p, by_v2.data(), (float*)nullptr);
+  ASSERT_EQ(v2.forward_v2(&abi), 0);
+  EXPECT_EQ(std::memcmp(by_v1.data(), by_v2.data(), by_v1.size() * sizeof(float)), 0);
 }
 
 TEST(PluginLoader, BuiltinRefusesMalformedProblems) {
   const Plugin plugin = load_plugin(BUILTIN_SO);
   AbiCase<float> c;
   std::vector<float> out(2 * 3 * 4 * 7);
-  c.abi.out = out.data();
-  c.abi.d_k = 0;
-  EXPECT_NE(plugin.forward_f32(&c.abi), 0);
-  c.abi.d_k = 6;
-  c.abi.causal = 7;
-  EXPECT_NE(plugin.forward_f32(&c.abi), 0);
-  c.abi.causal = 0;
-  c.abi.out = nullptr;
-  EXPECT_NE(plugin.forward_f32(&c.abi), 0);
-  EXPECT_NE(plugin.forward_f32(nullptr), 0);
+  attncheck_problem_v2 abi = to_abi_v2(from_abi<float>(c.abi), out.data(), (float*)nullptr);
+  const attncheck_problem_v2 good = abi;
+  abi.d_k = 0;
+  EXPECT_NE(plugin.forward_v2(&abi), 0);
+  abi = good;
+  abi.causal = 7;
+  EXPECT_NE(plugin.forward_v2(&abi), 0);
+  abi = good;
+  abi.kv_heads = 2;  // does not divide 3
+  EXPECT_NE(plugin.forward_v2(&abi), 0);
+  abi = good;
+  abi.window_left = -2;
+  EXPECT_NE(plugin.forward_v2(&abi), 0);
+  abi = good;
+  abi.dtype = ATTNCHECK_BF16;  // a format it does not claim
+  EXPECT_EQ(plugin.forward_v2(&abi), 4);
+  abi = good;
+  abi.size = 8;  // older than the layout it reads
+  EXPECT_NE(plugin.forward_v2(&abi), 0);
+  abi = good;
+  abi.out = nullptr;
+  EXPECT_NE(plugin.forward_v2(&abi), 0);
+  EXPECT_NE(plugin.forward_v2(nullptr), 0);
+  EXPECT_EQ(plugin.forward_v2(&good), 0);
 }
 
 // The reason load_plugin gives for `path`, or "" if it loaded.
@@ -97,7 +140,7 @@ TEST(PluginLoader, EachLoadingFaultHasAOneLineReason) {
   const std::pair<std::string, std::string> cases[] = {
       {"/nonexistent/plugin.so", "cannot load plugin"},
       {NOT_A_PLUGIN_SO, "no attncheck_abi_version"},
-      {WRONG_VERSION_SO, "ABI version 2"},
+      {WRONG_VERSION_SO, "ABI version 2 without attncheck_capabilities"},
       {NO_FORWARD_SO, "no attncheck_forward_f32"},
   };
   for (const auto& [path, reason] : cases) {

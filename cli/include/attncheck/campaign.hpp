@@ -36,6 +36,7 @@ struct Finding {
   std::string case_text;
   std::vector<uint64_t> kept_choices;
   bool ladder = false;  // the run drew from the size ladder (every round but the first): `choices` decode through it
+  uint32_t capabilities = ~0u;  // and with these features (ABI v2's bits; a format-1 file: ABI v1's)
 };
 
 struct CampaignResult {

@@ -1,5 +1,5 @@
-/* attncheck plugin ABI v1: the C interface through which attncheck checks an attention kernel.
- * This struct layout and these symbol names are fixed: users compile against them.
+/* attncheck plugin ABIs v1 and v2: the C interface through which attncheck checks an attention
+ * kernel. These struct layouts and symbol names are fixed: users compile against them.
  * Shapes use attncheck's one vocabulary: B batch, H heads, Tq queries, Tk keys,
  * dk query/key width, dv value width. A query row with no permitted key gets output 0. */
 #ifndef ATTNCHECK_PLUGIN_H
@@ -24,9 +24,49 @@ typedef struct attncheck_problem {
   void *out;              /* [B][H][Tq][dv], written by the implementation */
 } attncheck_problem;
 
-int32_t attncheck_abi_version(void);                        /* returns 1 */
+int32_t attncheck_abi_version(void);                        /* returns 1 (2 for ABI v2, below) */
 int32_t attncheck_forward_f32(const attncheck_problem *p);  /* required; 0 = ok, non-zero = refused */
 int32_t attncheck_forward_f64(const attncheck_problem *p);  /* optional */
+
+/* ---- ABI v2: formats, grouped KV heads, windows, soft-caps, bias, key lengths, the log-sum-exp.
+ * A v2 plugin returns 2 from attncheck_abi_version and exports attncheck_capabilities and
+ * attncheck_forward_v2 (the v1 entry points are then not read). A key is permitted when every mask
+ * permits it (allow, kv_lens, causal, window, a bias that is not -inf). A row with no permitted key
+ * gets out 0 and lse -inf; a row with a NaN or +inf permitted score gets out NaN and lse NaN. */
+#define ATTNCHECK_ABI_VERSION_2 2
+
+enum { ATTNCHECK_F32 = 0, ATTNCHECK_F64 = 1, ATTNCHECK_F16 = 2, ATTNCHECK_BF16 = 3 };
+enum {                                   /* bits of attncheck_capabilities() */
+  ATTNCHECK_CAP_F32 = 1u << 0, ATTNCHECK_CAP_F64 = 1u << 1, ATTNCHECK_CAP_F16 = 1u << 2, ATTNCHECK_CAP_BF16 = 1u << 3,
+  ATTNCHECK_CAP_ALLOW = 1u << 4,         /* allow mask */
+  ATTNCHECK_CAP_CAUSAL = 1u << 5,        /* both alignments */
+  ATTNCHECK_CAP_KV_LENS = 1u << 6,
+  ATTNCHECK_CAP_GQA = 1u << 7,           /* kv_heads < heads */
+  ATTNCHECK_CAP_WINDOW = 1u << 8,
+  ATTNCHECK_CAP_SOFTCAP = 1u << 9,
+  ATTNCHECK_CAP_BIAS = 1u << 10,
+  ATTNCHECK_CAP_LSE = 1u << 11,
+  ATTNCHECK_CAP_BACKWARD = 1u << 12      /* attncheck_backward_v2, the gradient issue */
+};
+typedef struct attncheck_problem_v2 {
+  int32_t size;                /* sizeof(attncheck_problem_v2) as the checker was built; later versions only append fields */
+  int32_t dtype;               /* of q, k, v, bias, out; F16 and BF16 are uint16_t bit patterns */
+  int32_t batch, heads, kv_heads, q_len, kv_len, d_k, d_v;   /* heads % kv_heads == 0; query head h reads KV head h / (heads / kv_heads) */
+  const void *q;               /* [B][H][Tq][dk], contiguous, row-major */
+  const void *k;               /* [B][H_kv][Tk][dk] */
+  const void *v;               /* [B][H_kv][Tk][dv] */
+  const uint8_t *allow;        /* [B][Tq][Tk], shared by all heads; nonzero = may attend; NULL = all */
+  const int32_t *kv_lens;      /* [B]: keys j >= kv_lens[b] are padding; NULL = none */
+  const void *bias;            /* [B][H][Tq][Tk] in dtype, added after the soft-cap; -inf forbids; NULL = none */
+  int32_t causal;              /* 0 none, 1 upper-left (j <= i), 2 lower-right (j <= i + Tk - Tq) */
+  int32_t window_left, window_right;  /* -1 = unbounded; else key j needs i + Tk - Tq - window_left <= j <= i + Tk - Tq + window_right (FlashAttention's inclusive convention) */
+  double scale;                /* 0 = 1/sqrt(d_k) */
+  double softcap;              /* 0 = none; else score = softcap * tanh(scale * q.k / softcap), before bias and masks */
+  void *out;                   /* [B][H][Tq][dv] in dtype */
+  void *lse;                   /* [B][H][Tq] natural-log log-sum-exp of the row's permitted scores, float (double when dtype is F64); -inf for an empty row; NULL = not asked */
+} attncheck_problem_v2;
+uint32_t attncheck_capabilities(void);
+int32_t  attncheck_forward_v2(const attncheck_problem_v2 *p);   /* 0 = ok; anything else for a problem within its capabilities is a finding */
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,6 @@
-// Exporting a C++ attention function as a plugin through ABI v1: the built-in implementation and
-// the variants of impl/variants are loaded exactly as a user's kernel is.
+// Exporting a C++ attention function as a plugin, loaded exactly as a user's kernel is: the
+// built-in implementation and the variants of impl/variants, through ABI v2 (or v1, for the one
+// variant that keeps v1 under test).
 #pragma once
 
 #include <exception>
@@ -17,23 +18,53 @@ int32_t forward_through_abi(const attncheck_problem* p, Compute compute) {
   T* out = static_cast<T*>(p->out);
   if (!problem_error(problem, Result<T>{out}).empty()) return 2;
   try {
-    compute(problem, out);
+    compute(problem, Result<T>{out});
   } catch (const std::exception&) {
     return 3;
   }
   return 0;
 }
 
+// The body of attncheck_forward_v2: as above, and 4 for a format the plugin does not claim.
+template <class Compute>
+int32_t forward_through_abi_v2(const attncheck_problem_v2* p, uint32_t capabilities, Compute compute) {
+  if (!p) return 1;
+  if (p->size < int32_t(sizeof(attncheck_problem_v2))) return 2;
+  auto run = [&](auto zero) -> int32_t {
+    using T = decltype(zero);
+    const Problem<T> problem = from_abi_v2<T>(*p);
+    const Result<T> result{static_cast<T*>(p->out), nullptr, static_cast<T*>(p->lse)};
+    if (!problem_error(problem, result).empty()) return 2;
+    try {
+      compute(problem, result);
+    } catch (const std::exception&) {
+      return 3;
+    }
+    return 0;
+  };
+  if (p->dtype == ATTNCHECK_F32 && (capabilities & ATTNCHECK_CAP_F32)) return run(0.0f);
+  if (p->dtype == ATTNCHECK_F64 && (capabilities & ATTNCHECK_CAP_F64)) return run(0.0);
+  return 4;
+}
+
 }  // namespace attncheck
 
-// Defines the three ABI v1 symbols around COMPUTE, a generic callable (problem, out).
-#define ATTNCHECK_EXPORT_PLUGIN(COMPUTE)                                                             \
-  extern "C" __attribute__((visibility("default"))) int32_t attncheck_abi_version(void) {           \
-    return ATTNCHECK_ABI_VERSION;                                                                    \
-  }                                                                                                  \
-  extern "C" __attribute__((visibility("default"))) int32_t attncheck_forward_f32(const attncheck_problem* p) { \
-    return attncheck::forward_through_abi<float>(p, COMPUTE);                                        \
-  }                                                                                                  \
-  extern "C" __attribute__((visibility("default"))) int32_t attncheck_forward_f64(const attncheck_problem* p) { \
-    return attncheck::forward_through_abi<double>(p, COMPUTE);                                       \
+#define ATTNCHECK_EXPORT extern "C" __attribute__((visibility("default")))
+
+// Defines the three ABI v1 symbols around COMPUTE, a generic callable (problem, Result).
+#define ATTNCHECK_EXPORT_PLUGIN(COMPUTE)                                                     \
+  ATTNCHECK_EXPORT int32_t attncheck_abi_version(void) { return ATTNCHECK_ABI_VERSION; }     \
+  ATTNCHECK_EXPORT int32_t attncheck_forward_f32(const attncheck_problem* p) {               \
+    return attncheck::forward_through_abi<float>(p, COMPUTE);                                \
+  }                                                                                          \
+  ATTNCHECK_EXPORT int32_t attncheck_forward_f64(const attncheck_problem* p) {               \
+    return attncheck::forward_through_abi<double>(p, COMPUTE);                               \
+  }
+
+// Defines the three ABI v2 symbols around COMPUTE (as above) claiming CAPABILITIES.
+#define ATTNCHECK_EXPORT_PLUGIN_V2(COMPUTE, CAPABILITIES)                                     \
+  ATTNCHECK_EXPORT int32_t attncheck_abi_version(void) { return ATTNCHECK_ABI_VERSION_2; }   \
+  ATTNCHECK_EXPORT uint32_t attncheck_capabilities(void) { return (CAPABILITIES); }         \
+  ATTNCHECK_EXPORT int32_t attncheck_forward_v2(const attncheck_problem_v2* p) {             \
+    return attncheck::forward_through_abi_v2(p, (CAPABILITIES), COMPUTE);                    \
   }

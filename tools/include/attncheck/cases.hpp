@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "attncheck/contract.hpp"
+#include "attncheck/plugin.h"
 
 namespace attncheck {
 
@@ -37,7 +38,10 @@ double standard_normal(Chooser& choose);
 struct CaseLimits {
   int64_t max_batch = 3, max_heads = 3, max_len = 24, max_width = 24;
   int64_t min_heads = 1, min_len = 1;  // Tq and Tk at least min_len
-  bool abi_only = false;  // only what plugin ABI v1 carries: no bias, the zero empty-row policy
+  bool abi_only = false;  // through a plugin: the zero empty-row policy only
+  // What the cases may use, in ABI v2's capability bits (plugin.h): an allow mask, causal masks, key
+  // lengths, a window, a soft-cap, a bias; all of them unless a plugin's capabilities say less.
+  uint32_t capabilities = ~0u;
   // The size ladder: when ladder_len > 0, one case in three is large, Tq and Tk from kLengthLadder
   // up to ladder_len (or between two rungs), dk and dv from kWidthLadder up to ladder_width.
   // Off unless the runner asks (the campaign does); a property whose check costs more than a few

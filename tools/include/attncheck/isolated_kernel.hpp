@@ -13,6 +13,7 @@
 
 #include "attncheck/cases.hpp"
 #include "attncheck/fp_mode.hpp"
+#include "attncheck/plugin.h"
 
 namespace attncheck {
 
@@ -34,14 +35,18 @@ class IsolatedKernel {
   // Starts the child and loads the plugin there; throws std::runtime_error with the loader's
   // one-line reason (missing file, missing symbol, wrong version) or the child's fate.
   void start();
-  bool has_f64() const { return has_f64_; }
+  // The plugin's ABI version (1 or 2) and capabilities (ABI v2's bits; a v1 plugin's as loaded).
+  int32_t version() const { return version_; }
+  uint32_t capabilities() const { return capabilities_; }
+  bool has_f64() const { return capabilities_ & ATTNCHECK_CAP_F64; }
   // The first change the library made to the process's floating-point mode, as it loaded or in a
   // call, as a one-line finding; empty when it left the mode alone.
   const std::string& fp_mode_finding() const { return fp_mode_finding_; }
 
-  // Runs case c (what ABI v1 carries: key lengths folded into allow) into out [B,H,Tq,dv].
+  // Runs case c into out [B,H,Tq,dv] and, when lse is given (a v2 plugin claiming it), lse [B,H,Tq].
+  // A v1 plugin gets what ABI v1 carries (key lengths folded into allow).
   template <class T>
-  Outcome run(const Case<T>& c, std::vector<T>& out);
+  Outcome run(const Case<T>& c, std::vector<T>& out, std::vector<T>* lse = nullptr);
 
  private:
   void stop();
@@ -51,7 +56,8 @@ class IsolatedKernel {
   double timeout_;
   pid_t child_ = -1;
   int to_child_ = -1, from_child_ = -1;
-  bool has_f64_ = false;
+  int32_t version_ = 0;
+  uint32_t capabilities_ = 0;
   FpMode mode_;  // the child's floating-point mode as last reported
   std::string fp_mode_finding_;
 };

@@ -14,7 +14,7 @@
 namespace attncheck {
 
 // An implementation: the built-in one through its C++ API (the whole contract: bias, both
-// empty-row policies), or a plugin through ABI v1 (no bias, empty rows 0, f64 if it has one).
+// empty-row policies), or a plugin through ABI v1 or v2 (empty rows 0; what its capabilities say).
 // A plugin runs in the floating-point mode its loading left (what a program that links it gets);
 // the caller's own arithmetic (the oracle, the bound) always runs in the mode it had.
 struct Kernel {

@@ -1,4 +1,4 @@
-// Loading an attention implementation through plugin ABI v1.
+// Loading an attention implementation through plugin ABI v1 or v2.
 #pragma once
 
 #include <cstdint>
@@ -8,16 +8,32 @@
 
 namespace attncheck {
 
-// A loaded implementation: its name and its entry points.
+// What a v1 plugin can take, in ABI v2's capability bits: float32 (float64 with its entry point),
+// an allow mask, causal masks, and key lengths (folded into the allow mask it receives).
+inline constexpr uint32_t kAbiV1Capabilities =
+    ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_ALLOW | ATTNCHECK_CAP_CAUSAL | ATTNCHECK_CAP_KV_LENS;
+
+// A loaded implementation: its name, ABI version, capabilities and entry points.
 struct Plugin {
-  std::string name;                                       // "builtin" or the library's path
-  int32_t (*forward_f32)(const attncheck_problem*) = nullptr;
-  int32_t (*forward_f64)(const attncheck_problem*) = nullptr;  // null when the plugin has none
+  std::string name;  // "builtin" or the library's path
+  int32_t version = 1;
+  uint32_t capabilities = 0;                                   // ABI v2's bits (v1's: kAbiV1Capabilities, + F64)
+  int32_t (*forward_f32)(const attncheck_problem*) = nullptr;  // v1
+  int32_t (*forward_f64)(const attncheck_problem*) = nullptr;  // v1, null when the plugin has none
+  int32_t (*forward_v2)(const attncheck_problem_v2*) = nullptr;
+  bool has_f64() const { return capabilities & ATTNCHECK_CAP_F64; }
 };
 
-// "builtin" gives the built-in implementation linked into this program; anything else is a
-// shared library's path, opened with dlopen and checked for attncheck_abi_version() == 1 and
-// attncheck_forward_f32. Throws std::runtime_error with a one-line reason otherwise.
+// "builtin" gives the built-in implementation linked into this program (through ABI v2); anything
+// else is a shared library's path, opened with dlopen: attncheck_abi_version() 1 with
+// attncheck_forward_f32, or 2 with attncheck_capabilities and attncheck_forward_v2. Throws
+// std::runtime_error with a one-line reason otherwise.
 Plugin load_plugin(const std::string& which);
+
+// The entry point a call of the given precision goes through, for reports: attncheck_forward_f32,
+// attncheck_forward_f64 or attncheck_forward_v2.
+inline const char* entry_point_name(const Plugin& plugin, bool f32) {
+  return plugin.version == 1 ? (f32 ? "attncheck_forward_f32" : "attncheck_forward_f64") : "attncheck_forward_v2";
+}
 
 }  // namespace attncheck

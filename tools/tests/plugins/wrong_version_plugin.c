@@ -1,4 +1,5 @@
-/* A plugin that claims ABI version 2: loading it must fail with a clear reason. */
+/* A plugin that claims ABI version 2 with only v1's entry point: loading it must fail with a clear
+ * reason. */
 #include "attncheck/plugin.h"
 
 int32_t attncheck_abi_version(void) { return 2; }
