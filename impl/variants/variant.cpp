@@ -1,6 +1,7 @@
 #include "variant.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -126,8 +127,25 @@ void run(const Problem<T>& p, T* out, const Variant& v) {
     flipped.assign(size_t(s.allow_size()), 0);
     for (size_t n = 0; p.masks.allow && n < flipped.size(); ++n) flipped[n] = !p.masks.allow[n];
   }
+  // A window mutant takes the window out of the masks and reads it its own way (in_window, below).
+  const bool window_mutant = v.mutation == M::window_exclusive || v.mutation == M::window_excludes_current ||
+                             v.mutation == M::window_right_dropped || v.mutation == M::window_upper_left;
   const Masks masks{skip_padding ? nullptr : flipped.empty() ? p.masks.allow : flipped.data(), causal,
-                    skip_padding ? nullptr : p.masks.key_lengths, p.masks.window_left, p.masks.window_right};
+                    skip_padding ? nullptr : p.masks.key_lengths, window_mutant ? -1 : p.masks.window_left,
+                    window_mutant ? -1 : p.masks.window_right};
+  // The window mutant's reading of window (left, right) around the diagonal c = i + Tk - Tq: the
+  // contract's c - left <= j <= c + right with the right bound dropped (jax PR 39576), or c = i
+  // (ffpa-attn 300), or without the keys at the bounds (transformers 39408), or without c itself
+  // (onnxruntime 25927). Every key for a mutant with no window, as for the others.
+  auto in_window = [&](int64_t i, int64_t j) {
+    const int64_t left = p.masks.window_left, right = v.mutation == M::window_right_dropped ? -1 : p.masks.window_right;
+    if (!window_mutant || (left < 0 && right < 0)) return true;
+    const int64_t Tq = v.mutation == M::window_upper_left ? s.Tk : s.Tq;  // a diagonal through (0, 0)
+    const int64_t c = i + s.Tk - Tq;
+    const bool at_bound = (left >= 0 && j == c - left) || (right >= 0 && j == c + right);
+    return window_allows(left, right, i, j, Tq, s.Tk) && !(v.mutation == M::window_exclusive && at_bound) &&
+           !(v.mutation == M::window_excludes_current && j == c);
+  };
   const double sentinel = forbidden_score(v.mutation);
   // The dims of q.k: all dk, or the wide-head mutant's whole chunks of 32 (triton 621).
   const int64_t dims = v.mutation == M::head_dim_tail_dropped && s.dk > 64 ? s.dk / 32 * 32 : s.dk;
@@ -162,7 +180,16 @@ void run(const Problem<T>& p, T* out, const Variant& v) {
   std::vector<int64_t> keys;
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.H; ++h) {
-      const int64_t kv_h = v.mutation == M::shared_kv_heads ? 0 : h;  // the query head whose keys are read
+      // The KV head g that query head h reads: h / G, G = H / H_kv the group size; or the mutant's
+      // h % H_kv (onnx PR 7274), h / G' with G' the largest power of two <= G, clamped to the last
+      // KV head (llama.cpp 19115), or 0. K and V are read through kv_h = g G, the first query head
+      // of group g (k_at and v_at map a query head to its KV head).
+      const int64_t H_kv = s.kv_heads(), G = s.H / H_kv;
+      int64_t g = h / G;
+      if (v.mutation == M::gqa_heads_interleaved) g = h % H_kv;
+      if (v.mutation == M::gqa_group_power_of_two) g = std::min(h / int64_t(std::bit_floor(uint64_t(G))), H_kv - 1);
+      if (v.mutation == M::shared_kv_heads) g = 0;
+      const int64_t kv_h = g * G;
       auto v_jc = [&](int64_t j, int64_t col) { return A(p.v[s.v_at(b, kv_h, j) + col]); };
 
       // sums_c = sum_t x_t v_tc over t in [start, stop) (key keys[t]), for every column c: pairwise
@@ -182,13 +209,24 @@ void run(const Problem<T>& p, T* out, const Variant& v) {
         }
       };
 
+      // The soft-cap: cap tanh(x / cap), or the mutant's x tanh(x) (flash-attention 2402) or x (sglang
+      // 33915); x when there is none.
+      const A cap = A(p.softcap);
+      auto capped = [&](A x) {
+        if (p.softcap == 0 || v.mutation == M::softcap_ignored) return x;
+        return v.mutation == M::softcap_s_tanh_s ? x * std::tanh(x) : cap * std::tanh(x / cap);
+      };
+      // The cap-after-mask mutant masks before capping (flash-attention 1025): a masked key scores
+      // cap(-inf) + bias_ij = -cap + bias_ij, and only a bias of -inf forbids.
+      const bool mask_before_cap = v.mutation == M::softcap_after_mask && p.softcap != 0;
+
       // Scores of row i for keys [0, key_end): s_ij = cap(scale q_i . k_j) + bias_ij, -inf where
       // forbidden (or the mutant's sentinel).
       auto scores = [&](int64_t i, int64_t key_end, A* score_i) {
         for (int64_t j = 0; j < key_end; ++j) {
-          const bool allowed =
-              permits(masks, s, b, i, j) && !(p.bias && p.bias[s.scores_at(b, h, i) + j] == minus_inf);
-          if (!allowed) {
+          const bool masked = !permits(masks, s, b, i, j) || !in_window(i, j);
+          const bool bias_forbids = p.bias && p.bias[s.scores_at(b, h, i) + j] == minus_inf;
+          if (bias_forbids || (masked && !mask_before_cap)) {
             score_i[j] = std::isnan(sentinel) ? minus_inf : A(sentinel);
             continue;
           }
@@ -199,8 +237,7 @@ void run(const Problem<T>& p, T* out, const Variant& v) {
             const A q = v.prescale ? A(scale * A(q_i[k])) : A(q_i[k]);
             dot = v.fma ? std::fma(q, A(k_j[k]), dot) : dot + q * A(k_j[k]);
           }
-          score_i[j] = v.prescale ? dot : scale * dot;
-          if (p.softcap != 0) score_i[j] = A(p.softcap) * std::tanh(score_i[j] / A(p.softcap));
+          score_i[j] = capped(masked ? minus_inf : v.prescale ? dot : scale * dot);
           if (p.bias) score_i[j] += A(p.bias[s.scores_at(b, h, i) + j]);
         }
       };

@@ -52,6 +52,20 @@ enum class Mutation {
   running_sum_fp16_long_context,   // past 1024 keys the running normalizer l is kept in binary16, rounded
                                    // at every update, key by key (llama.cpp 13975: fp16 accumulators in
                                    // long contexts)
+  // Bugs of the features beyond ABI v1 (grouped KV heads, sliding windows, soft-caps):
+  gqa_heads_interleaved,    // query head h reads KV head h % H_kv: h0,h1,h0,h1 instead of h0,h0,h1,h1 (onnx PR 7274)
+  gqa_group_power_of_two,   // group size taken as the largest power of two <= H / H_kv, the KV head then
+                            // clamped to the last: right only for power-of-two groups (llama.cpp 19115)
+  window_exclusive,         // window bounds read as exclusive, one key short on each bounded side
+                            // (FlashAttention's inclusive convention misread: transformers 39408)
+  window_excludes_current,  // the diagonal key j = i + Tk - Tq left out of a window (onnxruntime 25927)
+  window_right_dropped,     // the window's right bound ignored (jax PR 39576)
+  window_upper_left,        // the window centred on j = i instead of i + Tk - Tq (ffpa-attn 300: causal and
+                            // window aligned differently); wrong only when Tq != Tk
+  softcap_after_mask,       // soft-cap applied after masking: a masked key scores cap tanh(-inf / cap) = -cap
+                            // and leaks (flash-attention 1025)
+  softcap_s_tanh_s,         // s tanh(s) instead of cap tanh(s / cap) (flash-attention 2402)
+  softcap_ignored,          // the soft-cap silently ignored (sglang 33915, vllm-metal 665)
 };
 // The freedoms a correct implementation has, and an optional planted bug.
 struct Variant {
