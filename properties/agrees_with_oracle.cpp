@@ -1,18 +1,25 @@
 // Claim: the implementation agrees with the oracle within the bound, and passes the precision gate,
-// on every generated case (random, structured and extreme inputs; every mask combination).
+// on every generated case (random, structured and extreme inputs; every mask combination); so does
+// its log-sum-exp when it returns one.
 #include "attncheck/property.hpp"
 
 namespace attncheck::properties {
 
-ATTNCHECK_PROPERTY(AgreesWithOracleInFloat, .order = 10, .catches = "element_off_1e3") {
-  const Case<float> c = check.draw<float>();
-  require_agreement(check, c, check.run(c), reference(c.problem()), "agrees with the oracle");
+// The output, and the log-sum-exp when the implementation returns it.
+template <class T>
+void agrees(Checker& check) {
+  const Case<T> c = check.draw<T>();
+  if (!check.has_lse()) return require_agreement(check, c, check.run(c), reference(c.problem()), "agrees with the oracle");
+  std::vector<T> lse;
+  const std::vector<T> out = check.run(c, lse);
+  require_agreement(check, c, out, reference(c.problem()), "agrees with the oracle", &lse);
 }
 
+ATTNCHECK_PROPERTY(AgreesWithOracleInFloat, .order = 10, .catches = "element_off_1e3") { agrees<float>(check); }
+
 ATTNCHECK_PROPERTY(AgreesWithOracleInDouble, .order = 170, .catches = "nan_element", .double_precision = true) {
-  if (!check.has_f64()) return;  // the plugin has no attncheck_forward_f64: nothing to claim
-  const Case<double> c = check.draw<double>();
-  require_agreement(check, c, check.run(c), reference(c.problem()), "agrees with the oracle");
+  if (!check.has_f64()) return;  // the plugin has no f64 entry point: nothing to claim
+  agrees<double>(check);
 }
 
 }  // namespace attncheck::properties

@@ -31,19 +31,32 @@ Case<T> Checker::draw(CaseLimits base) {
   return c;
 }
 
+std::vector<float> Checker::run(const Case<float>& c, std::vector<float>&) {
+  fail("the implementation returns no log-sum-exp\n" + describe(c));
+}
+std::vector<double> Checker::run(const Case<double>& c, std::vector<double>&) {
+  fail("the implementation returns no log-sum-exp\n" + describe(c));
+}
+
 template <class T>
 void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& out, Reference reference,
-                       const std::string& claim) {
-  std::vector<T> plain(out.size());
-  attention(c.problem(), Result<T>{plain.data()});
+                       const std::string& claim, const std::vector<T>* lse) {
+  std::vector<T> plain(out.size()), plain_lse(size_t(c.shape.lse_size()));
+  attention(c.problem(), Result<T>{plain.data(), nullptr, plain_lse.data()});
   const Verdict verdict = judge_rows(c.problem(), out.data(), plain.data(), reference);
   check.observe(verdict.bound);
   if (!verdict.ok()) check.fail(claim + ": " + verdict.report() + describe(c));
+  if (!lse) return;
+  const Verdict lse_verdict = judge(lse->data(), plain_lse.data(), reference.lse);  // the rows out's verdict computed
+  check.observe(lse_verdict.bound);
+  if (!lse_verdict.ok()) check.fail(claim + " (its log-sum-exp): " + lse_verdict.report() + describe(c));
 }
 
 template Case<float> Checker::draw(CaseLimits);
 template Case<double> Checker::draw(CaseLimits);
-template void require_agreement(Checker&, const Case<float>&, const std::vector<float>&, Reference, const std::string&);
-template void require_agreement(Checker&, const Case<double>&, const std::vector<double>&, Reference, const std::string&);
+template void require_agreement(Checker&, const Case<float>&, const std::vector<float>&, Reference, const std::string&,
+                                const std::vector<float>*);
+template void require_agreement(Checker&, const Case<double>&, const std::vector<double>&, Reference, const std::string&,
+                                const std::vector<double>*);
 
 }  // namespace attncheck

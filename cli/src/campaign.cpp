@@ -50,8 +50,11 @@ class CampaignChecker : public Checker {
     if (!in_draw_) kept_choices.push_back(x);
     return x;
   }
-  std::vector<float> run(const Case<float>& c) override { return run_isolated(c); }
-  std::vector<double> run(const Case<double>& c) override { return run_isolated(c); }
+  std::vector<float> run(const Case<float>& c) override { return run_isolated<float>(c, nullptr); }
+  std::vector<double> run(const Case<double>& c) override { return run_isolated<double>(c, nullptr); }
+  std::vector<float> run(const Case<float>& c, std::vector<float>& lse) override { return run_isolated(c, &lse); }
+  std::vector<double> run(const Case<double>& c, std::vector<double>& lse) override { return run_isolated(c, &lse); }
+  bool has_lse() const override { return kernel_.capabilities() & ATTNCHECK_CAP_LSE; }
   bool has_f64() const override { return options_.f64 && kernel_.has_f64(); }
   EmptyRows empty_rows() const override { return options_.empty_rows; }
   CaseLimits limits(CaseLimits base) const override {
@@ -111,9 +114,9 @@ class CampaignChecker : public Checker {
     return c;
   }
   template <class T>
-  std::vector<T> run_isolated(const Case<T>& c) {
+  std::vector<T> run_isolated(const Case<T>& c, std::vector<T>* lse) {
     std::vector<T> out;
-    const Outcome outcome = kernel_.run(c, out);
+    const Outcome outcome = kernel_.run(c, out, lse);
     if (outcome.kind != Outcome::ok) throw Failed{"the implementation " + outcome.detail + "\n" + describe(c), outcome.kind};
     return out;
   }

@@ -121,6 +121,32 @@ void draw_large_masks(Chooser& choose, Case<T>& c, uint32_t can) {
   }
 }
 
+// Grouped KV heads: H_kv KV heads of `group` query heads each, group sizes 2 and 4 and, since real
+// mappings break there, 3 and 6; q, k, v (and a bias) drawn again for the new head counts, of the
+// same kinds. A large case keeps its heads: with two, one KV head serves both (MQA). Choice 0 is
+// "none", so that it shrinks away; a property that wants one head (max_heads 1) gets none.
+template <class T>
+void draw_kv_groups(Chooser& choose, Case<T>& c, const CaseLimits& limits, bool large, Values qk_kind, Values v_kind) {
+  Shape& s = c.shape;
+  if (!(limits.capabilities & ATTNCHECK_CAP_GQA) || limits.max_heads < 2 || choose.below(4) != 3) return;
+  if (large) {
+    if (s.H == 2) s.H_kv = 1;
+    c.k.resize(size_t(s.k_size()));  // the first head's keys and values serve both
+    c.v.resize(size_t(s.v_size()));
+  } else {
+    s.H_kv = 1 + int64_t(choose.below(3));
+    s.H = s.H_kv * (const int64_t[]){2, 3, 4, 6}[choose.below(4)];
+    fill(choose, c.q, size_t(s.q_size()), qk_kind, false);
+    fill(choose, c.k, size_t(s.k_size()), qk_kind, false);
+    fill(choose, c.v, size_t(s.v_size()), v_kind, false);
+    if (!c.bias.empty()) {
+      c.bias.resize(size_t(s.scores_size()));
+      for (T& x : c.bias) x = T(standard_normal(choose));
+    }
+  }
+  c.mix += ", grouped KV heads";
+}
+
 }  // namespace
 
 double standard_normal(Chooser& choose) {
@@ -177,6 +203,7 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
   if (large) {
     draw_large_masks(choose, c, can);
     if (choose.below(4) == 0) c.scale = double(value<T>(choose, Values::normal));
+    draw_kv_groups(choose, c, limits, true, qk_kind, v_kind);
     return c;
   }
   // Allow mask density from none to all, with some rows emptied outright.
@@ -210,6 +237,7 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
     c.softcap = (const double[]){1, 2, 5, 30, 50}[choose.below(5)];
     c.mix += ", soft-cap";
   }
+  draw_kv_groups(choose, c, limits, false, qk_kind, v_kind);
   return c;
 }
 

@@ -45,12 +45,14 @@ const Kernel& kernel_from_environment() {
 }
 
 template <class T>
-int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out) {
+int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out, std::vector<T>* lse) {
   const Shape& s = c.shape;
   out.assign(size_t(s.out_size()), std::numeric_limits<T>::quiet_NaN());  // unwritten outputs fail
+  if (lse) lse->assign(size_t(s.lse_size()), std::numeric_limits<T>::quiet_NaN());
+  T* lse_data = lse ? lse->data() : nullptr;
   const Problem<T> problem = c.problem();
   if (kernel.full_contract) {
-    attention(problem, Result<T>{out.data()});
+    attention(problem, Result<T>{out.data(), nullptr, lse_data});
     return 0;
   }
   const bool f32 = std::is_same_v<T, float>;
@@ -58,7 +60,8 @@ int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out) 
   if (!(plugin.capabilities & (f32 ? ATTNCHECK_CAP_F32 : ATTNCHECK_CAP_F64))) return -1;
   std::vector<uint8_t> allow;  // v1: key lengths folded in
   const attncheck_problem v1 = plugin.version == 1 ? to_abi(problem, out.data(), allow) : attncheck_problem{};
-  const attncheck_problem_v2 v2 = to_abi_v2(problem, out.data(), (T*)nullptr);
+  if (lse && (plugin.version == 1 || !(plugin.capabilities & ATTNCHECK_CAP_LSE))) return -1;
+  const attncheck_problem_v2 v2 = to_abi_v2(problem, out.data(), lse_data);
   const FpMode caller = current_fp_mode();
   set_fp_mode(kernel.mode);
   const int32_t status = plugin.version == 1 ? (f32 ? plugin.forward_f32 : plugin.forward_f64)(&v1) : plugin.forward_v2(&v2);
@@ -69,7 +72,7 @@ int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out) 
   return status;
 }
 
-template int32_t run_kernel(const Kernel&, const Case<float>&, std::vector<float>&);
-template int32_t run_kernel(const Kernel&, const Case<double>&, std::vector<double>&);
+template int32_t run_kernel(const Kernel&, const Case<float>&, std::vector<float>&, std::vector<float>*);
+template int32_t run_kernel(const Kernel&, const Case<double>&, std::vector<double>&, std::vector<double>*);
 
 }  // namespace attncheck

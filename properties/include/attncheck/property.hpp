@@ -23,6 +23,11 @@ class Checker {
   virtual std::vector<float> run(const Case<float>& c) = 0;
   virtual std::vector<double> run(const Case<double>& c) = 0;
   virtual bool has_f64() const = 0;
+  // Whether the implementation returns the log-sum-exp (ABI v2's ATTNCHECK_CAP_LSE), and running it
+  // for out and lse [B,H,Tq] when it does.
+  virtual bool has_lse() const { return false; }
+  virtual std::vector<float> run(const Case<float>& c, std::vector<float>& lse);
+  virtual std::vector<double> run(const Case<double>& c, std::vector<double>& lse);
   // What the implementation can take (ABI v1: no bias, empty rows 0), on top of `base`.
   virtual CaseLimits limits(CaseLimits base) const = 0;
   // What the implementation gives a row with no permitted key, for cases a property builds itself.
@@ -56,11 +61,12 @@ class Checker {
   } while (0)
 
 // Fails unless `out` agrees with the oracle's `reference` for case c: both gates, the rigorous
-// bound and the precision gate, with the failure report and the case. A sampled reference (a large
-// case) first gains every row the screen flags (rows.hpp).
+// bound and the precision gate, with the failure report and the case; and `lse` when given, the
+// same way against the oracle's log-sum-exp. A sampled reference (a large case) first gains every
+// row the screen flags (rows.hpp).
 template <class T>
 void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& out, Reference reference,
-                       const std::string& claim);
+                       const std::string& claim, const std::vector<T>* lse = nullptr);
 
 // One property: its name (Property.<name> in GoogleTest), its body, and what the file that
 // writes it declares about it. Generated properties draw their inputs and run many times; fixed

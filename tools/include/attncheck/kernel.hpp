@@ -25,6 +25,8 @@ struct Kernel {
   mutable std::string fp_mode_call_finding;  // the first change a call made and left, or empty
   // Limits for draw_case so that every case drawn is one this kernel can take.
   CaseLimits limits(CaseLimits base = {}) const;
+  // Whether it returns the log-sum-exp: the built-in one, or a plugin claiming ATTNCHECK_CAP_LSE.
+  bool has_lse() const { return full_contract || (plugin.capabilities & ATTNCHECK_CAP_LSE); }
 };
 
 // "builtin" (the C++ API) or a plugin's path; throws std::runtime_error with a one-line reason.
@@ -33,9 +35,9 @@ Kernel load_kernel(const std::string& which);
 // $ATTNCHECK_IMPL, else the built-in implementation; a bad plugin ends the process with its reason, exit 2.
 const Kernel& kernel_from_environment();
 
-// Runs the kernel on case c into out [B,H,Tq,dv]: 0, or the plugin's non-zero refusal, or -1 when
-// it has no entry point for T.
+// Runs the kernel on case c into out [B,H,Tq,dv] and, when given (has_lse()), lse [B,H,Tq]: 0, or
+// the plugin's non-zero refusal, or -1 when it has no entry point for T.
 template <class T>
-int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out);
+int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out, std::vector<T>* lse = nullptr);
 
 }  // namespace attncheck
