@@ -215,6 +215,8 @@ CampaignResult run_campaign(const CampaignOptions& options) {
   kernel.start();
   const Clock::time_point start = Clock::now();
   CampaignResult result;
+  result.abi_version = kernel.version();
+  result.capabilities = kernel.capabilities();
   const std::vector<Property>& properties = all_properties();
   auto runnable = [&](const Property& property) {
     return property.double_precision ? options.f64 && kernel.has_f64() : options.f32;
@@ -272,6 +274,8 @@ CampaignResult replay(const CampaignOptions& options, const Finding& recorded) {
                                 : run_once(kernel, both, property, 0, &recorded.choices, recorded.ladder,
                                            recorded.capabilities, nullptr, true);
   CampaignResult result;
+  result.abi_version = kernel.version();
+  result.capabilities = kernel.capabilities();
   result.replayed = true;
   result.cases = 1;
   result.per_property[recorded.property] = 1;

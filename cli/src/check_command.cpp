@@ -9,6 +9,7 @@
 #include <string>
 
 #include "attncheck/campaign.hpp"
+#include "attncheck/plugin.h"
 #include "attncheck/commands.hpp"
 #include "attncheck/flags.hpp"
 #include "attncheck/property.hpp"
@@ -29,6 +30,27 @@ std::string summary(const char* verdict, const CampaignResult& r) {
   return line;
 }
 
+// The features of ABI v2's capability bits, by name, as the summary and the JSON say them.
+const std::pair<uint32_t, const char*> kFeatures[] = {
+    {ATTNCHECK_CAP_F16, "f16"},        {ATTNCHECK_CAP_BF16, "bf16"},          {ATTNCHECK_CAP_F32, "f32"},
+    {ATTNCHECK_CAP_F64, "f64"},        {ATTNCHECK_CAP_ALLOW, "allow mask"},   {ATTNCHECK_CAP_CAUSAL, "causal"},
+    {ATTNCHECK_CAP_KV_LENS, "key lengths"}, {ATTNCHECK_CAP_GQA, "GQA"},    {ATTNCHECK_CAP_WINDOW, "window"},
+    {ATTNCHECK_CAP_SOFTCAP, "soft-cap"}, {ATTNCHECK_CAP_BIAS, "bias"},     {ATTNCHECK_CAP_LSE, "lse"}};
+
+// The features the kernel claims (and the campaign draws), and those it does not.
+std::vector<std::string> features(uint32_t capabilities, bool claimed) {
+  std::vector<std::string> names;
+  for (const auto& [bit, name] : kFeatures)
+    if (bool(capabilities & bit) == claimed) names.push_back(name);
+  return names;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string text;
+  for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
+  return text.empty() ? "none" : text;
+}
+
 // inf and NaN, which JSON cannot hold, are written as null (an infinite error/bound is common).
 Json result_json(const std::string& verdict, const CampaignOptions& options, const CampaignResult& r,
                  const std::string& counterexample) {
@@ -42,7 +64,10 @@ Json result_json(const std::string& verdict, const CampaignOptions& options, con
                {"largest_error_bound_ratio", r.worst_ratio},
                {"per_property", r.per_property},
                {"arithmetic", r.found ? "FAIL" : "PASS"},
-               {"floating_point_mode", r.fp_mode.empty() ? Json() : Json(r.fp_mode)}};
+               {"floating_point_mode", r.fp_mode.empty() ? Json() : Json(r.fp_mode)},
+               {"abi_version", r.abi_version},
+               {"checked", features(r.capabilities, true)},
+               {"not_claimed", features(r.capabilities, false)}};
   if (r.found)
     json["finding"] = {{"property", r.finding.property}, {"message", r.finding.message}, {"replay", counterexample}};
   return json;
@@ -90,6 +115,8 @@ int check(const FlagValues& o) {
   } else if (o.given("replay")) {
     std::printf("the recorded counterexample to Property.%s no longer fails\n", result.per_property.begin()->first.c_str());
   }
+  std::printf("checked: %s (ABI v%d); not claimed: %s\n", joined(features(result.capabilities, true)).c_str(),
+              result.abi_version, joined(features(result.capabilities, false)).c_str());
   std::printf("%s\n", summary(verdict.c_str(), result).c_str());
   if (o.given("json"))  // the replay file of the finding: the one written, or the one replayed
     write_json(o.text("json"), result_json(verdict, options, result, o.given("replay") ? o.text("replay") : counterexample));

@@ -49,6 +49,8 @@ struct CampaignResult {
   bool replayed = false;                       // a replay file's one run: no search, no shrinking
   double worst_ratio = 0;                      // the largest error/bound seen
   std::string fp_mode;                         // how the library changed the process's floating-point mode, or empty
+  int32_t abi_version = 0;                     // the kernel's plugin ABI (the built-in: 2)
+  uint32_t capabilities = 0;                   // what it claims, ABI v2's bits: the features the campaign drew from
 };
 
 // Runs the campaign. Throws std::runtime_error with a one-line reason if the implementation
