@@ -105,7 +105,7 @@ struct Running {
 };
 
 template <class T, class A>
-void run(const Problem<T>& p, T* out, const Variant& v) {
+void run(const Problem<T>& p, T* out, T* lse, const Variant& v) {
   // Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk] in; out [B,H,Tq,dv] out.
   const Shape& s = p.shape;
   const A minus_inf = -std::numeric_limits<A>::infinity();
@@ -330,6 +330,10 @@ void run(const Problem<T>& p, T* out, const Variant& v) {
           if (!any_weight) {
             const bool nan = p.empty_rows == EmptyRows::nan || v.mutation == M::empty_row_nan;
             for (int64_t col = 0; col < s.dv; ++col) out_i[col] = nan ? std::numeric_limits<T>::quiet_NaN() : T(0);
+            if (lse)
+              lse[s.lse_at(b, h, i)] = nan ? std::numeric_limits<T>::quiet_NaN()
+                                       : v.mutation == M::lse_empty_row_zero ? T(0)
+                                                                              : -std::numeric_limits<T>::infinity();
             continue;
           }
 
@@ -347,6 +351,7 @@ void run(const Problem<T>& p, T* out, const Variant& v) {
             }
           }
           const A l = total.l, inv_l = A(1) / l;
+          if (lse) lse[s.lse_at(b, h, i)] = T(v.mutation == M::lse_max_left_out ? std::log(l) : total.m + std::log(l));
 
           // Normalize: in the two-pass form the weights w_t = e_t / l first, then their weighted sum
           // of values; otherwise acc / l.
@@ -417,21 +422,21 @@ Variant mutant(Mutation mutation) {
 }
 
 template <class T>
-void variant_attention(const Problem<T>& p, T* out, const Variant& v) {
+void variant_attention(const Problem<T>& p, T* out, const Variant& v, T* lse) {
 #ifdef __SSE__
   const unsigned saved = _mm_getcsr();
   if (v.flush_subnormals) _mm_setcsr(saved | kFlushToZero | kDenormalsAreZero);
 #endif
   if (v.accumulate_double)
-    run<T, double>(p, out, v);
+    run<T, double>(p, out, lse, v);
   else
-    run<T, T>(p, out, v);
+    run<T, T>(p, out, lse, v);
 #ifdef __SSE__
   _mm_setcsr(saved);  // the mode is the call's own, as a well-behaved kernel keeps it
 #endif
 }
 
-template void variant_attention(const Problem<float>&, float*, const Variant&);
-template void variant_attention(const Problem<double>&, double*, const Variant&);
+template void variant_attention(const Problem<float>&, float*, const Variant&, float*);
+template void variant_attention(const Problem<double>&, double*, const Variant&, double*);
 
 }  // namespace attncheck

@@ -66,6 +66,8 @@ enum class Mutation {
                             // and leaks (flash-attention 1025)
   softcap_s_tanh_s,         // s tanh(s) instead of cap tanh(s / cap) (flash-attention 2402)
   softcap_ignored,          // the soft-cap silently ignored (sglang 33915, vllm-metal 665)
+  lse_max_left_out,         // the log-sum-exp without the row maximum: log l alone (the list)
+  lse_empty_row_zero,       // an empty row's log-sum-exp 0 instead of -inf (pytorch 134650)
 };
 // The freedoms a correct implementation has, and an optional planted bug.
 struct Variant {
@@ -101,8 +103,9 @@ struct NamedVariant {
 const std::vector<NamedVariant>& correct_variants();
 
 // The contract's attention computed the variant's way: Q [B,H,Tq,dk], K [B,H_kv,Tk,dk],
-// V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk] in; out [B,H,Tq,dv] out (weights and lse are not written).
+// V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk] in; out [B,H,Tq,dv] out, and lse [B,H,Tq] when given: the
+// final running maximum plus the log of the final normalizer, m + log l (-inf for an empty row).
 template <class T>
-void variant_attention(const Problem<T>& problem, T* out, const Variant& variant);
+void variant_attention(const Problem<T>& problem, T* out, const Variant& variant, T* lse = nullptr);
 
 }  // namespace attncheck
