@@ -127,11 +127,16 @@ void run(const Problem<T>& p, T* out, T* lse, const Variant& v) {
     flipped.assign(size_t(s.allow_size()), 0);
     for (size_t n = 0; p.masks.allow && n < flipped.size(); ++n) flipped[n] = !p.masks.allow[n];
   }
+  // Key lengths [B] as the variant reads them: each sequence's, or the batch's longest for every one.
+  std::vector<int32_t> longest;
+  if (v.mutation == M::kv_lens_batch_max && p.masks.key_lengths)
+    longest.assign(size_t(s.B), *std::max_element(p.masks.key_lengths, p.masks.key_lengths + s.B));
   // A window mutant takes the window out of the masks and reads it its own way (in_window, below).
   const bool window_mutant = v.mutation == M::window_exclusive || v.mutation == M::window_excludes_current ||
                              v.mutation == M::window_right_dropped || v.mutation == M::window_upper_left;
   const Masks masks{skip_padding ? nullptr : flipped.empty() ? p.masks.allow : flipped.data(), causal,
-                    skip_padding ? nullptr : p.masks.key_lengths, window_mutant ? -1 : p.masks.window_left,
+                    skip_padding ? nullptr : longest.empty() ? p.masks.key_lengths : longest.data(),
+                    window_mutant ? -1 : p.masks.window_left,
                     window_mutant ? -1 : p.masks.window_right};
   // The window mutant's reading of window (left, right) around the diagonal c = i + Tk - Tq: the
   // contract's c - left <= j <= c + right with the right bound dropped (jax PR 39576), or c = i

@@ -68,6 +68,7 @@ enum class Mutation {
   softcap_ignored,          // the soft-cap silently ignored (sglang 33915, vllm-metal 665)
   lse_max_left_out,         // the log-sum-exp without the row maximum: log l alone (the list)
   lse_empty_row_zero,       // an empty row's log-sum-exp 0 instead of -inf (pytorch 134650)
+  kv_lens_batch_max,        // every sequence read to the batch's longest key length (flash-attention 1192, 1455)
 };
 // The freedoms a correct implementation has, and an optional planted bug.
 struct Variant {

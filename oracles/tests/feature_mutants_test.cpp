@@ -20,20 +20,23 @@ namespace {
 
 using M = Mutation;
 
-// A small case: its shape and features; values drawn from the seed.
+// A small case: its shape and features; values drawn from the seed. B 1 unless told.
 struct Spec {
-  int64_t H = 2, H_kv = 0, Tq = 8, Tk = 8;  // B 1, dk 8, dv 4
+  int64_t H = 2, H_kv = 0, Tq = 8, Tk = 8;  // dk 8, dv 4
   Causal causal = Causal::none;
   int64_t window_left = -1, window_right = -1;
   double softcap = 0;
   uint64_t seed = 1;
+  int64_t B = 1;
+  std::vector<int32_t> key_lengths = {};  // [B] or none
 };
 
 // q normal times 2 (scores of a few units, so that caps of 1 to 5 bite), k and v normal.
 Case<float> build(const Spec& spec) {
   SeededChooser choose(spec.seed);
   Case<float> c;
-  c.shape = {.B = 1, .H = spec.H, .Tq = spec.Tq, .Tk = spec.Tk, .dk = 8, .dv = 4, .H_kv = spec.H_kv};
+  c.shape = {.B = spec.B, .H = spec.H, .Tq = spec.Tq, .Tk = spec.Tk, .dk = 8, .dv = 4, .H_kv = spec.H_kv};
+  c.key_lengths = spec.key_lengths;
   c.causal = spec.causal;
   c.window_left = spec.window_left;
   c.window_right = spec.window_right;
@@ -152,6 +155,15 @@ TEST(FeatureMutants, SoftcapIgnored) {
   expect_caught(M::softcap_ignored, {.Tq = 4, .Tk = 6, .causal = Causal::upper_left, .softcap = 2, .seed = 2});
   expect_coincides(M::softcap_ignored, {});
   expect_coincides(M::softcap_ignored, {.causal = Causal::upper_left, .seed = 3});
+}
+
+// Key lengths: the batch's longest read for every sequence (flash-attention 1192, 1455) lets a
+// shorter sequence see its padding; with equal lengths nothing changes.
+TEST(FeatureMutants, KvLensBatchMax) {
+  expect_caught(M::kv_lens_batch_max, {.B = 2, .key_lengths = {3, 8}});
+  expect_caught(M::kv_lens_batch_max, {.Tq = 4, .Tk = 6, .causal = Causal::lower_right, .seed = 2, .B = 3, .key_lengths = {6, 1, 4}});
+  expect_coincides(M::kv_lens_batch_max, {.B = 2, .key_lengths = {5, 5}});
+  expect_coincides(M::kv_lens_batch_max, {});
 }
 
 }  // namespace
