@@ -4,6 +4,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include "attncheck/attention.hpp"
 #include "attncheck/commands.hpp"
@@ -40,6 +41,20 @@ std::string shape_text(const Dims& d) {
   return "[" + std::to_string(d.B) + "," + std::to_string(d.H) + "," + std::to_string(d.T) + "," + std::to_string(d.d) + "]";
 }
 
+// --window L,R: each side -1 (unbounded) or a key count.
+std::pair<int64_t, int64_t> window_of(const std::string& text) {
+  const size_t comma = text.find(',');
+  auto side = [&](const std::string& part) {
+    char* end = nullptr;
+    const long long n = std::strtoll(part.c_str(), &end, 10);
+    if (part.empty() || *end != '\0' || n < -1 || n > (int64_t(1) << 31))
+      throw InputError("--window: expected L,R, each -1 (unbounded) or a number of keys, got '" + text + "'");
+    return int64_t(n);
+  };
+  if (comma == std::string::npos) side("");
+  return {side(text.substr(0, comma)), side(text.substr(comma + 1))};
+}
+
 template <class T>
 int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& options, const Shape& shape) {
   // q, k, v, out: [B,H,T,d] buffers of T in the arrays; allow [B,Tq,Tk] after broadcasting.
@@ -62,6 +77,11 @@ int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& optio
   p.masks.causal = causal == "none" ? Causal::none : causal == "upper-left" ? Causal::upper_left : Causal::lower_right;
   p.empty_rows = options.text("empty-rows") == "nan" ? EmptyRows::nan : EmptyRows::zero;
   if (options.given("scale")) p.scale = options.number("scale");
+  if (options.given("softcap")) p.softcap = options.number("softcap");
+  if (options.given("window")) std::tie(p.masks.window_left, p.masks.window_right) = window_of(options.text("window"));
+  if (auto it = arrays.find("kv-lens"); it != arrays.end())
+    p.masks.key_lengths = reinterpret_cast<const int32_t*>(it->second.data.data());
+  if (auto it = arrays.find("bias"); it != arrays.end()) p.bias = reinterpret_cast<const T*>(it->second.data.data());
 
   // Which rows the oracle computes exactly (rows.hpp): every one, or the first and last of each
   // head, tile edges, padding boundaries and random ones, with every other row screened against
@@ -80,13 +100,24 @@ int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& optio
 
   // Both gates, as everywhere: the rigorous bound, then the precision gate against attncheck's
   // built-in implementation on the same input.
-  std::vector<T> plain(size_t(shape.out_size()));
-  attention(p, Result<T>{plain.data()});
+  std::vector<T> plain(size_t(shape.out_size())), plain_lse(size_t(shape.lse_size()));
+  attention(p, Result<T>{plain.data(), nullptr, plain_lse.data()});
   Reference ref = reference(p, &chosen);
   const Verdict verdict = judge_rows(p, data("out"), plain.data(), ref);
   if (!verdict.ok()) {
     std::printf("attncheck compare: FAIL: %s", verdict.report().c_str());
     return 1;
+  }
+  // The log-sum-exp, when given: judged on the rows the output's verdict computed.
+  if (arrays.count("lse")) {
+    const Verdict lse = judge(data("lse"), plain_lse.data(), ref.lse);
+    if (!lse.ok()) {
+      std::printf("attncheck compare: FAIL: the log-sum-exp: %s", lse.report().c_str());
+      return 1;
+    }
+    std::printf("attncheck compare: PASS (%s)\n%s\n  lse:\n%s\n", verdict.label, verdict.summary().c_str(),
+                lse.summary().c_str());
+    return 0;
   }
   std::printf("attncheck compare: PASS (%s)\n%s\n", verdict.label, verdict.summary().c_str());
   return 0;
@@ -98,8 +129,9 @@ int run(const FlagValues& options) {
       (rows.find_first_not_of("0123456789") != std::string::npos || rows.size() > 12 || std::stoll(rows) < 1))
     throw InputError("--rows: expected all, auto or a positive number of rows, got '" + rows + "'");
   std::map<std::string, NpyArray> arrays;
-  for (const char* name : {"q", "k", "v", "out", "allow"})
+  for (const char* name : {"q", "k", "v", "out", "allow", "kv-lens", "bias", "lse"})
     if (options.given(name)) arrays.emplace(name, read_npy(options.text(name)));
+  if (options.given("window")) window_of(options.text("window"));  // a bad window: one line, before any work
 
   // Dtypes: one float type for the four tensors; bool or uint8 for the mask.
   const NpyDtype dtype = arrays.at("q").dtype;
@@ -112,18 +144,48 @@ int run(const FlagValues& options) {
   }
 
   // Shapes: Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv], out [B,H,Tq,dv], the same rank.
+  for (const char* name : {"bias", "lse"})
+    if (arrays.count(name) && arrays.at(name).dtype != dtype)
+      throw InputError(options.text(name) + ": dtype " + dtype_name(arrays.at(name).dtype) + " differs from --q's " +
+                       dtype_name(dtype));
   const Dims q = dims_of(arrays.at("q"), options.text("q")), k = dims_of(arrays.at("k"), options.text("k")),
              v = dims_of(arrays.at("v"), options.text("v")), out = dims_of(arrays.at("out"), options.text("out"));
   for (const char* name : {"k", "v", "out"})
     if (arrays.at(name).shape.size() != arrays.at("q").shape.size())
       throw InputError(options.text(name) + ": has " + std::to_string(arrays.at(name).shape.size()) + " dims, --q has " +
                        std::to_string(arrays.at("q").shape.size()));
-  const bool consistent = k.B == q.B && v.B == q.B && out.B == q.B && k.H == q.H && v.H == q.H && out.H == q.H &&
+  // K and V may have fewer heads than Q (grouped-query attention): H_kv dividing H.
+  const bool consistent = k.B == q.B && v.B == q.B && out.B == q.B && q.H % k.H == 0 && v.H == k.H && out.H == q.H &&
                           k.d == q.d && v.T == k.T && out.T == q.T && out.d == v.d;
   if (!consistent)
     throw InputError("shapes do not fit: Q " + shape_text(q) + ", K " + shape_text(k) + ", V " + shape_text(v) +
-                     ", out " + shape_text(out) + " (need Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv], out [B,H,Tq,dv])");
-  const Shape shape{q.B, q.H, q.T, k.T, q.d, v.d};
+                     ", out " + shape_text(out) +
+                     " (need Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], out [B,H,Tq,dv], H_kv dividing H)");
+  const Shape shape{q.B, q.H, q.T, k.T, q.d, v.d, k.H};
+  // The optional tensors, by element count and last dims: kv-lens [B] int32 in 0..Tk, bias [..,Tq,Tk]
+  // with B H Tq Tk elements, lse [..,Tq] with B H Tq.
+  auto expect = [&](const char* name, int64_t elements, std::vector<int64_t> last, const std::string& wanted) {
+    if (!arrays.count(name)) return;
+    const NpyArray& a = arrays.at(name);
+    const bool tail = a.shape.size() >= last.size() && std::equal(last.rbegin(), last.rend(), a.shape.rbegin());
+    if (a.elements() != elements || !tail) throw InputError(options.text(name) + ": expected " + wanted);
+  };
+  if (arrays.count("kv-lens") && arrays.at("kv-lens").dtype != NpyDtype::i32)
+    throw InputError(options.text("kv-lens") + ": dtype " + dtype_name(arrays.at("kv-lens").dtype) + ", expected int32");
+  expect("kv-lens", shape.B, {shape.B}, "shape [B] = [" + std::to_string(shape.B) + "]");
+  expect("bias", shape.scores_size(), {shape.Tq, shape.Tk}, "[B,H,Tq,Tk] = [" + std::to_string(shape.B) + "," +
+         std::to_string(shape.H) + "," + std::to_string(shape.Tq) + "," + std::to_string(shape.Tk) + "]");
+  expect("lse", shape.lse_size(), {shape.Tq}, "[B,H,Tq] = [" + std::to_string(shape.B) + "," + std::to_string(shape.H) +
+         "," + std::to_string(shape.Tq) + "]");
+  if (arrays.count("kv-lens")) {
+    const NpyArray& lens = arrays.at("kv-lens");
+    for (int64_t b = 0; b < shape.B; ++b) {
+      const int32_t n = reinterpret_cast<const int32_t*>(lens.data.data())[b];
+      if (n < 0 || n > shape.Tk)
+        throw InputError(options.text("kv-lens") + ": length " + std::to_string(n) + " of batch " + std::to_string(b) +
+                         " is outside 0..Tk = " + std::to_string(shape.Tk));
+    }
+  }
 
   if (auto it = arrays.find("allow"); it != arrays.end()) {
     const NpyArray& mask = it->second;
@@ -136,9 +198,11 @@ int run(const FlagValues& options) {
                        "," + std::to_string(shape.Tk) + "] or [" + std::to_string(shape.B) + "," +
                        std::to_string(shape.Tq) + "," + std::to_string(shape.Tk) + "]");
   }
-  Problem<float> probe;  // only for problem_error's size limits
+  Problem<float> probe;  // only for problem_error's size limits and the options' ranges
   probe.shape = shape;
-  if (const std::string error = problem_error(probe, Result<float>{}); error.rfind("shape", 0) == 0) throw InputError(error);
+  if (options.given("softcap")) probe.softcap = options.number("softcap");
+  if (const std::string error = problem_error(probe, Result<float>{}); error.rfind("shape", 0) == 0 || error.rfind("softcap", 0) == 0)
+    throw InputError(error);
   return dtype == NpyDtype::f32 ? check<float>(arrays, options, shape) : check<double>(arrays, options, shape);
 }
 
@@ -148,9 +212,9 @@ int compare_command(const std::vector<std::string>& args) {
   return Flags("compare")
       .text("q", "Q.npy", "the queries: [Tq,dk], [B,Tq,dk] or [B,H,Tq,dk], float32 or float64")
       .required()
-      .text("k", "K.npy", "the keys: [Tk,dk], [B,Tk,dk] or [B,H,Tk,dk], the dtype of --q")
+      .text("k", "K.npy", "the keys: [Tk,dk], [B,Tk,dk] or [B,H_kv,Tk,dk] (H_kv dividing H: grouped heads), the dtype of --q")
       .required()
-      .text("v", "V.npy", "the values: [Tk,dv], [B,Tk,dv] or [B,H,Tk,dv], the dtype of --q")
+      .text("v", "V.npy", "the values: [Tk,dv], [B,Tk,dv] or [B,H_kv,Tk,dv], the dtype of --q")
       .required()
       .text("out", "OUT.npy", "the output to check: [Tq,dv], [B,Tq,dv] or [B,H,Tq,dv], the dtype of --q")
       .required()
@@ -158,6 +222,11 @@ int compare_command(const std::vector<std::string>& args) {
       .choice("causal", {"none", "upper-left", "lower-right"}, "the causal mask: key j <= i, or j <= i + Tk - Tq", "none")
       .number("scale", "S", "the scores' scale; 1/sqrt(dk) when absent")
       .choice("empty-rows", {"zero", "nan"}, "what a row with no permitted key must be", "zero")
+      .text("window", "L,R", "a sliding window, FlashAttention's inclusive convention: key j within i + Tk - Tq - L .. i + Tk - Tq + R; -1 = unbounded")
+      .number("softcap", "C", "a soft-cap: score = C tanh(scale q.k / C), before bias and masks", std::nullopt, 0, 1e300)
+      .text("kv-lens", "LENS.npy", "key lengths [B], int32: keys j >= LENS[b] are padding")
+      .text("bias", "BIAS.npy", "a bias [B,H,Tq,Tk] in --q's dtype, added after the soft-cap; -inf forbids")
+      .text("lse", "LSE.npy", "the log-sum-exp to check too: [B,H,Tq] in --q's dtype, natural log, -inf for an empty row")
       .text("rows", "all|auto|N",
             "rows the oracle computes exactly: all; auto (all up to --sample-above query-key pairs, else a sample); "
             "or a sample of N beyond the first and last of each head. The others are screened",

@@ -6,7 +6,9 @@
 // long_out_approx_exp.npy from one whose exp errs by about 1.7e-3 (imprecise: the precision gate).
 // And flush_{q,k,v,out}.npy: a [1,1,1,1] query, two keys, whose q is the largest float subnormal,
 // k = [1e34, 0], v = [1, 0]; out is what a correct kernel gives with denormals-are-zero on: 0.5
-// (exact 0.5000294). With --bad-inputs it also writes k_short.npy [1,2,4,8], whose Tk does not fit V's.
+// (exact 0.5000294). gqa_*.npy: grouped heads with a window, a soft-cap, key lengths and the lse
+// (below). With --bad-inputs it also writes k_short.npy [1,2,4,8], whose Tk does not fit V's.
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -88,6 +90,36 @@ int main(int argc, char** argv) {
   save(dir + "/flush_k.npy", flush.k, {1, 1, 2, 1});
   save(dir + "/flush_v.npy", flush.v, {1, 1, 2, 1});
   save(dir + "/flush_out.npy", flush_out, {1, 1, 1, 1});
+  // gqa_*.npy: grouped heads with every ABI v2 option: B 2, H 4 over H_kv 2, Tq 5, Tk 7, dk dv 8,
+  // causal lower-right, window (2, 0), soft-cap 2, key lengths {7, 4}; out and lse from the built-in
+  // implementation, and out_interleaved from heads paired as h % H_kv (onnx PR 7274).
+  const Shape g{2, 4, 5, 7, 8, 8, 2};
+  const std::vector<float> gqa_q = normal_tensor(g.Tq, g.dk, g.B * g.H), gqa_k = normal_tensor(g.Tk, g.dk, g.B * 2),
+                           gqa_v = normal_tensor(g.Tk, g.dv, g.B * 2);
+  const std::vector<int32_t> lengths = {7, 4};
+  Problem<float> gp;
+  gp.shape = g;
+  gp.q = gqa_q.data();
+  gp.k = gqa_k.data();
+  gp.v = gqa_v.data();
+  gp.masks = {nullptr, Causal::lower_right, lengths.data(), 2, 0};
+  gp.softcap = 2;
+  std::vector<float> gqa_out(size_t(g.out_size())), gqa_lse(size_t(g.lse_size())), interleaved(gqa_out.size());
+  attention(gp, Result<float>{gqa_out.data(), nullptr, gqa_lse.data()});
+  variant_attention(gp, interleaved.data(), Variant{.mutation = Mutation::gqa_heads_interleaved});
+  save(dir + "/gqa_q.npy", gqa_q, {g.B, g.H, g.Tq, g.dk});
+  save(dir + "/gqa_k.npy", gqa_k, {g.B, 2, g.Tk, g.dk});
+  save(dir + "/gqa_v.npy", gqa_v, {g.B, 2, g.Tk, g.dv});
+  save(dir + "/gqa_out.npy", gqa_out, {g.B, g.H, g.Tq, g.dv});
+  save(dir + "/gqa_lse.npy", gqa_lse, {g.B, g.H, g.Tq});
+  save(dir + "/gqa_out_interleaved.npy", interleaved, {g.B, g.H, g.Tq, g.dv});
+  std::vector<float> base2 = gqa_lse;  // flashinfer issue 2114
+  for (float& x : base2) x = float(x / std::log(2.0));
+  save(dir + "/gqa_lse_base2.npy", base2, {g.B, g.H, g.Tq});
+  NpyArray lens{NpyDtype::i32, {g.B}, std::vector<unsigned char>(lengths.size() * 4)};
+  std::memcpy(lens.data.data(), lengths.data(), lens.data.size());
+  write_npy(dir + "/gqa_kv_lens.npy", lens);
+
   if (bad_inputs) save(dir + "/k_short.npy", std::vector<float>(k.begin(), k.begin() + 2 * 4 * 8), {1, 2, 4, 8});
   return 0;
 }

@@ -25,6 +25,7 @@ constexpr bool kHostLittleEndian = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
 size_t itemsize(NpyDtype dtype) {
   switch (dtype) {
     case NpyDtype::f32: return 4;
+    case NpyDtype::i32: return 4;
     case NpyDtype::f64: return 8;
     default: return 1;
   }
@@ -36,6 +37,7 @@ const char* descr(NpyDtype dtype) {
     case NpyDtype::f32: return "<f4";
     case NpyDtype::f64: return "<f8";
     case NpyDtype::u8: return "|u1";
+    case NpyDtype::i32: return "<i4";
     default: return "|b1";
   }
 }
@@ -105,8 +107,9 @@ NpyDtype parse_descr(std::string_view text, const std::string& name) {
   if (type == "b1") return NpyDtype::b1;
   if (type == "f4" && little) return NpyDtype::f32;
   if (type == "f8" && little) return NpyDtype::f64;
+  if (type == "i4" && little) return NpyDtype::i32;
   throw NpyError(name + ": unsupported dtype '" + printable(text) +
-                 "' (need float32, float64, bool or uint8, little-endian)");
+                 "' (need float32, float64, int32, bool or uint8, little-endian)");
 }
 
 // The header dict, a Python literal such as
@@ -316,6 +319,7 @@ const char* dtype_name(NpyDtype dtype) {
     case NpyDtype::f32: return "float32";
     case NpyDtype::f64: return "float64";
     case NpyDtype::u8: return "uint8";
+    case NpyDtype::i32: return "int32";
     default: return "bool";
   }
 }

@@ -199,7 +199,7 @@ TEST(Npy, EachFaultIsOneLineNamingTheFileAndTheProblem) {
       {npy_file("{'fortran_order': False, 'shape': ()}"), "header has no 'descr' key"},
       {npy_file("{'descr': '<i8', 'fortran_order': False, 'shape': ()}"), "unsupported dtype '<i8'"},
       {npy_file("{'descr': '>f4', 'fortran_order': False, 'shape': ()}"),
-       "unsupported dtype '>f4' (need float32, float64, bool or uint8, little-endian)"},
+       "unsupported dtype '>f4' (need float32, float64, int32, bool or uint8, little-endian)"},
       {npy_file("{'descr': '<c8', 'fortran_order': False, 'shape': ()}"), "unsupported dtype '<c8'"},
       {npy_file("{'descr': '|O', 'fortran_order': False, 'shape': ()}"), "unsupported dtype '|O'"},
       {npy_file("{'descr': 'x\ny', 'fortran_order': False, 'shape': ()}"), "unsupported dtype 'x\\x0ay'"},

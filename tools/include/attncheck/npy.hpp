@@ -11,7 +11,7 @@ namespace attncheck {
 
 // The element types attncheck exchanges. Files say '<f4', '<f8', '|u1', '|b1'; '=' and a missing
 // byte-order mark are accepted only for one-byte types or when this host is little-endian.
-enum class NpyDtype { f32, f64, u8, b1 };
+enum class NpyDtype { f32, f64, u8, b1, i32 };
 
 // An array as stored in a .npy file, always in C (row-major) order.
 struct NpyArray {
