@@ -116,6 +116,17 @@ int main(int argc, char** argv) {
   std::vector<float> base2 = gqa_lse;  // flashinfer issue 2114
   for (float& x : base2) x = float(x / std::log(2.0));
   save(dir + "/gqa_lse_base2.npy", base2, {g.B, g.H, g.Tq});
+  // gqa_bias.npy [B,H,Tq,Tk], an ALiBi-style slope per head, and gqa_out_bias.npy the output with it.
+  std::vector<float> bias(size_t(g.scores_size()));
+  for (int64_t b = 0; b < g.B; ++b)
+    for (int64_t h = 0; h < g.H; ++h)
+      for (int64_t i = 0; i < g.Tq; ++i)
+        for (int64_t j = 0; j < g.Tk; ++j) bias[size_t(g.scores_at(b, h, i) + j)] = -0.5f * float(h + 1) * float(g.Tk - 1 - j);
+  gp.bias = bias.data();
+  std::vector<float> biased(gqa_out.size());
+  attention(gp, Result<float>{biased.data()});
+  save(dir + "/gqa_bias.npy", bias, {g.B, g.H, g.Tq, g.Tk});
+  save(dir + "/gqa_out_bias.npy", biased, {g.B, g.H, g.Tq, g.dv});
   NpyArray lens{NpyDtype::i32, {g.B}, std::vector<unsigned char>(lengths.size() * 4)};
   std::memcpy(lens.data.data(), lengths.data(), lens.data.size());
   write_npy(dir + "/gqa_kv_lens.npy", lens);
