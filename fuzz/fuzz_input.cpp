@@ -42,25 +42,6 @@ const std::string kKeptHead = "attncheck-fuzz ";
 
 [[noreturn]] void bad(const std::string& what) { throw std::runtime_error("kept input: " + what); }
 
-// x's bit pattern in hexadecimal, every digit written (as case_to_text writes a tensor).
-template <class T>
-std::string hex_word(T x) {
-  using Bits = typename Precision<T>::Bits;
-  char digits[2 * sizeof(Bits)];
-  const auto [end, ec] = std::to_chars(std::begin(digits), std::end(digits), Precision<T>::to_bits(x), 16);
-  return std::string(std::size(digits) - size_t(end - digits), '0') + std::string(digits, end);
-}
-
-template <class T>
-T from_hex_word(const std::string& word) {
-  using Bits = typename Precision<T>::Bits;
-  Bits bits = 0;
-  const auto [end, ec] = std::from_chars(word.data(), word.data() + word.size(), bits, 16);
-  if (word.empty() || word.size() > 2 * sizeof(Bits) || ec != std::errc() || end != word.data() + word.size())
-    bad("'" + word + "' is not a bit pattern");
-  return Precision<T>::from_bits(bits);
-}
-
 template <class X, class F>
 std::string line(const char* name, const std::vector<X>& x, F word) {
   std::string text = name;
@@ -96,7 +77,11 @@ std::map<std::string, std::string> named_lines(std::istream& in, const std::vect
 template <class T>
 std::vector<T> hex_values(const std::string& name, const std::string& rest, size_t count) {
   std::vector<T> x;
-  for (const std::string& w : words_of(rest)) x.push_back(from_hex_word<T>(w));
+  for (const std::string& w : words_of(rest)) {
+    const std::optional<T> value = from_hex<T>(w);
+    if (!value) bad("'" + w + "' is not a bit pattern");
+    x.push_back(*value);
+  }
   if (x.empty() || (count > 0 && x.size() != count))
     bad(name + " holds " + std::to_string(x.size()) + " values" +
         (count > 0 ? ", the input needs " + std::to_string(count) : std::string()));
@@ -154,14 +139,14 @@ template <class T>
 std::string kept_text(const AttentionInput<T>& in) {
   // in.c's Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv] and masks as case_to_text writes them; poison [Tk].
   return kept_head(in.target) + case_to_text(in.c) + "intervention b " + std::to_string(in.b) + " i " +
-         std::to_string(in.i) + "\n" + line("poison", in.poison, hex_word<T>);
+         std::to_string(in.i) + "\n" + line("poison", in.poison, hex_bits<T>);
 }
 
 template <class T>
 std::string kept_text(const SoftmaxRow<T>& row) {
   // row: logits and allow [Tk].
   return kept_head(row.target) + "row " + Precision<T>::name + " empty-rows " +
-         (row.empty == EmptyRows::nan ? "nan" : "zero") + "\n" + line("logits", row.logits, hex_word<T>) +
+         (row.empty == EmptyRows::nan ? "nan" : "zero") + "\n" + line("logits", row.logits, hex_bits<T>) +
          line("allow", row.allow, [](uint8_t a) { return std::string(a ? "1" : "0"); });
 }
 

@@ -1,6 +1,8 @@
 #include "attncheck/case_text.hpp"
 
+#include <charconv>
 #include <cstdio>
+#include <iterator>
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
@@ -15,21 +17,12 @@ const char* const kCausal[] = {"none", "upper-left", "lower-right"};
 
 [[noreturn]] void bad(const std::string& what) { throw std::runtime_error("kept case: " + what); }
 
+// A tensor value of a kept case, or the reason it is not one.
 template <class T>
-std::string hex_bits(T x) {
-  using P = Precision<T>;
-  char text[24];
-  std::snprintf(text, sizeof text, "%0*llx", int(2 * sizeof(typename P::Bits)), (unsigned long long)P::to_bits(x));
-  return text;
-}
-
-template <class T>
-T from_hex(const std::string& word) {
-  using P = Precision<T>;
-  char* end = nullptr;
-  const unsigned long long bits = std::strtoull(word.c_str(), &end, 16);
-  if (word.empty() || *end != '\0' || word.size() > 2 * sizeof(typename P::Bits)) bad("'" + word + "' is not a bit pattern");
-  return P::from_bits(typename P::Bits(bits));
+T value_from_hex(const std::string& word) {
+  const std::optional<T> x = from_hex<T>(word);
+  if (!x) bad("'" + word + "' is not a bit pattern");
+  return *x;
 }
 
 template <class X, class F>
@@ -51,6 +44,24 @@ std::vector<X> values(std::istringstream& words, const std::string& name, int64_
 }
 
 }  // namespace
+
+template <class T>
+std::string hex_bits(T x) {
+  using Bits = typename Precision<T>::Bits;
+  char digits[2 * sizeof(Bits)];
+  const auto [end, ec] = std::to_chars(std::begin(digits), std::end(digits), Precision<T>::to_bits(x), 16);
+  return std::string(std::size(digits) - size_t(end - digits), '0') + std::string(digits, end);
+}
+
+template <class T>
+std::optional<T> from_hex(const std::string& word) {
+  using Bits = typename Precision<T>::Bits;
+  Bits bits = 0;
+  const auto [end, ec] = std::from_chars(word.data(), word.data() + word.size(), bits, 16);
+  if (word.empty() || word.size() > 2 * sizeof(Bits) || ec != std::errc() || end != word.data() + word.size())
+    return std::nullopt;
+  return Precision<T>::from_bits(bits);
+}
 
 std::string case_text_precision(const std::string& first_line) {
   std::istringstream words(first_line);
@@ -165,13 +176,13 @@ Case<T> case_from_text(const std::string& first_line, std::istream& in) {
     } else if (name == "mix") {
       std::getline(words >> std::ws, c.mix);
     } else if (name == "q") {
-      c.q = values<T>(words, name, s.q_size(), from_hex<T>);
+      c.q = values<T>(words, name, s.q_size(), value_from_hex<T>);
     } else if (name == "k") {
-      c.k = values<T>(words, name, s.k_size(), from_hex<T>);
+      c.k = values<T>(words, name, s.k_size(), value_from_hex<T>);
     } else if (name == "v") {
-      c.v = values<T>(words, name, s.v_size(), from_hex<T>);
+      c.v = values<T>(words, name, s.v_size(), value_from_hex<T>);
     } else if (name == "bias") {
-      c.bias = values<T>(words, name, s.scores_size(), from_hex<T>);
+      c.bias = values<T>(words, name, s.scores_size(), value_from_hex<T>);
     } else if (name == "allow") {
       c.allow = values<uint8_t>(words, name, s.allow_size(), [&](const std::string& w) { return uint8_t(integer(w) != 0); });
     } else if (name == "key-lengths") {
@@ -187,6 +198,10 @@ Case<T> case_from_text(const std::string& first_line, std::istream& in) {
   bad("no 'end' line");
 }
 
+template std::string hex_bits(float);
+template std::string hex_bits(double);
+template std::optional<float> from_hex(const std::string&);
+template std::optional<double> from_hex(const std::string&);
 template std::string case_to_text(const Case<float>&);
 template std::string case_to_text(const Case<double>&);
 template Case<float> case_from_text(const std::string&, std::istream&);

@@ -371,9 +371,7 @@ Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out, std::vector<T
       (lse && !read_all(from_child_, lse->data(), sizes[LSE])))
     return fate("returning its output");
   if (fp_mode_finding_.empty())
-    fp_mode_finding_ = fp_mode_finding_in_call(v1 ? (std::is_same_v<T, float> ? "attncheck_forward_f32" : "attncheck_forward_f64")
-                                                  : "attncheck_forward_v2",
-                                               mode_, answer.mode);
+    fp_mode_finding_ = fp_mode_finding_in_call(entry_point_name(version_, std::is_same_v<T, float>), mode_, answer.mode);
   mode_ = answer.mode;
   if (answer.buffer == OUT || answer.buffer == LSE)
     return {Outcome::stray_write, 0,

@@ -68,7 +68,7 @@ int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out, 
   const FpMode after = current_fp_mode();
   set_fp_mode(caller);
   if (kernel.fp_mode_call_finding.empty())
-    kernel.fp_mode_call_finding = fp_mode_finding_in_call(entry_point_name(plugin, f32), kernel.mode, after);
+    kernel.fp_mode_call_finding = fp_mode_finding_in_call(entry_point_name(plugin.version, f32), kernel.mode, after);
   return status;
 }
 

@@ -19,7 +19,7 @@ Plugin load_plugin(const std::string& which) {
     plugin.forward_f32 = reinterpret_cast<decltype(plugin.forward_f32)>(dlsym(handle, "attncheck_forward_f32"));
     plugin.forward_f64 = reinterpret_cast<decltype(plugin.forward_f64)>(dlsym(handle, "attncheck_forward_f64"));
     if (!plugin.forward_f32) throw std::runtime_error(which + ": no attncheck_forward_f32 symbol (it is required)");
-    plugin.capabilities = kAbiV1Capabilities | (plugin.forward_f64 ? ATTNCHECK_CAP_F64 : 0u);
+    plugin.capabilities = kAbiV1Capabilities | (plugin.forward_f64 ? uint32_t(ATTNCHECK_CAP_F64) : 0u);
     return plugin;
   }
   if (plugin.version == ATTNCHECK_ABI_VERSION_2) {

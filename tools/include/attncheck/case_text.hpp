@@ -17,11 +17,21 @@
 #pragma once
 
 #include <istream>
+#include <optional>
 #include <string>
 
 #include "attncheck/cases.hpp"
 
 namespace attncheck {
+
+// x's bit pattern in hexadecimal, every digit written ("3f800000" for 1.0f): how a kept case (and a
+// kept fuzz input) writes a value, so that it outlives any generator.
+template <class T>
+std::string hex_bits(T x);
+// The value whose bits `word` spells, exactly as hex_bits writes them (hexadecimal digits alone, at
+// most 2 per byte of T); nothing when it is not such a word.
+template <class T>
+std::optional<T> from_hex(const std::string& word);
 
 template <class T>
 std::string case_to_text(const Case<T>& c);

@@ -32,8 +32,8 @@ Plugin load_plugin(const std::string& which);
 
 // The entry point a call of the given precision goes through, for reports: attncheck_forward_f32,
 // attncheck_forward_f64 or attncheck_forward_v2.
-inline const char* entry_point_name(const Plugin& plugin, bool f32) {
-  return plugin.version == 1 ? (f32 ? "attncheck_forward_f32" : "attncheck_forward_f64") : "attncheck_forward_v2";
+inline const char* entry_point_name(int32_t version, bool f32) {
+  return version == 1 ? (f32 ? "attncheck_forward_f32" : "attncheck_forward_f64") : "attncheck_forward_v2";
 }
 
 }  // namespace attncheck
