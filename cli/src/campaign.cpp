@@ -94,7 +94,7 @@ class CampaignChecker : public Checker {
       std::getline(text, first);
       if (kept_->case_text.empty())
         throw std::runtime_error("the replay file holds no case, and Property." + kept_->property + " draws one");
-      if (case_text_precision(first) != Precision<T>::name)
+      if (!case_text_holds<T>(first))
         throw std::runtime_error("the kept case is not the " + std::string(Precision<T>::name) + " case Property." +
                                  kept_->property + " draws");
       c = case_from_text<T>(first, text);
@@ -319,7 +319,6 @@ Finding read_replay(const std::string& path, CampaignOptions& options, bool keep
     }
     if (key == "case") {  // checked as it is read, kept as text for the property's draw
       finding.case_text = line + "\n";
-      const std::string precision = case_text_precision(line);
       std::ostringstream body;
       for (std::string item; std::getline(file, item);) {
         body << item << '\n';
@@ -328,7 +327,7 @@ Finding read_replay(const std::string& path, CampaignOptions& options, bool keep
       finding.case_text += body.str();
       std::istringstream check(body.str());
       try {
-        if (precision == Precision<double>::name)
+        if (case_text_holds<double>(line))
           case_from_text<double>(line, check);
         else
           case_from_text<float>(line, check);

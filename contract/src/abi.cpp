@@ -1,6 +1,9 @@
 #include "attncheck/abi.hpp"
 
+#include <algorithm>
+#include <limits>
 #include <stdexcept>
+#include <type_traits>
 
 namespace attncheck {
 
@@ -35,12 +38,32 @@ Problem<T> from_abi(const attncheck_problem& a) {
   return p;
 }
 
+static_assert(int32_t(Format::f32) == ATTNCHECK_F32 && int32_t(Format::f64) == ATTNCHECK_F64 &&
+              int32_t(Format::f16) == ATTNCHECK_F16 && int32_t(Format::bf16) == ATTNCHECK_BF16);
+
+namespace {
+
+// x [n] as bit patterns of format F, and back.
+template <class F, class T>
+std::vector<uint16_t> narrowed(const T* x, int64_t n) {
+  std::vector<uint16_t> bits(static_cast<size_t>(n));
+  for (int64_t at = 0; at < n; ++at) bits[size_t(at)] = Precision<F>::from_double(double(x[at])).bits;
+  return bits;
+}
+template <class F, class T>
+void widened(const uint16_t* bits, int64_t n, T* x) {
+  for (int64_t at = 0; at < n; ++at) x[at] = T(Precision<F>::to_double(F{bits[at]}));
+}
+
+}  // namespace
+
 template <class T>
-attncheck_problem_v2 to_abi_v2(const Problem<T>& p, T* out, T* lse) {
+attncheck_problem_v2 to_abi_v2(const Problem<T>& p, T* out, T* lse, NarrowBuffers& narrow) {
+  // q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], bias [B,H,Tq,Tk]; out [B,H,Tq,dv], lse [B,H,Tq].
   const Shape& s = p.shape;
   attncheck_problem_v2 a{};
   a.size = int32_t(sizeof a);
-  a.dtype = abi_dtype<T>;
+  a.dtype = int32_t(p.format);
   a.batch = int32_t(s.B);
   a.heads = int32_t(s.H);
   a.kv_heads = int32_t(s.kv_heads());
@@ -61,7 +84,28 @@ attncheck_problem_v2 to_abi_v2(const Problem<T>& p, T* out, T* lse) {
   a.softcap = p.softcap;
   a.out = out;
   a.lse = lse;
+  if (is_narrow(p.format))
+    visit_narrow(p.format, [&](auto zero) {
+      using F = decltype(zero);
+      narrow.q = narrowed<F>(p.q, s.q_size());
+      narrow.k = narrowed<F>(p.k, s.k_size());
+      narrow.v = narrowed<F>(p.v, s.v_size());
+      narrow.bias = p.bias ? narrowed<F>(p.bias, s.scores_size()) : std::vector<uint16_t>{};
+      // Unwritten outputs read as NaN, and fail.
+      narrow.out.assign(size_t(s.out_size()), Precision<F>::from_double(std::numeric_limits<double>::quiet_NaN()).bits);
+      a.q = narrow.q.data();
+      a.k = narrow.k.data();
+      a.v = narrow.v.data();
+      a.bias = p.bias ? narrow.bias.data() : nullptr;
+      a.out = narrow.out.data();
+    });
   return a;
+}
+
+template <class T>
+void widen_output(const Problem<T>& p, const NarrowBuffers& narrow, T* out) {
+  if (is_narrow(p.format))
+    visit_narrow(p.format, [&](auto zero) { widened<decltype(zero)>(narrow.out.data(), p.shape.out_size(), out); });
 }
 
 template <class T>
@@ -78,12 +122,43 @@ Problem<T> from_abi_v2(const attncheck_problem_v2& a) {
   return p;
 }
 
+void widen_inputs(const attncheck_problem_v2& a, Problem<float>& p, WideBuffers& wide) {
+  // q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], bias [B,H,Tq,Tk] widened; out [B,H,Tq,dv] made.
+  p.format = Format(a.dtype);
+  visit_narrow(p.format, [&](auto zero) {
+    using F = decltype(zero);
+    const Shape& s = p.shape;
+    auto widen = [](const void* bits, int64_t n, std::vector<float>& x) {
+      x.resize(size_t(n));
+      widened<F>(static_cast<const uint16_t*>(bits), n, x.data());
+      return x.data();
+    };
+    p.q = widen(a.q, s.q_size(), wide.q);
+    p.k = widen(a.k, s.k_size(), wide.k);
+    p.v = widen(a.v, s.v_size(), wide.v);
+    p.bias = a.bias ? widen(a.bias, s.scores_size(), wide.bias) : nullptr;
+    wide.out.assign(size_t(s.out_size()), 0);
+  });
+}
+
+void narrow_output(const attncheck_problem_v2& a, const WideBuffers& wide) {
+  const Format format = Format(a.dtype);
+  if (is_narrow(format))
+    visit_narrow(format, [&](auto zero) {
+      using F = decltype(zero);
+      const std::vector<uint16_t> bits = narrowed<F>(wide.out.data(), int64_t(wide.out.size()));
+      std::copy(bits.begin(), bits.end(), static_cast<uint16_t*>(a.out));
+    });
+}
+
 template attncheck_problem to_abi(const Problem<float>&, float*, std::vector<uint8_t>&);
 template attncheck_problem to_abi(const Problem<double>&, double*, std::vector<uint8_t>&);
 template Problem<float> from_abi(const attncheck_problem&);
 template Problem<double> from_abi(const attncheck_problem&);
-template attncheck_problem_v2 to_abi_v2(const Problem<float>&, float*, float*);
-template attncheck_problem_v2 to_abi_v2(const Problem<double>&, double*, double*);
+template attncheck_problem_v2 to_abi_v2(const Problem<float>&, float*, float*, NarrowBuffers&);
+template attncheck_problem_v2 to_abi_v2(const Problem<double>&, double*, double*, NarrowBuffers&);
+template void widen_output(const Problem<float>&, const NarrowBuffers&, float*);
+template void widen_output(const Problem<double>&, const NarrowBuffers&, double*);
 template Problem<float> from_abi_v2(const attncheck_problem_v2&);
 template Problem<double> from_abi_v2(const attncheck_problem_v2&);
 

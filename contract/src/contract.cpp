@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
+#include <utility>
 
 namespace attncheck {
 
@@ -56,6 +58,20 @@ std::string problem_error(const Problem<T>& p, const Result<T>& r) {
   if (p.masks.key_lengths)
     for (int64_t b = 0; b < s.B; ++b)
       if (p.masks.key_lengths[b] < 0) return "key_lengths[" + std::to_string(b) + "] is negative";
+  if (p.format != Precision<T>::format && !(std::is_same_v<T, float> && is_narrow(p.format)))
+    return std::string("format: ") + Precision<T>::name + " buffers cannot hold another format but float16 or bfloat16";
+  if (is_narrow(p.format)) {
+    const char* name = format_name(p.format);
+    const auto in_format = [&](const T* x, int64_t n) {
+      return visit_narrow(p.format, [&](auto zero) { return all_in_format<decltype(zero)>(x, n); });
+    };
+    const std::pair<const char*, std::pair<const T*, int64_t>> inputs[] = {
+        {"q", {p.q, s.q_size()}}, {"k", {p.k, s.k_size()}}, {"v", {p.v, s.v_size()}},
+        {"bias", {p.bias, p.bias ? s.scores_size() : 0}}};
+    for (const auto& [tensor, buffer] : inputs)
+      if (!in_format(buffer.first, buffer.second))
+        return std::string(tensor) + " holds a value that is not a " + name + " (format " + name + ")";
+  }
   return {};
 }
 

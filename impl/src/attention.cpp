@@ -68,6 +68,10 @@ void attention(const Problem<T>& p, const Result<T>& r) {
         }
         out_bh.row(i).setZero();
         for (int64_t j : keys_i) out_bh.row(i) += w(i, j) * V_bh.row(j);
+
+        // Pass 4: in a 2-byte format, the row rounded to it once, from T (its weights stay T's).
+        if (is_narrow(p.format))
+          for (int64_t c = 0; c < s.dv; ++c) out_bh(i, c) = T(round_to(p.format, double(out_bh(i, c))));
       }
       if (r.weights) Map(r.weights + s.scores_at(b, h, 0), s.Tq, s.Tk) = w;
     }

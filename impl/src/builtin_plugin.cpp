@@ -3,10 +3,10 @@
 #include "attncheck/plugin_export.hpp"
 
 namespace attncheck {
-// What the built-in implementation takes: both formats it computes, every mask, grouped KV heads,
-// windows, soft-caps, a bias, and the log-sum-exp.
+// What the built-in implementation takes: every format (f16 and bf16 computed in float, the
+// output rounded), every mask, grouped KV heads, windows, soft-caps, a bias, and the log-sum-exp.
 inline constexpr uint32_t kBuiltinCapabilities =
-    ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64 | ATTNCHECK_CAP_ALLOW | ATTNCHECK_CAP_CAUSAL | ATTNCHECK_CAP_KV_LENS |
+    ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16 | ATTNCHECK_CAP_ALLOW | ATTNCHECK_CAP_CAUSAL | ATTNCHECK_CAP_KV_LENS |
     ATTNCHECK_CAP_GQA | ATTNCHECK_CAP_WINDOW | ATTNCHECK_CAP_SOFTCAP | ATTNCHECK_CAP_BIAS | ATTNCHECK_CAP_LSE;
 }  // namespace attncheck
 

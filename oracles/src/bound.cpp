@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 
 namespace attncheck {
 
@@ -16,6 +17,22 @@ Arithmetic Arithmetic::of() {
 }
 template Arithmetic Arithmetic::of<float>();
 template Arithmetic Arithmetic::of<double>();
+
+Arithmetic Arithmetic::of(Format format) {
+  if (format == Format::f64) return of<double>();
+  Arithmetic a = of<float>();
+  if (is_narrow(format))
+    visit_narrow(format, [&](auto zero) {
+      using P = Precision<decltype(zero)>;
+      static const std::string label = std::string("stored in ") + P::label + "; computed in " + a.label;
+      a.label = label.c_str();
+      a.storage_u = P::u;
+      a.storage_tiny = P::smallest_normal;
+      a.storage_subnormal = P::smallest_normal * 2 * P::u;
+      a.storage_max = P::largest_finite;
+    });
+  return a;
+}
 
 namespace {
 
@@ -213,9 +230,30 @@ LseBound bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<dou
     // dropped (below 2^-1074 |v| each).
     const double oracle = (f.oracle_weight_error + f.oracle_output_error) * sum_pv + 2 * 0x1p-1074 * sum_v;
     // Beyond n u = 0.1 the factor 2 in U no longer covers the amplification: the model ends there.
-    const bool in_range = f.scores_in_range && 2 * sum_v < a.max_finite && double(n) * a.u < 0.1;
-    bound[c] = !in_range ? inf : f.finite_row ? (B + U + oracle) * kSelfInflation : 0;
-    natural[c] = f.finite_row ? natural_sum + U : 0;
+    bool in_range = f.scores_in_range && 2 * sum_v < a.max_finite && double(n) * a.u < 0.1;
+    double stored = 0, stored_natural = 0;
+    if (a.storage_u > 0) {
+      // A 2-byte format (docs/error-bound.md, "Low precision"): the weights rounded to it before
+      // the P V product, their normalizer summed from them or not, the output rounded to it. W bounds
+      // sum_j w_j |v_jc| of the computed weights; a weight below twice the format's smallest normal
+      // may underflow, by half a subnormal, in the numerator and in the normalizer (l >= 1).
+      double W = 0, underflow_v = 0, underflow_l = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        const double v = v_abs[size_t(j * dv + c)];
+        W += (p[j] + A[j]) * v;
+        if (p[j] + A[j] < 2 * a.storage_tiny) {
+          underflow_v += a.storage_subnormal * v;
+          underflow_l += a.storage_subnormal;
+        }
+      }
+      const double weights = 2 * a.storage_u * W + underflow_v + underflow_l * W;
+      const double output = a.storage_u * (W + weights) + a.storage_subnormal / 2;
+      stored = (weights + output) * (1 + 4 * a.storage_u);
+      stored_natural = 3 * a.storage_u * sum_pv + underflow_v + a.storage_subnormal / 2;
+      in_range &= (W + weights) * (1 + a.storage_u) < a.storage_max;
+    }
+    bound[c] = !in_range ? inf : f.finite_row ? (B + U + oracle + stored) * kSelfInflation : 0;
+    natural[c] = f.finite_row ? natural_sum + U + stored_natural : 0;
   }
 
   // The log-sum-exp (docs/error-bound.md, "The log-sum-exp"). The computed normalizer is

@@ -27,10 +27,16 @@ long double ordinal(T x) {
   return (bits & sign) ? -(long double)(bits & ~sign) : (long double)bits;
 }
 
+// How many values of `format` lie between computed and exact rounded to it.
 template <class T>
-double ulps(T computed, long double exact) {
+double ulps(Format format, T computed, long double exact) {
   if (std::isnan(computed) || std::isnan(exact)) return -1;
-  return double(std::fabs(ordinal(computed) - ordinal(T(exact))));
+  if (!is_narrow(format)) return double(std::fabs(ordinal(computed) - ordinal(T(exact))));
+  return visit_narrow(format, [&](auto zero) {
+    using F = decltype(zero);
+    return double(std::fabs(ordinal(Precision<F>::from_double(double(computed))) -
+                            ordinal(Precision<F>::from_double(double(exact)))));
+  });
 }
 
 template <class... Args>
@@ -47,7 +53,7 @@ void for_each_element(const T* computed, const ExactTensor& ref, F f) {
   for (size_t n = 0; n < ref.exact.size(); ++n) {
     if (!ref.row_is_exact(int64_t(n) / ref.row_size)) continue;
     Mismatch m{ref.name, rank, {0, 0, 0, 0}, double(computed[n]), ref.exact[n], ref.bound[n], 0, ref.natural[n], 0,
-               ulps(computed[n], ref.exact[n])};
+               ulps(ref.format, computed[n], ref.exact[n])};
     for (int64_t d = rank - 1, rest = int64_t(n); d >= 0; --d) {  // the index, last dimension fastest
       m.at[d] = rest % ref.dims[size_t(d)];
       rest /= ref.dims[size_t(d)];
@@ -166,7 +172,7 @@ std::string PrecisionGate::report(const char* precision) const {
 
 template <class T>
 Verdict judge(const T* computed, const T* builtin_computed, const ExactTensor& ref) {
-  return {compare(computed, ref), precision_gate(computed, builtin_computed, ref), Arithmetic::of<T>().label};
+  return {compare(computed, ref), precision_gate(computed, builtin_computed, ref), Arithmetic::of(ref.format).label};
 }
 
 std::string Verdict::report() const {

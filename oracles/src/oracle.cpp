@@ -141,7 +141,7 @@ template <class T>
   const T* q_i = p.q + s.q_at(b, h, i);
   const T* bias_i = p.bias ? p.bias + s.scores_at(b, h, i) : nullptr;
   const double scale_up = std::nextafter(std::fabs(scale.hi), kInf);
-  const Arithmetic arith = Arithmetic::of<T>();
+  const Arithmetic arith = Arithmetic::of(p.format);
   ExactRow row;
   RowFacts facts;
   facts.dk = s.dk;
@@ -361,7 +361,7 @@ void parallel_rows(const std::vector<int64_t>& rows, int64_t keys_per_row, F bod
 
 template <class T>
 ExactRow exact_row(const Problem<T>& p, int64_t b, int64_t h, int64_t i) {
-  return row_of(p, key_facts(p, b, p.shape.kv_head(h), Arithmetic::of<T>().tiny), scale_of(p.shape, p.scale), b, h, i);
+  return row_of(p, key_facts(p, b, p.shape.kv_head(h), Arithmetic::of(p.format).tiny), scale_of(p.shape, p.scale), b, h, i);
 }
 
 template <class T>
@@ -369,7 +369,7 @@ void add_rows(const Problem<T>& p, const std::vector<uint8_t>& wanted, Reference
   // Q, K, V, bias in; wanted [B*H*Tq]; ref.out [B,H,Tq,dv] and ref.lse [B,H,Tq] filled where wanted.
   const Shape& s = p.shape;
   const DD scale = scale_of(s, p.scale);
-  const double tiny = Arithmetic::of<T>().tiny;
+  const double tiny = Arithmetic::of(p.format).tiny;
   std::vector<int64_t> rows;  // (b H + h) Tq + i
   std::vector<uint8_t> needed(size_t(s.B * s.kv_heads()), 0);  // the (b, KV head) pairs they read
   for (int64_t r = 0; r < s.B * s.H * s.Tq; ++r)
@@ -408,6 +408,8 @@ Reference reference(const Problem<T>& p, const std::vector<uint8_t>* rows) {
   ref.lse.name = "lse";
   ref.lse.dims = {s.B, s.H, s.Tq};
   ref.lse.infinities_exact = true;
+  ref.out.format = p.format;
+  ref.lse.format = Precision<T>::format;
   for (ExactTensor* t : {&ref.out, &ref.lse}) {
     const size_t size = size_t(t == &ref.out ? s.out_size() : s.lse_size());
     t->exact.assign(size, sampled ? kNaN : 0);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 
 #include "attncheck/precision.hpp"
 
@@ -70,12 +71,48 @@ std::string case_text_precision(const std::string& first_line) {
   return head == "case" ? precision : "";
 }
 
+namespace {
+
+// The format a case text's precision word names, if T holds it: T's own, or f16 or bf16 for float.
+template <class T>
+std::optional<Format> format_named(const std::string& precision) {
+  for (Format f : {Format::f32, Format::f64, Format::f16, Format::bf16})
+    if (precision == format_name(f) &&
+        (f == Precision<T>::format || (std::is_same_v<T, float> && is_narrow(f))))
+      return f;
+  return std::nullopt;
+}
+
+// A tensor's values as words: the bits of each in the case's format.
+template <class T>
+std::string format_hex(Format format, T x) {
+  if (!is_narrow(format)) return hex_bits<T>(x);
+  return visit_narrow(format, [x](auto zero) { return hex_bits(Precision<decltype(zero)>::from_double(double(x))); });
+}
+template <class T>
+T format_from_hex(Format format, const std::string& word) {
+  if (!is_narrow(format)) return value_from_hex<T>(word);
+  return T(visit_narrow(format, [&](auto zero) {
+    using F = decltype(zero);
+    const std::optional<F> x = from_hex<F>(word);
+    if (!x) bad("'" + word + "' is not a bit pattern of " + Precision<F>::name);
+    return Precision<F>::to_double(*x);
+  }));
+}
+
+}  // namespace
+
+template <class T>
+bool case_text_holds(const std::string& first_line) {
+  return format_named<T>(case_text_precision(first_line)).has_value();
+}
+
 template <class T>
 std::string case_to_text(const Case<T>& c) {
   const Shape& s = c.shape;
   char scale[40];
   std::snprintf(scale, sizeof scale, "%a", c.scale);
-  std::string text = std::string("case ") + Precision<T>::name + " " + std::to_string(kVersion) + "\n";
+  std::string text = std::string("case ") + format_name(c.format) + " " + std::to_string(kVersion) + "\n";
   text += "shape B " + std::to_string(s.B) + " H " + std::to_string(s.H) + " H_kv " + std::to_string(s.kv_heads()) +
           " Tq " + std::to_string(s.Tq) + " Tk " +
           std::to_string(s.Tk) + " dk " + std::to_string(s.dk) + " dv " + std::to_string(s.dv) + "\n";
@@ -89,12 +126,13 @@ std::string case_to_text(const Case<T>& c) {
     text += std::string("softcap ") + softcap + "\n";
   }
   text += "mix " + c.mix + "\n";
-  line(text, "q", c.q, hex_bits<T>);
-  line(text, "k", c.k, hex_bits<T>);
-  line(text, "v", c.v, hex_bits<T>);
+  const auto word = [&](T x) { return format_hex(c.format, x); };
+  line(text, "q", c.q, word);
+  line(text, "k", c.k, word);
+  line(text, "v", c.v, word);
   line(text, "allow", c.allow, [](uint8_t a) { return std::to_string(int(a)); });
   line(text, "key-lengths", c.key_lengths, [](int32_t n) { return std::to_string(n); });
-  line(text, "bias", c.bias, hex_bits<T>);
+  line(text, "bias", c.bias, word);
   return text + "end\n";
 }
 
@@ -105,11 +143,14 @@ Case<T> case_from_text(const std::string& first_line, std::istream& in) {
   int version = 0;
   head >> word >> precision >> version;
   if (word != "case") bad("expected a 'case' line, got '" + first_line + "'");
-  if (precision != Precision<T>::name) bad("a " + precision + " case where a " + Precision<T>::name + " one was expected");
+  const std::optional<Format> format = format_named<T>(precision);
+  if (!format) bad("a " + precision + " case where a " + Precision<T>::name + " one was expected");
   if (version != kVersion) bad("format version " + std::to_string(version) + ", this attncheck reads " + std::to_string(kVersion));
   Case<T> c;
+  c.format = *format;
   Shape& s = c.shape;
   bool shaped = false;
+  const auto value = [&](const std::string& w) { return format_from_hex<T>(c.format, w); };
   auto integer = [](const std::string& w) {
     char* end = nullptr;
     const long long n = std::strtoll(w.c_str(), &end, 10);
@@ -176,13 +217,13 @@ Case<T> case_from_text(const std::string& first_line, std::istream& in) {
     } else if (name == "mix") {
       std::getline(words >> std::ws, c.mix);
     } else if (name == "q") {
-      c.q = values<T>(words, name, s.q_size(), value_from_hex<T>);
+      c.q = values<T>(words, name, s.q_size(), value);
     } else if (name == "k") {
-      c.k = values<T>(words, name, s.k_size(), value_from_hex<T>);
+      c.k = values<T>(words, name, s.k_size(), value);
     } else if (name == "v") {
-      c.v = values<T>(words, name, s.v_size(), value_from_hex<T>);
+      c.v = values<T>(words, name, s.v_size(), value);
     } else if (name == "bias") {
-      c.bias = values<T>(words, name, s.scores_size(), value_from_hex<T>);
+      c.bias = values<T>(words, name, s.scores_size(), value);
     } else if (name == "allow") {
       c.allow = values<uint8_t>(words, name, s.allow_size(), [&](const std::string& w) { return uint8_t(integer(w) != 0); });
     } else if (name == "key-lengths") {
@@ -200,11 +241,17 @@ Case<T> case_from_text(const std::string& first_line, std::istream& in) {
 
 template std::string hex_bits(float);
 template std::string hex_bits(double);
+template std::string hex_bits(Half);
+template std::string hex_bits(BFloat16);
 template std::optional<float> from_hex(const std::string&);
 template std::optional<double> from_hex(const std::string&);
+template std::optional<Half> from_hex(const std::string&);
+template std::optional<BFloat16> from_hex(const std::string&);
 template std::string case_to_text(const Case<float>&);
 template std::string case_to_text(const Case<double>&);
 template Case<float> case_from_text(const std::string&, std::istream&);
 template Case<double> case_from_text(const std::string&, std::istream&);
+template bool case_text_holds<float>(const std::string&);
+template bool case_text_holds<double>(const std::string&);
 
 }  // namespace attncheck

@@ -1,5 +1,6 @@
 #include "attncheck/cases.hpp"
 
+#include "attncheck/abi.hpp"
 #include "attncheck/precision.hpp"
 
 #include <algorithm>
@@ -35,17 +36,40 @@ T value(Chooser& choose, Values kind) {
   return 0;
 }
 
-// x [n] of the given kind; a large case's tensors from one seeded stream (their values do not
-// shrink one by one; their shape and kind do).
+// The same kinds in a format F narrower than T (f16, bf16), as a double: tiny is F's own (the edge
+// of its normal range, and its subnormals), bits are F's.
+template <class F>
+double narrow_value(Chooser& choose, Values kind) {
+  using P = Precision<F>;
+  switch (kind) {
+    case Values::tiny: {
+      const double smallest_subnormal = P::smallest_normal * std::ldexp(1.0, -P::fraction_bits);
+      return round_to<F>(choose.below(2) ? standard_normal(choose) * P::smallest_normal * 16
+                                         : smallest_subnormal * double(choose.below(1000)));
+    }
+    case Values::bits: return P::to_double(arbitrary_bits<F>(choose));
+    default: return round_to<F>(double(value<double>(choose, kind)));
+  }
+}
+
+// A value of `format` drawn as `kind`, in T (which holds every value of the format).
 template <class T>
-void fill(Chooser& choose, std::vector<T>& x, size_t n, Values kind, bool large) {
+T value_in(Chooser& choose, Values kind, Format format) {
+  if (!is_narrow(format)) return value<T>(choose, kind);
+  return T(visit_narrow(format, [&](auto zero) { return narrow_value<decltype(zero)>(choose, kind); }));
+}
+
+// x [n] of the given kind in `format`; a large case's tensors from one seeded stream (their values
+// do not shrink one by one; their shape and kind do).
+template <class T>
+void fill(Chooser& choose, std::vector<T>& x, size_t n, Values kind, bool large, Format format) {
   x.resize(n);
   if (!large) {
-    for (T& e : x) e = value<T>(choose, kind);
+    for (T& e : x) e = value_in<T>(choose, kind, format);
     return;
   }
   SeededChooser seeded(choose.below(std::numeric_limits<uint64_t>::max()));
-  for (T& e : x) e = value<T>(seeded, kind);
+  for (T& e : x) e = value_in<T>(seeded, kind, format);
 }
 
 // The number of rungs of `ladder` at most `limit`.
@@ -136,15 +160,35 @@ void draw_kv_groups(Chooser& choose, Case<T>& c, const CaseLimits& limits, bool 
   } else {
     s.H_kv = 1 + int64_t(choose.below(3));
     s.H = s.H_kv * (const int64_t[]){2, 3, 4, 6}[choose.below(4)];
-    fill(choose, c.q, size_t(s.q_size()), qk_kind, false);
-    fill(choose, c.k, size_t(s.k_size()), qk_kind, false);
-    fill(choose, c.v, size_t(s.v_size()), v_kind, false);
+    fill(choose, c.q, size_t(s.q_size()), qk_kind, false, c.format);
+    fill(choose, c.k, size_t(s.k_size()), qk_kind, false, c.format);
+    fill(choose, c.v, size_t(s.v_size()), v_kind, false, c.format);
     if (!c.bias.empty()) {
       c.bias.resize(size_t(s.scores_size()));
       for (T& x : c.bias) x = T(standard_normal(choose));
     }
   }
   c.mix += ", grouped KV heads";
+}
+
+// The format of a case: for float, one of f32, f16 and bf16 that the capabilities claim (choice 0
+// the first, so that float32 is the simplest; no choice when only one is claimed, so that a kernel
+// of one format draws what it always drew); f64 for double.
+template <class T>
+Format draw_format(Chooser& choose, uint32_t can) {
+  if (!std::is_same_v<T, float>) return Precision<T>::format;
+  std::vector<Format> claimed;
+  for (Format f : {Format::f32, Format::f16, Format::bf16})
+    if (can & capability_of(f)) claimed.push_back(f);
+  if (claimed.empty()) return Format::f32;
+  return claimed.size() == 1 ? claimed[0] : claimed[choose.below(claimed.size())];
+}
+
+// The bias, drawn in T, rounded to the case's format.
+template <class T>
+void round_bias(Case<T>& c) {
+  if (is_narrow(c.format))
+    for (T& x : c.bias) x = T(round_to(c.format, double(x)));
 }
 
 }  // namespace
@@ -167,6 +211,7 @@ Problem<T> Case<T>::problem() const {
   p.scale = scale;
   p.softcap = softcap;
   p.empty_rows = empty_rows;
+  p.format = format;
   return p;
 }
 
@@ -174,6 +219,7 @@ template <class T>
 Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
   Case<T> c;
   Shape& s = c.shape;
+  c.format = draw_format<T>(choose, limits.capabilities);
   const bool large = limits.ladder_len > 0 && !limits.small_only && choose.below(3) == 2;
   if (large) {
     draw_large_shape(choose, limits, s);
@@ -188,13 +234,13 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
 
   const auto qk_kind = Values(choose.below(5)), v_kind = Values(choose.below(5));
 #ifdef ATTNCHECK_GENERATOR_REORDERED  // a test build only: kept regressions must not notice (cli/tests)
-  fill(choose, c.v, size_t(s.v_size()), v_kind, large);
-  fill(choose, c.k, size_t(s.k_size()), qk_kind, large);
-  fill(choose, c.q, size_t(s.q_size()), qk_kind, large);
+  fill(choose, c.v, size_t(s.v_size()), v_kind, large, c.format);
+  fill(choose, c.k, size_t(s.k_size()), qk_kind, large, c.format);
+  fill(choose, c.q, size_t(s.q_size()), qk_kind, large, c.format);
 #else
-  fill(choose, c.q, size_t(s.q_size()), qk_kind, large);
-  fill(choose, c.k, size_t(s.k_size()), qk_kind, large);
-  fill(choose, c.v, size_t(s.v_size()), v_kind, large);
+  fill(choose, c.q, size_t(s.q_size()), qk_kind, large, c.format);
+  fill(choose, c.k, size_t(s.k_size()), qk_kind, large, c.format);
+  fill(choose, c.v, size_t(s.v_size()), v_kind, large, c.format);
 #endif
   c.mix = std::string(large ? "large, " : "") + "qk " + kValueNames[int(qk_kind)] + ", v " + kValueNames[int(v_kind)];
 
@@ -204,6 +250,7 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
     draw_large_masks(choose, c, can);
     if (choose.below(4) == 0) c.scale = double(value<T>(choose, Values::normal));
     draw_kv_groups(choose, c, limits, true, qk_kind, v_kind);
+    round_bias(c);
     return c;
   }
   // Allow mask density from none to all, with some rows emptied outright.
@@ -238,6 +285,7 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
     c.mix += ", soft-cap";
   }
   draw_kv_groups(choose, c, limits, false, qk_kind, v_kind);
+  round_bias(c);
   return c;
 }
 
@@ -288,6 +336,8 @@ std::string describe(const Case<T>& c) {
   if (c.window_left >= 0 || c.window_right >= 0)
     extras += "; window " + std::to_string(c.window_left) + "," + std::to_string(c.window_right);
   if (c.softcap != 0) extras += "; soft-cap " + show(c.softcap);
+  if (is_narrow(c.format))
+    extras += std::string("; in ") + format_name(c.format);
   std::snprintf(line, sizeof line, "B %lld, H %lld%s, Tq %lld, Tk %lld, dk %lld, dv %lld; scale %s; causal %s%s; empty rows %s; %s\n",
                 (long long)s.B, (long long)s.H, kv_heads.c_str(), (long long)s.Tq, (long long)s.Tk, (long long)s.dk,
                 (long long)s.dv, c.scale == 0 ? "default" : show(c.scale).c_str(), causal[int(c.causal)], extras.c_str(),

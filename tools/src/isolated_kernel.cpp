@@ -34,7 +34,7 @@ constexpr Buffer kFirstOutput = OUT;  // the buffers from OUT on are written; th
 // key lengths folded into the allow mask).
 struct Request {
   uint32_t magic;
-  uint32_t f64;  // the problem's precision: float32 or float64
+  int32_t dtype;  // the problem's format, ABI v2's ATTNCHECK_F32 .. ATTNCHECK_BF16
   int64_t B, H, H_kv, Tq, Tk, dk, dv;
   int32_t causal, window_left, window_right;
   double scale, softcap;
@@ -42,8 +42,12 @@ struct Request {
 };
 
 // Each buffer's bytes for a request: q, k, v, allow, kv_lens, bias, out, lse.
+// The bytes of one element of q, k, v, bias and out in a format; lse is float but in f64.
+size_t element_size(int32_t dtype) { return dtype == ATTNCHECK_F64 ? 8 : dtype == ATTNCHECK_F32 ? 4 : 2; }
+size_t lse_element_size(int32_t dtype) { return dtype == ATTNCHECK_F64 ? 8 : 4; }
+
 void buffer_sizes(const Request& r, size_t (&sizes)[kBuffers]) {
-  const size_t e = r.f64 ? sizeof(double) : sizeof(float), bh = size_t(r.B * r.H), bkv = size_t(r.B * r.H_kv);
+  const size_t e = element_size(r.dtype), bh = size_t(r.B * r.H), bkv = size_t(r.B * r.H_kv);
   const size_t all[kBuffers] = {bh * r.Tq * r.dk * e,
                                 bkv * r.Tk * r.dk * e,
                                 bkv * r.Tk * r.dv * e,
@@ -51,7 +55,7 @@ void buffer_sizes(const Request& r, size_t (&sizes)[kBuffers]) {
                                 r.has_kv_lens ? size_t(r.B) * sizeof(int32_t) : 0,
                                 r.has_bias ? bh * r.Tq * r.Tk * e : 0,
                                 bh * r.Tq * r.dv * e,
-                                r.want_lse ? bh * r.Tq * e : 0};
+                                r.want_lse ? bh * r.Tq * lse_element_size(r.dtype) : 0};
   std::copy(std::begin(all), std::end(all), sizes);
 }
 
@@ -184,7 +188,6 @@ void on_fault(int signal, siginfo_t* info, void*) {
     if (r.magic != kRequest) _exit(71);
     size_t sizes[kBuffers];
     buffer_sizes(r, sizes);
-    const size_t e = r.f64 ? sizeof(double) : sizeof(float);
     const bool at_start = call % 2 == 1;
     Guarded q(sizes[Q], at_start), k(sizes[K], at_start), v(sizes[V], at_start), allow(sizes[ALLOW], at_start),
         kv_lens(sizes[KV_LENS], at_start), bias(sizes[BIAS], at_start), out(sizes[OUT], at_start),
@@ -195,34 +198,49 @@ void on_fault(int signal, siginfo_t* info, void*) {
       all[b]->read_only();
     }
     // Unwritten outputs read as NaN.
-    const float nan_f = std::numeric_limits<float>::quiet_NaN();
-    const double nan_d = std::numeric_limits<double>::quiet_NaN();
-    for (Guarded* written : {&out, &lse})
-      for (size_t n = 0; n < written->n; n += e) std::memcpy(written->data + n, r.f64 ? (const void*)&nan_d : &nan_f, e);
+    visit_format(Format(r.dtype), [&](auto zero) {
+      using F = decltype(zero);
+      const auto nan = Precision<F>::to_bits(Precision<F>::from_double(std::numeric_limits<double>::quiet_NaN()));
+      for (size_t n = 0; n < out.n; n += sizeof nan) std::memcpy(out.data + n, &nan, sizeof nan);
+    });
+    for (size_t n = 0; n < lse.n; n += lse_element_size(r.dtype)) {
+      const float nan_f = std::numeric_limits<float>::quiet_NaN();
+      const double nan_d = std::numeric_limits<double>::quiet_NaN();
+      std::memcpy(lse.data + n, r.dtype == ATTNCHECK_F64 ? (const void*)&nan_d : &nan_f, lse_element_size(r.dtype));
+    }
 
-    auto call_plugin = [&](auto zero) {
+    // The problem as ABI v2 carries it; a v1 plugin gets its v1 view (key lengths folded into allow).
+    attncheck_problem_v2 v2{};
+    v2.size = int32_t(sizeof v2);
+    v2.dtype = r.dtype;
+    v2.batch = int32_t(r.B);
+    v2.heads = int32_t(r.H);
+    v2.kv_heads = int32_t(r.H_kv);
+    v2.q_len = int32_t(r.Tq);
+    v2.kv_len = int32_t(r.Tk);
+    v2.d_k = int32_t(r.dk);
+    v2.d_v = int32_t(r.dv);
+    v2.q = q.data;
+    v2.k = k.data;
+    v2.v = v.data;
+    v2.allow = r.has_allow ? allow.data : nullptr;
+    v2.kv_lens = r.has_kv_lens ? reinterpret_cast<const int32_t*>(kv_lens.data) : nullptr;
+    v2.bias = r.has_bias ? bias.data : nullptr;
+    v2.causal = r.causal;
+    v2.window_left = r.window_left;
+    v2.window_right = r.window_right;
+    v2.scale = r.scale;
+    v2.softcap = r.softcap;
+    v2.out = out.data;
+    v2.lse = r.want_lse ? lse.data : nullptr;
+    auto call_v1 = [&](auto zero) {
       using T = decltype(zero);
-      Problem<T> p;
-      p.shape = {r.B, r.H, r.Tq, r.Tk, r.dk, r.dv, r.H_kv};
-      p.q = reinterpret_cast<const T*>(q.data);
-      p.k = reinterpret_cast<const T*>(k.data);
-      p.v = reinterpret_cast<const T*>(v.data);
-      p.masks = {r.has_allow ? allow.data : nullptr, Causal(r.causal),
-                 r.has_kv_lens ? reinterpret_cast<const int32_t*>(kv_lens.data) : nullptr, r.window_left, r.window_right};
-      p.bias = r.has_bias ? reinterpret_cast<const T*>(bias.data) : nullptr;
-      p.scale = r.scale;
-      p.softcap = r.softcap;
-      T* out_data = reinterpret_cast<T*>(out.data);
-      if (plugin.version == 1) {
-        std::vector<uint8_t> folded;  // key lengths folded into the allow mask
-        const attncheck_problem v1 = to_abi(p, out_data, folded);
-        return (r.f64 ? plugin.forward_f64 : plugin.forward_f32)(&v1);
-      }
-      const attncheck_problem_v2 v2 = to_abi_v2(p, out_data, r.want_lse ? reinterpret_cast<T*>(lse.data) : nullptr);
-      return plugin.forward_v2(&v2);
+      std::vector<uint8_t> folded;
+      const attncheck_problem v1 = to_abi(from_abi_v2<T>(v2), static_cast<T*>(v2.out), folded);
+      return (r.dtype == ATTNCHECK_F64 ? plugin.forward_f64 : plugin.forward_f32)(&v1);
     };
     for (int b = 0; b < kBuffers; ++b) g_buffers[b] = all[b];
-    const int32_t status = r.f64 ? call_plugin(0.0) : call_plugin(0.0f);
+    const int32_t status = plugin.version != 1 ? plugin.forward_v2(&v2) : r.dtype == ATTNCHECK_F64 ? call_v1(0.0) : call_v1(0.0f);
     for (int b = 0; b < kBuffers; ++b) g_buffers[b] = nullptr;
 
     const int out_damage = out.damaged(), lse_damage = lse.damaged();
@@ -324,16 +342,18 @@ Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out, std::vector<T
   // [B,H,Tq,Tk]; out [B,H,Tq,dv] and, when asked, lse [B,H,Tq].
   if (child_ < 0) start();
   const Shape& s = c.shape;
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "the child carries float32 and float64");
   // A case that does not fill its shape, or asks what the plugin does not take, is the harness's
   // fault: say so, never blame the kernel.
   if (int64_t(c.q.size()) != s.q_size() || int64_t(c.k.size()) != s.k_size() || int64_t(c.v.size()) != s.v_size())
     throw std::logic_error("a case whose tensors do not fit its shape");
   const bool v1 = version_ == 1;
-  if (v1 && (s.kv_heads() != s.H || !c.bias.empty() || c.window_left >= 0 || c.window_right >= 0 || c.softcap != 0 ||
+  if (v1 && (is_narrow(c.format) || s.kv_heads() != s.H || !c.bias.empty() || c.window_left >= 0 || c.window_right >= 0 || c.softcap != 0 ||
              lse))
     throw std::logic_error("a case beyond plugin ABI v1 for a v1 plugin");
-  const Request request{kRequest,        uint32_t(std::is_same_v<T, double>),
+  const Problem<T> problem = c.problem();
+  NarrowBuffers narrow;  // f16 and bf16 as bit patterns
+  const attncheck_problem_v2 abi = to_abi_v2(problem, out.data(), (T*)nullptr, narrow);
+  const Request request{kRequest,        abi.dtype,
                         s.B,             s.H,
                         s.kv_heads(),    s.Tq,
                         s.Tk,            s.dk,
@@ -344,7 +364,7 @@ Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out, std::vector<T
                         uint8_t(!c.bias.empty()),  uint8_t(lse != nullptr)};
   size_t sizes[kBuffers];
   buffer_sizes(request, sizes);
-  const void* inputs[kFirstOutput] = {c.q.data(), c.k.data(), c.v.data(), c.allow.data(), c.key_lengths.data(), c.bias.data()};
+  const void* inputs[kFirstOutput] = {abi.q, abi.k, abi.v, c.allow.data(), c.key_lengths.data(), abi.bias};
   bool sent = write_all(to_child_, &request, sizeof request);
   for (int b = 0; b < kFirstOutput && sent; ++b) sent = sizes[b] == 0 || write_all(to_child_, inputs[b], sizes[b]);
   if (!sent) return fate("reading its input");
@@ -367,9 +387,10 @@ Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out, std::vector<T
   }
   out.resize(size_t(s.out_size()));
   if (lse) lse->resize(size_t(s.lse_size()));
-  if (answer.magic != kAnswer || !read_all(from_child_, out.data(), sizes[OUT]) ||
+  if (answer.magic != kAnswer || !read_all(from_child_, is_narrow(problem.format) ? (void*)narrow.out.data() : out.data(), sizes[OUT]) ||
       (lse && !read_all(from_child_, lse->data(), sizes[LSE])))
     return fate("returning its output");
+  widen_output(problem, narrow, out.data());
   if (fp_mode_finding_.empty())
     fp_mode_finding_ = fp_mode_finding_in_call(entry_point_name(version_, std::is_same_v<T, float>), mode_, answer.mode);
   mode_ = answer.mode;

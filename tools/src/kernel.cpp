@@ -57,16 +57,18 @@ int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out, 
   }
   const bool f32 = std::is_same_v<T, float>;
   const Plugin& plugin = kernel.plugin;
-  if (!(plugin.capabilities & (f32 ? ATTNCHECK_CAP_F32 : ATTNCHECK_CAP_F64))) return -1;
+  if (!(plugin.capabilities & capability_of(problem.format))) return -1;
   std::vector<uint8_t> allow;  // v1: key lengths folded in
   const attncheck_problem v1 = plugin.version == 1 ? to_abi(problem, out.data(), allow) : attncheck_problem{};
   if (lse && (plugin.version == 1 || !(plugin.capabilities & ATTNCHECK_CAP_LSE))) return -1;
-  const attncheck_problem_v2 v2 = to_abi_v2(problem, out.data(), lse_data);
+  NarrowBuffers narrow;  // f16 and bf16 as bit patterns
+  const attncheck_problem_v2 v2 = plugin.version == 1 ? attncheck_problem_v2{} : to_abi_v2(problem, out.data(), lse_data, narrow);
   const FpMode caller = current_fp_mode();
   set_fp_mode(kernel.mode);
   const int32_t status = plugin.version == 1 ? (f32 ? plugin.forward_f32 : plugin.forward_f64)(&v1) : plugin.forward_v2(&v2);
   const FpMode after = current_fp_mode();
   set_fp_mode(caller);
+  widen_output(problem, narrow, out.data());
   if (kernel.fp_mode_call_finding.empty())
     kernel.fp_mode_call_finding = fp_mode_finding_in_call(entry_point_name(plugin.version, f32), kernel.mode, after);
   return status;

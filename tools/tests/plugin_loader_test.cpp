@@ -59,7 +59,8 @@ void expect_v2_same_as_direct(const Plugin& plugin) {
   p.v = c.v.data();
   p.masks = {c.allow.data(), Causal::lower_right, lengths.data()};
   std::vector<T> out(2 * 3 * 4 * 7, -1), lse(2 * 3 * 4, -1), direct_out(out.size()), direct_lse(lse.size());
-  const attncheck_problem_v2 abi = to_abi_v2(p, out.data(), lse.data());
+  NarrowBuffers narrow;
+  const attncheck_problem_v2 abi = to_abi_v2(p, out.data(), lse.data(), narrow);
   ASSERT_EQ(plugin.forward_v2(&abi), 0);
   attention(p, Result<T>{direct_out.data(), nullptr, direct_lse.data()});
   EXPECT_EQ(std::memcmp(out.data(), direct_out.data(), out.size() * sizeof(T)), 0);
@@ -81,6 +82,61 @@ TEST(PluginLoader, BuiltinSharedLibraryMatchesTheCppApiBitForBit) {
   expect_v2_same_as_direct<double>(plugin);
 }
 
+// f16 and bf16 cross ABI v2 as bit patterns: the built-in plugin, given q, k, v and bias rounded to
+// the format, returns the C++ API's float result on the same values rounded once to the format, and
+// lse in float; a format it does not claim (a variant's f16) is refused with 4.
+TEST(PluginLoader, NarrowFormatsCrossAsBitPatterns) {
+  for (const char* path : {BUILTIN_SO, "builtin"})
+    for (Format format : {Format::f16, Format::bf16}) {
+      SCOPED_TRACE(std::string(path) + " " + format_name(format));
+      const Plugin plugin = load_plugin(path);
+      ASSERT_TRUE(plugin.capabilities & capability_of(format));
+      AbiCase<float> c;
+      for (std::vector<float>* x : {&c.q, &c.k, &c.v})
+        for (float& e : *x) e = float(round_to(format, e * 3.7));
+      std::vector<float> bias(2 * 3 * 4 * 5);
+      for (size_t n = 0; n < bias.size(); ++n) bias[n] = float(round_to(format, 0.3 * double(n % 7) - 1));
+      Problem<float> p = from_abi<float>(c.abi);
+      p.bias = bias.data();
+      p.format = format;
+      ASSERT_EQ(problem_error(p, Result<float>{c.q.data()}), "");
+      std::vector<float> out(2 * 3 * 4 * 7, -1), lse(2 * 3 * 4, -1), direct_out(out.size()), direct_lse(lse.size());
+      NarrowBuffers narrow;
+      const attncheck_problem_v2 abi = to_abi_v2(p, out.data(), lse.data(), narrow);
+      EXPECT_EQ(abi.dtype, int32_t(format));
+      EXPECT_NE(abi.q, (const void*)c.q.data());  // the bits, not the floats
+      ASSERT_EQ(plugin.forward_v2(&abi), 0);
+      widen_output(p, narrow, out.data());
+      attention(p, Result<float>{direct_out.data(), nullptr, direct_lse.data()});
+      EXPECT_EQ(std::memcmp(out.data(), direct_out.data(), out.size() * sizeof(float)), 0);
+      EXPECT_EQ(std::memcmp(lse.data(), direct_lse.data(), lse.size() * sizeof(float)), 0);
+      for (float x : out) EXPECT_EQ(double(x), round_to(format, x));
+      Problem<float> in_float = p;
+      in_float.format = Format::f32;
+      std::vector<float> float_out(out.size());
+      attention(in_float, Result<float>{float_out.data()});
+      EXPECT_NE(float_out, out) << "the output is rounded to the format";
+      EXPECT_EQ(load_plugin(TWO_PASS_SO).forward_v2(&abi), 4) << "a variant does not claim f16 or bf16";
+    }
+}
+
+TEST(PluginLoader, AValueOutsideItsFormatIsRefused) {
+  AbiCase<float> c;
+  Problem<float> p = from_abi<float>(c.abi);
+  p.format = Format::bf16;
+  c.k[3] = 1 + 0x1p-10f;  // not a bfloat16: 8 significant bits
+  for (float& x : c.q) x = float(round_to<BFloat16>(x));
+  for (float& x : c.v) x = float(round_to<BFloat16>(x));
+  std::vector<float> out(2 * 3 * 4 * 7);
+  EXPECT_EQ(problem_error(p, Result<float>{out.data()}), "k holds a value that is not a bfloat16 (format bfloat16)");
+  c.k[3] = 1;
+  for (float& x : c.k) x = float(round_to<BFloat16>(x));
+  EXPECT_EQ(problem_error(p, Result<float>{out.data()}), "");
+  Problem<double> in_double = from_abi<double>(c.abi);
+  in_double.format = Format::f16;
+  EXPECT_NE(problem_error(in_double, Result<double>{nullptr}), "");
+}
+
 // A v1 plugin still loads and computes: the two-pass variant through v1 and through v2 agree.
 TEST(PluginLoader, AbiV1PluginAndItsV2TwinAgree) {
   const Plugin v1 = load_plugin(TWO_PASS_V1_SO), v2 = load_plugin(TWO_PASS_SO);
@@ -91,7 +147,8 @@ TEST(PluginLoader, AbiV1PluginAndItsV2TwinAgree) {
   c.abi.out = by_v1.data();
   ASSERT_EQ(v1.forward_f32(&c.abi), 0);
   Problem<float> p = from_abi<float>(c.abi);
-  const attncheck_problem_v2 abi = to_abi_v2(p, by_v2.data(), (float*)nullptr);
+  NarrowBuffers narrow;
+  const attncheck_problem_v2 abi = to_abi_v2(p, by_v2.data(), (float*)nullptr, narrow);
   ASSERT_EQ(v2.forward_v2(&abi), 0);
   EXPECT_EQ(std::memcmp(by_v1.data(), by_v2.data(), by_v1.size() * sizeof(float)), 0);
 }
@@ -100,7 +157,8 @@ TEST(PluginLoader, BuiltinRefusesMalformedProblems) {
   const Plugin plugin = load_plugin(BUILTIN_SO);
   AbiCase<float> c;
   std::vector<float> out(2 * 3 * 4 * 7);
-  attncheck_problem_v2 abi = to_abi_v2(from_abi<float>(c.abi), out.data(), (float*)nullptr);
+  NarrowBuffers narrow;
+  attncheck_problem_v2 abi = to_abi_v2(from_abi<float>(c.abi), out.data(), (float*)nullptr, narrow);
   const attncheck_problem_v2 good = abi;
   abi.d_k = 0;
   EXPECT_NE(plugin.forward_v2(&abi), 0);
@@ -114,7 +172,7 @@ TEST(PluginLoader, BuiltinRefusesMalformedProblems) {
   abi.window_left = -2;
   EXPECT_NE(plugin.forward_v2(&abi), 0);
   abi = good;
-  abi.dtype = ATTNCHECK_BF16;  // a format it does not claim
+  abi.dtype = 7;  // no format
   EXPECT_EQ(plugin.forward_v2(&abi), 4);
   abi = good;
   abi.size = 8;  // older than the layout it reads

@@ -19,21 +19,44 @@ attncheck_problem to_abi(const Problem<T>& problem, T* out, std::vector<uint8_t>
 template <class T>
 Problem<T> from_abi(const attncheck_problem& p);
 
-// The ABI v2 dtype of a format.
-template <class T>
-inline constexpr int32_t abi_dtype = -1;
-template <>
-inline constexpr int32_t abi_dtype<float> = ATTNCHECK_F32;
-template <>
-inline constexpr int32_t abi_dtype<double> = ATTNCHECK_F64;
+// The capability bit that claims a format: ATTNCHECK_CAP_F32 .. ATTNCHECK_CAP_BF16.
+inline uint32_t capability_of(Format format) { return 1u << uint32_t(format); }
+static_assert(ATTNCHECK_CAP_F32 == 1u << ATTNCHECK_F32 && ATTNCHECK_CAP_F64 == 1u << ATTNCHECK_F64 &&
+              ATTNCHECK_CAP_F16 == 1u << ATTNCHECK_F16 && ATTNCHECK_CAP_BF16 == 1u << ATTNCHECK_BF16);
 
-// The ABI v2 view of `problem` writing out [B,H,Tq,dv] and, when not null, lse [B,H,Tq]. v2 has
-// no empty-row policy but zero.
-template <class T>
-attncheck_problem_v2 to_abi_v2(const Problem<T>& problem, T* out, T* lse);
+// q, k, v and bias of a problem in a 2-byte format as bit patterns, and out [B,H,Tq,dv] as the
+// kernel writes it in that format: what ABI v2 carries for ATTNCHECK_F16 and ATTNCHECK_BF16.
+// Empty for a problem in T's own format.
+struct NarrowBuffers {
+  std::vector<uint16_t> q, k, v, bias, out;
+};
 
-// The C++ view of an ABI v2 problem whose dtype is T's, the output pointers aside.
+// The ABI v2 view of `problem` writing out [B,H,Tq,dv] and, when not null, lse [B,H,Tq] (float
+// for every format but f64). v2 has no empty-row policy but zero. A problem in f16 or bf16 has its
+// inputs written into `narrow`, and the kernel's out goes there: widen_output brings it back.
+template <class T>
+attncheck_problem_v2 to_abi_v2(const Problem<T>& problem, T* out, T* lse, NarrowBuffers& narrow);
+
+// After the call, out [B,H,Tq,dv] from narrow.out, exactly (float holds every f16 and bf16 value);
+// nothing to do for a problem in T's own format.
+template <class T>
+void widen_output(const Problem<T>& problem, const NarrowBuffers& narrow, T* out);
+
+// Float buffers holding an f16 or bf16 problem's q, k, v and bias, and the float out a C++
+// implementation writes before narrow_output rounds it into the ABI's out.
+struct WideBuffers {
+  std::vector<float> q, k, v, bias, out;
+};
+
+// The C++ view of an ABI v2 problem, its buffers read as T's, the output pointers aside.
 template <class T>
 Problem<T> from_abi_v2(const attncheck_problem_v2& p);
+
+// For an ABI problem in f16 or bf16 whose float view (from_abi_v2<float>) problem_error passed:
+// its inputs widened into `wide`, the view pointed at them, its format set, wide.out made.
+void widen_inputs(const attncheck_problem_v2& p, Problem<float>& problem, WideBuffers& wide);
+
+// After the computation, p.out [B,H,Tq,dv] in p's 2-byte format from wide.out, rounded to nearest.
+void narrow_output(const attncheck_problem_v2& p, const WideBuffers& wide);
 
 }  // namespace attncheck

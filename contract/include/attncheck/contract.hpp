@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "attncheck/precision.hpp"
+
 namespace attncheck {
 
 // The one shape vocabulary of attncheck, used by every buffer comment in the project:
@@ -68,6 +70,10 @@ struct Problem {
   double scale = 0;         // 0 = default 1/sqrt(dk), the width of one head
   double softcap = 0;       // 0 = none; else a score is softcap tanh(scale q.k / softcap), before bias and masks
   EmptyRows empty_rows = EmptyRows::zero;
+  // The format the kernel's buffers are in: T's own, or (T = float) a 2-byte one, f16 or bf16,
+  // whose values q, k, v and bias hold exactly. A kernel then computes in float or better and
+  // rounds out to the format; lse stays float (docs/error-bound.md, "Low precision").
+  Format format = Precision<T>::format;
 };
 
 // Where the results go: out always, weights and log-sum-exp on request.
@@ -95,7 +101,8 @@ bool permits(const Masks& masks, const Shape& shape, int64_t b, int64_t i, int64
 
 // Empty when the problem is well formed; otherwise a one-line reason (a dim below 1 or too
 // large, a missing buffer, an unknown causal mode, a non-finite scale, a negative key length, a
-// window side below -1, a soft-cap that is negative or not finite).
+// window side below -1, a soft-cap that is negative or not finite, a format that is not T's own or
+// a 2-byte one over float, a value of q, k, v or bias that its format cannot hold).
 template <class T>
 std::string problem_error(const Problem<T>& problem, const Result<T>& result);
 

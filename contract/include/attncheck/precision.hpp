@@ -23,6 +23,10 @@
 
 namespace attncheck {
 
+// A format by name at run time: what a plugin's dtype says, what a case is stored in. The values
+// are plugin ABI v2's ATTNCHECK_F32 .. ATTNCHECK_BF16; visit_format (below) turns one into its type.
+enum class Format : int32_t { f32 = 0, f64 = 1, f16 = 2, bf16 = 3 };
+
 // IEEE 754 binary16: 1 sign, 5 exponent, 10 fraction bits.
 struct Half {
   uint16_t bits;
@@ -127,11 +131,11 @@ template <class Storage, int E, int F>
 struct TwoByte {
   using Bits = uint16_t;
   static constexpr int exponent_bits = E, fraction_bits = F;
-  using Format = BinaryFormat<E, F>;
+  using Layout = BinaryFormat<E, F>;
   static Bits to_bits(Storage x) { return x.bits; }
   static Storage from_bits(Bits b) { return Storage{b}; }
-  static double to_double(Storage x) { return Format::to_double(x.bits); }
-  static Storage from_double(double x) { return Storage{Format::from_double(x)}; }
+  static double to_double(Storage x) { return Layout::to_double(x.bits); }
+  static Storage from_double(double x) { return Storage{Layout::from_double(x)}; }
 };
 
 }  // namespace detail
@@ -143,6 +147,8 @@ struct Precision<Half> : detail::TwoByte<Half, 5, 10> {
   static constexpr double largest_finite = 65504;
   static constexpr const char* name = "float16";
   static constexpr const char* label = "float16, u = 2^-11";
+  static constexpr Format format = Format::f16;
+  static constexpr const char* short_name = "f16";
 };
 
 template <>
@@ -152,6 +158,8 @@ struct Precision<BFloat16> : detail::TwoByte<BFloat16, 8, 7> {
   static constexpr double largest_finite = 0x1.fep127;  // (2 - 2^-7) 2^127
   static constexpr const char* name = "bfloat16";
   static constexpr const char* label = "bfloat16, u = 2^-8";
+  static constexpr Format format = Format::bf16;
+  static constexpr const char* short_name = "bf16";
 };
 
 template <>
@@ -164,13 +172,15 @@ struct Precision<float> {
   static constexpr double largest_finite = 0x1.fffffep127;  // FLT_MAX
   static constexpr const char* name = "float32";
   static constexpr const char* label = "float32, u = 2^-24";
-  using Format = detail::BinaryFormat<exponent_bits, fraction_bits>;
+  static constexpr Format format = Format::f32;
+  static constexpr const char* short_name = "f32";
+  using Layout = detail::BinaryFormat<exponent_bits, fraction_bits>;
   static Bits to_bits(float x) { return std::bit_cast<Bits>(x); }
   static float from_bits(Bits b) { return std::bit_cast<float>(b); }
   // On the bits, not by casts: a cast would read a subnormal as 0 under denormals-are-zero, quiet a
   // signaling NaN, and (double to float) round by the current mode.
-  static double to_double(float x) { return Format::to_double(to_bits(x)); }
-  static float from_double(double x) { return from_bits(Format::from_double(x)); }
+  static double to_double(float x) { return Layout::to_double(to_bits(x)); }
+  static float from_double(double x) { return from_bits(Layout::from_double(x)); }
 };
 
 template <>
@@ -183,6 +193,8 @@ struct Precision<double> {
   static constexpr double largest_finite = 0x1.fffffffffffffp1023;  // DBL_MAX
   static constexpr const char* name = "float64";
   static constexpr const char* label = "float64, u = 2^-53";
+  static constexpr Format format = Format::f64;
+  static constexpr const char* short_name = "f64";
   static Bits to_bits(double x) { return detail::bits_of_double(x); }
   static double from_bits(Bits b) { return detail::double_of_bits(b); }
   static double to_double(double x) { return x; }    // the identity: no arithmetic, nothing to flush
@@ -211,10 +223,57 @@ static_assert(constants_follow_from_layout<Half>());
 static_assert(constants_follow_from_layout<BFloat16>());
 static_assert(constants_follow_from_layout<float>());
 static_assert(constants_follow_from_layout<double>());
-static_assert(std::is_same_v<Precision<Half>::Format::Bits, Precision<Half>::Bits> &&
-              std::is_same_v<Precision<BFloat16>::Format::Bits, Precision<BFloat16>::Bits> &&
-              std::is_same_v<Precision<float>::Format::Bits, Precision<float>::Bits>);
+static_assert(std::is_same_v<Precision<Half>::Layout::Bits, Precision<Half>::Bits> &&
+              std::is_same_v<Precision<BFloat16>::Layout::Bits, Precision<BFloat16>::Bits> &&
+              std::is_same_v<Precision<float>::Layout::Bits, Precision<float>::Bits>);
 
 }  // namespace detail
+
+// visit(T{}) for the type T whose Precision<T>::format is `format`: the one place a format's name
+// becomes its type.
+template <class Visitor>
+decltype(auto) visit_format(Format format, Visitor visit) {
+  switch (format) {
+    case Format::f64: return visit(double{});
+    case Format::f16: return visit(Half{});
+    case Format::bf16: return visit(BFloat16{});
+    case Format::f32: break;
+  }
+  return visit(float{});
+}
+
+// The name reports give a format: "float32", "bfloat16".
+inline const char* format_name(Format format) {
+  return visit_format(format, [](auto zero) { return Precision<decltype(zero)>::name; });
+}
+
+// Whether `format` is a 2-byte one (f16, bf16): stored in it, computed in float or better.
+inline bool is_narrow(Format format) { return format == Format::f16 || format == Format::bf16; }
+
+// visit(F{}) for the 2-byte format F that `format` (is_narrow) names.
+template <class Visitor>
+decltype(auto) visit_narrow(Format format, Visitor visit) {
+  if (format == Format::bf16) return visit(BFloat16{});
+  return visit(Half{});
+}
+
+// x rounded to the nearest value of format F (ties to even), as a double.
+template <class F>
+double round_to(double x) {
+  return Precision<F>::to_double(Precision<F>::from_double(x));
+}
+
+// The same for a format named at run time.
+inline double round_to(Format format, double x) {
+  return visit_format(format, [x](auto zero) { return round_to<decltype(zero)>(x); });
+}
+
+// Whether every value of x [n] is one of format F (a NaN counts, whatever its payload).
+template <class F, class T>
+bool all_in_format(const T* x, int64_t n) {
+  for (int64_t at = 0; at < n; ++at)
+    if (const double e = double(x[at]); e == e && round_to<F>(e) != e) return false;
+  return true;
+}
 
 }  // namespace attncheck

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <exception>
+#include <type_traits>
 
 #include "attncheck/abi.hpp"
 
@@ -25,26 +26,35 @@ int32_t forward_through_abi(const attncheck_problem* p, Compute compute) {
   return 0;
 }
 
-// The body of attncheck_forward_v2: as above, and 4 for a format the plugin does not claim.
+// The body of attncheck_forward_v2: as above, and 4 for a format the plugin does not claim. An f16
+// or bf16 problem is computed in float on its widened inputs, and its output rounded back.
 template <class Compute>
 int32_t forward_through_abi_v2(const attncheck_problem_v2* p, uint32_t capabilities, Compute compute) {
   if (!p) return 1;
   if (p->size < int32_t(sizeof(attncheck_problem_v2))) return 2;
   auto run = [&](auto zero) -> int32_t {
     using T = decltype(zero);
-    const Problem<T> problem = from_abi_v2<T>(*p);
-    const Result<T> result{static_cast<T*>(p->out), nullptr, static_cast<T*>(p->lse)};
+    Problem<T> problem = from_abi_v2<T>(*p);
+    Result<T> result{static_cast<T*>(p->out), nullptr, static_cast<T*>(p->lse)};
     if (!problem_error(problem, result).empty()) return 2;
+    WideBuffers wide;
+    if constexpr (std::is_same_v<T, float>)
+      if (is_narrow(Format(p->dtype))) {
+        widen_inputs(*p, problem, wide);
+        result.out = wide.out.data();
+        if (!problem_error(problem, result).empty()) return 2;
+      }
     try {
       compute(problem, result);
     } catch (const std::exception&) {
       return 3;
     }
+    narrow_output(*p, wide);
     return 0;
   };
-  if (p->dtype == ATTNCHECK_F32 && (capabilities & ATTNCHECK_CAP_F32)) return run(0.0f);
-  if (p->dtype == ATTNCHECK_F64 && (capabilities & ATTNCHECK_CAP_F64)) return run(0.0);
-  return 4;
+  const uint32_t claimed[] = {ATTNCHECK_CAP_F32, ATTNCHECK_CAP_F64, ATTNCHECK_CAP_F16, ATTNCHECK_CAP_BF16};
+  if (p->dtype < ATTNCHECK_F32 || p->dtype > ATTNCHECK_BF16 || !(capabilities & claimed[p->dtype])) return 4;
+  return p->dtype == ATTNCHECK_F64 ? run(0.0) : run(0.0f);
 }
 
 }  // namespace attncheck

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "attncheck/precision.hpp"
+
 namespace attncheck {
 
 // The arithmetic of the precision being checked, read off its Precision<T> trait.
@@ -12,8 +14,13 @@ struct Arithmetic {
   double tiny;        // smallest normal number: the most one flushed or subnormal result can lose
   double max_finite;  // largest finite number
   const char* label;  // how every report names it: "float32, u = 2^-24"
+  // A 2-byte format around float arithmetic (f16, bf16: inputs, weights P and output stored in it),
+  // else all 0: its unit roundoff, smallest normal, smallest subnormal and largest finite.
+  double storage_u = 0, storage_tiny = 0, storage_subnormal = 0, storage_max = 0;
   template <class T>
   static Arithmetic of();
+  // A problem's: its format's own, or float's with the 2-byte format's storage.
+  static Arithmetic of(Format format);
 };
 
 // What the bound needs of one query row, from the oracle's exact values. Index j runs over the

@@ -37,6 +37,8 @@ struct ExactTensor {
   // infinite input, and NaN may stand for it (an underflowed weight times inf); in lse -inf is an
   // empty row's value under the zero policy, and NaN there is wrong.
   bool infinities_exact = false;
+  // The format the computed tensor is in: the problem's for out; for lse float (double in f64).
+  Format format = Format::f32;
   std::vector<long double> exact;
   std::vector<double> bound;
   std::vector<double> natural;

@@ -1,6 +1,6 @@
 // A case as text, every tensor as the exact bits of its values: what a kept counterexample holds,
 // so that it means the same case whatever the generator (draw_case) becomes. Format version 1, one
-// item a line, tensors as hexadecimal bit patterns in their [B,H,...] order:
+// item a line, tensors as hexadecimal bit patterns of the case's format in their [B,H,...] order:
 //   case float32 1
 //   shape B 1 H 1 H_kv 1 Tq 1 Tk 2 dk 2 dv 1
 //   options causal none scale 0x0p+0 empty-rows zero
@@ -36,9 +36,14 @@ std::optional<T> from_hex(const std::string& word);
 template <class T>
 std::string case_to_text(const Case<T>& c);
 
-// The precision word of a case text's first line ("float32", "float64"), or "" when `first_line`
-// does not open a case.
+// The precision word of a case text's first line ("float32", "float64", "float16", "bfloat16"), or
+// "" when `first_line` does not open a case.
 std::string case_text_precision(const std::string& first_line);
+
+// Whether case_from_text<T> reads the case `first_line` opens: T's own format, or for float also
+// float16 and bfloat16 (whose values are written in their own bits, 4 hex digits).
+template <class T>
+bool case_text_holds(const std::string& first_line);
 
 // Reads the lines after `first_line` (a "case ..." line) up to "end" from `in`. Throws
 // std::runtime_error with a one-line reason on anything malformed: an unknown version, a shape

@@ -72,6 +72,7 @@ struct Case {
   double scale = 0;
   double softcap = 0;                            // 0 = none
   EmptyRows empty_rows = EmptyRows::zero;
+  Format format = Precision<T>::format;  // T's, or f16 or bf16 holding exactly q, k, v and bias (Problem)
   std::string mix;                     // what was drawn, for RC_CLASSIFY and reports
   Problem<T> problem() const;
   // Whether the masks let query i of batch b see key j, the bias aside (the contract's permits).
