@@ -76,7 +76,7 @@ Saturation measure(Checker& check, int64_t d, bool scaled) {
 
 }  // namespace
 
-ATTNCHECK_PROPERTY(UnscaledSoftmaxSaturatesAsDGrows, .order = 190, .catches = "explicit_scale_ignored", .generated = false, .first_round = 5) {
+ATTNCHECK_PROPERTY(UnscaledSoftmaxSaturatesAsDGrows, .order = 190, .catches = "explicit_scale_ignored", .generated = false, .float32_cases = true, .first_round = 5) {
   const Saturation d4 = measure(check, 4, false), d256 = measure(check, 256, false);
   ATTNCHECK_REQUIRE(check, d4.largest_weight < 0.45 && d4.jacobian_trace > 0.7,
                     "unscaled, d 4: largest weight " + show(d4.largest_weight) + ", 1 - sum p^2 " + show(d4.jacobian_trace));
@@ -85,7 +85,7 @@ ATTNCHECK_PROPERTY(UnscaledSoftmaxSaturatesAsDGrows, .order = 190, .catches = "e
                         show(d256.jacobian_trace) + " (should approach 0): is an explicit scale of 1 ignored?");
 }
 
-ATTNCHECK_PROPERTY(ScaledSoftmaxStaysPutAsDGrows, .order = 200, .catches = "no_scale", .generated = false, .first_round = 5) {
+ATTNCHECK_PROPERTY(ScaledSoftmaxStaysPutAsDGrows, .order = 200, .catches = "no_scale", .generated = false, .float32_cases = true, .first_round = 5) {
   for (int64_t d : {4, 16, 64, 256}) {
     const Saturation s = measure(check, d, true);
     ATTNCHECK_REQUIRE(check, s.largest_weight < 0.2 && s.jacobian_trace > 0.8,

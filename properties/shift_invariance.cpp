@@ -8,7 +8,7 @@ namespace attncheck::properties {
 // Softmax level: one query over Tk keys of width 1 with q = 1 and scale 1 makes the scores the
 // logits themselves, and V = I makes the output the weights. Logits in eighths (some forbidden)
 // and a shift that keeps them exact; the weights of x + a must be within the bound of softmax(x).
-ATTNCHECK_PROPERTY(ShiftInvarianceOfSoftmax, .order = 60, .catches = "naive_softmax") {
+ATTNCHECK_PROPERTY(ShiftInvarianceOfSoftmax, .order = 60, .catches = "naive_softmax", .float32_cases = true) {
   const int64_t n = check.in_range(1, 25);
   const float shift = float(check.one_of({-1000, -100, -89, 89, 100, 1000}));
   Case<float> logits;

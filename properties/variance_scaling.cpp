@@ -56,7 +56,7 @@ double statistic(const Case<float>& c, const std::vector<float>& out) {
 
 }  // namespace
 
-ATTNCHECK_PROPERTY(ScaledScoresHaveUnitVariance, .order = 180, .catches = "model_width_scale", .generated = false, .first_round = 5) {
+ATTNCHECK_PROPERTY(ScaledScoresHaveUnitVariance, .order = 180, .catches = "model_width_scale", .generated = false, .float32_cases = true, .first_round = 5) {
   const auto [lo, hi] = acceptance(kN);
   for (int64_t d : {4, 16, 64, 256}) {
     const Case<float> probe = score_probe(d, 1000 + uint64_t(d));
@@ -74,7 +74,7 @@ ATTNCHECK_PROPERTY(ScaledScoresHaveUnitVariance, .order = 180, .catches = "model
 // Black-box: q = e_1, k_1 = e_1, k_2 = 0, v = I gives log(out_1 / out_2) = c exactly, 0.125 at
 // dk 64 (0.0442 if scaled by the model width, H 8). Float rounding moves it by at most about 3e-7
 // (the bound of each output, about 10u, over outputs near 0.5); 1e-5 leaves room for any correct kernel.
-ATTNCHECK_PROPERTY(ScaleReadOffTwoKeys, .order = 20, .catches = "model_width_scale", .generated = false) {
+ATTNCHECK_PROPERTY(ScaleReadOffTwoKeys, .order = 20, .catches = "model_width_scale", .generated = false, .float32_cases = true) {
   Case<float> c;
   c.shape = {1, 8, 1, 2, 64, 2};
   c.mix = "two keys";

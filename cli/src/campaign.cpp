@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "attncheck/abi.hpp"
 #include "attncheck/case_text.hpp"
 #include "attncheck/isolated_kernel.hpp"
 #include "attncheck/plugin_loader.hpp"
@@ -55,11 +56,11 @@ class CampaignChecker : public Checker {
   std::vector<float> run(const Case<float>& c, std::vector<float>& lse) override { return run_isolated(c, &lse); }
   std::vector<double> run(const Case<double>& c, std::vector<double>& lse) override { return run_isolated(c, &lse); }
   bool has_lse() const override { return kernel_.capabilities() & ATTNCHECK_CAP_LSE; }
-  bool has_f64() const override { return options_.f64 && kernel_.has_f64(); }
+  bool has_f64() const override { return options_.formats & kernel_.capabilities() & ATTNCHECK_CAP_F64; }
   EmptyRows empty_rows() const override { return options_.empty_rows; }
   CaseLimits limits(CaseLimits base) const override {
     base.abi_only = true;
-    base.capabilities &= kernel_.capabilities() & capabilities_;
+    base.capabilities &= kernel_.capabilities() & capabilities_ & (options_.formats | ~kFormatCapabilities);
     if (ladder_) {  // sizes that straddle tiles, up to FlashAttention's test sizes
       base.ladder_len = 4096;
       base.ladder_width = 256;
@@ -218,11 +219,15 @@ CampaignResult run_campaign(const CampaignOptions& options) {
   result.abi_version = kernel.version();
   result.capabilities = kernel.capabilities();
   const std::vector<Property>& properties = all_properties();
+  const uint32_t formats = options.formats & kernel.capabilities();
   auto runnable = [&](const Property& property) {
-    return property.double_precision ? options.f64 && kernel.has_f64() : options.f32;
+    return property.double_precision ? bool(formats & ATTNCHECK_CAP_F64)
+                                     : bool(formats & (ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16)) &&
+                                           (!property.float32_cases || (formats & ATTNCHECK_CAP_F32));
   };
   if (std::none_of(properties.begin(), properties.end(), runnable))
-    throw std::runtime_error(options.impl + ": no attncheck_forward_f64, so nothing to check in f64");
+    throw std::runtime_error(options.impl + ": claims none of the formats asked for (" + formats_named(options.formats) +
+                             "), so nothing to check");
   // The budget is the search's: no run starts once it is spent, nor one whose property has taken
   // longer than what is left; shrinking has options.shrink_seconds of its own.
   std::vector<double> longest(properties.size(), 0);
@@ -266,8 +271,8 @@ CampaignResult replay(const CampaignOptions& options, const Finding& recorded) {
   if (property_named(recorded.property).double_precision && !kernel.has_f64())
     throw std::runtime_error(options.impl + ": no attncheck_forward_f64, so Property." + recorded.property +
                              " cannot be replayed on it");
-  CampaignOptions both = options;  // the recorded property decides the precision, not --precision
-  both.f32 = both.f64 = true;
+  CampaignOptions both = options;  // the recorded case decides the format, not --dtype
+  both.formats = ~0u;
   const Clock::time_point start = Clock::now();
   const Property& property = property_named(recorded.property);
   const Run run = recorded.kept ? run_once(kernel, both, property, 0, nullptr, false, ~0u, &recorded, true)

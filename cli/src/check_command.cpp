@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "attncheck/abi.hpp"
 #include "attncheck/campaign.hpp"
 #include "attncheck/plugin.h"
 #include "attncheck/commands.hpp"
@@ -35,14 +36,29 @@ const std::pair<uint32_t, const char*> kFeatures[] = {
     {ATTNCHECK_CAP_F16, "f16"},        {ATTNCHECK_CAP_BF16, "bf16"},          {ATTNCHECK_CAP_F32, "f32"},
     {ATTNCHECK_CAP_F64, "f64"},        {ATTNCHECK_CAP_ALLOW, "allow mask"},   {ATTNCHECK_CAP_CAUSAL, "causal"},
     {ATTNCHECK_CAP_KV_LENS, "key lengths"}, {ATTNCHECK_CAP_GQA, "GQA"},    {ATTNCHECK_CAP_WINDOW, "window"},
-    {ATTNCHECK_CAP_SOFTCAP, "soft-cap"}, {ATTNCHECK_CAP_BIAS, "bias"},     {ATTNCHECK_CAP_LSE, "lse"}};
+    {ATTNCHECK_CAP_SOFTCAP, "soft-cap"}, {ATTNCHECK_CAP_BIAS, "bias"},     {ATTNCHECK_CAP_LSE, "lse"},
+    {ATTNCHECK_CAP_BACKWARD, "backward"}};
 
-// The features the kernel claims (and the campaign draws), and those it does not.
-std::vector<std::string> features(uint32_t capabilities, bool claimed) {
+// What the campaign cannot exercise yet, though a kernel may claim it.
+constexpr uint32_t kNotCheckable = ATTNCHECK_CAP_BACKWARD;
+
+// The features among `bits`, by name.
+std::vector<std::string> features(uint32_t bits) {
   std::vector<std::string> names;
   for (const auto& [bit, name] : kFeatures)
-    if (bool(capabilities & bit) == claimed) names.push_back(name);
+    if (bits & bit) names.push_back(name);
   return names;
+}
+
+// The kernel's claims, split three ways: exercised by the campaign; claimed but not exercised
+// (not checkable yet, or a format --dtype left out); not claimed.
+struct Coverage {
+  uint32_t checked, unchecked, not_claimed;
+};
+Coverage coverage(uint32_t claimed, uint32_t formats) {
+  const uint32_t all = (ATTNCHECK_CAP_BACKWARD << 1) - 1;  // the bits ABI v2 defines
+  const uint32_t exercised = claimed & ~kNotCheckable & (formats | ~kFormatCapabilities) & all;
+  return {exercised, claimed & all & ~exercised, ~claimed & all};
 }
 
 std::string joined(const std::vector<std::string>& names) {
@@ -66,8 +82,9 @@ Json result_json(const std::string& verdict, const CampaignOptions& options, con
                {"arithmetic", r.found ? "FAIL" : "PASS"},
                {"floating_point_mode", r.fp_mode.empty() ? Json() : Json(r.fp_mode)},
                {"abi_version", r.abi_version},
-               {"checked", features(r.capabilities, true)},
-               {"not_claimed", features(r.capabilities, false)}};
+               {"checked", features(coverage(r.capabilities, options.formats).checked)},
+               {"claimed_not_checked", features(coverage(r.capabilities, options.formats).unchecked)},
+               {"not_claimed", features(coverage(r.capabilities, options.formats).not_claimed)}};
   if (r.found)
     json["finding"] = {{"property", r.finding.property}, {"message", r.finding.message}, {"replay", counterexample}};
   return json;
@@ -86,9 +103,11 @@ int check(const FlagValues& o) {
   options.shrink_seconds = o.number("shrink-seconds");
   options.seed = uint64_t(o.number("seed"));
   options.case_timeout = o.number("case-timeout");
-  if (o.given("precision")) {
-    options.f32 = o.text("precision") == "f32";
-    options.f64 = o.text("precision") == "f64";
+  if (o.given("dtype")) {
+    options.formats = ~kFormatCapabilities;
+    for (const std::string& dtype : o.all("dtype"))
+      for (Format f : {Format::f32, Format::f64, Format::f16, Format::bf16})
+        if (dtype == formats_named(capability_of(f))) options.formats |= capability_of(f);
   }
   options.empty_rows = o.text("empty-rows") == "zero" ? EmptyRows::zero : EmptyRows::nan;
   const std::string& counterexample = o.text("counterexample");
@@ -115,8 +134,10 @@ int check(const FlagValues& o) {
   } else if (o.given("replay")) {
     std::printf("the recorded counterexample to Property.%s no longer fails\n", result.per_property.begin()->first.c_str());
   }
-  std::printf("checked: %s (ABI v%d); not claimed: %s\n", joined(features(result.capabilities, true)).c_str(),
-              result.abi_version, joined(features(result.capabilities, false)).c_str());
+  const Coverage covered = coverage(result.capabilities, options.formats);
+  std::printf("checked: %s (ABI v%d)%s; not claimed: %s\n", joined(features(covered.checked)).c_str(), result.abi_version,
+              covered.unchecked ? ("; claimed, not checked: " + joined(features(covered.unchecked))).c_str() : "",
+              joined(features(covered.not_claimed)).c_str());
   std::printf("%s\n", summary(verdict.c_str(), result).c_str());
   if (o.given("json"))  // the replay file of the finding: the one written, or the one replayed
     write_json(o.text("json"), result_json(verdict, options, result, o.given("replay") ? o.text("replay") : counterexample));
@@ -194,9 +215,10 @@ int check_command(const std::vector<std::string>& args) {
       .number("shrink-seconds", "N",
               "after a counterexample, this much more to make it small; a trial under way finishes", "10", 0, 1e9)
       .number("seed", "S", "the campaign's seed", "1", 0, 1e9)
-      .choice("precision", {"f32", "f64"},
-              "only the f32 properties, or only the f64 one, AgreesWithOracleInDouble (the plugin needs "
-              "attncheck_forward_f64); both when absent")
+      .choice("dtype", {"f16", "bf16", "f32", "f64"},
+              "check only these formats, of those the kernel claims (f16, bf16 and f32 run the float properties, f64 "
+              "AgreesWithOracleInDouble); every claimed one when absent")
+      .repeatable()
       .choice("empty-rows", {"zero", "nan"}, "what the implementation gives a row with no permitted key", "zero")
       .text("json", "FILE", "also write the verdict, the summary's figures, per-property counts and the finding as JSON")
       .text("replay", "FILE", "run a replay file's counterexample again, not a campaign (--impl, --empty-rows override its own)")

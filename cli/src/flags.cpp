@@ -49,6 +49,11 @@ const std::string& FlagValues::text(const std::string& name) const {
 
 double FlagValues::number(const std::string& name) const { return std::strtod(text(name).c_str(), nullptr); }
 
+std::vector<std::string> FlagValues::all(const std::string& name) const {
+  const auto it = all_.find(name);
+  return it == all_.end() ? std::vector<std::string>{} : it->second;
+}
+
 Flags& Flags::add(Flag flag) {
   flags_.push_back(std::move(flag));
   return *this;
@@ -73,6 +78,11 @@ Flags& Flags::choice(std::string name, std::vector<std::string> words, std::stri
 
 Flags& Flags::required() {
   flags_.back().required = true;
+  return *this;
+}
+
+Flags& Flags::repeatable() {
+  flags_.back().repeatable = true;
   return *this;
 }
 
@@ -108,6 +118,7 @@ FlagValues Flags::parse(const std::vector<std::string>& args) const {
     if (!flag->words.empty() && std::find(flag->words.begin(), flag->words.end(), value) == flag->words.end())
       throw UsageError(args[n] + " must be " + what + ", got '" + value + "'");
     values.given_[flag->name] = value;  // the last one wins: a script can override flags it passes on
+    if (flag->repeatable) values.all_[flag->name].push_back(value);
   }
   for (const Flag& flag : flags_) {
     if (flag.required && !values.given(flag.name))
@@ -136,6 +147,7 @@ std::string Flags::help() const {
     std::string pair = "--" + flag.name + " " + flag.placeholder;
     pair.resize(std::max(pair.size(), width), ' ');
     std::string notes = flag.required ? "required" : flag.fallback ? "default " + *flag.fallback : "";
+    if (flag.repeatable) notes += std::string(notes.empty() ? "" : ", ") + "repeatable";
     if (const std::string range = flag.is_number ? range_text(flag.least, flag.most) : ""; !range.empty())
       notes += (notes.empty() ? "" : ", ") + range;
     text += "  " + pair + "  " + flag.help + (notes.empty() ? "" : " (" + notes + ")") + "\n";

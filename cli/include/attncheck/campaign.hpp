@@ -16,7 +16,9 @@ struct CampaignOptions {
   std::string impl = "builtin";   // "builtin" or a plugin's path
   double seconds = 60;            // the search's budget, from the kernel's loading on
   uint64_t seed = 1;
-  bool f32 = true, f64 = true;    // which precisions to check (f64 only if the plugin has it)
+  // The formats to check, ABI v2's ATTNCHECK_CAP_F32 .. ATTNCHECK_CAP_BF16 bits (--dtype): each one
+  // the plugin claims too. f32, f16 and bf16 run the float properties, f64 the double one.
+  uint32_t formats = ~0u;
   EmptyRows empty_rows = EmptyRows::zero;  // what the implementation gives a row with no permitted key
   double case_timeout = 30;       // seconds one call may take before it counts as a hang (slow kernels under sanitizers too)
   double shrink_seconds = 10;     // the budget for making a counterexample small, after the search's

@@ -18,10 +18,13 @@ class FlagValues {
   // The value given, else the default; a flag with neither must be checked with given() first.
   const std::string& text(const std::string& name) const;
   double number(const std::string& name) const;
+  // Every value of a repeatable flag, in the order given (empty when not given).
+  std::vector<std::string> all(const std::string& name) const;
 
  private:
   friend class Flags;
   std::map<std::string, std::string> given_, defaults_;
+  std::map<std::string, std::vector<std::string>> all_;
 };
 
 // A subcommand's flags, all of the form `--name value`, e.g.
@@ -42,6 +45,8 @@ class Flags {
                 std::optional<std::string> fallback = {});
   // The flag declared last must be given.
   Flags& required();
+  // The flag declared last may be given more than once (FlagValues::all); else the last one wins.
+  Flags& repeatable();
 
   // Runs a subcommand on its arguments: `--help` among them prints the help (exit 0); a flag's
   // problem, or anything `body` throws, is one line on stderr (exit 2); else body's exit code.
@@ -52,6 +57,7 @@ class Flags {
     std::string name, placeholder, help;
     std::optional<std::string> fallback = {};
     bool required = false;
+    bool repeatable = false;
     bool is_number = false;
     double least = -kUnbounded, most = kUnbounded;
     std::vector<std::string> words = {};  // a choice's

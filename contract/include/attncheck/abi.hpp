@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "attncheck/contract.hpp"
@@ -23,6 +24,10 @@ Problem<T> from_abi(const attncheck_problem& p);
 inline uint32_t capability_of(Format format) { return 1u << uint32_t(format); }
 static_assert(ATTNCHECK_CAP_F32 == 1u << ATTNCHECK_F32 && ATTNCHECK_CAP_F64 == 1u << ATTNCHECK_F64 &&
               ATTNCHECK_CAP_F16 == 1u << ATTNCHECK_F16 && ATTNCHECK_CAP_BF16 == 1u << ATTNCHECK_BF16);
+
+// The four format bits, and their short names joined ("f32, bf16"; "none").
+inline constexpr uint32_t kFormatCapabilities = ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16;
+std::string formats_named(uint32_t capabilities);
 
 // q, k, v and bias of a problem in a 2-byte format as bit patterns, and out [B,H,Tq,dv] as the
 // kernel writes it in that format: what ABI v2 carries for ATTNCHECK_F16 and ATTNCHECK_BF16.

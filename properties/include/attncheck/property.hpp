@@ -77,7 +77,8 @@ struct Property {
   int order = 0;                  // the campaign's order: lower first (cheap and high-yield)
   const char* catches = "";       // the planted bug (impl/variants' Mutation) it must catch in ctest
   bool generated = true;
-  bool double_precision = false;  // checks attncheck_forward_f64 (the others check f32)
+  bool double_precision = false;  // checks f64 (the others f32, f16 and bf16, as the kernel claims them)
+  bool float32_cases = false;     // builds float32 cases of its own: runs only on a kernel that claims f32
   int first_round = 0;            // the campaign round it joins: heavy ones after the cheap ones
 };
 
