@@ -51,15 +51,11 @@ A exp_shifted(A s, A m, const Variant& v) {
   return v.mutation == M::approx_exp ? approx_exp(s - m) : std::exp(s - m);
 }
 
-// x rounded to bfloat16 (8 significant bits), ties to even.
-template <class A>
-A to_bf16(A x) {
-  float f = float(x);
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  bits = (bits + 0x7fff + ((bits >> 16) & 1)) & 0xffff0000u;
-  std::memcpy(&f, &bits, 4);
-  return A(f);
+// x rounded to the 2-byte format F (Half: 11 significant bits, inf past 65504; BFloat16: 8), ties
+// to even.
+template <class F, class A>
+A to(A x) {
+  return A(round_to<F>(double(x)));
 }
 
 // The score a forbidden key gets under a sentinel mutation; NaN when it stays out.
@@ -71,18 +67,6 @@ double forbidden_score(M m) {
     case M::sentinel_flt_max: return -FLT_MAX;
     default: return std::numeric_limits<double>::quiet_NaN();
   }
-}
-
-// x rounded to IEEE binary16 (11 significant bits, subnormals from 2^-24, largest 65504), ties to
-// even; past the largest, infinity.
-template <class A>
-A to_fp16(A x) {
-  if (!std::isfinite(x) || x == 0) return x;
-  int exponent;
-  std::frexp(double(x), &exponent);                                 // |x| in [2^(exponent-1), 2^exponent)
-  const double ulp = std::ldexp(1.0, std::max(exponent, -13) - 11);  // 2^-24 below the normal range
-  const double rounded = std::nearbyint(double(x) / ulp) * ulp;     // ties to even in the default mode
-  return A(std::fabs(rounded) > 65504 ? std::copysign(INFINITY, rounded) : rounded);
 }
 
 // a / b rounded down and up, for b > 0 and a of either sign (C++'s / truncates toward zero).
@@ -160,6 +144,11 @@ void run(const Problem<T>& p, T* out, T* lse, const Variant& v) {
   const int64_t rows = v.query_tile > 0 ? v.query_tile : s.Tq;
   const bool split = v.block > 0 && v.split_from > 0 && v.split_chunk > 0 && s.Tk >= v.split_from;
   const bool fp16_normalizer = v.mutation == M::running_sum_fp16_long_context && s.Tk > 1024;
+  // In f16 and bf16: the weights rounded to the format before the P V product (round_weights), and
+  // every output rounded to it once.
+  const bool narrow = is_narrow(p.format), round_p = narrow && v.round_weights;
+  auto stored = [&](A x) { return T(narrow ? A(round_to(p.format, double(x))) : x); };
+  auto weight_in_format = [&](A w) { return round_p ? A(round_to(p.format, double(w))) : w; };
 
   // The keys query tile [i0, i1) visits: [0, the returned end), in whole key tiles. Under a causal
   // mask with query tiles, no key past the last one its last row may see, j <= (i1 - 1) + offset
@@ -242,6 +231,7 @@ void run(const Problem<T>& p, T* out, T* lse, const Variant& v) {
             const A q = v.prescale ? A(scale * A(q_i[k])) : A(q_i[k]);
             dot = v.fma ? std::fma(q, A(k_j[k]), dot) : dot + q * A(k_j[k]);
           }
+          if (v.mutation == M::scores_fp16) dot = to<Half>(dot);  // pytorch 60939
           score_i[j] = capped(masked ? minus_inf : v.prescale ? dot : scale * dot);
           if (p.bias) score_i[j] += A(p.bias[s.scores_at(b, h, i) + j]);
         }
@@ -264,7 +254,7 @@ void run(const Problem<T>& p, T* out, T* lse, const Variant& v) {
             A o = 0;
             for (int64_t j = 0; j < s.Tk; ++j)
               if (score_bh[size_t(i * s.Tk + j)] != 0) o += score_bh[size_t(i * s.Tk + j)] * v_jc(j, col);
-            out[s.out_at(b, h, i) + col] = T(o);
+            out[s.out_at(b, h, i) + col] = stored(o);
           }
         continue;
       }
@@ -293,12 +283,22 @@ void run(const Problem<T>& p, T* out, T* lse, const Variant& v) {
           }
           if (v.mutation == M::naive_softmax) m_new = 0;
           const A rescale = r.m == minus_inf ? A(0) : exp_shifted(r.m, m_new, v);
-          for (int64_t t = start; t < stop; ++t) e[t] = exp_shifted(score_i[keys[t]], m_new, v);
+          for (int64_t t = start; t < stop; ++t) {
+            e[t] = exp_shifted(score_i[keys[t]], m_new, v);
+            if (v.mutation == M::softmax_bf16) e[t] = to<BFloat16>(e[t]);
+          }
           r.l = r.l * rescale + sum(e.data() + start, stop - start, v.pairwise);
-          if (fp16_normalizer) r.l = to_fp16(r.l);  // llama.cpp 13975
+          if (fp16_normalizer) r.l = to<Half>(r.l);  // llama.cpp 13975
+          if (v.mutation == M::softmax_bf16) r.l = to<BFloat16>(r.l);
           const A acc_rescale = v.mutation == M::online_no_rescale && r.m != minus_inf ? A(1) : rescale;
+          // FlashAttention rounds P to the input format for the P V product, after summing l.
+          if (v.block > 0 || v.defer_normalize)
+            for (int64_t t = start; t < stop; ++t) e[t] = weight_in_format(e[t]);
           weighted_sums(e.data(), start, stop);
-          for (int64_t col = 0; col < s.dv; ++col) r.acc[col] = r.acc[col] * acc_rescale + sums[col];
+          for (int64_t col = 0; col < s.dv; ++col) {
+            r.acc[col] = r.acc[col] * acc_rescale + sums[col];
+            if (v.mutation == M::output_accumulator_fp16) r.acc[col] = to<Half>(r.acc[col]);  // llama.cpp 13975
+          }
           r.m = m_new;
           start = stop;
         }
@@ -363,13 +363,14 @@ void run(const Problem<T>& p, T* out, T* lse, const Variant& v) {
           if (v.block == 0 && !v.defer_normalize) {  // e_t are then exp(s_t - m)
             for (int64_t t = 0; t < n; ++t) {
               weights[t] = v.reciprocal ? e[t] * inv_l : e[t] / l;
-              if (v.mutation == M::bf16_weights) weights[t] = to_bf16(weights[t]);
+              weights[t] = weight_in_format(weights[t]);
+              if (v.mutation == M::bf16_weights) weights[t] = to<BFloat16>(weights[t]);
             }
             weighted_sums(weights.data(), 0, n);
-            for (int64_t col = 0; col < s.dv; ++col) out_i[col] = T(sums[col]);
+            for (int64_t col = 0; col < s.dv; ++col) out_i[col] = stored(sums[col]);
           } else {
             for (int64_t col = 0; col < s.dv; ++col)
-              out_i[col] = T(v.reciprocal ? total.acc[col] * inv_l : total.acc[col] / l);
+              out_i[col] = stored(v.reciprocal ? total.acc[col] * inv_l : total.acc[col] / l);
           }
         }
       }
@@ -405,6 +406,15 @@ const std::vector<NamedVariant>& correct_variants() {
       {"prescaled_flush_subnormals", {.block = 1, .reciprocal = true, .prescale = true, .flush_subnormals = true}},
       {"tiled_split_kv", kTiledSplitKv},
       {"tiled_causal_skipping", kTiledCausalSkipping},
+      // Low precision: FlashAttention's tiles with P rounded to f16 or bf16 for the P V product;
+      // the two-pass form with its weights rounded so; K and V copied out per query head (GQA).
+      {"tiled_rounded_weights", [] {
+         Variant tiled = kTiledSplitKv;
+         tiled.round_weights = true;
+         return tiled;
+       }()},
+      {"two_pass_rounded_weights", {.round_weights = true}},
+      {"expanded_kv_heads", {.expand_kv_heads = true}},
   };
   return all;
 }
@@ -419,7 +429,9 @@ Variant mutant(Mutation mutation) {
     case M::head_dim_tail_dropped:
     case M::decode_path_ignores_mask: kernel = kTiledSplitKv; break;
     case M::causal_tiles_assume_equal_size: kernel = kTiledCausalSkipping; break;
-    case M::running_sum_fp16_long_context: kernel = {.block = 1, .defer_normalize = true}; break;
+    case M::running_sum_fp16_long_context:
+    case M::output_accumulator_fp16:
+    case M::softmax_bf16: kernel = {.block = 1, .defer_normalize = true}; break;
     default: break;
   }
   kernel.mutation = mutation;
@@ -428,6 +440,25 @@ Variant mutant(Mutation mutation) {
 
 template <class T>
 void variant_attention(const Problem<T>& p, T* out, const Variant& v, T* lse) {
+  if (v.expand_kv_heads && p.shape.kv_heads() < p.shape.H) {
+    // K [B,H_kv,Tk,dk] and V [B,H_kv,Tk,dv] copied out to [B,H,Tk,dk] and [B,H,Tk,dv], query head h
+    // getting its group's KV head, as torch's repeat_interleave does; then attention as if H_kv = H.
+    const Shape& s = p.shape;
+    Problem<T> expanded = p;
+    expanded.shape.H_kv = 0;
+    std::vector<T> k(size_t(expanded.shape.k_size())), values(size_t(expanded.shape.v_size()));
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t h = 0; h < s.H; ++h) {
+        std::copy_n(p.k + s.k_at(b, h, 0), s.Tk * s.dk, k.begin() + expanded.shape.k_at(b, h, 0));
+        std::copy_n(p.v + s.v_at(b, h, 0), s.Tk * s.dv, values.begin() + expanded.shape.v_at(b, h, 0));
+      }
+    expanded.k = k.data();
+    expanded.v = values.data();
+    Variant rest = v;
+    rest.expand_kv_heads = false;
+    variant_attention(expanded, out, rest, lse);
+    return;
+  }
 #ifdef __SSE__
   const unsigned saved = _mm_getcsr();
   if (v.flush_subnormals) _mm_setcsr(saved | kFlushToZero | kDenormalsAreZero);

@@ -69,6 +69,12 @@ enum class Mutation {
   lse_max_left_out,         // the log-sum-exp without the row maximum: log l alone (the list)
   lse_empty_row_zero,       // an empty row's log-sum-exp 0 instead of -inf (pytorch 134650)
   kv_lens_batch_max,        // every sequence read to the batch's longest key length (flash-attention 1192, 1455)
+  // Bugs of low precision (wrong in any format, and what real fp16 and bf16 kernels get wrong):
+  output_accumulator_fp16,  // the output accumulator kept in binary16, rounded at every key (llama.cpp 13975)
+  scores_fp16,              // q . k stored in binary16 before scaling: past 65504 it is inf (pytorch 60939,
+                            // llama.cpp 6646)
+  softmax_bf16,             // exp and the running normalizer kept in bfloat16, rounded at every key (the
+                            // softmax computed in the input format)
 };
 // The freedoms a correct implementation has, and an optional planted bug.
 struct Variant {
@@ -87,6 +93,9 @@ struct Variant {
   bool defer_normalize = false;    // (sum_j e_j v_j) / l instead of sum_j (e_j / l) v_j
   bool flush_subnormals = false;   // flush-to-zero and denormals-are-zero on for the call (x86-64
                                    // MXCSR), as under -ffast-math or CUDA's --use_fast_math
+  bool round_weights = false;      // in f16 and bf16, the weights rounded to the format before the P V product
+                                   // (FlashAttention), the normalizer summed before rounding
+  bool expand_kv_heads = false;    // grouped KV heads copied out to one per query head first (repeat_interleave)
   Mutation mutation = Mutation::none;
 };
 

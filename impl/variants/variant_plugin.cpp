@@ -27,15 +27,15 @@ const attncheck::Variant& variant() {
 
 }  // namespace
 
-// The variants take every mask, grouped KV heads, windows, soft-caps and a bias, in f32 and f64, and
-// return the log-sum-exp.
+// The variants take every mask, grouped KV heads, windows, soft-caps and a bias, in every format (f16
+// and bf16 computed in float), and return the log-sum-exp.
 #ifdef ATTNCHECK_ABI_V1
 ATTNCHECK_EXPORT_PLUGIN([](const auto& problem, const auto& result) { attncheck::variant_attention(problem, result.out, variant()); })
 #else
 ATTNCHECK_EXPORT_PLUGIN_V2([](const auto& problem, const auto& result) {
   attncheck::variant_attention(problem, result.out, variant(), result.lse);
 },
-                           ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64 | ATTNCHECK_CAP_ALLOW | ATTNCHECK_CAP_CAUSAL |
+                           ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16 | ATTNCHECK_CAP_ALLOW | ATTNCHECK_CAP_CAUSAL |
                                ATTNCHECK_CAP_KV_LENS | ATTNCHECK_CAP_GQA | ATTNCHECK_CAP_WINDOW |
                                ATTNCHECK_CAP_SOFTCAP | ATTNCHECK_CAP_BIAS | ATTNCHECK_CAP_LSE)
 #endif

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "attncheck/abi.hpp"
 #include "attncheck/attention.hpp"
 #include "attncheck/cases.hpp"
 #include "attncheck/compare.hpp"
@@ -41,11 +42,14 @@ std::vector<T> run_builtin(const Case<T>& c, std::vector<T>* lse = nullptr) {
   return out;
 }
 
+// Cases of one format (float for f32, f16 and bf16; double for f64), every correct kernel on each.
 template <class T>
-void sweep(int64_t cases) {
-  const char* precision = Arithmetic::of<T>().label;
+void sweep(int64_t cases, Format format = Precision<T>::format) {
+  const char* precision = Arithmetic::of(format).label;
   const uint64_t seed = uint64_t(env_or("ATTNCHECK_SWEEP_SEED", 20261129));
   SeededChooser choose(seed);
+  CaseLimits limits;
+  limits.capabilities = ~kFormatCapabilities | capability_of(format);
   const std::vector<NamedVariant>& correct = correct_variants();
   const size_t kKernels = correct.size() + 1;  // the variants, then the built-in
   std::vector<double> worst_ratio(kKernels), worst_gate(kKernels);
@@ -53,7 +57,7 @@ void sweep(int64_t cases) {
   int64_t unchecked = 0, checked = 0;
   std::vector<double> worst_lse(kKernels);  // every kernel returns its log-sum-exp too
   for (int64_t n = 0; n < cases; ++n) {
-    const Case<T> c = draw_case<T>(choose);
+    const Case<T> c = draw_case<T>(choose, limits);
     const Reference ref = reference(c.problem());
     std::vector<T> plain_lse, lse;
     const std::vector<T> plain = run_builtin(c, &plain_lse);
@@ -93,6 +97,11 @@ void sweep(int64_t cases) {
 TEST(Bound, NeverExceededByCorrectFloatKernels) { sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 1500)); }
 
 TEST(Bound, NeverExceededByCorrectDoubleKernels) { sweep<double>(env_or("ATTNCHECK_SWEEP_CASES", 500)); }
+
+// f16 and bf16 inputs, float arithmetic, output (and with round_weights the weights) in the format.
+TEST(Bound, NeverExceededByCorrectHalfKernels) { sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 1000), Format::f16); }
+
+TEST(Bound, NeverExceededByCorrectBFloat16Kernels) { sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 1000), Format::bf16); }
 
 // Plain cases where every planted error must show: B 1, H 2, Tq 6, Tk 10, normal q and k, and
 // values in [1, 3] so that no output is small by cancellation.

@@ -84,7 +84,7 @@ TEST(PluginLoader, BuiltinSharedLibraryMatchesTheCppApiBitForBit) {
 
 // f16 and bf16 cross ABI v2 as bit patterns: the built-in plugin, given q, k, v and bias rounded to
 // the format, returns the C++ API's float result on the same values rounded once to the format, and
-// lse in float; a format it does not claim (a variant's f16) is refused with 4.
+// lse in float.
 TEST(PluginLoader, NarrowFormatsCrossAsBitPatterns) {
   for (const char* path : {BUILTIN_SO, "builtin"})
     for (Format format : {Format::f16, Format::bf16}) {
@@ -116,7 +116,6 @@ TEST(PluginLoader, NarrowFormatsCrossAsBitPatterns) {
       std::vector<float> float_out(out.size());
       attention(in_float, Result<float>{float_out.data()});
       EXPECT_NE(float_out, out) << "the output is rounded to the format";
-      EXPECT_EQ(load_plugin(TWO_PASS_SO).forward_v2(&abi), 4) << "a variant does not claim f16 or bf16";
     }
 }
 
