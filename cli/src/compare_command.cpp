@@ -1,6 +1,7 @@
 // attncheck compare: checks tensors dumped from PyTorch or anywhere else against the oracle.
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -55,12 +56,56 @@ std::pair<int64_t, int64_t> window_of(const std::string& text) {
   return {side(text.substr(0, comma)), side(text.substr(comma + 1))};
 }
 
+// The format a tensor file holds: float32, float64, float16, or bfloat16 as uint16 or int16 bit
+// patterns, which only --dtype bf16 can say, since NumPy has no bfloat16 and the bits read as
+// integers would be nonsense.
+Format format_of(const NpyArray& a, const std::string& file, bool bf16_bits) {
+  switch (a.dtype) {
+    case NpyDtype::f32: return Format::f32;
+    case NpyDtype::f64: return Format::f64;
+    case NpyDtype::f16: return Format::f16;
+    case NpyDtype::u16:
+    case NpyDtype::i16:
+      if (bf16_bits) return Format::bf16;
+      throw InputError(file + ": dtype " + dtype_name(a.dtype) +
+                       ": if these are bfloat16 bit patterns (t.view(torch.int16)), pass --dtype bf16");
+    default:
+      throw InputError(file + ": dtype " + dtype_name(a.dtype) + ", expected float32 or float64 " +
+                       "(or float16, or bfloat16 bits as uint16/int16 with --dtype bf16)");
+  }
+}
+
+// --dtype's word, a format's short_name (f32, f64, f16, bf16), -> the format.
+Format format_named(const std::string& word) {
+  for (const Format f : {Format::f32, Format::f64, Format::f16, Format::bf16})
+    if (word == visit_format(f, [](auto zero) { return Precision<decltype(zero)>::short_name; })) return f;
+  throw InputError("--dtype: unknown format '" + word + "'");  // unreachable: the flag's choices are these
+}
+
+// A tensor of the 2-byte `format` (is_narrow), any shape, -> the same values as float32, exactly:
+// each element's bits converted by the format's trait, so no hardware cast flushes or quiets them.
+void widen(NpyArray& a, Format format) {
+  std::vector<float> values(size_t(a.elements()));
+  visit_narrow(format, [&](auto zero) {
+    using P = Precision<decltype(zero)>;
+    for (size_t n = 0; n < values.size(); ++n) {
+      const auto bits = typename P::Bits(a.data[2 * n] | a.data[2 * n + 1] << 8);  // two little-endian bytes
+      values[n] = Precision<float>::from_double(P::to_double(P::from_bits(bits)));
+    }
+  });
+  a.dtype = NpyDtype::f32;
+  a.data.resize(values.size() * sizeof(float));
+  std::memcpy(a.data.data(), values.data(), a.data.size());
+}
+
 template <class T>
-int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& options, const Shape& shape) {
-  // q, k, v, out: [B,H,T,d] buffers of T in the arrays; allow [B,Tq,Tk] after broadcasting.
+int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& options, const Shape& shape, Format format) {
+  // q, k, v, out: [B,H,T,d] buffers of T in the arrays (holding values of `format`); allow
+  // [B,Tq,Tk] after broadcasting.
   auto data = [&](const char* name) { return reinterpret_cast<const T*>(arrays.at(name).data.data()); };
   Problem<T> p;
   p.shape = shape;
+  p.format = format;
   p.q = data("q");
   p.k = data("k");
   p.v = data("v");
@@ -133,21 +178,26 @@ int run(const FlagValues& options) {
     if (options.given(name)) arrays.emplace(name, read_npy(options.text(name)));
   if (options.given("window")) window_of(options.text("window"));  // a bad window: one line, before any work
 
-  // Dtypes: one float type for the four tensors; bool or uint8 for the mask.
-  const NpyDtype dtype = arrays.at("q").dtype;
-  for (const char* name : {"q", "k", "v", "out"}) {
-    const NpyArray& a = arrays.at(name);
-    if (a.dtype != NpyDtype::f32 && a.dtype != NpyDtype::f64)
-      throw InputError(options.text(name) + ": dtype " + dtype_name(a.dtype) + ", expected float32 or float64");
-    if (a.dtype != dtype)
-      throw InputError(options.text(name) + ": dtype " + dtype_name(a.dtype) + " differs from --q's " + dtype_name(dtype));
+  // Formats: one for q, k, v, bias and out, --dtype's or else q's; the lse in float32 (float64 for
+  // float64 tensors), as a kernel keeps it; bool or uint8 for the mask.
+  const bool bf16_bits = options.given("dtype") && options.text("dtype") == "bf16";
+  const Format format = options.given("dtype") ? format_named(options.text("dtype"))
+                                               : format_of(arrays.at("q"), options.text("q"), bf16_bits);
+  const std::string said = options.given("dtype") ? "--dtype " + options.text("dtype") + " says "
+                                                  : options.text("q") + " is ";
+  for (const char* name : {"q", "k", "v", "bias", "out"})
+    if (arrays.count(name))
+      if (const Format f = format_of(arrays.at(name), options.text(name), bf16_bits); f != format)
+        throw InputError(options.text(name) + ": " + format_name(f) + ", but " + said + format_name(format) +
+                         " (q, k, v, bias and out must be in one format)");
+  if (arrays.count("lse")) {
+    const NpyDtype wanted = format == Format::f64 ? NpyDtype::f64 : NpyDtype::f32;
+    if (arrays.at("lse").dtype != wanted)
+      throw InputError(options.text("lse") + ": dtype " + dtype_name(arrays.at("lse").dtype) + ", expected " +
+                       dtype_name(wanted) + " for " + format_name(format) + " tensors");
   }
 
   // Shapes: Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv], out [B,H,Tq,dv], the same rank.
-  for (const char* name : {"bias", "lse"})
-    if (arrays.count(name) && arrays.at(name).dtype != dtype)
-      throw InputError(options.text(name) + ": dtype " + dtype_name(arrays.at(name).dtype) + " differs from --q's " +
-                       dtype_name(dtype));
   const Dims q = dims_of(arrays.at("q"), options.text("q")), k = dims_of(arrays.at("k"), options.text("k")),
              v = dims_of(arrays.at("v"), options.text("v")), out = dims_of(arrays.at("out"), options.text("out"));
   for (const char* name : {"k", "v", "out"})
@@ -203,20 +253,26 @@ int run(const FlagValues& options) {
   if (options.given("softcap")) probe.softcap = options.number("softcap");
   if (const std::string error = problem_error(probe, Result<float>{}); error.rfind("shape", 0) == 0 || error.rfind("softcap", 0) == 0)
     throw InputError(error);
-  return dtype == NpyDtype::f32 ? check<float>(arrays, options, shape) : check<double>(arrays, options, shape);
+  // A 2-byte format is checked as its values held in float, the problem saying the format.
+  if (is_narrow(format))
+    for (const char* name : {"q", "k", "v", "bias", "out"})
+      if (arrays.count(name)) widen(arrays.at(name), format);
+  return format == Format::f64 ? check<double>(arrays, options, shape, format)
+                               : check<float>(arrays, options, shape, format);
 }
 
 }  // namespace
 
 int compare_command(const std::vector<std::string>& args) {
   return Flags("compare")
-      .text("q", "Q.npy", "the queries: [Tq,dk], [B,Tq,dk] or [B,H,Tq,dk], float32 or float64")
+      .text("q", "Q.npy", "the queries: [Tq,dk], [B,Tq,dk] or [B,H,Tq,dk]; float32, float64, float16, or bfloat16 "
+            "bit patterns as uint16/int16 with --dtype bf16")
       .required()
-      .text("k", "K.npy", "the keys: [Tk,dk], [B,Tk,dk] or [B,H_kv,Tk,dk] (H_kv dividing H: grouped heads), the dtype of --q")
+      .text("k", "K.npy", "the keys: [Tk,dk], [B,Tk,dk] or [B,H_kv,Tk,dk] (H_kv dividing H: grouped heads), the format of --q")
       .required()
-      .text("v", "V.npy", "the values: [Tk,dv], [B,Tk,dv] or [B,H_kv,Tk,dv], the dtype of --q")
+      .text("v", "V.npy", "the values: [Tk,dv], [B,Tk,dv] or [B,H_kv,Tk,dv], the format of --q")
       .required()
-      .text("out", "OUT.npy", "the output to check: [Tq,dv], [B,Tq,dv] or [B,H,Tq,dv], the dtype of --q")
+      .text("out", "OUT.npy", "the output to check: [Tq,dv], [B,Tq,dv] or [B,H,Tq,dv], the format of --q")
       .required()
       .text("allow", "MASK.npy", "which keys each query may attend (true = may): [Tq,Tk] or [B,Tq,Tk], bool or uint8")
       .choice("causal", {"none", "upper-left", "lower-right"}, "the causal mask: key j <= i, or j <= i + Tk - Tq", "none")
@@ -225,8 +281,13 @@ int compare_command(const std::vector<std::string>& args) {
       .text("window", "L,R", "a sliding window, FlashAttention's inclusive convention: key j within i + Tk - Tq - L .. i + Tk - Tq + R; -1 = unbounded")
       .number("softcap", "C", "a soft-cap: score = C tanh(scale q.k / C), before bias and masks", std::nullopt, 0, 1e300)
       .text("kv-lens", "LENS.npy", "key lengths [B], int32: keys j >= LENS[b] are padding")
-      .text("bias", "BIAS.npy", "a bias [B,H,Tq,Tk] in --q's dtype, added after the soft-cap; -inf forbids")
-      .text("lse", "LSE.npy", "the log-sum-exp to check too: [B,H,Tq] in --q's dtype, natural log, -inf for an empty row")
+      .text("bias", "BIAS.npy", "a bias [B,H,Tq,Tk] in --q's format, added after the soft-cap; -inf forbids")
+      .text("lse", "LSE.npy",
+            "the log-sum-exp to check too: [B,H,Tq], float32 (float64 with float64 tensors), natural log, -inf for an "
+            "empty row")
+      .choice("dtype", {"f32", "f64", "f16", "bf16"},
+              "the format of q, k, v, bias and out; when absent, --q's (f32, f64, f16). bf16: uint16 or int16 "
+              "files of bfloat16 bits, as PyTorch's t.view(torch.int16).numpy() writes them")
       .text("rows", "all|auto|N",
             "rows the oracle computes exactly: all; auto (all up to --sample-above query-key pairs, else a sample); "
             "or a sample of N beyond the first and last of each head. The others are screened",

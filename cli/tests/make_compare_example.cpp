@@ -7,7 +7,11 @@
 // And flush_{q,k,v,out}.npy: a [1,1,1,1] query, two keys, whose q is the largest float subnormal,
 // k = [1e34, 0], v = [1, 0]; out is what a correct kernel gives with denormals-are-zero on: 0.5
 // (exact 0.5000294). gqa_*.npy: grouped heads with a window, a soft-cap, key lengths and the lse
-// (below). With --bad-inputs it also writes k_short.npy [1,2,4,8], whose Tk does not fit V's.
+// (below). half_*.npy and bf16_*.npy: a low-precision problem in float16 and in bfloat16 (as uint16
+// bit patterns, the way PyTorch users dump it), each with its correct output and the output of a
+// kernel that keeps a running sum in the format (below). With --bad-inputs it also writes
+// k_short.npy [1,2,4,8], whose Tk does not fit V's.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -26,6 +30,91 @@ void save(const std::string& path, const std::vector<float>& x, std::vector<int6
   NpyArray a{NpyDtype::f32, std::move(shape), std::vector<unsigned char>(x.size() * 4)};
   std::memcpy(a.data.data(), x.data(), a.data.size());
   write_npy(path, a);
+}
+
+// x, values of the 2-byte format F in any shape, -> a file of F's bit patterns as `dtype`
+// (float16 for Half; uint16 for BFloat16, which NumPy cannot name).
+template <class F>
+void save_bits(const std::string& path, const std::vector<float>& x, std::vector<int64_t> shape, NpyDtype dtype) {
+  NpyArray a{dtype, std::move(shape), std::vector<unsigned char>(x.size() * 2)};
+  for (size_t n = 0; n < x.size(); ++n) {
+    const uint16_t bits = Precision<F>::from_double(x[n]).bits;
+    a.data[2 * n] = uint8_t(bits);  // little-endian, as the .npy descr says
+    a.data[2 * n + 1] = uint8_t(bits >> 8);
+  }
+  write_npy(path, a);
+}
+
+// The low-precision examples' shape: B = H = 1, Tq 4, Tk 512, dk 64, dv 8.
+constexpr Shape kNarrowShape{1, 1, 4, 512, 64, 8};
+
+// A kernel that keeps a running sum in the format F, rounding it after every key: the normalizer
+// l = sum_j e_j (normalizer_in_F) or the output sum_j p_j v_jc (output_in_F), everything else in
+// double and the output rounded to F. q [Tq,dk], k [Tk,dk], v [Tk,dv] of p (B = H = 1, no masks);
+// returns out [Tq,dv].
+template <class F>
+std::vector<float> running_sum_in(const Problem<float>& p, bool normalizer_in_F, bool output_in_F) {
+  const Shape& s = p.shape;
+  const double scale = effective_scale(s, p.scale);
+  std::vector<float> out(size_t(s.out_size()));
+  for (int64_t i = 0; i < s.Tq; ++i) {
+    std::vector<double> e(size_t(s.Tk));
+    for (int64_t j = 0; j < s.Tk; ++j) {
+      double dot = 0;
+      for (int64_t d = 0; d < s.dk; ++d) dot += double(p.q[s.q_at(0, 0, i) + d]) * double(p.k[s.k_at(0, 0, j) + d]);
+      e[size_t(j)] = scale * dot;
+    }
+    const double m = *std::max_element(e.begin(), e.end());
+    double l = 0;
+    for (double& x : e) {
+      x = std::exp(x - m);
+      l = normalizer_in_F ? round_to<F>(l + x) : l + x;
+    }
+    for (int64_t c = 0; c < s.dv; ++c) {
+      double acc = 0;
+      for (int64_t j = 0; j < s.Tk; ++j) {
+        const double term = e[size_t(j)] / l * double(p.v[s.v_at(0, 0, j) + c]);
+        acc = output_in_F ? round_to<F>(acc + term) : acc + term;
+      }
+      out[size_t(s.out_at(0, 0, i) + c)] = float(round_to<F>(acc));
+    }
+  }
+  return out;
+}
+
+// The low-precision example in format F, written as PREFIX_{q,k,v,out}.npy of `dtype`: the
+// [1,1,4,64] queries, [1,1,512,64] keys and [1,1,512,8] values of `normal` (standard normal draws,
+// in that order; the values shifted by 1) rounded to F; out from the built-in implementation on the
+// problem in format F, and PREFIX_`wrong` from running_sum_in<F>. Tk 512 gives a running sum many
+// keys to drift over, and the values' mean makes the sum as large as the bound's sum_j p_j |v_j|:
+// with zero-mean values sum_j p_j v_j stays small, its roundings with it, and fp16 accumulation
+// stays inside the bound (error/bound 0.45 with these draws unshifted): it is then harmless.
+template <class F>
+void narrow_example(const std::string& dir, const std::string& prefix, NpyDtype dtype,
+                    const std::vector<double>& normal, const std::string& wrong, bool normalizer_in_F,
+                    bool output_in_F) {
+  const Shape s = kNarrowShape;
+  auto rounded = [&](int64_t from, int64_t n, double shift) {  // n values of F, held in float
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t at = 0; at < n; ++at) x[size_t(at)] = float(round_to<F>(normal[size_t(from + at)] + shift));
+    return x;
+  };
+  const std::vector<float> q = rounded(0, s.q_size(), 0), k = rounded(s.q_size(), s.k_size(), 0),
+                           v = rounded(s.q_size() + s.k_size(), s.v_size(), 1);
+  Problem<float> p;
+  p.shape = s;
+  p.q = q.data();
+  p.k = k.data();
+  p.v = v.data();
+  p.format = Precision<F>::format;
+  std::vector<float> out(size_t(s.out_size()));
+  attention(p, Result<float>{out.data()});
+  save_bits<F>(dir + "/" + prefix + "_q.npy", q, {1, 1, s.Tq, s.dk}, dtype);
+  save_bits<F>(dir + "/" + prefix + "_k.npy", k, {1, 1, s.Tk, s.dk}, dtype);
+  save_bits<F>(dir + "/" + prefix + "_v.npy", v, {1, 1, s.Tk, s.dv}, dtype);
+  save_bits<F>(dir + "/" + prefix + "_out.npy", out, {1, 1, s.Tq, s.dv}, dtype);
+  save_bits<F>(dir + "/" + prefix + "_" + wrong, running_sum_in<F>(p, normalizer_in_F, output_in_F),
+               {1, 1, s.Tq, s.dv}, dtype);
 }
 
 }  // namespace
@@ -130,6 +219,12 @@ int main(int argc, char** argv) {
   NpyArray lens{NpyDtype::i32, {g.B}, std::vector<unsigned char>(lengths.size() * 4)};
   std::memcpy(lens.data.data(), lengths.data(), lens.data.size());
   write_npy(dir + "/gqa_kv_lens.npy", lens);
+
+  // One problem in both formats: its output accumulated in float16, and its normalizer summed in bfloat16.
+  std::vector<double> normal(size_t(kNarrowShape.q_size() + kNarrowShape.k_size() + kNarrowShape.v_size()));
+  for (double& x : normal) x = standard_normal(choose);
+  narrow_example<Half>(dir, "half", NpyDtype::f16, normal, "out_fp16_accumulated.npy", false, true);
+  narrow_example<BFloat16>(dir, "bf16", NpyDtype::u16, normal, "out_normalizer_in_bf16.npy", true, false);
 
   if (bad_inputs) save(dir + "/k_short.npy", std::vector<float>(k.begin(), k.begin() + 2 * 4 * 8), {1, 2, 4, 8});
   return 0;

@@ -27,6 +27,9 @@ size_t itemsize(NpyDtype dtype) {
     case NpyDtype::f32: return 4;
     case NpyDtype::i32: return 4;
     case NpyDtype::f64: return 8;
+    case NpyDtype::f16:
+    case NpyDtype::u16:
+    case NpyDtype::i16: return 2;
     default: return 1;
   }
 }
@@ -38,6 +41,9 @@ const char* descr(NpyDtype dtype) {
     case NpyDtype::f64: return "<f8";
     case NpyDtype::u8: return "|u1";
     case NpyDtype::i32: return "<i4";
+    case NpyDtype::f16: return "<f2";
+    case NpyDtype::u16: return "<u2";
+    case NpyDtype::i16: return "<i2";
     default: return "|b1";
   }
 }
@@ -96,7 +102,7 @@ struct Header {
   uint64_t data_bytes;
 };
 
-// Maps a descr such as '<f4' to a dtype: little-endian floats ('=' or no mark only on a little-endian
+// Maps a descr such as '<f4' to a dtype: little-endian multi-byte types ('=' or no mark only on a little-endian
 // host, where NumPy reads them as little-endian too) and one-byte types with any byte-order mark.
 NpyDtype parse_descr(std::string_view text, const std::string& name) {
   const bool marked = !text.empty() && std::string_view("<>|=").find(text[0]) != std::string_view::npos;
@@ -108,8 +114,11 @@ NpyDtype parse_descr(std::string_view text, const std::string& name) {
   if (type == "f4" && little) return NpyDtype::f32;
   if (type == "f8" && little) return NpyDtype::f64;
   if (type == "i4" && little) return NpyDtype::i32;
+  if (type == "f2" && little) return NpyDtype::f16;
+  if (type == "u2" && little) return NpyDtype::u16;
+  if (type == "i2" && little) return NpyDtype::i16;
   throw NpyError(name + ": unsupported dtype '" + printable(text) +
-                 "' (need float32, float64, int32, bool or uint8, little-endian)");
+                 "' (need float32, float64, float16, int32, int16, uint16, bool or uint8, little-endian)");
 }
 
 // The header dict, a Python literal such as
@@ -320,6 +329,9 @@ const char* dtype_name(NpyDtype dtype) {
     case NpyDtype::f64: return "float64";
     case NpyDtype::u8: return "uint8";
     case NpyDtype::i32: return "int32";
+    case NpyDtype::f16: return "float16";
+    case NpyDtype::u16: return "uint16";
+    case NpyDtype::i16: return "int16";
     default: return "bool";
   }
 }

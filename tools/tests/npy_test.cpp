@@ -1,15 +1,18 @@
 // The .npy reader and writer: round trips, the header forms NumPy writes, and every refusal.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <random>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "attncheck/npy.hpp"
+#include "attncheck/precision.hpp"
 
 namespace attncheck {
 namespace {
@@ -45,7 +48,17 @@ Bytes float_bytes(const std::vector<float>& values) {
 }
 
 // Bytes per element, independently of the library's own table.
-size_t itemsize(NpyDtype dtype) { return dtype == NpyDtype::f32 ? 4 : dtype == NpyDtype::f64 ? 8 : 1; }
+size_t itemsize(NpyDtype dtype) {
+  switch (dtype) {
+    case NpyDtype::f64: return 8;
+    case NpyDtype::f32:
+    case NpyDtype::i32: return 4;
+    case NpyDtype::f16:
+    case NpyDtype::u16:
+    case NpyDtype::i16: return 2;
+    default: return 1;
+  }
+}
 
 // parse_npy on the whole of `bytes`, named "in.npy".
 NpyArray parse(const Bytes& bytes) { return parse_npy(bytes.data(), bytes.size(), "in.npy"); }
@@ -73,7 +86,8 @@ Bytes file_bytes(const std::string& path) {
 TEST(Npy, RoundTripsEachDtypeAndShape) {
   const std::vector<int64_t> shapes[] = {{}, {5}, {2, 3}, {1, 2, 3, 4}, {2, 0}};
   const std::string path = temp_path("round_trip.npy");
-  for (const NpyDtype dtype : {NpyDtype::f32, NpyDtype::f64, NpyDtype::u8, NpyDtype::b1}) {
+  for (const NpyDtype dtype : {NpyDtype::f32, NpyDtype::f64, NpyDtype::u8, NpyDtype::b1, NpyDtype::i32, NpyDtype::f16,
+                               NpyDtype::u16, NpyDtype::i16}) {
     for (const auto& shape : shapes) {
       NpyArray array{dtype, shape, {}};
       array.data = counting(size_t(array.elements()) * itemsize(dtype), dtype == NpyDtype::b1 ? 2 : 0);
@@ -147,6 +161,71 @@ TEST(Npy, ReadsEveryHeaderSpellingPythonAllows) {
   EXPECT_EQ(parse(npy_file("{'descr': '|b1', 'fortran_order': False, 'shape': ()}", {1})).dtype, NpyDtype::b1);
 }
 
+// float16 bit patterns [10], one of every kind of value (listed at Float16RoundTripsBitExactly).
+const uint16_t kHalfBits[] = {0x0001, 0x03ff, 0x0400, 0x8000, 0x3c00, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x7d01};
+
+// bits [n] -> their 2n bytes, little-endian as a '<' descr says.
+Bytes little_endian(const uint16_t* bits, size_t n) {
+  Bytes out(2 * n);
+  for (size_t i = 0; i < n; ++i) {
+    out[2 * i] = uint8_t(bits[i]);
+    out[2 * i + 1] = uint8_t(bits[i] >> 8);
+  }
+  return out;
+}
+
+// '<f2' (np.float16): written as '<f2', read back bit for bit, and its values what binary16 says:
+// the smallest and largest subnormal, the smallest normal, -0, 1, -65504, +-inf, a quiet NaN and a
+// signaling one with a payload (which a hardware conversion would quiet).
+TEST(Npy, Float16RoundTripsBitExactly) {
+  const std::string path = temp_path("half.npy");
+  const Bytes data = little_endian(kHalfBits, std::size(kHalfBits));
+  write_npy(path, NpyArray{NpyDtype::f16, {2, 5}, data});
+  const Bytes file = file_bytes(path);
+  EXPECT_NE(std::string(file.begin(), file.end()).find("{'descr': '<f2', 'fortran_order': False, 'shape': (2, 5), }"),
+            std::string::npos);
+  const NpyArray back = read_npy(path);
+  EXPECT_EQ(back.dtype, NpyDtype::f16);
+  EXPECT_EQ(back.shape, (std::vector<int64_t>{2, 5}));
+  ASSERT_EQ(back.data, data);
+  EXPECT_STREQ(dtype_name(back.dtype), "float16");
+
+  auto value = [&](size_t n) {  // element n of back
+    return Precision<Half>::to_double(Half{uint16_t(back.data[2 * n] | back.data[2 * n + 1] << 8)});
+  };
+  EXPECT_EQ(value(0), 0x1p-24);
+  EXPECT_EQ(value(1), 0x3ffp-24);
+  EXPECT_EQ(value(2), 0x1p-14);
+  EXPECT_EQ(value(3), 0.0);
+  EXPECT_TRUE(std::signbit(value(3)));
+  EXPECT_EQ(value(4), 1.0);
+  EXPECT_EQ(value(5), -65504.0);
+  EXPECT_EQ(value(6), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(value(7), -std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(std::isnan(value(8)) && std::isnan(value(9)));
+  EXPECT_EQ(Precision<Half>::from_double(value(9)).bits, 0x7d01);  // the signaling payload kept
+}
+
+// '<u2' and '<i2' (bfloat16 dumped by t.view(torch.uint16) or t.view(torch.int16)): the raw bits,
+// unconverted; 0x3f80 is bfloat16's 1 and 0xc040 its -3. Both write back as they were read.
+TEST(Npy, Uint16AndInt16ReadAsRawBits) {
+  const uint16_t bits[] = {0x3f80, 0xc040, 0x7f80, 0x0001};
+  const Bytes data = little_endian(bits, std::size(bits));
+  for (const auto& [descr, dtype] : {std::pair{"<u2", NpyDtype::u16}, std::pair{"<i2", NpyDtype::i16}}) {
+    const NpyArray array =
+        parse(npy_file(std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (4,), }", data));
+    EXPECT_EQ(array.dtype, dtype) << descr;
+    EXPECT_EQ(array.data, data) << descr;
+    EXPECT_EQ(Precision<BFloat16>::to_double(BFloat16{uint16_t(array.data[0] | array.data[1] << 8)}), 1.0);
+    EXPECT_EQ(Precision<BFloat16>::to_double(BFloat16{uint16_t(array.data[2] | array.data[3] << 8)}), -3.0);
+    const std::string path = temp_path("bf16_bits.npy");
+    write_npy(path, array);
+    const Bytes file = file_bytes(path);
+    EXPECT_NE(std::string(file.begin(), file.end()).find(std::string("'descr': '") + descr + "'"), std::string::npos);
+    EXPECT_EQ(read_npy(path).data, data) << descr;
+  }
+}
+
 // Element (i, j, k) of the Fortran-order test arrays: all distinct, so a misplaced one shows.
 float element(int i, int j, int k) { return float(100 * i + 10 * j + k); }
 
@@ -199,7 +278,9 @@ TEST(Npy, EachFaultIsOneLineNamingTheFileAndTheProblem) {
       {npy_file("{'fortran_order': False, 'shape': ()}"), "header has no 'descr' key"},
       {npy_file("{'descr': '<i8', 'fortran_order': False, 'shape': ()}"), "unsupported dtype '<i8'"},
       {npy_file("{'descr': '>f4', 'fortran_order': False, 'shape': ()}"),
-       "unsupported dtype '>f4' (need float32, float64, int32, bool or uint8, little-endian)"},
+       "unsupported dtype '>f4' (need float32, float64, float16, int32, int16, uint16, bool or uint8, little-endian)"},
+      {npy_file("{'descr': '>f2', 'fortran_order': False, 'shape': ()}"), "unsupported dtype '>f2'"},
+      {npy_file("{'descr': '>u2', 'fortran_order': False, 'shape': ()}"), "unsupported dtype '>u2'"},
       {npy_file("{'descr': '<c8', 'fortran_order': False, 'shape': ()}"), "unsupported dtype '<c8'"},
       {npy_file("{'descr': '|O', 'fortran_order': False, 'shape': ()}"), "unsupported dtype '|O'"},
       {npy_file("{'descr': 'x\ny', 'fortran_order': False, 'shape': ()}"), "unsupported dtype 'x\\x0ay'"},

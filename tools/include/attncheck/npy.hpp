@@ -9,9 +9,11 @@
 
 namespace attncheck {
 
-// The element types attncheck exchanges. Files say '<f4', '<f8', '|u1', '|b1'; '=' and a missing
-// byte-order mark are accepted only for one-byte types or when this host is little-endian.
-enum class NpyDtype { f32, f64, u8, b1, i32 };
+// The element types attncheck exchanges. Files say '<f4', '<f8', '<f2', '|u1', '|b1', '<i4', '<u2',
+// '<i2'; '=' and a missing byte-order mark are accepted only for one-byte types or when this host is
+// little-endian. NumPy has no bfloat16, so bf16 tensors arrive as u16 or i16 bit patterns, which
+// only the reader of a file can tell from integers.
+enum class NpyDtype { f32, f64, u8, b1, i32, f16, u16, i16 };
 
 // An array as stored in a .npy file, always in C (row-major) order.
 struct NpyArray {
@@ -40,7 +42,7 @@ NpyArray read_npy(const std::string& path);
 // does; throws NpyError if the array is inconsistent or the file cannot be written.
 void write_npy(const std::string& path, const NpyArray& array);
 
-// "float32", "float64", "uint8", "bool".
+// NumPy's name: "float32", "float64", "float16", "uint8", "bool", "int32", "uint16", "int16".
 const char* dtype_name(NpyDtype);
 
 }  // namespace attncheck
