@@ -9,10 +9,9 @@ namespace attncheck::properties {
 template <class T>
 void agrees(Checker& check) {
   const Case<T> c = check.draw<T>();
-  if (!check.has_lse()) return require_agreement(check, c, check.run(c), reference(c.problem()), "agrees with the oracle");
   std::vector<T> lse;
-  const std::vector<T> out = check.run(c, lse);
-  require_agreement(check, c, out, reference(c.problem()), "agrees with the oracle", &lse);
+  const std::vector<T> out = check.run_with_lse(c, lse);
+  require_agreement(check, c, out, reference(c.problem()), "agrees with the oracle", lse_if_any(lse));
 }
 
 ATTNCHECK_PROPERTY(AgreesWithOracleInFloat, .order = 10, .catches = "element_off_1e3") { agrees<float>(check); }

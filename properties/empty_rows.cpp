@@ -1,5 +1,5 @@
-// Claim: a query with no permitted key follows the empty-row policy (output 0 under `zero`, never
-// NaN; NaN under `nan`), and the other rows are undisturbed.
+// Claim: a query with no permitted key follows the empty-row policy (output 0 and log-sum-exp -inf
+// under `zero`, never NaN; both NaN under `nan`), and the other rows are undisturbed.
 
 #include <cmath>
 
@@ -13,16 +13,25 @@ ATTNCHECK_PROPERTY(EmptyRowsFollowThePolicy, .order = 40, .catches = "empty_row_
   if (c.allow.empty()) c.allow.assign(size_t(s.allow_size()), 1);
   const int64_t b = check.in_range(0, s.B), i = check.in_range(0, s.Tq);
   std::fill_n(c.allow.begin() + s.allow_at(b, i), s.Tk, uint8_t(0));
-  const std::vector<float> out = check.run(c);
-  for (int64_t h = 0; h < s.H; ++h)
+  std::vector<float> lse;
+  const std::vector<float> out = check.run_with_lse(c, lse);
+  const bool zero = c.empty_rows == EmptyRows::zero;
+  for (int64_t h = 0; h < s.H; ++h) {
+    const std::string row = "[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "]";
+    if (!lse.empty()) {
+      const float x = lse[size_t(s.lse_at(b, h, i))];
+      ATTNCHECK_REQUIRE(check, zero ? x == -INFINITY : std::isnan(x),
+                        "the emptied row " + row + " has log-sum-exp " + show(x) + " under the " +
+                            (zero ? "zero policy (expected -inf)" : "nan policy") + "\n" + describe(c));
+    }
     for (int64_t col = 0; col < s.dv; ++col) {
       const float x = out[size_t(s.out_at(b, h, i) + col)];
-      const bool ok = c.empty_rows == EmptyRows::zero ? x == 0 : std::isnan(x);
-      ATTNCHECK_REQUIRE(check, ok, "the emptied row [" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) +
-                            "] gives " + show(x) + " under the " +
-                            (c.empty_rows == EmptyRows::zero ? "zero" : "nan") + " policy\n" + describe(c));
+      ATTNCHECK_REQUIRE(check, zero ? x == 0 : std::isnan(x),
+                        "the emptied row " + row + " gives " + show(x) + " under the " + (zero ? "zero" : "nan") +
+                            " policy\n" + describe(c));
     }
-  require_agreement(check, c, out, reference(c.problem()), "the other rows");
+  }
+  require_agreement(check, c, out, reference(c.problem()), "the other rows", lse_if_any(lse));
 }
 
 }  // namespace attncheck::properties

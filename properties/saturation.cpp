@@ -49,9 +49,9 @@ struct Saturation {
   double largest_weight = 0, jacobian_trace = 0;  // means over the queries
 };
 
-// The weights of N Gaussian queries over 128 Gaussian keys in dimension d, scaled or not, read
-// through V = I.
-Saturation measure(Checker& check, int64_t d, bool scaled) {
+// N Gaussian queries over 128 Gaussian keys each (one head per query) in dimension d, scaled or
+// not, with V = I so that the output is the weights.
+Case<float> probe(int64_t d, bool scaled) {
   Normals normal(7000 + uint64_t(d));
   Case<float> c;
   c.shape = {1, kQueries, 1, kKeys, d, 1};
@@ -61,8 +61,12 @@ Saturation measure(Checker& check, int64_t d, bool scaled) {
   c.k.resize(size_t(kQueries * kKeys * d));
   for (float& x : c.q) x = normal.next();
   for (float& x : c.k) x = normal.next();
-  c = with_identity_values(c);
-  const std::vector<float> w = check.run(c);
+  return with_identity_values(c);
+}
+
+// The probe's weights [N,128], summed up.
+Saturation measure(Checker& check, int64_t d, bool scaled) {
+  const std::vector<float> w = check.run(probe(d, scaled));
   Saturation result;
   for (int64_t h = 0; h < kQueries; ++h) {
     const auto row = w.begin() + h * kKeys;
@@ -83,6 +87,26 @@ ATTNCHECK_PROPERTY(UnscaledSoftmaxSaturatesAsDGrows, .order = 190, .catches = "e
   ATTNCHECK_REQUIRE(check, d256.largest_weight > 0.7 && d256.jacobian_trace < 0.35,
                     "unscaled, d 256: largest weight " + show(d256.largest_weight) + " (should approach 1), 1 - sum p^2 " +
                         show(d256.jacobian_trace) + " (should approach 0): is an explicit scale of 1 ignored?");
+}
+
+// With a soft-cap c every score lies in [-c, c], so no weight of a row of n keys can pass
+// e^(2c) / (e^(2c) + n - 1), however large d grows: the unscaled d 256 probe, whose largest weight
+// is about 0.89 uncapped, stays below that with caps 1 and 2 (0.055 and 0.30), every row of it,
+// within the oracle's bound. A bound, not a statistic: no false alarm at all.
+ATTNCHECK_PROPERTY(SoftCapBoundsEveryWeight, .order = 195, .catches = "softcap_ignored", .generated = false, .float32_cases = true, .first_round = 5) {
+  if (!(check.limits({}).capabilities & ATTNCHECK_CAP_SOFTCAP)) return;  // the kernel takes no soft-cap
+  for (double cap : {1.0, 2.0}) {
+    Case<float> c = probe(256, false);
+    c.softcap = cap;
+    const std::vector<float> w = check.run(c);
+    const Reference ref = reference(c.problem());
+    const double limit = std::exp(2 * cap) / (std::exp(2 * cap) + double(kKeys - 1));
+    for (size_t n = 0; n < w.size(); ++n)
+      ATTNCHECK_REQUIRE(check, double(w[n]) <= limit + ref.out.bound[n],
+                        "soft-cap " + show(cap) + ", unscaled, d 256: weight " + show(w[n]) + " of query " +
+                            std::to_string(n / size_t(kKeys)) + " passes e^(2 cap) / (e^(2 cap) + 127) = " + show(limit) +
+                            ": is the soft-cap ignored?");
+  }
 }
 
 ATTNCHECK_PROPERTY(ScaledSoftmaxStaysPutAsDGrows, .order = 200, .catches = "no_scale", .generated = false, .float32_cases = true, .first_round = 5) {

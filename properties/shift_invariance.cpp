@@ -1,5 +1,7 @@
 // Claim: adding a constant to every permitted logit of a row leaves the weights unchanged, at
 // softmax level and at attention level, even where the logits pass fp32 exp's overflow at 88.7.
+#include <cmath>
+
 #include "attncheck/property.hpp"
 #include "attncheck/rows.hpp"
 
@@ -30,18 +32,22 @@ ATTNCHECK_PROPERTY(ShiftInvarianceOfSoftmax, .order = 60, .catches = "naive_soft
   require_agreement(check, shifted, check.run(shifted), expected, "softmax of logits shifted by " + show(shift));
 }
 
-// Attention: appending a to every q and 1 to every k adds scale * a to every score of every row,
+// Attention: appending a / scale to every q and 1 to every k adds a to every score of every row,
 // so the exact output is the original's; the kernel's output on the shifted problem must be
-// within that problem's bound of it. Shifts reach fp32 exp overflow and common mask sentinels.
+// within that problem's bound of it, and its log-sum-exp must move by a (the oracle's of the
+// shifted problem). Shifts reach fp32 exp overflow and common mask sentinels; in f16 and bf16 the
+// appended value is rounded to the format (the shift is then scale times that: still one constant),
+// and a shift the format cannot hold is taken ten times smaller.
 ATTNCHECK_PROPERTY(ShiftInvarianceOfAttention, .order = 80, .catches = "naive_softmax") {
   Case<float> c = check.draw<float>();
   c.softcap = 0;  // a soft-cap bends the scores: cap tanh((s + a) / cap) is no shift of cap tanh(s / cap)
-  const float a = check.one_of({-1e4f, -1000.0f, -100.0f, -88.8f, 88.8f, 100.0f, 1000.0f, 1e4f});
+  double a = check.one_of({-1e4, -1000.0, -100.0, -88.8, 88.8, 100.0, 1000.0, 1e4});
   const Shape& s = c.shape;
   Case<float> shifted = c;
   shifted.shape.dk = s.dk + 1;
   shifted.scale = effective_scale(s, c.scale);
-  const float appended_q = float(a / shifted.scale);
+  float appended_q = float(round_to(c.format, a / shifted.scale));
+  for (; !std::isfinite(appended_q); a /= 10) appended_q = float(round_to(c.format, a / 10 / shifted.scale));
   shifted.q.clear();
   shifted.k.clear();
   for (int64_t row = 0; row < s.B * s.H * s.Tq; ++row) {
@@ -55,7 +61,10 @@ ATTNCHECK_PROPERTY(ShiftInvarianceOfAttention, .order = 80, .catches = "naive_so
   Reference expected = reference(shifted.problem());
   const std::vector<uint8_t> rows = rows_computed(expected.out);  // a large case: the same sample
   expected.out.exact = reference(c.problem(), &rows).out.exact;
-  require_agreement(check, shifted, check.run(shifted), expected, "shifting every logit by " + show(a));
+  std::vector<float> lse;
+  const std::vector<float> out = check.run_with_lse(shifted, lse);
+  require_agreement(check, shifted, out, expected, "shifting every logit by " + show(shifted.scale * appended_q),
+                    lse_if_any(lse));
 }
 
 }  // namespace attncheck::properties

@@ -28,6 +28,13 @@ class Checker {
   virtual bool has_lse() const { return false; }
   virtual std::vector<float> run(const Case<float>& c, std::vector<float>& lse);
   virtual std::vector<double> run(const Case<double>& c, std::vector<double>& lse);
+  // out, and lse [B,H,Tq] too when the implementation returns it (else lse is left empty): a
+  // property checks the log-sum-exp wherever it checks out (require_agreement's `lse`: lse_if_any).
+  template <class T>
+  std::vector<T> run_with_lse(const Case<T>& c, std::vector<T>& lse) {
+    lse.clear();
+    return has_lse() ? run(c, lse) : run(c);
+  }
   // What the implementation can take (ABI v1: no bias, empty rows 0), on top of `base`.
   virtual CaseLimits limits(CaseLimits base) const = 0;
   // What the implementation gives a row with no permitted key, for cases a property builds itself.
@@ -67,6 +74,12 @@ class Checker {
 template <class T>
 void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& out, Reference reference,
                        const std::string& claim, const std::vector<T>* lse = nullptr);
+
+// What run_with_lse returned as lse, for require_agreement: null when there is none.
+template <class T>
+const std::vector<T>* lse_if_any(const std::vector<T>& lse) {
+  return lse.empty() ? nullptr : &lse;
+}
 
 // One property: its name (Property.<name> in GoogleTest), its body, and what the file that
 // writes it declares about it. Generated properties draw their inputs and run many times; fixed
