@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (fuzz::showing())
       std::fprintf(stderr, "input: %s, %zu dimensions, %lld elements\n", dtype_name(array.dtype), array.shape.size(),
                    (long long)array.elements());
-    const size_t itemsize = array.dtype == NpyDtype::f64 ? 8 : array.dtype == NpyDtype::f32 ? 4 : 1;
+    const size_t itemsize = npy_itemsize(array.dtype);
     if (array.shape.size() > 8 || array.data.size() > size || array.data.size() != size_t(array.elements()) * itemsize)
       fuzz::finding("parse_npy returned an inconsistent array: " + std::to_string(array.shape.size()) +
                     " dimensions, " + std::to_string(array.elements()) + " elements of " + dtype_name(array.dtype) +

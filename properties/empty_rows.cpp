@@ -10,9 +10,18 @@ namespace attncheck::properties {
 ATTNCHECK_PROPERTY(EmptyRowsFollowThePolicy, .order = 40, .catches = "empty_row_nan") {
   Case<float> c = check.draw<float>();
   const Shape& s = c.shape;
-  if (c.allow.empty()) c.allow.assign(size_t(s.allow_size()), 1);
   const int64_t b = check.in_range(0, s.B), i = check.in_range(0, s.Tq);
-  std::fill_n(c.allow.begin() + s.allow_at(b, i), s.Tk, uint8_t(0));
+  // Row (b, i) emptied by the allow mask, or, for a kernel that takes none, every row of batch b by
+  // a key length of 0.
+  if (check.claims(ATTNCHECK_CAP_ALLOW)) {
+    if (c.allow.empty()) c.allow.assign(size_t(s.allow_size()), 1);
+    std::fill_n(c.allow.begin() + s.allow_at(b, i), s.Tk, uint8_t(0));
+  } else if (check.claims(ATTNCHECK_CAP_KV_LENS)) {
+    if (c.key_lengths.empty()) c.key_lengths.assign(size_t(s.B), int32_t(s.Tk));
+    c.key_lengths[size_t(b)] = 0;
+  } else {
+    return;  // no mask to empty a row with
+  }
   std::vector<float> lse;
   const std::vector<float> out = check.run_with_lse(c, lse);
   const bool zero = c.empty_rows == EmptyRows::zero;

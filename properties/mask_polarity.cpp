@@ -8,6 +8,7 @@
 namespace attncheck::properties {
 
 ATTNCHECK_PROPERTY(AllTrueMaskEqualsNoMask, .order = 140, .catches = "inverted_polarity") {
+  if (!check.claims(ATTNCHECK_CAP_ALLOW)) return;  // the kernel takes no allow mask
   Case<float> c = check.draw<float>();
   c.allow.clear();
   const Reference no_mask = reference(c.problem());
@@ -16,6 +17,7 @@ ATTNCHECK_PROPERTY(AllTrueMaskEqualsNoMask, .order = 140, .catches = "inverted_p
 }
 
 ATTNCHECK_PROPERTY(KeyPaddingMaskConvertsByFlipping, .order = 150, .catches = "inverted_polarity") {
+  if (!check.claims(ATTNCHECK_CAP_ALLOW)) return;  // the kernel takes no allow mask
   Case<float> c = check.draw<float>();
   const Shape& s = c.shape;
   std::vector<uint8_t> key_padding_mask(size_t(s.B * s.Tk));  // true = padded, blocked

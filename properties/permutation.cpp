@@ -22,8 +22,12 @@ ATTNCHECK_PROPERTY(PermutingKeysOrQueries, .order = 120, .catches = "online_no_r
   Case<float> c = check.draw<float>();
   c.causal = Causal::none;
   const Shape& s = c.shape;
-  // Key padding and a window become allow entries, so that they travel with their keys and queries.
-  if (!c.key_lengths.empty() || c.window_left >= 0 || c.window_right >= 0) {
+  // Key padding and a window become allow entries, so that they travel with their keys and queries;
+  // for a kernel that takes no allow mask, they go.
+  if (!check.claims(ATTNCHECK_CAP_ALLOW)) {
+    c.key_lengths.clear();
+    c.window_left = c.window_right = -1;
+  } else if (!c.key_lengths.empty() || c.window_left >= 0 || c.window_right >= 0) {
     std::vector<uint8_t> allow(size_t(s.allow_size()));
     for (int64_t b = 0; b < s.B; ++b)
       for (int64_t i = 0; i < s.Tq; ++i)

@@ -21,8 +21,9 @@ constexpr size_t kMaxDims = 8;
 constexpr int64_t kMaxElements = int64_t(1) << 31;
 constexpr bool kHostLittleEndian = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
 
-// Bytes per element of each dtype.
-size_t itemsize(NpyDtype dtype) {
+}  // namespace
+
+size_t npy_itemsize(NpyDtype dtype) {
   switch (dtype) {
     case NpyDtype::f32: return 4;
     case NpyDtype::i32: return 4;
@@ -33,6 +34,8 @@ size_t itemsize(NpyDtype dtype) {
     default: return 1;
   }
 }
+
+namespace {
 
 // The descr write_npy puts in the header, as np.save would.
 const char* descr(NpyDtype dtype) {
@@ -267,7 +270,7 @@ Header parse_header(const uint8_t* bytes, size_t available, uint64_t file_size, 
 
   uint64_t elements = 1;
   for (const int64_t dim : h.shape) elements *= uint64_t(dim);
-  h.data_bytes = elements * itemsize(h.dtype);
+  h.data_bytes = elements * npy_itemsize(h.dtype);
   const uint64_t have = file_size - h.data_offset;
   if (have != h.data_bytes)
     throw NpyError(name + (have < h.data_bytes ? ": truncated: shape " : ": extra data: shape ") + h.shape_text +
@@ -298,7 +301,7 @@ std::vector<unsigned char> fortran_to_c(const std::vector<unsigned char>& data, 
 
 // The checked header and its data bytes (in the file's order) -> an array in C order.
 NpyArray to_array(Header&& h, std::vector<unsigned char>&& data) {
-  if (h.fortran_order && h.shape.size() > 1) data = fortran_to_c(data, h.shape, itemsize(h.dtype));
+  if (h.fortran_order && h.shape.size() > 1) data = fortran_to_c(data, h.shape, npy_itemsize(h.dtype));
   return NpyArray{h.dtype, std::move(h.shape), std::move(data)};
 }
 
@@ -379,7 +382,7 @@ void write_npy(const std::string& path, const NpyArray& array) {
   if (dims.size() > kMaxDims)
     throw NpyError(path + ": cannot write more than " + std::to_string(kMaxDims) + " dimensions");
   checked_shape(dims, path);
-  const uint64_t need = uint64_t(array.elements()) * itemsize(array.dtype);
+  const uint64_t need = uint64_t(array.elements()) * npy_itemsize(array.dtype);
   if (array.data.size() != need)
     throw NpyError(path + ": data has " + std::to_string(array.data.size()) + " bytes, shape " + shape_text(dims) +
                    " of " + dtype_name(array.dtype) + " needs " + std::to_string(need));

@@ -28,8 +28,8 @@ Plugin load_plugin(const std::string& which) {
     if (!capabilities || !plugin.forward_v2)
       throw std::runtime_error(which + ": ABI version 2 without attncheck_capabilities and attncheck_forward_v2");
     plugin.capabilities = capabilities();
-    if (!(plugin.capabilities & (ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64)))
-      throw std::runtime_error(which + ": claims neither f32 nor f64, the formats this attncheck checks");
+    if (!(plugin.capabilities & (ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16)))
+      throw std::runtime_error(which + ": claims no format (f32, f64, f16 or bf16)");
     return plugin;
   }
   throw std::runtime_error(which + ": ABI version " + std::to_string(plugin.version) +

@@ -37,6 +37,9 @@ class Checker {
   }
   // What the implementation can take (ABI v1: no bias, empty rows 0), on top of `base`.
   virtual CaseLimits limits(CaseLimits base) const = 0;
+  // Whether the implementation takes a feature (ABI v2's capability bits), for cases a property
+  // changes itself: an allow mask it adds, key lengths it sets.
+  bool claims(uint32_t capability) const { return limits({}).capabilities & capability; }
   // What the implementation gives a row with no permitted key, for cases a property builds itself.
   virtual EmptyRows empty_rows() const { return EmptyRows::zero; }
   // Ends the property as failed with `message`; never returns.

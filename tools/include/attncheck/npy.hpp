@@ -42,6 +42,9 @@ NpyArray read_npy(const std::string& path);
 // does; throws NpyError if the array is inconsistent or the file cannot be written.
 void write_npy(const std::string& path, const NpyArray& array);
 
+// Bytes per element: 8, 4, 2 or 1.
+size_t npy_itemsize(NpyDtype dtype);
+
 // NumPy's name: "float32", "float64", "float16", "uint8", "bool", "int32", "uint16", "int16".
 const char* dtype_name(NpyDtype);
 
