@@ -145,8 +145,8 @@ void draw_large_masks(Chooser& choose, Case<T>& c, uint32_t can) {
   }
 }
 
-// Grouped KV heads: H_kv KV heads of `group` query heads each, group sizes 2 and 4 and, since real
-// mappings break there, 3 and 6; q, k, v (and a bias) drawn again for the new head counts, of the
+// Grouped KV heads: H_kv KV heads of `group` query heads each, group sizes 2, 4 and 8 and, since
+// real mappings break there, 3, 6 and 12; q, k and v drawn again for the new head counts, of the
 // same kinds. A large case keeps its heads: with two, one KV head serves both (MQA). Choice 0 is
 // "none", so that it shrinks away; a property that wants one head (max_heads 1) gets none.
 template <class T>
@@ -159,14 +159,10 @@ void draw_kv_groups(Chooser& choose, Case<T>& c, const CaseLimits& limits, bool 
     c.v.resize(size_t(s.v_size()));
   } else {
     s.H_kv = 1 + int64_t(choose.below(3));
-    s.H = s.H_kv * (const int64_t[]){2, 3, 4, 6}[choose.below(4)];
+    s.H = s.H_kv * (const int64_t[]){2, 3, 4, 6, 8, 12}[choose.below(6)];
     fill(choose, c.q, size_t(s.q_size()), qk_kind, false, c.format);
     fill(choose, c.k, size_t(s.k_size()), qk_kind, false, c.format);
     fill(choose, c.v, size_t(s.v_size()), v_kind, false, c.format);
-    if (!c.bias.empty()) {
-      c.bias.resize(size_t(s.scores_size()));
-      for (T& x : c.bias) x = T(standard_normal(choose));
-    }
   }
   c.mix += ", grouped KV heads";
 }
@@ -266,10 +262,21 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
     for (int32_t& length : c.key_lengths) length = int32_t(choose.below(uint64_t(s.Tk) + 1));
     c.mix += ", key padding";
   }
+  draw_kv_groups(choose, c, limits, false, qk_kind, v_kind);
   if ((can & ATTNCHECK_CAP_BIAS) && choose.below(3) == 0) {
     c.bias.resize(size_t(s.scores_size()));
-    for (T& x : c.bias) x = choose.below(4) == 0 ? extreme_logit<T>(choose) : T(standard_normal(choose));
-    c.mix += ", bias";
+    if (choose.below(3) == 2) {  // ALiBi: head h's slope 2^(-8 (h + 1) / H) times the distance to the diagonal
+      for (int64_t b = 0; b < s.B; ++b)
+        for (int64_t h = 0; h < s.H; ++h)
+          for (int64_t i = 0; i < s.Tq; ++i)
+            for (int64_t j = 0; j < s.Tk; ++j)
+              c.bias[size_t(s.scores_at(b, h, i) + j)] =
+                  T(-std::exp2(-8.0 * double(h + 1) / double(s.H)) * double(std::abs(i + s.Tk - s.Tq - j)));
+      c.mix += ", ALiBi bias";
+    } else {
+      for (T& x : c.bias) x = choose.below(4) == 0 ? extreme_logit<T>(choose) : T(standard_normal(choose));
+      c.mix += ", bias";
+    }
   }
   if (choose.below(4) == 0) c.scale = double(value<T>(choose, Values::normal));
   if (!limits.abi_only && choose.below(4) == 0) c.empty_rows = EmptyRows::nan;
@@ -284,7 +291,6 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
     c.softcap = (const double[]){1, 2, 5, 30, 50}[choose.below(5)];
     c.mix += ", soft-cap";
   }
-  draw_kv_groups(choose, c, limits, false, qk_kind, v_kind);
   round_bias(c);
   return c;
 }
