@@ -53,7 +53,7 @@ void check(const Kernel& kernel, const AttentionInput<T>& in) {
   // The rigorous gate only (docs/fuzzing.md: the precision gate's limit is empirical, and an
   // adversarial search could push a correct kernel past it).
   if (const Comparison result = compare(out.data(), reference(c.problem()).out); !result.ok())
-    finding(kernel.plugin.name + " disagrees with the oracle: wrong: " + result.report(Arithmetic::of<T>().label) +
+    finding(kernel.plugin.name + " disagrees with the oracle: wrong: " + result.report(Arithmetic::of(c.format).label) +
             describe(c));
 
   // The intervention: query (b, i)'s forbidden keys and values, in every head, become poison.

@@ -223,7 +223,8 @@ AttentionInput<T> draw_attention_input(Chooser& choose, const CaseLimits& limits
                        -std::numeric_limits<T>::infinity(), T(1e30), T(-1e30)};
   in.poison.assign(size_t(s.Tk), T(0));
   for (int64_t j = 0; j < s.Tk; ++j)
-    if (!in.c.permits(in.b, in.i, j)) in.poison[size_t(j)] = poisons[choose.below(std::size(poisons))];
+    if (!in.c.permits(in.b, in.i, j))  // in the case's format: 1e30 is inf in f16
+      in.poison[size_t(j)] = T(round_to(in.c.format, double(poisons[choose.below(std::size(poisons))])));
   return in;
 }
 

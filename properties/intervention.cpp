@@ -36,7 +36,7 @@ ATTNCHECK_PROPERTY(ForbiddenKeysAndValuesCannotChangeValidOutputs, .order = 30, 
   std::string which;  // "key 3: nan, key 5: 1e+30"
   for (int64_t j = 0; j < s.Tk; ++j) {
     if (c.permits(b, i, j)) continue;
-    const float poison = poisons[check.in_range(0, std::size(poisons))];
+    const float poison = float(round_to(c.format, poisons[check.in_range(0, std::size(poisons))]));  // 1e30: inf in f16
     which += (which.empty() ? "key " : ", key ") + std::to_string(j) + ": " + show(poison);
     for (int64_t h = 0; h < s.H; ++h) {
       if (target != 0) std::fill_n(poisoned.k.begin() + s.k_at(b, h, j), s.dk, poison);
@@ -57,7 +57,7 @@ ATTNCHECK_PROPERTY(ForbiddenKeysAndValuesCannotChangeValidOutputs, .order = 30, 
       ATTNCHECK_REQUIRE(check, within_bound(clean[at], exact.out[size_t(col)], exact.bound[size_t(col)]),
                         row + " breaks the contract before anything is poisoned: " + element + " = " +
                             show(clean[at]) + ", exact " + show(double(exact.out[size_t(col)])) + ", bound " +
-                            show(exact.bound[size_t(col)]) + " (" + Arithmetic::of<float>().label + ")\n" + describe(c));
+                            show(exact.bound[size_t(col)]) + " (" + Arithmetic::of(c.format).label + ")\n" + describe(c));
       ATTNCHECK_REQUIRE(check, unchanged(clean[at], dirty[at]),
                         row + " changed when only " + targets[target] + " were poisoned (" + which + "): " + element +
                             " " + show(clean[at]) + " became " + show(dirty[at]) + "\n" +
