@@ -84,6 +84,19 @@ struct Result {
   T* lse = nullptr;      // [B,H,Tq]; log of the sum of exp over permitted scores; null = not wanted
 };
 
+// The backward pass's buffers: the forward's results as inputs (the exact out and lse rounded to
+// their formats, as FlashAttention's backward receives them), the output gradient, and the
+// gradients written. dk and dv are per KV head: summed over the query heads of its group.
+template <class T>
+struct Grads {
+  const T* out = nullptr;   // [B,H,Tq,dv]
+  const T* lse = nullptr;   // [B,H,Tq]; -inf for an empty row
+  const T* dout = nullptr;  // [B,H,Tq,dv]
+  T* dq = nullptr;          // [B,H,Tq,dk]
+  T* dk = nullptr;          // [B,H_kv,Tk,dk]
+  T* dv = nullptr;          // [B,H_kv,Tk,dv]
+};
+
 // The scale actually applied: `scale`, or 1/sqrt(dk) when it is 0.
 double effective_scale(const Shape& shape, double scale);
 

@@ -68,6 +68,18 @@ typedef struct attncheck_problem_v2 {
 uint32_t attncheck_capabilities(void);
 int32_t  attncheck_forward_v2(const attncheck_problem_v2 *p);   /* 0 = ok; anything else for a problem within its capabilities is a finding */
 
+/* The backward pass, with ATTNCHECK_CAP_BACKWARD. Gradients flow through the scale, the soft-cap and
+ * every permitted key; a key no query may see gets dk = dv = 0, and a row with no permitted key
+ * gives dq = 0. */
+typedef struct attncheck_grads_v2 {
+  const attncheck_problem_v2 *problem;  /* the forward problem; its out and lse hold the exact forward results rounded to their formats (inputs here, as FlashAttention's backward receives them) */
+  const void *dout;            /* [B][H][Tq][dv] in dtype */
+  void *dq;                    /* [B][H][Tq][dk] in dtype */
+  void *dk;                    /* [B][H_kv][Tk][dk]: summed over the query heads that share each KV head */
+  void *dv;                    /* [B][H_kv][Tk][dv] */
+} attncheck_grads_v2;
+int32_t attncheck_backward_v2(const attncheck_grads_v2 *g);   /* with ATTNCHECK_CAP_BACKWARD; 0 = ok */
+
 #ifdef __cplusplus
 }
 #endif
