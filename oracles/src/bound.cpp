@@ -36,12 +36,6 @@ Arithmetic Arithmetic::of(Format format) {
 
 namespace {
 
-// Relative error of an exp (or exp2) in units of u: 2 ulps, i.e. glibc's expf and exp, CUDA's
-// expf and exp2f. A kernel with a worse exp is a precision-loss finding, not a correct kernel.
-constexpr double kExpUnits = 4;
-
-// Relative error of a tanh, in units of u: 2 ulps, as glibc's tanhf and tanh (the soft-cap).
-constexpr double kTanhUnits = 4;
 
 // Roundings a score s_ij can pass through beyond its dk-term dot product: the scale's own rounding
 // (or sqrt and division), applying it, adding the bias, folding log2(e) in for exp2.
@@ -51,13 +45,9 @@ constexpr int kScoreExtraRoundings = 5;
 // s - m, the telescoping rescales of an online softmax, and a rounded log2(e).
 constexpr double kArgumentUnits = 3;
 
-// The bound's own double arithmetic: a few hundred roundings at most per result, inflated away.
-constexpr double kSelfInflation = 1 + 0x1p-30;
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
-// gamma_k = k u / (1 - k u); no bound at all once k u reaches 1.
-double gamma(double k, double u) { return k * u < 1 ? k * u / (1 - k * u) : std::numeric_limits<double>::infinity(); }
 
 // log(expm1(x)) for x > 0, without overflow for large x.
 double log_expm1(double x) { return x > 40 ? x : std::log(std::expm1(x)); }
@@ -156,7 +146,7 @@ double cancellation_logs(const RowFacts& f, const std::vector<double>& tau, std:
 }  // namespace
 
 LseBound bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<double>& v_abs, int64_t dv,
-                   double* bound, double* natural) {
+                   double* bound, double* natural, std::vector<double>* score_error, std::vector<double>* weight_error) {
   // f: [n] per key; v_abs [n,dv]; bound and natural [dv].
   const int64_t n = int64_t(f.gap.size());
   const double inf = std::numeric_limits<double>::infinity();
@@ -214,6 +204,8 @@ LseBound bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<dou
     F_mean += p[j] * F[j];
   }
   for (int64_t j = 0; j < n; ++j) p_natural[j] = p[j] * (a.u * (1 + f.score_size[j] + f.gap[j]) + F[j] + F_mean);
+  if (score_error) *score_error = E;
+  if (weight_error) *weight_error = A;
   // B_c = sum_j A_j |v_jc| + U_c + the oracle's own error.
   for (int64_t c = 0; c < dv; ++c) {
     double B = 0, sum_pv = 0, natural_sum = 0, sum_v = 0;

@@ -171,9 +171,14 @@ template <class T>
     const T* k_j = p.k + s.k_at(b, h, j);
     double qk_abs = 0;
     DD s_j;
+    long double slope = 1;  // d s_j / d (scale q . k_j): 1 - tanh^2 under a soft-cap
     if (q_finite && keys.finite[size_t(j)]) {
       const DD qk = dot2(q_i, k_j, 1, s.dk, qk_abs);
       s_j = p.softcap != 0 ? softcapped(scale, qk, p.softcap) : dd::mul(scale, dd::two_sum(qk.hi, qk.lo));
+      if (p.softcap != 0) {
+        const long double x = ((long double)s_j.hi + s_j.lo) / p.softcap;  // tanh(t / cap)
+        slope = (1 - x) * (1 + x);
+      }
       if (bias_i) s_j = dd::add(s_j, {bias, 0});
     } else {
       for (int64_t k = 0; k < s.dk; ++k)
@@ -190,6 +195,7 @@ template <class T>
     special |= !std::isfinite(s_j.hi);  // NaN or +inf; a finite product that overflows double is out of range
     row.keys.push_back(j);
     score.push_back(s_j);
+    if (p.softcap != 0) row.cap_slope.push_back(slope);
     facts.score_size.push_back(score_size);
     facts.oracle_score_error.push_back(inflate(scale_up * dot2_error(s.dk, qk_abs), 1));
     // Flushing, in any order of scaling: a subnormal q_k or k_k read as 0, a scaled c q_k or c k_k
@@ -243,9 +249,10 @@ template <class T>
   row.lse = lse.convert_to<long double>();
   const double log_l = std::log(l.hi);
   row.weights.resize(size_t(n));
+  const long double l_ld = (long double)l.hi + l.lo;
   for (int64_t j = 0; j < n; ++j) {
-    row.weights[size_t(j)] = e[size_t(j)].hi / l.hi;
-    facts.weight.push_back(row.weights[size_t(j)]);
+    row.weights[size_t(j)] = ((long double)e[size_t(j)].hi + e[size_t(j)].lo) / l_ld;
+    facts.weight.push_back(double(row.weights[size_t(j)]));
     facts.log_weight.push_back(-facts.gap[size_t(j)] - log_l);
   }
 
@@ -291,7 +298,6 @@ template <class T>
       add_term(c, v);
     }
   }
-  const long double l_ld = (long double)l.hi + l.lo;
   for (int64_t c = 0; c < s.dv; ++c)
     row.out[size_t(c)] = nan[size_t(c)] || (plus[size_t(c)] && minus[size_t(c)]) ? kNaN
                          : plus[size_t(c)]                                      ? kInf
@@ -306,7 +312,10 @@ template <class T>
   // The bound of each output element (docs/error-bound.md).
   facts.max_abs = std::fabs(m.hi) * (1 + 0x1p-52);
   facts.lse_abs = double(std::fabs(row.lse)) * (1 + 0x1p-52);
-  const LseBound lse_bound = bound_row(facts, arith, v_abs, s.dv, row.bound.data(), row.natural.data());
+  const LseBound lse_bound =
+      bound_row(facts, arith, v_abs, s.dv, row.bound.data(), row.natural.data(), &row.score_error, &row.weight_error);
+  row.score_size = facts.score_size;
+  row.gap = facts.gap;
   row.lse_bound = lse_bound.bound;
   row.lse_natural = lse_bound.natural;
   return row;
@@ -364,9 +373,13 @@ ExactRow exact_row(const Problem<T>& p, int64_t b, int64_t h, int64_t i) {
   return row_of(p, key_facts(p, b, p.shape.kv_head(h), Arithmetic::of(p.format).tiny), scale_of(p.shape, p.scale), b, h, i);
 }
 
-template <class T>
-void add_rows(const Problem<T>& p, const std::vector<uint8_t>& wanted, Reference& ref) {
-  // Q, K, V, bias in; wanted [B*H*Tq]; ref.out [B,H,Tq,dv] and ref.lse [B,H,Tq] filled where wanted.
+namespace {
+
+// body(r, row) for every row r = (b H + h) Tq + i set in wanted [B*H*Tq], on the oracle's threads,
+// the facts of each (b, KV head)'s keys computed once.
+template <class T, class F>
+void for_rows(const Problem<T>& p, const std::vector<uint8_t>& wanted, F body) {
+  // Q, K, V, bias in.
   const Shape& s = p.shape;
   const DD scale = scale_of(s, p.scale);
   const double tiny = Arithmetic::of(p.format).tiny;
@@ -382,7 +395,25 @@ void add_rows(const Problem<T>& p, const std::vector<uint8_t>& wanted, Reference
     if (needed[at]) keys[at] = key_facts(p, int64_t(at) / s.kv_heads(), int64_t(at) % s.kv_heads(), tiny);
   parallel_rows(rows, s.Tk, [&](int64_t r) {
     const int64_t b = r / (s.H * s.Tq), h = r / s.Tq % s.H, i = r % s.Tq;
-    const ExactRow row = row_of(p, keys[size_t(b * s.kv_heads() + s.kv_head(h))], scale, b, h, i);
+    body(r, row_of(p, keys[size_t(b * s.kv_heads() + s.kv_head(h))], scale, b, h, i));
+  });
+}
+
+}  // namespace
+
+template <class T>
+std::vector<ExactRow> exact_rows(const Problem<T>& p) {
+  std::vector<ExactRow> rows(size_t(p.shape.lse_size()));  // [B*H*Tq]
+  for_rows(p, std::vector<uint8_t>(rows.size(), 1), [&](int64_t r, ExactRow row) { rows[size_t(r)] = std::move(row); });
+  return rows;
+}
+
+template <class T>
+void add_rows(const Problem<T>& p, const std::vector<uint8_t>& wanted, Reference& ref) {
+  // Q, K, V, bias in; wanted [B*H*Tq]; ref.out [B,H,Tq,dv] and ref.lse [B,H,Tq] filled where wanted.
+  const Shape& s = p.shape;
+  for_rows(p, wanted, [&](int64_t r, const ExactRow& row) {
+    const int64_t b = r / (s.H * s.Tq), h = r / s.Tq % s.H, i = r % s.Tq;
     const size_t at = size_t(s.out_at(b, h, i)), n = size_t(s.lse_at(b, h, i));
     std::copy(row.out.begin(), row.out.end(), ref.out.exact.begin() + at);
     std::copy(row.bound.begin(), row.bound.end(), ref.out.bound.begin() + at);
@@ -423,6 +454,8 @@ Reference reference(const Problem<T>& p, const std::vector<uint8_t>* rows) {
 
 template ExactRow exact_row(const Problem<float>&, int64_t, int64_t, int64_t);
 template ExactRow exact_row(const Problem<double>&, int64_t, int64_t, int64_t);
+template std::vector<ExactRow> exact_rows(const Problem<float>&);
+template std::vector<ExactRow> exact_rows(const Problem<double>&);
 template Reference reference(const Problem<float>&, const std::vector<uint8_t>*);
 template Reference reference(const Problem<double>&, const std::vector<uint8_t>*);
 template void add_rows(const Problem<float>&, const std::vector<uint8_t>&, Reference&);

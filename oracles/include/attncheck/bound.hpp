@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "attncheck/precision.hpp"
@@ -22,6 +23,21 @@ struct Arithmetic {
   // A problem's: its format's own, or float's with the 2-byte format's storage.
   static Arithmetic of(Format format);
 };
+
+// Relative error of an exp (or exp2) in units of u: 2 ulps, i.e. glibc's expf and exp, CUDA's
+// expf and exp2f. A kernel with a worse exp is a precision-loss finding, not a correct kernel.
+inline constexpr double kExpUnits = 4;
+
+// Relative error of a tanh, in units of u: 2 ulps, as glibc's tanhf and tanh (the soft-cap).
+inline constexpr double kTanhUnits = 4;
+
+// The bound's own double arithmetic: a few hundred roundings at most per result, inflated away.
+inline constexpr double kSelfInflation = 1 + 0x1p-30;
+
+// gamma_k = k u / (1 - k u), the relative error of k roundings; no bound at all once k u reaches 1.
+inline double gamma(double k, double u) {
+  return k * u < 1 ? k * u / (1 - k * u) : std::numeric_limits<double>::infinity();
+}
 
 // What the bound needs of one query row, from the oracle's exact values. Index j runs over the
 // n keys that carry weight.
@@ -61,7 +77,10 @@ struct LseBound {
 // bound[c] and natural[c] for c < dv, from the row's facts and |v_jc| of its keys, v_abs [n,dv]
 // (0 for a non-finite v_jc), and the log-sum-exp's. A bound is +inf where T's range cannot hold
 // the computation (overflow is outside the model).
+// When given, score_error and weight_error [n] receive E_j and A_j (the score's and the weight's
+// error bounds, docs/error-bound.md steps 1 and 5): the backward's bound starts from them.
 LseBound bound_row(const RowFacts& facts, const Arithmetic& arith, const std::vector<double>& v_abs, int64_t dv,
-                   double* bound, double* natural);
+                   double* bound, double* natural, std::vector<double>* score_error = nullptr,
+                   std::vector<double>* weight_error = nullptr);
 
 }  // namespace attncheck
