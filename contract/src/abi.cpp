@@ -159,6 +159,70 @@ void narrow_output(const attncheck_problem_v2& a, const WideBuffers& wide) {
     });
 }
 
+template <class T>
+attncheck_grads_v2 to_abi_grads(const Problem<T>& p, const Grads<T>& g, attncheck_problem_v2& forward,
+                                NarrowBuffers& narrow, NarrowGrads& narrow_grads) {
+  // out, dout [B,H,Tq,dv] and lse [B,H,Tq] in; dq [B,H,Tq,dk], dk [B,H_kv,Tk,dk], dv [B,H_kv,Tk,dv] out.
+  const Shape& s = p.shape;
+  forward = to_abi_v2(p, const_cast<T*>(g.out), const_cast<T*>(g.lse), narrow);  // inputs of the backward
+  attncheck_grads_v2 a{&forward, g.dout, g.dq, g.dk, g.dv};
+  if (is_narrow(p.format))
+    visit_narrow(p.format, [&](auto zero) {
+      using F = decltype(zero);
+      narrow_grads.out = narrowed<F>(g.out, s.out_size());
+      narrow_grads.dout = narrowed<F>(g.dout, s.out_size());
+      const uint16_t nan = Precision<F>::from_double(std::numeric_limits<double>::quiet_NaN()).bits;
+      narrow_grads.dq.assign(size_t(s.q_size()), nan);  // unwritten gradients read as NaN
+      narrow_grads.dk.assign(size_t(s.k_size()), nan);
+      narrow_grads.dv.assign(size_t(s.v_size()), nan);
+      forward.out = narrow_grads.out.data();
+      a = {&forward, narrow_grads.dout.data(), narrow_grads.dq.data(), narrow_grads.dk.data(), narrow_grads.dv.data()};
+    });
+  return a;
+}
+
+template <class T>
+void widen_grads(const Problem<T>& p, const NarrowGrads& narrow_grads, const Grads<T>& g) {
+  const Shape& s = p.shape;
+  if (is_narrow(p.format))
+    visit_narrow(p.format, [&](auto zero) {
+      using F = decltype(zero);
+      widened<F>(narrow_grads.dq.data(), s.q_size(), g.dq);
+      widened<F>(narrow_grads.dk.data(), s.k_size(), g.dk);
+      widened<F>(narrow_grads.dv.data(), s.v_size(), g.dv);
+    });
+}
+
+Grads<float> widen_grads_inputs(const attncheck_grads_v2& g, const Problem<float>& p, WideGrads& wide) {
+  // out, dout [B,H,Tq,dv] widened; dq [B,H,Tq,dk], dk [B,H_kv,Tk,dk], dv [B,H_kv,Tk,dv] made.
+  const Shape& s = p.shape;
+  visit_narrow(p.format, [&](auto zero) {
+    using F = decltype(zero);
+    wide.out.resize(size_t(s.out_size()));
+    wide.dout.resize(size_t(s.out_size()));
+    widened<F>(static_cast<const uint16_t*>(g.problem->out), s.out_size(), wide.out.data());
+    widened<F>(static_cast<const uint16_t*>(g.dout), s.out_size(), wide.dout.data());
+  });
+  wide.dq.assign(size_t(s.q_size()), 0);
+  wide.dk.assign(size_t(s.k_size()), 0);
+  wide.dv.assign(size_t(s.v_size()), 0);
+  return {wide.out.data(), static_cast<const float*>(g.problem->lse), wide.dout.data(), wide.dq.data(), wide.dk.data(),
+          wide.dv.data()};
+}
+
+void narrow_grads(const attncheck_grads_v2& g, const WideGrads& wide) {
+  const Format format = Format(g.problem->dtype);
+  if (is_narrow(format))
+    visit_narrow(format, [&](auto zero) {
+      using F = decltype(zero);
+      const std::pair<const std::vector<float>*, void*> gradients[] = {{&wide.dq, g.dq}, {&wide.dk, g.dk}, {&wide.dv, g.dv}};
+      for (const auto& [from, to] : gradients) {
+        const std::vector<uint16_t> bits = narrowed<F>(from->data(), int64_t(from->size()));
+        std::copy(bits.begin(), bits.end(), static_cast<uint16_t*>(to));
+      }
+    });
+}
+
 template attncheck_problem to_abi(const Problem<float>&, float*, std::vector<uint8_t>&);
 template attncheck_problem to_abi(const Problem<double>&, double*, std::vector<uint8_t>&);
 template Problem<float> from_abi(const attncheck_problem&);
@@ -167,6 +231,12 @@ template attncheck_problem_v2 to_abi_v2(const Problem<float>&, float*, float*, N
 template attncheck_problem_v2 to_abi_v2(const Problem<double>&, double*, double*, NarrowBuffers&);
 template void widen_output(const Problem<float>&, const NarrowBuffers&, float*);
 template void widen_output(const Problem<double>&, const NarrowBuffers&, double*);
+template attncheck_grads_v2 to_abi_grads(const Problem<float>&, const Grads<float>&, attncheck_problem_v2&,
+                                         NarrowBuffers&, NarrowGrads&);
+template attncheck_grads_v2 to_abi_grads(const Problem<double>&, const Grads<double>&, attncheck_problem_v2&,
+                                         NarrowBuffers&, NarrowGrads&);
+template void widen_grads(const Problem<float>&, const NarrowGrads&, const Grads<float>&);
+template void widen_grads(const Problem<double>&, const NarrowGrads&, const Grads<double>&);
 template Problem<float> from_abi_v2(const attncheck_problem_v2&);
 template Problem<double> from_abi_v2(const attncheck_problem_v2&);
 

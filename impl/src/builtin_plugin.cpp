@@ -1,14 +1,19 @@
 // The built-in implementation exported through plugin ABI v2, with every capability it has.
 #include "attncheck/attention.hpp"
+#include "attncheck/attention_backward.hpp"
 #include "attncheck/plugin_export.hpp"
 
 namespace attncheck {
 // What the built-in implementation takes: every format (f16 and bf16 computed in float, the
-// output rounded), every mask, grouped KV heads, windows, soft-caps, a bias, and the log-sum-exp.
+// output rounded), every mask, grouped KV heads, windows, soft-caps, a bias, the log-sum-exp, and
+// the backward pass.
 inline constexpr uint32_t kBuiltinCapabilities =
-    ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16 | ATTNCHECK_CAP_ALLOW | ATTNCHECK_CAP_CAUSAL | ATTNCHECK_CAP_KV_LENS |
-    ATTNCHECK_CAP_GQA | ATTNCHECK_CAP_WINDOW | ATTNCHECK_CAP_SOFTCAP | ATTNCHECK_CAP_BIAS | ATTNCHECK_CAP_LSE;
+    ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16 | ATTNCHECK_CAP_ALLOW |
+    ATTNCHECK_CAP_CAUSAL | ATTNCHECK_CAP_KV_LENS | ATTNCHECK_CAP_GQA | ATTNCHECK_CAP_WINDOW | ATTNCHECK_CAP_SOFTCAP |
+    ATTNCHECK_CAP_BIAS | ATTNCHECK_CAP_LSE | ATTNCHECK_CAP_BACKWARD;
 }  // namespace attncheck
 
 ATTNCHECK_EXPORT_PLUGIN_V2([](const auto& problem, const auto& result) { attncheck::attention(problem, result); },
                            attncheck::kBuiltinCapabilities)
+ATTNCHECK_EXPORT_BACKWARD_V2([](const auto& problem, const auto& grads) { attncheck::attention_backward(problem, grads); },
+                             attncheck::kBuiltinCapabilities)

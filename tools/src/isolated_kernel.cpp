@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <type_traits>
 
@@ -25,37 +26,47 @@ namespace {
 
 constexpr uint32_t kRequest = 0x41544351, kAnswer = 0x41544341, kFault = 0x41544346;
 constexpr uint8_t kCanary = 0xA5;
-const char* const kBufferNames[] = {"q", "k", "v", "allow", "kv_lens", "bias", "out", "lse"};
-enum Buffer { Q, K, V, ALLOW, KV_LENS, BIAS, OUT, LSE, kBuffers };
-constexpr Buffer kFirstOutput = OUT;  // the buffers from OUT on are written; the others read-only
+const char* const kBufferNames[] = {"q", "k", "v", "allow", "kv_lens", "bias", "dout", "out", "lse", "dq", "dk", "dv"};
+enum Buffer { Q, K, V, ALLOW, KV_LENS, BIAS, DOUT, OUT, LSE, DQ, DK, DV, kBuffers };
+static_assert(kBuffers == 12, "IsolatedKernel::exchange takes the buffers as arrays of 12");
 
-// The problem as it crosses the pipe: the contract's fields, then the bytes of q, k, v and of
-// allow, kv_lens and bias when present. The child hands them to the plugin through its ABI (v1:
-// key lengths folded into the allow mask).
+// The problem as it crosses the pipe: the contract's fields, then the bytes of every buffer the
+// call reads (q, k, v and allow, kv_lens and bias when present; for the backward also dout and the
+// given out and lse), in Buffer order. The child hands them to the plugin through its ABI (v1: key
+// lengths folded into the allow mask).
 struct Request {
   uint32_t magic;
   int32_t dtype;  // the problem's format, ABI v2's ATTNCHECK_F32 .. ATTNCHECK_BF16
   int64_t B, H, H_kv, Tq, Tk, dk, dv;
   int32_t causal, window_left, window_right;
   double scale, softcap;
-  uint8_t has_allow, has_kv_lens, has_bias, want_lse;
+  uint8_t has_allow, has_kv_lens, has_bias, want_lse, backward;
 };
 
-// Each buffer's bytes for a request: q, k, v, allow, kv_lens, bias, out, lse.
+// Whether a call writes buffer b: the forward out and lse; the backward dq, dk and dv. The others
+// it only reads.
+bool written(const Request& r, int b) { return r.backward ? b >= DQ : b == OUT || b == LSE; }
+
 // The bytes of one element of q, k, v, bias and out in a format; lse is float but in f64.
 size_t element_size(int32_t dtype) { return dtype == ATTNCHECK_F64 ? 8 : dtype == ATTNCHECK_F32 ? 4 : 2; }
 size_t lse_element_size(int32_t dtype) { return dtype == ATTNCHECK_F64 ? 8 : 4; }
 
+// Each buffer's bytes for a request, in Buffer order.
 void buffer_sizes(const Request& r, size_t (&sizes)[kBuffers]) {
   const size_t e = element_size(r.dtype), bh = size_t(r.B * r.H), bkv = size_t(r.B * r.H_kv);
+  const size_t grads = r.backward ? 1 : 0;
   const size_t all[kBuffers] = {bh * r.Tq * r.dk * e,
                                 bkv * r.Tk * r.dk * e,
                                 bkv * r.Tk * r.dv * e,
                                 r.has_allow ? size_t(r.B * r.Tq * r.Tk) : 0,
                                 r.has_kv_lens ? size_t(r.B) * sizeof(int32_t) : 0,
                                 r.has_bias ? bh * r.Tq * r.Tk * e : 0,
+                                grads * bh * r.Tq * r.dv * e,
                                 bh * r.Tq * r.dv * e,
-                                r.want_lse ? bh * r.Tq * lse_element_size(r.dtype) : 0};
+                                r.want_lse || r.backward ? bh * r.Tq * lse_element_size(r.dtype) : 0,
+                                grads * bh * r.Tq * r.dk * e,
+                                grads * bkv * r.Tk * r.dk * e,
+                                grads * bkv * r.Tk * r.dv * e};
   std::copy(std::begin(all), std::end(all), sizes);
 }
 
@@ -124,6 +135,8 @@ struct Guarded {
     mprotect(pages + data_pages_bytes, page, PROT_NONE);
   }
   ~Guarded() { munmap(base, data_pages_bytes + 2 * page); }
+  Guarded(const Guarded&) = delete;
+  Guarded& operator=(const Guarded&) = delete;
   void read_only() { mprotect(pages, data_pages_bytes, PROT_READ); }
   // Which canary slack was written: 0 before the data, 1 after it, -1 none.
   int damaged() const {
@@ -135,8 +148,10 @@ struct Guarded {
   }
 };
 
-// The current call's buffers, for the fault handler (set before the call, read in a signal).
+// The current call's buffers and which it writes, for the fault handler (set before the call,
+// read in a signal).
 Guarded* volatile g_buffers[kBuffers];
+volatile bool g_written[kBuffers];
 int g_answer_fd = -1;
 
 void on_fault(int signal, siginfo_t* info, void*) {
@@ -148,7 +163,7 @@ void on_fault(int signal, siginfo_t* info, void*) {
     if (address >= g->base && address < g->pages) fault = {kFault, signal, b, 0, {}};
     if (address >= g->pages + g->data_pages_bytes && address < g->pages + g->data_pages_bytes + g->page)
       fault = {kFault, signal, b, 1, {}};
-    if (address >= g->pages && address < g->pages + g->data_pages_bytes && b < kFirstOutput) fault = {kFault, signal, b, 2, {}};
+    if (address >= g->pages && address < g->pages + g->data_pages_bytes && !g_written[b]) fault = {kFault, signal, b, 2, {}};
   }
   ssize_t ignored = write(g_answer_fd, &fault, sizeof fault);
   (void)ignored;
@@ -189,27 +204,27 @@ void on_fault(int signal, siginfo_t* info, void*) {
     size_t sizes[kBuffers];
     buffer_sizes(r, sizes);
     const bool at_start = call % 2 == 1;
-    Guarded q(sizes[Q], at_start), k(sizes[K], at_start), v(sizes[V], at_start), allow(sizes[ALLOW], at_start),
-        kv_lens(sizes[KV_LENS], at_start), bias(sizes[BIAS], at_start), out(sizes[OUT], at_start),
-        lse(sizes[LSE], at_start);
-    Guarded* all[kBuffers] = {&q, &k, &v, &allow, &kv_lens, &bias, &out, &lse};
-    for (int b = 0; b < kFirstOutput; ++b) {
+    std::optional<Guarded> all[kBuffers];
+    for (int b = 0; b < kBuffers; ++b) all[b].emplace(sizes[b], at_start);
+    for (int b = 0; b < kBuffers; ++b) {
+      if (written(r, b)) continue;
       if (!read_all(requests, all[b]->data, sizes[b])) _exit(0);
       all[b]->read_only();
     }
     // Unwritten outputs read as NaN.
-    visit_format(Format(r.dtype), [&](auto zero) {
-      using F = decltype(zero);
-      const auto nan = Precision<F>::to_bits(Precision<F>::from_double(std::numeric_limits<double>::quiet_NaN()));
-      for (size_t n = 0; n < out.n; n += sizeof nan) std::memcpy(out.data + n, &nan, sizeof nan);
-    });
-    for (size_t n = 0; n < lse.n; n += lse_element_size(r.dtype)) {
-      const float nan_f = std::numeric_limits<float>::quiet_NaN();
-      const double nan_d = std::numeric_limits<double>::quiet_NaN();
-      std::memcpy(lse.data + n, r.dtype == ATTNCHECK_F64 ? (const void*)&nan_d : &nan_f, lse_element_size(r.dtype));
+    for (int b = 0; b < kBuffers; ++b) {
+      if (!written(r, b)) continue;
+      Guarded& buffer = *all[b];
+      visit_format(b == LSE ? (r.dtype == ATTNCHECK_F64 ? Format::f64 : Format::f32) : Format(r.dtype), [&](auto zero) {
+        using F = decltype(zero);
+        const auto nan = Precision<F>::to_bits(Precision<F>::from_double(std::numeric_limits<double>::quiet_NaN()));
+        for (size_t n = 0; n < buffer.n; n += sizeof nan) std::memcpy(buffer.data + n, &nan, sizeof nan);
+      });
     }
+    auto data = [&](Buffer b) { return sizes[b] ? static_cast<void*>(all[b]->data) : nullptr; };
 
-    // The problem as ABI v2 carries it; a v1 plugin gets its v1 view (key lengths folded into allow).
+    // The problem as ABI v2 carries it (for the backward, its out and lse the given ones); a v1
+    // plugin gets its v1 view (key lengths folded into allow).
     attncheck_problem_v2 v2{};
     v2.size = int32_t(sizeof v2);
     v2.dtype = r.dtype;
@@ -220,35 +235,44 @@ void on_fault(int signal, siginfo_t* info, void*) {
     v2.kv_len = int32_t(r.Tk);
     v2.d_k = int32_t(r.dk);
     v2.d_v = int32_t(r.dv);
-    v2.q = q.data;
-    v2.k = k.data;
-    v2.v = v.data;
-    v2.allow = r.has_allow ? allow.data : nullptr;
-    v2.kv_lens = r.has_kv_lens ? reinterpret_cast<const int32_t*>(kv_lens.data) : nullptr;
-    v2.bias = r.has_bias ? bias.data : nullptr;
+    v2.q = data(Q);
+    v2.k = data(K);
+    v2.v = data(V);
+    v2.allow = static_cast<const uint8_t*>(data(ALLOW));
+    v2.kv_lens = static_cast<const int32_t*>(data(KV_LENS));
+    v2.bias = data(BIAS);
     v2.causal = r.causal;
     v2.window_left = r.window_left;
     v2.window_right = r.window_right;
     v2.scale = r.scale;
     v2.softcap = r.softcap;
-    v2.out = out.data;
-    v2.lse = r.want_lse ? lse.data : nullptr;
+    v2.out = data(OUT);
+    v2.lse = data(LSE);
     auto call_v1 = [&](auto zero) {
       using T = decltype(zero);
       std::vector<uint8_t> folded;
       const attncheck_problem v1 = to_abi(from_abi_v2<T>(v2), static_cast<T*>(v2.out), folded);
       return (r.dtype == ATTNCHECK_F64 ? plugin.forward_f64 : plugin.forward_f32)(&v1);
     };
-    for (int b = 0; b < kBuffers; ++b) g_buffers[b] = all[b];
-    const int32_t status = plugin.version != 1 ? plugin.forward_v2(&v2) : r.dtype == ATTNCHECK_F64 ? call_v1(0.0) : call_v1(0.0f);
+    const attncheck_grads_v2 grads{&v2, data(DOUT), data(DQ), data(DK), data(DV)};
+    for (int b = 0; b < kBuffers; ++b) {
+      g_buffers[b] = &*all[b];
+      g_written[b] = written(r, b);
+    }
+    const int32_t status = r.backward             ? (plugin.backward_v2 ? plugin.backward_v2(&grads) : 4)
+                           : plugin.version != 1   ? plugin.forward_v2(&v2)
+                           : r.dtype == ATTNCHECK_F64 ? call_v1(0.0)
+                                                   : call_v1(0.0f);
     for (int b = 0; b < kBuffers; ++b) g_buffers[b] = nullptr;
 
-    const int out_damage = out.damaged(), lse_damage = lse.damaged();
-    const Answer answer{kAnswer, status, out_damage >= 0 ? OUT : lse_damage >= 0 ? LSE : -1,
-                        out_damage >= 0 ? out_damage : lse_damage, current_fp_mode()};
-    if (!write_all(answers, &answer, sizeof answer) || !write_all(answers, out.data, sizes[OUT]) ||
-        !write_all(answers, lse.data, sizes[LSE]))
-      _exit(0);
+    // The answer: the first written buffer whose canaries changed, then every written buffer.
+    Answer answer{kAnswer, status, -1, -1, current_fp_mode()};
+    for (int b = 0; b < kBuffers && answer.buffer < 0; ++b)
+      if (const int damage = written(r, b) ? all[b]->damaged() : -1; damage >= 0)
+        answer = {kAnswer, status, b, damage, answer.mode};
+    if (!write_all(answers, &answer, sizeof answer)) _exit(0);
+    for (int b = 0; b < kBuffers; ++b)
+      if (written(r, b) && !write_all(answers, all[b]->data, sizes[b])) _exit(0);
   }
   _exit(0);
 }
@@ -336,37 +360,33 @@ Outcome IsolatedKernel::fate(const char* waiting_for) {
   return outcome;
 }
 
+namespace {
+
+// The request for case c (its problem's ABI view `abi`): the forward, or with `backward` the backward.
 template <class T>
-Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out, std::vector<T>* lse) {
-  // c: Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], allow [B,Tq,Tk], key lengths [B], bias
-  // [B,H,Tq,Tk]; out [B,H,Tq,dv] and, when asked, lse [B,H,Tq].
-  if (child_ < 0) start();
+Request request_for(const Case<T>& c, const attncheck_problem_v2& abi, bool want_lse, bool backward) {
   const Shape& s = c.shape;
-  // A case that does not fill its shape, or asks what the plugin does not take, is the harness's
-  // fault: say so, never blame the kernel.
-  if (int64_t(c.q.size()) != s.q_size() || int64_t(c.k.size()) != s.k_size() || int64_t(c.v.size()) != s.v_size())
-    throw std::logic_error("a case whose tensors do not fit its shape");
-  const bool v1 = version_ == 1;
-  if (v1 && (is_narrow(c.format) || s.kv_heads() != s.H || !c.bias.empty() || c.window_left >= 0 || c.window_right >= 0 || c.softcap != 0 ||
-             lse))
-    throw std::logic_error("a case beyond plugin ABI v1 for a v1 plugin");
-  const Problem<T> problem = c.problem();
-  NarrowBuffers narrow;  // f16 and bf16 as bit patterns
-  const attncheck_problem_v2 abi = to_abi_v2(problem, out.data(), (T*)nullptr, narrow);
-  const Request request{kRequest,        abi.dtype,
-                        s.B,             s.H,
-                        s.kv_heads(),    s.Tq,
-                        s.Tk,            s.dk,
-                        s.dv,            int32_t(c.causal),
-                        int32_t(c.window_left), int32_t(c.window_right),
-                        c.scale,         c.softcap,
-                        uint8_t(!c.allow.empty()), uint8_t(!c.key_lengths.empty()),
-                        uint8_t(!c.bias.empty()),  uint8_t(lse != nullptr)};
+  return {kRequest,        abi.dtype,
+          s.B,             s.H,
+          s.kv_heads(),    s.Tq,
+          s.Tk,            s.dk,
+          s.dv,            int32_t(c.causal),
+          int32_t(c.window_left), int32_t(c.window_right),
+          c.scale,         c.softcap,
+          uint8_t(!c.allow.empty()), uint8_t(!c.key_lengths.empty()),
+          uint8_t(!c.bias.empty()),  uint8_t(want_lse), uint8_t(backward)};
+}
+
+}  // namespace
+
+Outcome IsolatedKernel::exchange(const void* request_bytes, const void* const (&buffers)[12], void* const (&into)[12],
+                                 const char* entry_point) {
+  const Request& request = *static_cast<const Request*>(request_bytes);
   size_t sizes[kBuffers];
   buffer_sizes(request, sizes);
-  const void* inputs[kFirstOutput] = {abi.q, abi.k, abi.v, c.allow.data(), c.key_lengths.data(), abi.bias};
   bool sent = write_all(to_child_, &request, sizeof request);
-  for (int b = 0; b < kFirstOutput && sent; ++b) sent = sizes[b] == 0 || write_all(to_child_, inputs[b], sizes[b]);
+  for (int b = 0; b < kBuffers && sent; ++b)
+    if (!written(request, b)) sent = sizes[b] == 0 || write_all(to_child_, buffers[b], sizes[b]);
   if (!sent) return fate("reading its input");
 
   if (!readable_within(from_child_, timeout_)) {
@@ -385,16 +405,13 @@ Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out, std::vector<T
       dead.detail = "crashed with " + signal_name(answer.status) + ": " + wheres[answer.where] + kBufferNames[answer.buffer];
     return dead;
   }
-  out.resize(size_t(s.out_size()));
-  if (lse) lse->resize(size_t(s.lse_size()));
-  if (answer.magic != kAnswer || !read_all(from_child_, is_narrow(problem.format) ? (void*)narrow.out.data() : out.data(), sizes[OUT]) ||
-      (lse && !read_all(from_child_, lse->data(), sizes[LSE])))
-    return fate("returning its output");
-  widen_output(problem, narrow, out.data());
-  if (fp_mode_finding_.empty())
-    fp_mode_finding_ = fp_mode_finding_in_call(entry_point_name(version_, std::is_same_v<T, float>), mode_, answer.mode);
+  bool received = answer.magic == kAnswer;
+  for (int b = 0; b < kBuffers && received; ++b)
+    if (written(request, b)) received = read_all(from_child_, into[b], sizes[b]);
+  if (!received) return fate("returning its output");
+  if (fp_mode_finding_.empty()) fp_mode_finding_ = fp_mode_finding_in_call(entry_point, mode_, answer.mode);
   mode_ = answer.mode;
-  if (answer.buffer == OUT || answer.buffer == LSE)
+  if (answer.buffer >= 0)
     return {Outcome::stray_write, 0,
             std::string("wrote outside its output: ") + (answer.where == 0 ? "before the start of " : "past the end of ") +
                 kBufferNames[answer.buffer] + " (canary bytes changed)"};
@@ -403,7 +420,56 @@ Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out, std::vector<T
   return {};
 }
 
+template <class T>
+Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out, std::vector<T>* lse) {
+  // c: Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], allow [B,Tq,Tk], key lengths [B], bias
+  // [B,H,Tq,Tk]; out [B,H,Tq,dv] and, when asked, lse [B,H,Tq].
+  if (child_ < 0) start();
+  const Shape& s = c.shape;
+  // A case that does not fill its shape, or asks what the plugin does not take, is the harness's
+  // fault: say so, never blame the kernel.
+  if (int64_t(c.q.size()) != s.q_size() || int64_t(c.k.size()) != s.k_size() || int64_t(c.v.size()) != s.v_size())
+    throw std::logic_error("a case whose tensors do not fit its shape");
+  if (version_ == 1 && (is_narrow(c.format) || s.kv_heads() != s.H || !c.bias.empty() || c.window_left >= 0 ||
+                        c.window_right >= 0 || c.softcap != 0 || lse))
+    throw std::logic_error("a case beyond plugin ABI v1 for a v1 plugin");
+  const Problem<T> problem = c.problem();
+  out.resize(size_t(s.out_size()));
+  if (lse) lse->resize(size_t(s.lse_size()));
+  NarrowBuffers narrow;  // f16 and bf16 as bit patterns
+  const attncheck_problem_v2 abi = to_abi_v2(problem, out.data(), lse ? lse->data() : nullptr, narrow);
+  const Request request = request_for(c, abi, lse != nullptr, false);
+  const void* const buffers[kBuffers] = {abi.q, abi.k, abi.v, c.allow.data(), c.key_lengths.data(), abi.bias};
+  void* const into[kBuffers] = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, abi.out, abi.lse};
+  const Outcome outcome = exchange(&request, buffers, into, entry_point_name(version_, std::is_same_v<T, float>));
+  widen_output(problem, narrow, out.data());
+  return outcome;
+}
+
+template <class T>
+Outcome IsolatedKernel::run_backward(const Case<T>& c, const Grads<T>& grads) {
+  // c as run's; grads: out, dout [B,H,Tq,dv] and lse [B,H,Tq] in, dq [B,H,Tq,dk], dk [B,H_kv,Tk,dk]
+  // and dv [B,H_kv,Tk,dv] out.
+  if (child_ < 0) start();
+  if (!(capabilities_ & ATTNCHECK_CAP_BACKWARD)) throw std::logic_error("a backward for a plugin that claims none");
+  const Problem<T> problem = c.problem();
+  NarrowBuffers narrow;
+  NarrowGrads narrow_grads;
+  attncheck_problem_v2 forward;
+  const attncheck_grads_v2 abi = to_abi_grads(problem, grads, forward, narrow, narrow_grads);
+  const Request request = request_for(c, forward, false, true);
+  const void* const buffers[kBuffers] = {forward.q, forward.k, forward.v, c.allow.data(), c.key_lengths.data(),
+                                         forward.bias, abi.dout, forward.out, forward.lse};
+  void* const into[kBuffers] = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                nullptr, nullptr, nullptr, abi.dq,  abi.dk,  abi.dv};
+  const Outcome outcome = exchange(&request, buffers, into, "attncheck_backward_v2");
+  widen_grads(problem, narrow_grads, grads);
+  return outcome;
+}
+
 template Outcome IsolatedKernel::run(const Case<float>&, std::vector<float>&, std::vector<float>*);
 template Outcome IsolatedKernel::run(const Case<double>&, std::vector<double>&, std::vector<double>*);
+template Outcome IsolatedKernel::run_backward(const Case<float>&, const Grads<float>&);
+template Outcome IsolatedKernel::run_backward(const Case<double>&, const Grads<double>&);
 
 }  // namespace attncheck

@@ -7,7 +7,8 @@
 namespace attncheck {
 
 Plugin load_plugin(const std::string& which) {
-  if (which == "builtin") return {"builtin", 2, attncheck_capabilities(), nullptr, nullptr, &attncheck_forward_v2};
+  if (which == "builtin")
+    return {"builtin", 2, attncheck_capabilities(), nullptr, nullptr, &attncheck_forward_v2, &attncheck_backward_v2};
 
   // The handle is never closed: a plugin's code must stay mapped for the whole run.
   void* handle = dlopen(which.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -28,6 +29,9 @@ Plugin load_plugin(const std::string& which) {
     if (!capabilities || !plugin.forward_v2)
       throw std::runtime_error(which + ": ABI version 2 without attncheck_capabilities and attncheck_forward_v2");
     plugin.capabilities = capabilities();
+    plugin.backward_v2 = reinterpret_cast<decltype(plugin.backward_v2)>(dlsym(handle, "attncheck_backward_v2"));
+    if ((plugin.capabilities & ATTNCHECK_CAP_BACKWARD) && !plugin.backward_v2)
+      throw std::runtime_error(which + ": claims ATTNCHECK_CAP_BACKWARD without attncheck_backward_v2");
     if (!(plugin.capabilities & (ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16)))
       throw std::runtime_error(which + ": claims no format (f32, f64, f16 or bf16)");
     return plugin;

@@ -64,4 +64,30 @@ void widen_inputs(const attncheck_problem_v2& p, Problem<float>& problem, WideBu
 // After the computation, p.out [B,H,Tq,dv] in p's 2-byte format from wide.out, rounded to nearest.
 void narrow_output(const attncheck_problem_v2& p, const WideBuffers& wide);
 
+// The backward's own buffers in a 2-byte format: the given out [B,H,Tq,dv] and dout [B,H,Tq,dv]
+// as bit patterns, and dq [B,H,Tq,dk], dk [B,H_kv,Tk,dk], dv [B,H_kv,Tk,dv] as the kernel writes
+// them. Empty for a problem in T's own format.
+struct NarrowGrads {
+  std::vector<uint16_t> out, dout, dq, dk, dv;
+};
+
+// The ABI v2 view of the backward of `problem`: `forward` (filled here, with `narrow` as
+// to_abi_v2's) carries the problem with the given out and lse as its out and lse, inputs now;
+// the kernel's gradients go to grads' buffers, or for f16 and bf16 to `narrow_grads`, which
+// widen_grads brings back.
+template <class T>
+attncheck_grads_v2 to_abi_grads(const Problem<T>& problem, const Grads<T>& grads, attncheck_problem_v2& forward,
+                                NarrowBuffers& narrow, NarrowGrads& narrow_grads);
+template <class T>
+void widen_grads(const Problem<T>& problem, const NarrowGrads& narrow_grads, const Grads<T>& grads);
+
+// A plugin's side: the float view of an f16 or bf16 backward (its problem already widened by
+// widen_inputs): the given out and dout widened into `wide`, dq, dk and dv made there; and after
+// the computation, the gradients rounded into the ABI's buffers.
+struct WideGrads {
+  std::vector<float> out, dout, dq, dk, dv;
+};
+Grads<float> widen_grads_inputs(const attncheck_grads_v2& g, const Problem<float>& problem, WideGrads& wide);
+void narrow_grads(const attncheck_grads_v2& g, const WideGrads& wide);
+
 }  // namespace attncheck

@@ -57,6 +57,44 @@ int32_t forward_through_abi_v2(const attncheck_problem_v2* p, uint32_t capabilit
   return p->dtype == ATTNCHECK_F64 ? run(0.0) : run(0.0f);
 }
 
+// The body of attncheck_backward_v2: 1 for a null g or problem, 2 for a malformed one, 3 when
+// compute throws, 4 without ATTNCHECK_CAP_BACKWARD or the format; else compute(problem, grads) and
+// 0. An f16 or bf16 backward is computed in float on its widened inputs, its gradients rounded back.
+template <class Compute>
+int32_t backward_through_abi_v2(const attncheck_grads_v2* g, uint32_t capabilities, Compute compute) {
+  if (!g || !g->problem) return 1;
+  const attncheck_problem_v2* p = g->problem;
+  if (p->size < int32_t(sizeof(attncheck_problem_v2))) return 2;
+  auto run = [&](auto zero) -> int32_t {
+    using T = decltype(zero);
+    Problem<T> problem = from_abi_v2<T>(*p);
+    Grads<T> grads{static_cast<const T*>(p->out), static_cast<const T*>(p->lse), static_cast<const T*>(g->dout),
+                   static_cast<T*>(g->dq),        static_cast<T*>(g->dk),       static_cast<T*>(g->dv)};
+    if (!problem_error(problem, Result<T>{grads.dq}).empty() || !grads.out || !grads.lse || !grads.dout || !grads.dk ||
+        !grads.dv)
+      return 2;
+    WideBuffers wide;
+    WideGrads wide_grads;
+    if constexpr (std::is_same_v<T, float>)
+      if (is_narrow(Format(p->dtype))) {
+        widen_inputs(*p, problem, wide);
+        grads = widen_grads_inputs(*g, problem, wide_grads);
+      }
+    try {
+      compute(problem, grads);
+    } catch (const std::exception&) {
+      return 3;
+    }
+    narrow_grads(*g, wide_grads);
+    return 0;
+  };
+  const uint32_t claimed[] = {ATTNCHECK_CAP_F32, ATTNCHECK_CAP_F64, ATTNCHECK_CAP_F16, ATTNCHECK_CAP_BF16};
+  if (!(capabilities & ATTNCHECK_CAP_BACKWARD) || p->dtype < ATTNCHECK_F32 || p->dtype > ATTNCHECK_BF16 ||
+      !(capabilities & claimed[p->dtype]))
+    return 4;
+  return p->dtype == ATTNCHECK_F64 ? run(0.0) : run(0.0f);
+}
+
 }  // namespace attncheck
 
 #define ATTNCHECK_EXPORT extern "C" __attribute__((visibility("default")))
@@ -69,6 +107,13 @@ int32_t forward_through_abi_v2(const attncheck_problem_v2* p, uint32_t capabilit
   }                                                                                          \
   ATTNCHECK_EXPORT int32_t attncheck_forward_f64(const attncheck_problem* p) {               \
     return attncheck::forward_through_abi<double>(p, COMPUTE);                               \
+  }
+
+// Defines attncheck_backward_v2 around COMPUTE, a generic callable (problem, Grads), for a plugin
+// whose CAPABILITIES (those of ATTNCHECK_EXPORT_PLUGIN_V2) claim ATTNCHECK_CAP_BACKWARD.
+#define ATTNCHECK_EXPORT_BACKWARD_V2(COMPUTE, CAPABILITIES)                                  \
+  ATTNCHECK_EXPORT int32_t attncheck_backward_v2(const attncheck_grads_v2* g) {             \
+    return attncheck::backward_through_abi_v2(g, (CAPABILITIES), COMPUTE);                   \
   }
 
 // Defines the three ABI v2 symbols around COMPUTE (as above) claiming CAPABILITIES.

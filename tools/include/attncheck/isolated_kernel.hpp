@@ -47,8 +47,15 @@ class IsolatedKernel {
   // A v1 plugin gets what ABI v1 carries (key lengths folded into allow).
   template <class T>
   Outcome run(const Case<T>& c, std::vector<T>& out, std::vector<T>* lse = nullptr);
+  // Runs the backward of case c (a plugin claiming ATTNCHECK_CAP_BACKWARD): grads' out, lse and dout
+  // in, its dq, dk and dv written (sized by the caller).
+  template <class T>
+  Outcome run_backward(const Case<T>& c, const Grads<T>& grads);
 
  private:
+  // One call: the request (the child protocol's), its input buffers and where its written ones go,
+  // both in the protocol's buffer order; entry_point names the call in a floating-point-mode finding.
+  Outcome exchange(const void* request, const void* const (&buffers)[12], void* const (&into)[12], const char* entry_point);
   void stop();
   Outcome fate(const char* waiting_for);
 

@@ -21,6 +21,7 @@ struct Plugin {
   int32_t (*forward_f32)(const attncheck_problem*) = nullptr;  // v1
   int32_t (*forward_f64)(const attncheck_problem*) = nullptr;  // v1, null when the plugin has none
   int32_t (*forward_v2)(const attncheck_problem_v2*) = nullptr;
+  int32_t (*backward_v2)(const attncheck_grads_v2*) = nullptr;  // with ATTNCHECK_CAP_BACKWARD
   bool has_f64() const { return capabilities & ATTNCHECK_CAP_F64; }
 };
 
