@@ -239,6 +239,13 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout) {
             D_from_P += P_t * double(std::fabs(dP[size_t(t)])) + (p_t + P_t) * dP_error[size_t(t)];
             D_from_P_size += (p_t + P_t) * (double(std::fabs(dP[size_t(t)])) + dP_error[size_t(t)]);
           }
+          // No bound on P (a score so large that the given lse's rounding alone moves exp(s - lse)
+          // past any limit, as FlashAttention's recomputation would): the row is not checked.
+          if (!std::isfinite(D_from_P_size)) {
+            std::fill_n(dq_bound, s.dk, kInf);
+            for (int64_t j : row.keys) key_of(b, h, j).unchecked = true;
+            break;
+          }
           // D: dO . (the given out), which errs by the dot product's roundings and the given out's
           // own rounding; or sum_t P_t dP_t. The larger error of the two.
           double given = 0;
@@ -259,7 +266,6 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout) {
                               (e.rigorous ? 2 * e.u * (p_t + P_t) * (spread + dP_error[size_t(t)] + D_error) + 2 * e.tiny +
                                                 own_dS[size_t(t)]
                                           : e.u * dS_t);
-            if (narrow) dS_error += a.storage_u * (dS_t + dS_error) + (e.rigorous ? a.storage_subnormal : 0);
             // The soft-cap's derivative 1 - x^2, x = tanh(t / cap): x errs by its tanh, the division
             // and t's error over the cap.
             double dT_t = dS_error;
@@ -271,8 +277,12 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout) {
               dT_t = dS_error * (slope + slope_error) + dS_t * slope_error +
                          (e.rigorous ? e.u * (dS_t + dS_error) * (slope + slope_error) + e.tiny : 0);
             }
+            // Rounded to a 2-byte format before the dQ and dK products: dS, or dT after the soft-cap's
+            // factor (<= 1), whichever the kernel rounds; the absolute part is the larger after it.
+            const double dT_abs = double(std::fabs(dT[size_t(t)]));
+            if (narrow) dT_t += a.storage_u * (dT_abs + dT_t) + (e.rigorous ? a.storage_subnormal : 0);
             dT_error[size_t(t)] = dT_t;
-            dT_size[size_t(t)] = double(std::fabs(dT[size_t(t)])) + dT_t;
+            dT_size[size_t(t)] = dT_abs + dT_t;
           }
 
           // dQ_i = c sum_t dT_t k_j: the terms' errors, and any order of their sum and the scale.

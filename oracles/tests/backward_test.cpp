@@ -5,8 +5,16 @@
 #include <cmath>
 #include <vector>
 
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "attncheck/abi.hpp"
+#include "attncheck/attention_backward.hpp"
 #include "attncheck/backward.hpp"
 #include "attncheck/cases.hpp"
+#include "attncheck/compare.hpp"
+#include "backward.hpp"
 
 namespace attncheck {
 namespace {
@@ -79,6 +87,109 @@ TEST(Backward, ExactGradientsAreTheForwardsDerivative) {
       EXPECT_NEAR(double(tensor->exact[n]), difference, 1e-8) << tensor->name << "[" << n << "]";
     }
   for (int64_t k = 0; k < c.shape.dk; ++k) EXPECT_EQ(g.dq.exact[size_t(c.shape.q_at(0, 0, 2) + k)], 0) << "an empty row";
+}
+
+int64_t env_or(const char* name, int64_t fallback) {
+  const char* text = std::getenv(name);
+  return text && *text ? std::strtoll(text, nullptr, 10) : fallback;
+}
+
+// One backward's gradients: the built-in's (variant null) or a variant's, on the given out and lse.
+template <class T>
+struct Computed {
+  std::vector<T> dq, dk, dv;
+};
+template <class T>
+Computed<T> run_backward(const Case<T>& c, const GradReference<T>& ref, const std::vector<T>& dout,
+                         const BackwardVariant* variant) {
+  const Shape& s = c.shape;
+  Computed<T> g{std::vector<T>(size_t(s.q_size())), std::vector<T>(size_t(s.k_size())), std::vector<T>(size_t(s.v_size()))};
+  const Grads<T> grads{ref.out.data(), ref.lse.data(), dout.data(), g.dq.data(), g.dk.data(), g.dv.data()};
+  if (variant)
+    variant_backward(c.problem(), grads, *variant);
+  else
+    attention_backward(c.problem(), grads);
+  return g;
+}
+
+// Cases of one format, every correct backward on each: none outside the bound or the precision
+// gate. ATTNCHECK_SWEEP_CASES sets the number (docs/error-bound.md, "Gradients", records 10^5).
+template <class T>
+void sweep(int64_t cases, Format format = Precision<T>::format) {
+  const uint64_t seed = uint64_t(env_or("ATTNCHECK_SWEEP_SEED", 20261130));
+  SeededChooser choose(seed);
+  CaseLimits limits;
+  limits.capabilities = ~kFormatCapabilities | capability_of(format);
+  limits.abi_only = true;  // the backward's contract has the zero empty-row policy only
+  const std::vector<NamedBackward>& correct = correct_backward_variants();
+  const size_t kernels = correct.size() + 1;  // the variants, then the built-in
+  std::vector<double> worst(kernels, 0), worst_gate(kernels, 0);
+  std::vector<std::string> where(kernels);
+  int64_t checked = 0, unchecked = 0;
+  for (int64_t n = 0; n < cases; ++n) {
+    const Case<T> c = draw_case<T>(choose, limits);
+    std::vector<T> dout(size_t(c.shape.out_size()));
+    for (T& x : dout) x = T(round_to(c.format, standard_normal(choose)));
+    const GradReference<T> ref = reference_backward(c.problem(), dout.data());
+    const Computed<T> plain = run_backward<T>(c, ref, dout, nullptr);
+    for (size_t kernel = 0; kernel < kernels; ++kernel) {
+      const bool builtin = kernel == correct.size();
+      const Computed<T> g = builtin ? plain : run_backward<T>(c, ref, dout, &correct[kernel].variant);
+      const std::pair<const std::vector<T>*, std::pair<const std::vector<T>*, const ExactTensor*>> tensors[] = {
+          {&g.dq, {&plain.dq, &ref.dq}}, {&g.dk, {&plain.dk, &ref.dk}}, {&g.dv, {&plain.dv, &ref.dv}}};
+      for (const auto& [computed, expected] : tensors) {
+        const Verdict verdict = judge(computed->data(), expected.first->data(), *expected.second);
+        ASSERT_TRUE(verdict.ok()) << (builtin ? "built-in" : correct[kernel].name) << ", case " << n << " (seed " << seed
+                                  << ", " << c.mix << ")\n"
+                                  << verdict.report() << describe(c);
+        if (verdict.bound.worst_ratio > worst[kernel]) {
+          worst[kernel] = verdict.bound.worst_ratio;
+          where[kernel] = "case " + std::to_string(n) + " " + verdict.bound.worst.where() + ", " + c.mix;
+        }
+        worst_gate[kernel] = std::max(worst_gate[kernel], verdict.precision.kernel / verdict.precision.limit);
+        if (builtin) {
+          checked += verdict.bound.checked;
+          unchecked += verdict.bound.unchecked;
+        }
+      }
+    }
+  }
+  std::printf("%s, %lld cases (seed %llu), %lld gradient elements checked, %lld not checked:\n", Arithmetic::of(format).label,
+              (long long)cases, (unsigned long long)seed, (long long)checked, (long long)unchecked);
+  for (size_t kernel = 0; kernel < kernels; ++kernel)
+    std::printf("  %-20s largest error/bound %.3g (%s), largest loss/limit %.3g\n",
+                kernel < correct.size() ? correct[kernel].name : "built-in", worst[kernel], where[kernel].c_str(),
+                worst_gate[kernel]);
+}
+
+TEST(BackwardBound, NeverExceededByCorrectFloatBackwards) { sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 500)); }
+TEST(BackwardBound, NeverExceededByCorrectDoubleBackwards) { sweep<double>(env_or("ATTNCHECK_SWEEP_CASES", 300)); }
+TEST(BackwardBound, NeverExceededByCorrectHalfBackwards) { sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 300), Format::f16); }
+TEST(BackwardBound, NeverExceededByCorrectBFloat16Backwards) { sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 300), Format::bf16); }
+
+// Every planted backward bug leaves the bound (or the precision gate) on one of the first float
+// cases drawn; how many cases it took is printed.
+TEST(BackwardBound, ExceededByEveryPlantedBug) {
+  for (int mutation = 1; mutation <= int(BackwardMutation::always_causal); ++mutation) {
+    const BackwardVariant buggy = backward_mutant(BackwardMutation(mutation));
+    SeededChooser choose(7);
+    CaseLimits limits;
+    limits.capabilities = ~kFormatCapabilities | ATTNCHECK_CAP_F32;
+    limits.abi_only = true;
+    int64_t found = -1;
+    for (int64_t n = 0; n < 300 && found < 0; ++n) {
+      const Case<float> c = draw_case<float>(choose, limits);
+      std::vector<float> dout(size_t(c.shape.out_size()));
+      for (float& x : dout) x = float(standard_normal(choose));
+      const GradReference<float> ref = reference_backward(c.problem(), dout.data());
+      const Computed<float> plain = run_backward<float>(c, ref, dout, nullptr), g = run_backward<float>(c, ref, dout, &buggy);
+      if (!judge(g.dq.data(), plain.dq.data(), ref.dq).ok() || !judge(g.dk.data(), plain.dk.data(), ref.dk).ok() ||
+          !judge(g.dv.data(), plain.dv.data(), ref.dv).ok())
+        found = n;
+    }
+    EXPECT_GE(found, 0) << "backward mutation " << mutation << " survived 300 cases";
+    std::printf("backward mutation %d: caught at case %lld\n", mutation, (long long)found);
+  }
 }
 
 }  // namespace
