@@ -2,6 +2,7 @@
 #include <type_traits>
 
 #include "attncheck/attention.hpp"
+#include "attncheck/attention_backward.hpp"
 #include "attncheck/property.hpp"
 #include "attncheck/rows.hpp"
 
@@ -38,6 +39,41 @@ std::vector<double> Checker::run(const Case<double>& c, std::vector<double>&) {
   fail("the implementation returns no log-sum-exp\n" + describe(c));
 }
 
+void Checker::run_backward(const Case<float>& c, const Grads<float>&) {
+  fail("the implementation has no backward\n" + describe(c));
+}
+void Checker::run_backward(const Case<double>& c, const Grads<double>&) {
+  fail("the implementation has no backward\n" + describe(c));
+}
+
+template <class T>
+Checker::Gradients<T> Checker::gradients(const Case<T>& c, const GradReference<T>& reference, const std::vector<T>& dout) {
+  const Shape& s = c.shape;
+  const T nan = std::numeric_limits<T>::quiet_NaN();  // unwritten gradients fail
+  Gradients<T> g{std::vector<T>(size_t(s.q_size()), nan), std::vector<T>(size_t(s.k_size()), nan),
+                 std::vector<T>(size_t(s.v_size()), nan)};
+  run_backward(c, Grads<T>{reference.out.data(), reference.lse.data(), dout.data(), g.dq.data(), g.dk.data(), g.dv.data()});
+  return g;
+}
+
+template <class T>
+void require_gradients(Checker& check, const Case<T>& c, const Checker::Gradients<T>& computed,
+                       const GradReference<T>& reference, const std::vector<T>& dout, const std::string& claim) {
+  const Shape& s = c.shape;
+  Checker::Gradients<T> plain{std::vector<T>(size_t(s.q_size())), std::vector<T>(size_t(s.k_size())),
+                              std::vector<T>(size_t(s.v_size()))};
+  attention_backward(c.problem(), Grads<T>{reference.out.data(), reference.lse.data(), dout.data(), plain.dq.data(),
+                                           plain.dk.data(), plain.dv.data()});
+  const std::pair<const std::vector<T>*, std::pair<const std::vector<T>*, const ExactTensor*>> tensors[] = {
+      {&computed.dq, {&plain.dq, &reference.dq}}, {&computed.dk, {&plain.dk, &reference.dk}},
+      {&computed.dv, {&plain.dv, &reference.dv}}};
+  for (const auto& [kernel, expected] : tensors) {
+    const Verdict verdict = judge(kernel->data(), expected.first->data(), *expected.second);
+    check.observe(verdict.bound);
+    if (!verdict.ok()) check.fail(claim + ": " + verdict.report() + describe(c));
+  }
+}
+
 template <class T>
 void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& out, Reference reference,
                        const std::string& claim, const std::vector<T>* lse) {
@@ -52,6 +88,14 @@ void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& o
   if (!lse_verdict.ok()) check.fail(claim + " (its log-sum-exp): " + lse_verdict.report() + describe(c));
 }
 
+template Checker::Gradients<float> Checker::gradients(const Case<float>&, const GradReference<float>&,
+                                                      const std::vector<float>&);
+template Checker::Gradients<double> Checker::gradients(const Case<double>&, const GradReference<double>&,
+                                                       const std::vector<double>&);
+template void require_gradients(Checker&, const Case<float>&, const Checker::Gradients<float>&, const GradReference<float>&,
+                                const std::vector<float>&, const std::string&);
+template void require_gradients(Checker&, const Case<double>&, const Checker::Gradients<double>&,
+                                const GradReference<double>&, const std::vector<double>&, const std::string&);
 template Case<float> Checker::draw(CaseLimits);
 template Case<double> Checker::draw(CaseLimits);
 template void require_agreement(Checker&, const Case<float>&, const std::vector<float>&, Reference, const std::string&,

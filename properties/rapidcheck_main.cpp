@@ -34,6 +34,9 @@ class InProcessChecker : public Checker {
   std::vector<double> run(const Case<double>& c, std::vector<double>& lse) override { return run_checked(c, &lse); }
   bool has_f64() const override { return kernel_from_environment().plugin.has_f64(); }
   bool has_lse() const override { return kernel_from_environment().has_lse(); }
+  bool has_backward() const override { return kernel_from_environment().has_backward(); }
+  void run_backward(const Case<float>& c, const Grads<float>& g) override { backward_checked(c, g); }
+  void run_backward(const Case<double>& c, const Grads<double>& g) override { backward_checked(c, g); }
   CaseLimits limits(CaseLimits base) const override { return kernel_from_environment().limits(base); }
 
  private:
@@ -44,9 +47,19 @@ class InProcessChecker : public Checker {
       fail("the kernel refused a valid problem (status " + std::to_string(status) + ")\n" + describe(c));
     // Each property sees a call that changed the process's floating-point mode (ctest runs each
     // property in a process of its own, so the last test alone would see only the loading).
+    fp_mode_unchanged(c);
+    return out;
+  }
+  template <class T>
+  void backward_checked(const Case<T>& c, const Grads<T>& g) {
+    if (const int32_t status = run_kernel_backward(kernel_from_environment(), c, g); status != 0)
+      fail("the kernel's backward refused a valid problem (status " + std::to_string(status) + ")\n" + describe(c));
+    fp_mode_unchanged(c);
+  }
+  template <class T>
+  void fp_mode_unchanged(const Case<T>& c) {
     if (const std::string& change = kernel_from_environment().fp_mode_call_finding; !change.empty())
       fail("floating-point mode: " + change + "\n" + describe(c));
-    return out;
   }
 };
 

@@ -57,6 +57,9 @@ class CampaignChecker : public Checker {
   std::vector<double> run(const Case<double>& c, std::vector<double>& lse) override { return run_isolated(c, &lse); }
   bool has_lse() const override { return kernel_.capabilities() & ATTNCHECK_CAP_LSE; }
   bool has_f64() const override { return options_.formats & kernel_.capabilities() & ATTNCHECK_CAP_F64; }
+  bool has_backward() const override { return options_.backward && (kernel_.capabilities() & ATTNCHECK_CAP_BACKWARD); }
+  void run_backward(const Case<float>& c, const Grads<float>& g) override { backward_isolated(c, g); }
+  void run_backward(const Case<double>& c, const Grads<double>& g) override { backward_isolated(c, g); }
   EmptyRows empty_rows() const override { return options_.empty_rows; }
   CaseLimits limits(CaseLimits base) const override {
     base.abi_only = true;
@@ -120,6 +123,13 @@ class CampaignChecker : public Checker {
     const Outcome outcome = kernel_.run(c, out, lse);
     if (outcome.kind != Outcome::ok) throw Failed{"the implementation " + outcome.detail + "\n" + describe(c), outcome.kind};
     return out;
+  }
+
+  template <class T>
+  void backward_isolated(const Case<T>& c, const Grads<T>& g) {
+    const Outcome outcome = kernel_.run_backward(c, g);
+    if (outcome.kind != Outcome::ok)
+      throw Failed{"the implementation's backward " + outcome.detail + "\n" + describe(c), outcome.kind};
   }
 
   IsolatedKernel& kernel_;
@@ -225,6 +235,8 @@ CampaignResult run_campaign(const CampaignOptions& options) {
                                      : bool(formats & (ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16)) &&
                                            (!property.float32_cases || (formats & ATTNCHECK_CAP_F32));
   };
+  if (options.require_backward && !(kernel.capabilities() & ATTNCHECK_CAP_BACKWARD))
+    throw std::runtime_error(options.impl + ": claims no backward (ATTNCHECK_CAP_BACKWARD), and --backward on asks for it");
   if (std::none_of(properties.begin(), properties.end(), runnable))
     throw std::runtime_error(options.impl + ": claims none of the formats asked for (" + formats_named(options.formats) +
                              "), so nothing to check");

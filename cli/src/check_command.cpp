@@ -39,9 +39,6 @@ const std::pair<uint32_t, const char*> kFeatures[] = {
     {ATTNCHECK_CAP_SOFTCAP, "soft-cap"}, {ATTNCHECK_CAP_BIAS, "bias"},     {ATTNCHECK_CAP_LSE, "lse"},
     {ATTNCHECK_CAP_BACKWARD, "backward"}};
 
-// What the campaign cannot exercise yet, though a kernel may claim it.
-constexpr uint32_t kNotCheckable = ATTNCHECK_CAP_BACKWARD;
-
 // The features among `bits`, by name.
 std::vector<std::string> features(uint32_t bits) {
   std::vector<std::string> names;
@@ -50,14 +47,15 @@ std::vector<std::string> features(uint32_t bits) {
   return names;
 }
 
-// The kernel's claims, split three ways: exercised by the campaign; claimed but not exercised
-// (not checkable yet, or a format --dtype left out); not claimed.
+// The kernel's claims, split three ways: exercised by the campaign; claimed but left out (a
+// format --dtype leaves out, the backward under --backward off); not claimed.
 struct Coverage {
   uint32_t checked, unchecked, not_claimed;
 };
-Coverage coverage(uint32_t claimed, uint32_t formats) {
+Coverage coverage(uint32_t claimed, const CampaignOptions& options) {
   const uint32_t all = (ATTNCHECK_CAP_BACKWARD << 1) - 1;  // the bits ABI v2 defines
-  const uint32_t exercised = claimed & ~kNotCheckable & (formats | ~kFormatCapabilities) & all;
+  const uint32_t left_out = options.backward ? 0 : uint32_t(ATTNCHECK_CAP_BACKWARD);
+  const uint32_t exercised = claimed & ~left_out & (options.formats | ~kFormatCapabilities) & all;
   return {exercised, claimed & all & ~exercised, ~claimed & all};
 }
 
@@ -82,9 +80,9 @@ Json result_json(const std::string& verdict, const CampaignOptions& options, con
                {"arithmetic", r.found ? "FAIL" : "PASS"},
                {"floating_point_mode", r.fp_mode.empty() ? Json() : Json(r.fp_mode)},
                {"abi_version", r.abi_version},
-               {"checked", features(coverage(r.capabilities, options.formats).checked)},
-               {"claimed_not_checked", features(coverage(r.capabilities, options.formats).unchecked)},
-               {"not_claimed", features(coverage(r.capabilities, options.formats).not_claimed)}};
+               {"checked", features(coverage(r.capabilities, options).checked)},
+               {"claimed_not_checked", features(coverage(r.capabilities, options).unchecked)},
+               {"not_claimed", features(coverage(r.capabilities, options).not_claimed)}};
   if (r.found)
     json["finding"] = {{"property", r.finding.property}, {"message", r.finding.message}, {"replay", counterexample}};
   return json;
@@ -110,6 +108,8 @@ int check(const FlagValues& o) {
         if (dtype == formats_named(capability_of(f))) options.formats |= capability_of(f);
   }
   options.empty_rows = o.text("empty-rows") == "zero" ? EmptyRows::zero : EmptyRows::nan;
+  options.backward = o.text("backward") != "off";
+  options.require_backward = o.text("backward") == "on";
   const std::string& counterexample = o.text("counterexample");
 
   CampaignResult result;
@@ -134,7 +134,7 @@ int check(const FlagValues& o) {
   } else if (o.given("replay")) {
     std::printf("the recorded counterexample to Property.%s no longer fails\n", result.per_property.begin()->first.c_str());
   }
-  const Coverage covered = coverage(result.capabilities, options.formats);
+  const Coverage covered = coverage(result.capabilities, options);
   std::printf("checked: %s (ABI v%d)%s; not claimed: %s\n", joined(features(covered.checked)).c_str(), result.abi_version,
               covered.unchecked ? ("; claimed, not checked: " + joined(features(covered.unchecked))).c_str() : "",
               joined(features(covered.not_claimed)).c_str());
@@ -220,6 +220,10 @@ int check_command(const std::vector<std::string>& args) {
               "AgreesWithOracleInDouble); every claimed one when absent")
       .repeatable()
       .choice("empty-rows", {"zero", "nan"}, "what the implementation gives a row with no permitted key", "zero")
+      .choice("backward", {"auto", "on", "off"},
+              "check the backward pass (dq, dk, dv) too: when the kernel claims ATTNCHECK_CAP_BACKWARD (auto), always "
+              "(on: a kernel without one is an error), or never (off)",
+              "auto")
       .text("json", "FILE", "also write the verdict, the summary's figures, per-property counts and the finding as JSON")
       .text("replay", "FILE", "run a replay file's counterexample again, not a campaign (--impl, --empty-rows override its own)")
       .text("counterexample", "FILE", "where the replay file of a counterexample goes", "attncheck-counterexample.replay")

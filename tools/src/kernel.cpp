@@ -8,6 +8,7 @@
 
 #include "attncheck/abi.hpp"
 #include "attncheck/attention.hpp"
+#include "attncheck/attention_backward.hpp"
 
 namespace attncheck {
 
@@ -74,6 +75,30 @@ int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out, 
   return status;
 }
 
+template <class T>
+int32_t run_kernel_backward(const Kernel& kernel, const Case<T>& c, const Grads<T>& grads) {
+  const Problem<T> problem = c.problem();
+  if (kernel.full_contract) {
+    attention_backward(problem, grads);
+    return 0;
+  }
+  NarrowBuffers narrow;
+  NarrowGrads narrow_grads;
+  attncheck_problem_v2 forward;
+  const attncheck_grads_v2 abi = to_abi_grads(problem, grads, forward, narrow, narrow_grads);
+  const FpMode caller = current_fp_mode();
+  set_fp_mode(kernel.mode);
+  const int32_t status = kernel.plugin.backward_v2(&abi);
+  const FpMode after = current_fp_mode();
+  set_fp_mode(caller);
+  widen_grads(problem, narrow_grads, grads);
+  if (kernel.fp_mode_call_finding.empty())
+    kernel.fp_mode_call_finding = fp_mode_finding_in_call("attncheck_backward_v2", kernel.mode, after);
+  return status;
+}
+
+template int32_t run_kernel_backward(const Kernel&, const Case<float>&, const Grads<float>&);
+template int32_t run_kernel_backward(const Kernel&, const Case<double>&, const Grads<double>&);
 template int32_t run_kernel(const Kernel&, const Case<float>&, std::vector<float>&, std::vector<float>*);
 template int32_t run_kernel(const Kernel&, const Case<double>&, std::vector<double>&, std::vector<double>*);
 

@@ -19,6 +19,8 @@ struct CampaignOptions {
   // The formats to check, ABI v2's ATTNCHECK_CAP_F32 .. ATTNCHECK_CAP_BF16 bits (--dtype): each one
   // the plugin claims too. f32, f16 and bf16 run the float properties, f64 the double one.
   uint32_t formats = ~0u;
+  bool backward = true;           // check the backward too, when the plugin claims one (--backward)
+  bool require_backward = false;  // and a plugin without one is an error (--backward on)
   EmptyRows empty_rows = EmptyRows::zero;  // what the implementation gives a row with no permitted key
   double case_timeout = 30;       // seconds one call may take before it counts as a hang (slow kernels under sanitizers too)
   double shrink_seconds = 10;     // the budget for making a counterexample small, after the search's

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "attncheck/backward.hpp"
 #include "attncheck/cases.hpp"
 #include "attncheck/compare.hpp"
 
@@ -35,6 +36,18 @@ class Checker {
     lse.clear();
     return has_lse() ? run(c, lse) : run(c);
   }
+  // Whether the implementation has a backward (ABI v2's ATTNCHECK_CAP_BACKWARD), and running it on
+  // case c: grads' out, lse and dout in, dq, dk and dv written. Fails the property as run does.
+  virtual bool has_backward() const { return false; }
+  virtual void run_backward(const Case<float>& c, const Grads<float>& grads);
+  virtual void run_backward(const Case<double>& c, const Grads<double>& grads);
+  // The gradients of case c for dout [B,H,Tq,dv], the backward given reference's out and lse.
+  template <class T>
+  struct Gradients {
+    std::vector<T> dq, dk, dv;  // [B,H,Tq,dk], [B,H_kv,Tk,dk], [B,H_kv,Tk,dv]
+  };
+  template <class T>
+  Gradients<T> gradients(const Case<T>& c, const GradReference<T>& reference, const std::vector<T>& dout);
   // What the implementation can take (ABI v1: no bias, empty rows 0), on top of `base`.
   virtual CaseLimits limits(CaseLimits base) const = 0;
   // Whether the implementation takes a feature (ABI v2's capability bits), for cases a property
@@ -77,6 +90,11 @@ class Checker {
 template <class T>
 void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& out, Reference reference,
                        const std::string& claim, const std::vector<T>* lse = nullptr);
+
+// Fails unless the gradients agree with the oracle's, tensor by tensor (dq, dk, dv), both gates.
+template <class T>
+void require_gradients(Checker& check, const Case<T>& c, const Checker::Gradients<T>& computed,
+                       const GradReference<T>& reference, const std::vector<T>& dout, const std::string& claim);
 
 // What run_with_lse returned as lse, for require_agreement: null when there is none.
 template <class T>

@@ -27,6 +27,8 @@ struct Kernel {
   CaseLimits limits(CaseLimits base = {}) const;
   // Whether it returns the log-sum-exp: the built-in one, or a plugin claiming ATTNCHECK_CAP_LSE.
   bool has_lse() const { return full_contract || (plugin.capabilities & ATTNCHECK_CAP_LSE); }
+  // Whether it has a backward: the built-in one, or a plugin claiming ATTNCHECK_CAP_BACKWARD.
+  bool has_backward() const { return full_contract || (plugin.capabilities & ATTNCHECK_CAP_BACKWARD); }
 };
 
 // "builtin" (the C++ API) or a plugin's path; throws std::runtime_error with a one-line reason.
@@ -39,5 +41,10 @@ const Kernel& kernel_from_environment();
 // the plugin's non-zero refusal, or -1 when it has no entry point for T.
 template <class T>
 int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out, std::vector<T>* lse = nullptr);
+
+// Runs the kernel's backward (has_backward()) on case c: grads' out, lse and dout in, dq, dk and dv
+// written. 0, or the plugin's non-zero refusal.
+template <class T>
+int32_t run_kernel_backward(const Kernel& kernel, const Case<T>& c, const Grads<T>& grads);
 
 }  // namespace attncheck
