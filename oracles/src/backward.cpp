@@ -34,9 +34,17 @@ struct Model {
   double g(double k) const { return rigorous ? gamma(k, u) : u; }  // k roundings
 };
 
-// The sums over the rows that see one key: its dK and dV terms, kept per model.
+// A flushed product: x y with a factor read as 0 (denormals-are-zero) or the product flushed to 0
+// (flush-to-zero) loses at most tiny (|x| + |y| + 1); a flushed sum, tiny. Summed over n products,
+// with the factor 2 of the forward's U for their later amplification (docs, step 5). Part of the
+// natural unit too, as in the forward: flushing is no loss of precision.
+double flushed(double tiny, double factor_sum, double n) { return 2 * tiny * (factor_sum + 2 * n + 3); }
+
+// The sums over the rows that see one key: its dK and dV terms, kept per model, and the sums of
+// the factors of its products, for flushing.
 struct KeyTerms {
   std::vector<double> dk_error[2], dk_size[2], dv_error[2], dv_size[2];  // [dk], [dk], [dv], [dv]
+  std::vector<double> dk_factors, dv_factors;                            // [dk], [dv]
   int64_t rows = 0;
   bool unchecked = false;
 };
@@ -92,6 +100,10 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout) {
       key.dv_error[m].assign(size_t(s.dv), 0);
       key.dv_size[m].assign(size_t(s.dv), 0);
     }
+  for (KeyTerms& key : keys) {
+    key.dk_factors.assign(size_t(s.dk), 0);
+    key.dv_factors.assign(size_t(s.dv), 0);
+  }
   auto key_of = [&](int64_t b, int64_t h, int64_t j) -> KeyTerms& {
     return keys[size_t((b * s.kv_heads() + s.kv_head(h)) * s.Tk + j)];
   };
@@ -227,15 +239,19 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout) {
             if (e.rigorous) {
               const double tau = row.score_error[size_t(t)] + e.u * lse_abs +
                                  2 * e.u * (row.score_size[size_t(t)] + lse_abs + 1) - std::log1p(-kExpUnits * e.u);
-              P_t = std::max(row.weight_error[size_t(t)], p_t * std::expm1(tau)) + 2 * e.tiny;
+              P_t = std::max(row.weight_error[size_t(t)], p_t * std::expm1(tau));
             } else {
-              P_t = p_t * e.u * (1 + row.score_size[size_t(t)] + row.gap[size_t(t)]);
+              // First order, the larger of the two ways: a softmax of its own (the forward's unit), or
+              // exp(s - lse), whose argument errs by u (|s| + |lse|).
+              P_t = p_t * (e.u * (1 + row.score_size[size_t(t)] + std::max(row.gap[size_t(t)], row.score_size[size_t(t)] + lse_abs)) +
+                           row.score_flush[size_t(t)]);
             }
-            if (narrow) P_t += a.storage_u * (p_t + P_t) + (e.rigorous ? a.storage_subnormal : 0);
+            P_t += 2 * e.tiny;  // P underflowed or flushed (both models: it is no loss of precision)
+            if (narrow) P_t += a.storage_u * (p_t + P_t) + a.storage_subnormal;
             P_error[size_t(t)] = P_t;
             dP_error[size_t(t)] =
                 e.g(double(s.dv + 2)) * dP_size[size_t(t)] +
-                (e.rigorous ? e.tiny * (2 * double(s.dv) + dO_sum + v_sum[size_t(t)]) : 0);
+                flushed(e.tiny, dO_sum + v_sum[size_t(t)], double(s.dv));
             D_from_P += P_t * double(std::fabs(dP[size_t(t)])) + (p_t + P_t) * dP_error[size_t(t)];
             D_from_P_size += (p_t + P_t) * (double(std::fabs(dP[size_t(t)])) + dP_error[size_t(t)]);
           }
@@ -252,9 +268,9 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout) {
           for (int64_t col = 0; col < s.dv; ++col)
             given += std::fabs(double(dO[col])) * (u_out * double(std::fabs(row.out[size_t(col)])) + half_subnormal_out);
           const double D_from_out = e.g(double(s.dv + 2)) * dO_o_size + inflate(given, 2 * s.dv) +
-                                    (e.rigorous ? e.tiny * (2 * double(s.dv) + dO_sum + o_sum) : 0);
+                                    flushed(e.tiny, dO_sum + o_sum, double(s.dv));
           const double D_error =
-              std::max(D_from_out, D_from_P + e.g(double(n + 2)) * D_from_P_size + (e.rigorous ? 2 * double(n) * e.tiny : 0));
+              std::max(D_from_out, D_from_P + e.g(double(n + 2)) * D_from_P_size + 2 * double(n) * e.tiny);
 
           for (int64_t t = 0; t < n; ++t) {
             const double p_t = double(row.weights[size_t(t)]), P_t = P_error[size_t(t)];
@@ -263,9 +279,10 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout) {
             // dS_t = P_t (dP_t - D): the errors of the three factors, the subtraction and the product
             // (and, for the bound, the oracle's own).
             double dS_error = P_t * spread + (p_t + P_t) * (dP_error[size_t(t)] + D_error) +
-                              (e.rigorous ? 2 * e.u * (p_t + P_t) * (spread + dP_error[size_t(t)] + D_error) + 2 * e.tiny +
+                              (e.rigorous ? 2 * e.u * (p_t + P_t) * (spread + dP_error[size_t(t)] + D_error) +
                                                 own_dS[size_t(t)]
-                                          : e.u * dS_t);
+                                          : e.u * dS_t) +
+                              2 * e.tiny;
             // The soft-cap's derivative 1 - x^2, x = tanh(t / cap): x errs by its tanh, the division
             // and t's error over the cap.
             double dT_t = dS_error;
@@ -275,28 +292,35 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout) {
                                                 : e.u * (1 + row.score_size[size_t(t)] / p.softcap);
               const double slope_error = 2 * x_error + (e.rigorous ? x_error * x_error + 2 * e.u : 0);
               dT_t = dS_error * (slope + slope_error) + dS_t * slope_error +
-                         (e.rigorous ? e.u * (dS_t + dS_error) * (slope + slope_error) + e.tiny : 0);
+                         (e.rigorous ? e.u * (dS_t + dS_error) * (slope + slope_error) : 0) + e.tiny;
             }
             // Rounded to a 2-byte format before the dQ and dK products: dS, or dT after the soft-cap's
             // factor (<= 1), whichever the kernel rounds; the absolute part is the larger after it.
             const double dT_abs = double(std::fabs(dT[size_t(t)]));
-            if (narrow) dT_t += a.storage_u * (dT_abs + dT_t) + (e.rigorous ? a.storage_subnormal : 0);
+            if (narrow) dT_t += a.storage_u * (dT_abs + dT_t) + a.storage_subnormal;
             dT_error[size_t(t)] = dT_t;
             dT_size[size_t(t)] = dT_abs + dT_t;
+            // Rounded to a 2-byte format, dT must fit it: else the row is outside the model's range.
+            if (narrow && dT_size[size_t(t)] * (1 + a.storage_u) >= a.storage_max) in_range = false;
+          }
+          if (!in_range) {
+            std::fill_n(dq_bound, s.dk, kInf);
+            for (int64_t j : row.keys) key_of(b, h, j).unchecked = true;
+            break;
           }
 
           // dQ_i = c sum_t dT_t k_j: the terms' errors, and any order of their sum and the scale.
           for (int64_t k = 0; k < s.dk; ++k) {
-            double error = 0, size = 0, k_sum = 0;
+            double error = 0, size = 0, factors = 0;
             for (int64_t t = 0; t < n; ++t) {
               const double k_jk = std::fabs(double(p.k[s.k_at(b, h, row.keys[size_t(t)]) + k]));
               error += dT_error[size_t(t)] * k_jk;
               size += dT_size[size_t(t)] * k_jk;
-              k_sum += k_jk;
+              factors += c_abs * dT_size[size_t(t)] + k_jk;
             }
             error = c_abs * inflate(error, 2 * n);
             size = c_abs * inflate(size, 2 * n);
-            const double flush = e.rigorous ? 2 * (double(n + 3) * e.tiny * c_abs * k_sum + 2 * double(n) * e.tiny) : 0;
+            const double flush = flushed(e.tiny, inflate(factors, 2 * n), double(n));
             const double own = e.rigorous ? kOracleUnit * double(n + s.dv + 8) * size : 0;
             (m == 0 ? dq_bound : dq_natural)[k] = size < room ? error + e.g(double(n + 3)) * size + flush + own : kInf;
           }
@@ -310,11 +334,13 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout) {
               const double q_ik = std::fabs(double(q_i[k]));
               key.dk_error[m][size_t(k)] += c_abs * dT_error[size_t(t)] * q_ik;
               key.dk_size[m][size_t(k)] += c_abs * dT_size[size_t(t)] * q_ik;
+              if (m == 0) key.dk_factors[size_t(k)] += c_abs * dT_size[size_t(t)] + q_ik;
             }
             for (int64_t col = 0; col < s.dv; ++col) {
               const double dO_c = std::fabs(double(dO[col]));
               key.dv_error[m][size_t(col)] += P_error[size_t(t)] * dO_c;
               key.dv_size[m][size_t(col)] += (p_t + P_error[size_t(t)]) * dO_c;
+              if (m == 0) key.dv_factors[size_t(col)] += p_t + P_error[size_t(t)] + dO_c;
             }
           }
         }
@@ -343,9 +369,10 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout) {
           for (int which = 0; which < 2; ++which) {
             const std::vector<double>& error = which == 0 ? key.dk_error[m] : key.dv_error[m];
             const std::vector<double>& size = which == 0 ? key.dk_size[m] : key.dv_size[m];
+            const std::vector<double>& factors = which == 0 ? key.dk_factors : key.dv_factors;
             const int64_t at = which == 0 ? at_k : at_v;
             for (size_t x = 0; x < error.size(); ++x) {
-              const double flush = e.rigorous ? 2 * (double(count + 3) * e.tiny * size[x] + 2 * count * e.tiny) : 0;
+              const double flush = flushed(e.tiny, inflate(factors[x], int64_t(2 * count)), count);
               const double own = e.rigorous ? kOracleUnit * (count + double(s.dk + s.dv) + 8) * size[x] : 0;
               const double total = 8 * size[x] >= room ? kInf
                                    : inflate(error[x], int64_t(2 * count)) +

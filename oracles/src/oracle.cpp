@@ -315,6 +315,7 @@ template <class T>
   const LseBound lse_bound =
       bound_row(facts, arith, v_abs, s.dv, row.bound.data(), row.natural.data(), &row.score_error, &row.weight_error);
   row.score_size = facts.score_size;
+  row.score_flush = facts.flush_error;
   row.gap = facts.gap;
   row.lse_bound = lse_bound.bound;
   row.lse_natural = lse_bound.natural;

@@ -9,6 +9,10 @@
 #include <cstdlib>
 #include <string>
 
+#ifdef __SSE__
+#include <xmmintrin.h>
+#endif
+
 #include "attncheck/abi.hpp"
 #include "attncheck/attention_backward.hpp"
 #include "attncheck/backward.hpp"
@@ -99,16 +103,25 @@ template <class T>
 struct Computed {
   std::vector<T> dq, dk, dv;
 };
+// With `flush`, under flush-to-zero and denormals-are-zero (x86-64 MXCSR), as a kernel built with
+// -ffast-math or run under CUDA's --use_fast_math computes.
 template <class T>
 Computed<T> run_backward(const Case<T>& c, const GradReference<T>& ref, const std::vector<T>& dout,
-                         const BackwardVariant* variant) {
+                         const BackwardVariant* variant, bool flush = false) {
   const Shape& s = c.shape;
   Computed<T> g{std::vector<T>(size_t(s.q_size())), std::vector<T>(size_t(s.k_size())), std::vector<T>(size_t(s.v_size()))};
   const Grads<T> grads{ref.out.data(), ref.lse.data(), dout.data(), g.dq.data(), g.dk.data(), g.dv.data()};
+#ifdef __SSE__
+  const unsigned saved = _mm_getcsr();
+  if (flush) _mm_setcsr(saved | (1u << 15) | (1u << 6));  // FTZ, DAZ
+#endif
   if (variant)
     variant_backward(c.problem(), grads, *variant);
   else
     attention_backward(c.problem(), grads);
+#ifdef __SSE__
+  _mm_setcsr(saved);
+#endif
   return g;
 }
 
@@ -122,9 +135,13 @@ void sweep(int64_t cases, Format format = Precision<T>::format) {
   limits.capabilities = ~kFormatCapabilities | capability_of(format);
   limits.abi_only = true;  // the backward's contract has the zero empty-row policy only
   const std::vector<NamedBackward>& correct = correct_backward_variants();
-  const size_t kernels = correct.size() + 1;  // the variants, then the built-in
+  const size_t kernels = correct.size() + 2;  // the variants, the built-in, FlashAttention-2's flushing subnormals
   std::vector<double> worst(kernels, 0), worst_gate(kernels, 0);
   std::vector<std::string> where(kernels);
+  auto name = [&](size_t kernel) {
+    return std::string(kernel < correct.size() ? correct[kernel].name : kernel == correct.size() ? "built-in"
+                                                                                                   : "flash_backward_flush_subnormals");
+  };
   int64_t checked = 0, unchecked = 0;
   for (int64_t n = 0; n < cases; ++n) {
     const Case<T> c = draw_case<T>(choose, limits);
@@ -133,13 +150,15 @@ void sweep(int64_t cases, Format format = Precision<T>::format) {
     const GradReference<T> ref = reference_backward(c.problem(), dout.data());
     const Computed<T> plain = run_backward<T>(c, ref, dout, nullptr);
     for (size_t kernel = 0; kernel < kernels; ++kernel) {
-      const bool builtin = kernel == correct.size();
-      const Computed<T> g = builtin ? plain : run_backward<T>(c, ref, dout, &correct[kernel].variant);
+      const bool builtin = kernel == correct.size(), flushing = kernel > correct.size();
+      const Computed<T> g = builtin    ? plain
+                            : flushing ? run_backward<T>(c, ref, dout, &correct[1].variant, true)
+                                       : run_backward<T>(c, ref, dout, &correct[kernel].variant);
       const std::pair<const std::vector<T>*, std::pair<const std::vector<T>*, const ExactTensor*>> tensors[] = {
           {&g.dq, {&plain.dq, &ref.dq}}, {&g.dk, {&plain.dk, &ref.dk}}, {&g.dv, {&plain.dv, &ref.dv}}};
       for (const auto& [computed, expected] : tensors) {
         const Verdict verdict = judge(computed->data(), expected.first->data(), *expected.second);
-        ASSERT_TRUE(verdict.ok()) << (builtin ? "built-in" : correct[kernel].name) << ", case " << n << " (seed " << seed
+        ASSERT_TRUE(verdict.ok()) << name(kernel) << ", case " << n << " (seed " << seed
                                   << ", " << c.mix << ")\n"
                                   << verdict.report() << describe(c);
         if (verdict.bound.worst_ratio > worst[kernel]) {
@@ -157,9 +176,8 @@ void sweep(int64_t cases, Format format = Precision<T>::format) {
   std::printf("%s, %lld cases (seed %llu), %lld gradient elements checked, %lld not checked:\n", Arithmetic::of(format).label,
               (long long)cases, (unsigned long long)seed, (long long)checked, (long long)unchecked);
   for (size_t kernel = 0; kernel < kernels; ++kernel)
-    std::printf("  %-20s largest error/bound %.3g (%s), largest loss/limit %.3g\n",
-                kernel < correct.size() ? correct[kernel].name : "built-in", worst[kernel], where[kernel].c_str(),
-                worst_gate[kernel]);
+    std::printf("  %-32s largest error/bound %.3g (%s), largest loss/limit %.3g\n", name(kernel).c_str(), worst[kernel],
+                where[kernel].c_str(), worst_gate[kernel]);
 }
 
 TEST(BackwardBound, NeverExceededByCorrectFloatBackwards) { sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 500)); }

@@ -23,9 +23,10 @@ struct ExactRow {
   std::vector<double> natural;   // [dv] the precision gate's unit (docs/error-bound.md)
   double lse_bound = 0, lse_natural = 0;  // the same for lse
   // What the backward's bound starts from (backward.hpp), for rows with finite weights: the forward
-  // bound's score error E_j and weight error A_j, S_j and the gap m - s_j (docs/error-bound.md),
-  // and with a soft-cap the derivative of s_j in scale q . k_j, 1 - tanh^2, to long double.
-  std::vector<double> score_error, weight_error, score_size, gap;  // [n]
+  // bound's score error E_j and weight error A_j, S_j, what flushing can move s_j (F_j without the
+  // 2 tiny of its own underflow) and the gap m - s_j (docs/error-bound.md), and with a soft-cap the
+  // derivative of s_j in scale q . k_j, 1 - tanh^2, to long double.
+  std::vector<double> score_error, weight_error, score_size, score_flush, gap;  // [n]
   std::vector<long double> cap_slope;                               // [n], or empty without a soft-cap
 };
 
