@@ -43,6 +43,7 @@ ATTNCHECK_PROPERTY(SelectionAndAveragePooling, .order = 100, .catches = "naive_s
   c.key_lengths.clear();
   c.bias.clear();
   c.causal = Causal::none;
+  c.window_left = c.window_right = -1;  // every key seen: a window would hide the chosen one from some queries
   const Shape& s = c.shape;
   const int64_t chosen = check.in_range(0, s.Tk);
   const bool select = check.coin();
