@@ -1,0 +1,69 @@
+// Claim: a key no query may see (padding, a masked-out column, a key past every window) gets
+// exactly zero dK and dV, and its k and v, even poisoned with NaN, inf or 1e30, change no gradient
+// of anything else (any NaN equals any NaN, everything else keeps its bits). A backward that takes
+// P = exp(s - lse) at every key without the masks (flash-attention 1947) fails here.
+#include <limits>
+
+#include "attncheck/property.hpp"
+
+namespace attncheck::properties {
+
+ATTNCHECK_PROPERTY(BackwardIgnoresForbiddenKeys, .order = 35, .catches = "p_not_zeroed_at_masked") {
+  if (!check.has_backward()) return;
+  Case<float> c = check.draw<float>({.small_only = true});
+  c.empty_rows = EmptyRows::zero;
+  const Shape& s = c.shape;
+  // The keys of each batch that no query may see, by the masks.
+  std::vector<uint8_t> unseen(size_t(s.B * s.Tk), 1);  // [B,Tk]
+  bool any = false;
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t j = 0; j < s.Tk; ++j) {
+      for (int64_t i = 0; i < s.Tq; ++i) unseen[size_t(b * s.Tk + j)] &= !c.permits(b, i, j);
+      any |= unseen[size_t(b * s.Tk + j)] != 0;
+    }
+  check.classify(any, "a key no query sees");
+  if (!any) return;
+  SeededChooser values(check.below(std::numeric_limits<uint64_t>::max()));
+  std::vector<float> dout(size_t(s.out_size()));
+  for (float& x : dout) x = float(round_to(c.format, standard_normal(values)));
+  const GradReference<float> reference = reference_backward(c.problem(), dout.data());
+  const Checker::Gradients<float> clean = check.gradients(c, reference, dout);
+  require_gradients(check, c, clean, reference, dout, "the backward, before anything is poisoned");
+
+  const float poisons[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(), 1e30f, -1e30f};
+  Case<float> poisoned = c;
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t g = 0; g < s.kv_heads(); ++g)
+      for (int64_t j = 0; j < s.Tk; ++j)
+        if (unseen[size_t(b * s.Tk + j)]) {
+          const float poison = float(round_to(c.format, poisons[check.in_range(0, std::size(poisons))]));
+          const int64_t h = g * (s.H / s.kv_heads());  // the first query head reading KV head g
+          std::fill_n(poisoned.k.begin() + s.k_at(b, h, j), s.dk, poison);
+          std::fill_n(poisoned.v.begin() + s.v_at(b, h, j), s.dv, poison);
+        }
+  const Checker::Gradients<float> dirty = check.gradients(poisoned, reference, dout);
+  const std::pair<const char*, std::pair<const std::vector<float>*, const std::vector<float>*>> tensors[] = {
+      {"dq", {&clean.dq, &dirty.dq}}, {"dk", {&clean.dk, &dirty.dk}}, {"dv", {&clean.dv, &dirty.dv}}};
+  for (const auto& [name, pair] : tensors)
+    for (size_t n = 0; n < pair.first->size(); ++n)
+      ATTNCHECK_REQUIRE(check, unchanged((*pair.first)[n], (*pair.second)[n]),
+                        std::string(name) + "[" + std::to_string(n) + "] changed from " + show((*pair.first)[n]) + " to " +
+                            show((*pair.second)[n]) + " when only keys no query may see were poisoned\n" + describe(poisoned));
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t g = 0; g < s.kv_heads(); ++g)
+      for (int64_t j = 0; j < s.Tk; ++j) {
+        if (!unseen[size_t(b * s.Tk + j)]) continue;
+        const int64_t h = g * (s.H / s.kv_heads());
+        for (int64_t k = 0; k < s.dk; ++k)
+          ATTNCHECK_REQUIRE(check, dirty.dk[size_t(s.k_at(b, h, j) + k)] == 0,
+                            "dk of key " + std::to_string(j) + " (batch " + std::to_string(b) + "), which no query may see, is " +
+                                show(dirty.dk[size_t(s.k_at(b, h, j) + k)]) + ", not 0\n" + describe(poisoned));
+        for (int64_t col = 0; col < s.dv; ++col)
+          ATTNCHECK_REQUIRE(check, dirty.dv[size_t(s.v_at(b, h, j) + col)] == 0,
+                            "dv of key " + std::to_string(j) + " (batch " + std::to_string(b) + "), which no query may see, is " +
+                                show(dirty.dv[size_t(s.v_at(b, h, j) + col)]) + ", not 0\n" + describe(poisoned));
+      }
+}
+
+}  // namespace attncheck::properties

@@ -1,0 +1,58 @@
+// Claim: softmax's Jacobian has rows that sum to zero, so adding a constant to every permitted score
+// of a row changes no gradient: appending a / scale to every q and 1 to every k shifts every score
+// by a, the gradients of q, k (their first dk columns) and v stay the original problem's, and the
+// gradient of the appended q column, scale sum_j dS_ij, is zero. A backward whose D_i is not
+// dout_i . out_i leaves its score rows a non-zero sum, and fails here.
+#include <cmath>
+#include <limits>
+
+#include "attncheck/property.hpp"
+
+namespace attncheck::properties {
+
+ATTNCHECK_PROPERTY(BackwardScoreRowsSumToZero, .order = 85, .catches = "d_from_other_output") {
+  if (!check.has_backward()) return;
+  Case<float> c = check.draw<float>({.small_only = true});
+  c.empty_rows = EmptyRows::zero;
+  c.softcap = 0;  // a soft-cap bends the scores: no shift of them
+  const Shape& s = c.shape;
+  double a = check.one_of({-100.0, -10.0, 10.0, 100.0, 1000.0});
+  Case<float> shifted = c;
+  shifted.shape.dk = s.dk + 1;
+  shifted.scale = effective_scale(s, c.scale);
+  float appended = float(round_to(c.format, a / shifted.scale));
+  for (; !std::isfinite(appended); a /= 10) appended = float(round_to(c.format, a / 10 / shifted.scale));
+  shifted.q.clear();
+  shifted.k.clear();
+  for (int64_t row = 0; row < s.B * s.H * s.Tq; ++row) {
+    shifted.q.insert(shifted.q.end(), c.q.begin() + row * s.dk, c.q.begin() + (row + 1) * s.dk);
+    shifted.q.push_back(appended);
+  }
+  for (int64_t row = 0; row < s.B * s.kv_heads() * s.Tk; ++row) {
+    shifted.k.insert(shifted.k.end(), c.k.begin() + row * s.dk, c.k.begin() + (row + 1) * s.dk);
+    shifted.k.push_back(1);
+  }
+  SeededChooser values(check.below(std::numeric_limits<uint64_t>::max()));
+  std::vector<float> dout(size_t(s.out_size()));
+  for (float& x : dout) x = float(round_to(c.format, standard_normal(values)));
+
+  // The shifted problem's bound, the original's exact gradients: dq and dk column by column (the
+  // appended dq column 0), dv as they are.
+  GradReference<float> expected = reference_backward(shifted.problem(), dout.data());
+  const GradReference<float> original = reference_backward(c.problem(), dout.data());
+  for (int64_t row = 0; row < s.B * s.H * s.Tq; ++row) {
+    for (int64_t k = 0; k < s.dk; ++k) expected.dq.exact[size_t(row * (s.dk + 1) + k)] = original.dq.exact[size_t(row * s.dk + k)];
+    expected.dq.exact[size_t(row * (s.dk + 1) + s.dk)] = 0;
+  }
+  for (int64_t row = 0; row < s.B * s.kv_heads() * s.Tk; ++row)
+    for (int64_t k = 0; k < s.dk; ++k) expected.dk.exact[size_t(row * (s.dk + 1) + k)] = original.dk.exact[size_t(row * s.dk + k)];
+  expected.dv.exact = original.dv.exact;
+  // What the original leaves unchecked (its exact NaN) the shifted one cannot hold to a value.
+  for (ExactTensor* t : {&expected.dq, &expected.dk, &expected.dv})
+    for (size_t n = 0; n < t->exact.size(); ++n)
+      if (std::isnan(t->exact[n])) t->bound[n] = std::numeric_limits<double>::infinity();
+  require_gradients(check, shifted, check.gradients(shifted, expected, dout), expected, dout,
+                    "every score shifted by " + show(shifted.scale * appended));
+}
+
+}  // namespace attncheck::properties
