@@ -52,7 +52,7 @@ struct KeyTerms {
 }  // namespace
 
 template <class T>
-GradReference<T> reference_backward(const Problem<T>& p, const T* dout) {
+GradReference<T> reference_backward(const Problem<T>& p, const T* dout, bool own_forward) {
   // Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], dout [B,H,Tq,dv] in; the reference out.
   const Shape& s = p.shape;
   const Arithmetic a = Arithmetic::of(p.format);
@@ -237,7 +237,7 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout) {
             // format for the P^T dO product.
             double P_t;
             if (e.rigorous) {
-              const double tau = row.score_error[size_t(t)] + e.u * lse_abs +
+              const double tau = row.score_error[size_t(t)] + e.u * lse_abs + (own_forward ? row.lse_bound : 0) +
                                  2 * e.u * (row.score_size[size_t(t)] + lse_abs + 1) - std::log1p(-kExpUnits * e.u);
               P_t = std::max(row.weight_error[size_t(t)], p_t * std::expm1(tau));
             } else {
@@ -266,7 +266,8 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout) {
           // own rounding; or sum_t P_t dP_t. The larger error of the two.
           double given = 0;
           for (int64_t col = 0; col < s.dv; ++col)
-            given += std::fabs(double(dO[col])) * (u_out * double(std::fabs(row.out[size_t(col)])) + half_subnormal_out);
+            given += std::fabs(double(dO[col])) * (u_out * double(std::fabs(row.out[size_t(col)])) + half_subnormal_out +
+                                                   (own_forward ? row.bound[size_t(col)] : 0));
           const double D_from_out = e.g(double(s.dv + 2)) * dO_o_size + inflate(given, 2 * s.dv) +
                                     flushed(e.tiny, dO_sum + o_sum, double(s.dv));
           const double D_error =
@@ -398,7 +399,7 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout) {
   return ref;
 }
 
-template GradReference<float> reference_backward(const Problem<float>&, const float*);
-template GradReference<double> reference_backward(const Problem<double>&, const double*);
+template GradReference<float> reference_backward(const Problem<float>&, const float*, bool);
+template GradReference<double> reference_backward(const Problem<double>&, const double*, bool);
 
 }  // namespace attncheck

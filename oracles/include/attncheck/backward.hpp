@@ -20,8 +20,10 @@ struct GradReference {
 
 // The gradients of `problem` for the output gradient dout [B,H,Tq,dv] (values of the problem's
 // format). Every row is computed: dk and dv sum over all of them. An element that a non-finite
-// input reaches, or whose terms could overflow T, is not checked (bound +inf).
+// input reaches, or whose terms could overflow T, is not checked (bound +inf). With own_forward,
+// the backward being judged was given its own forward's out and lse (as autograd does, and as
+// dumped tensors come), each within the forward's bound of the exact, not the exact rounded.
 template <class T>
-GradReference<T> reference_backward(const Problem<T>& problem, const T* dout);
+GradReference<T> reference_backward(const Problem<T>& problem, const T* dout, bool own_forward = false);
 
 }  // namespace attncheck
