@@ -232,18 +232,22 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout, bool own
           double D_from_P = 0, D_from_P_size = 0;
           for (int64_t t = 0; t < n; ++t) {
             const double p_t = double(row.weights[size_t(t)]);
-            // P: the forward's weight error A_t, or exp(s_t - lse) with the score's error E_t, the
-            // given lse's rounding, the subtraction's and the exp's; flushed; rounded to a 2-byte
-            // format for the P^T dO product.
+            // P: the forward's weight error A_t, or exp(s_t - lse); flushed; rounded to a 2-byte
+            // format for the P^T dO product. exp(s - lse)'s argument errs by the score's error E_t, the given lse's rounding (and
+            // with own_forward its forward bound), the subtraction's and the exp's.
+            const double tau = row.score_error[size_t(t)] + e.u * lse_abs + (own_forward ? row.lse_bound : 0) +
+                               2 * e.u * (row.score_size[size_t(t)] + lse_abs + 1) - std::log1p(-kExpUnits * e.u);
             double P_t;
             if (e.rigorous) {
-              const double tau = row.score_error[size_t(t)] + e.u * lse_abs + (own_forward ? row.lse_bound : 0) +
-                                 2 * e.u * (row.score_size[size_t(t)] + lse_abs + 1) - std::log1p(-kExpUnits * e.u);
               P_t = std::max(row.weight_error[size_t(t)], p_t * std::expm1(tau));
             } else {
               // First order, the larger of the two ways: a softmax of its own (the forward's unit), or
-              // exp(s - lse), whose argument errs by u (|s| + |lse|).
-              P_t = p_t * (e.u * (1 + row.score_size[size_t(t)] + std::max(row.gap[size_t(t)], row.score_size[size_t(t)] + lse_abs)) +
+              // exp(s - lse), whose argument errs by about u (1 + S + |lse|); once that reaches 1 (wide
+              // logits in float) the exp makes the error exponential, first order means nothing, and
+              // the unit is the bound's own.
+              const double argument = e.u * (1 + row.score_size[size_t(t)] + lse_abs);
+              P_t = p_t * (std::max(e.u * (1 + row.score_size[size_t(t)] + row.gap[size_t(t)]),
+                                    argument < 1 ? argument : std::expm1(tau)) +
                            row.score_flush[size_t(t)]);
             }
             P_t += 2 * e.tiny;  // P underflowed or flushed (both models: it is no loss of precision)
