@@ -327,7 +327,9 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout, bool own
             size = c_abs * inflate(size, 2 * n);
             const double flush = flushed(e.tiny, inflate(factors, 2 * n), double(n));
             const double own = e.rigorous ? kOracleUnit * double(n + s.dv + 8) * size : 0;
-            (m == 0 ? dq_bound : dq_natural)[k] = size < room ? error + e.g(double(n + 3)) * size + flush + own : kInf;
+            // The scale may come before the sum or after it: both must fit.
+            const bool fits = std::max(size, size / c_abs) < room;
+            (m == 0 ? dq_bound : dq_natural)[k] = fits ? error + e.g(double(n + 3)) * size + flush + own : kInf;
           }
           // dK_j and dV_j: this row's terms, summed over every row that sees the key.
           for (int64_t t = 0; t < n; ++t) {
@@ -379,7 +381,8 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout, bool own
             for (size_t x = 0; x < error.size(); ++x) {
               const double flush = flushed(e.tiny, inflate(factors[x], int64_t(2 * count)), count);
               const double own = e.rigorous ? kOracleUnit * (count + double(s.dk + s.dv) + 8) * size[x] : 0;
-              const double total = 8 * size[x] >= room ? kInf
+              const double unscaled = which == 0 ? std::max(size[x], size[x] / c_abs) : size[x];  // as dQ's
+              const double total = 8 * unscaled >= room ? kInf
                                    : inflate(error[x], int64_t(2 * count)) +
                                          e.g(count + 3) * inflate(size[x], int64_t(2 * count)) + flush + own;
               (m == 0 ? into[which]->bound : into[which]->natural)[size_t(at) + x] = total;
