@@ -8,6 +8,8 @@
 #include <tuple>
 
 #include "attncheck/attention.hpp"
+#include "attncheck/attention_backward.hpp"
+#include "attncheck/backward.hpp"
 #include "attncheck/commands.hpp"
 #include "attncheck/compare.hpp"
 #include "attncheck/flags.hpp"
@@ -41,6 +43,18 @@ Dims dims_of(const NpyArray& a, const std::string& name) {
 std::string shape_text(const Dims& d) {
   return "[" + std::to_string(d.B) + "," + std::to_string(d.H) + "," + std::to_string(d.T) + "," + std::to_string(d.d) + "]";
 }
+
+// The tensors in --q's format (or --dtype's): the inputs, the bias, the output and the backward's.
+constexpr const char* kInFormat[] = {"q", "k", "v", "bias", "out", "dout", "dq", "dk", "dv"};
+
+// The backward's tensors, each with the tensor whose shape it has and that shape in the vocabulary.
+struct Gradient {
+  const char *name, *like, *shape;
+};
+constexpr Gradient kGradients[] = {{"dout", "out", "[B,H,Tq,dv]"},
+                                   {"dq", "q", "[B,H,Tq,dk]"},
+                                   {"dk", "k", "[B,H_kv,Tk,dk]"},
+                                   {"dv", "v", "[B,H_kv,Tk,dv]"}};
 
 // --window L,R: each side -1 (unbounded) or a key count.
 std::pair<int64_t, int64_t> window_of(const std::string& text) {
@@ -100,8 +114,8 @@ void widen(NpyArray& a, Format format) {
 
 template <class T>
 int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& options, const Shape& shape, Format format) {
-  // q, k, v, out: [B,H,T,d] buffers of T in the arrays (holding values of `format`); allow
-  // [B,Tq,Tk] after broadcasting.
+  // q, k, v, out, and with the backward dout, dq, dk, dv: [B,H,T,d] buffers of T in the arrays
+  // (holding values of `format`); allow [B,Tq,Tk] after broadcasting.
   auto data = [&](const char* name) { return reinterpret_cast<const T*>(arrays.at(name).data.data()); };
   Problem<T> p;
   p.shape = shape;
@@ -130,12 +144,14 @@ int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& optio
 
   // Which rows the oracle computes exactly (rows.hpp): every one, or the first and last of each
   // head, tile edges, padding boundaries and random ones, with every other row screened against
-  // attncheck's plain implementation and the rows it flags computed exactly too.
+  // attncheck's plain implementation and the rows it flags computed exactly too. The backward needs
+  // every row: dk and dv sum over all of them.
+  const bool backward = arrays.count("dout") > 0;
   const std::string& rows = options.text("rows");
   const int64_t pairs = shape.B * shape.H * shape.Tq * shape.Tk;
   const int64_t asked = rows == "all" || rows == "auto" ? 0 : std::stoll(rows);
-  const bool all = rows == "all" || (rows == "auto" && pairs <= int64_t(options.number("sample-above"))) ||
-                   asked >= shape.lse_size();
+  const bool all = backward || rows == "all" ||
+                   (rows == "auto" && pairs <= int64_t(options.number("sample-above"))) || asked >= shape.lse_size();
   const int64_t extra = rows == "auto" ? std::max<int64_t>(16, kSampledPairs / shape.Tk) : asked;
   const std::vector<uint8_t> chosen = all ? std::vector<uint8_t>(size_t(shape.lse_size()), 1) : sample_rows(p, extra);
   if (!all)
@@ -153,6 +169,7 @@ int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& optio
     std::printf("attncheck compare: FAIL: %s", verdict.report().c_str());
     return 1;
   }
+  std::string summaries = verdict.summary();
   // The log-sum-exp, when given: judged on the rows the output's verdict computed.
   if (arrays.count("lse")) {
     const Verdict lse = judge(data("lse"), plain_lse.data(), ref.lse);
@@ -160,11 +177,28 @@ int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& optio
       std::printf("attncheck compare: FAIL: the log-sum-exp: %s", lse.report().c_str());
       return 1;
     }
-    std::printf("attncheck compare: PASS (%s)\n%s\n  lse:\n%s\n", verdict.label, verdict.summary().c_str(),
-                lse.summary().c_str());
-    return 0;
+    summaries += "\n  lse:\n" + lse.summary();
   }
-  std::printf("attncheck compare: PASS (%s)\n%s\n", verdict.label, verdict.summary().c_str());
+  // The backward, both gates: the exact gradients with the bound of a backward run on its own
+  // forward's out and lse (the dumped ones came from autograd), and the built-in backward given the
+  // exact forward rounded, as the precision gate's reference.
+  if (backward) {
+    const GradReference<T> grads = reference_backward(p, data("dout"), /*own_forward=*/true);
+    std::vector<T> plain_dq(size_t(shape.q_size())), plain_dk(size_t(shape.k_size())), plain_dv(size_t(shape.v_size()));
+    attention_backward(p, Grads<T>{grads.out.data(), grads.lse.data(), data("dout"), plain_dq.data(), plain_dk.data(),
+                                   plain_dv.data()});
+    const std::tuple<const char*, const std::vector<T>*, const ExactTensor*> tensors[] = {
+        {"dq", &plain_dq, &grads.dq}, {"dk", &plain_dk, &grads.dk}, {"dv", &plain_dv, &grads.dv}};
+    for (const auto& [name, plain_grad, exact] : tensors) {
+      const Verdict grad = judge(data(name), plain_grad->data(), *exact);
+      if (!grad.ok()) {
+        std::printf("attncheck compare: FAIL: the backward: %s", grad.report().c_str());
+        return 1;
+      }
+      summaries += std::string("\n  ") + name + ":\n" + grad.summary();
+    }
+  }
+  std::printf("attncheck compare: PASS (%s)\n%s\n", verdict.label, summaries.c_str());
   return 0;
 }
 
@@ -173,23 +207,36 @@ int run(const FlagValues& options) {
   if (rows != "all" && rows != "auto" &&
       (rows.find_first_not_of("0123456789") != std::string::npos || rows.size() > 12 || std::stoll(rows) < 1))
     throw InputError("--rows: expected all, auto or a positive number of rows, got '" + rows + "'");
+  // The backward: --dout and the three gradients computed from it, all or none; its empty rows are
+  // zero (dq 0, nothing to any key), the only policy its oracle knows.
+  std::string missing;
+  bool any = false;
+  for (const Gradient& g : kGradients) {
+    any |= options.given(g.name);
+    if (!options.given(g.name)) missing += (missing.empty() ? "--" : ", --") + std::string(g.name);
+  }
+  if (any && !missing.empty())
+    throw InputError("the backward needs --dout, --dq, --dk and --dv: missing " + missing);
+  if (options.given("dout") && options.text("empty-rows") == "nan")
+    throw InputError("--empty-rows nan: the backward's empty rows are zero (dq 0, nothing to any key); "
+                     "leave it out with --dout");
   std::map<std::string, NpyArray> arrays;
-  for (const char* name : {"q", "k", "v", "out", "allow", "kv-lens", "bias", "lse"})
+  for (const char* name : {"q", "k", "v", "out", "allow", "kv-lens", "bias", "lse", "dout", "dq", "dk", "dv"})
     if (options.given(name)) arrays.emplace(name, read_npy(options.text(name)));
   if (options.given("window")) window_of(options.text("window"));  // a bad window: one line, before any work
 
-  // Formats: one for q, k, v, bias and out, --dtype's or else q's; the lse in float32 (float64 for
-  // float64 tensors), as a kernel keeps it; bool or uint8 for the mask.
+  // Formats: one for q, k, v, bias, out and the gradients, --dtype's or else q's; the lse in
+  // float32 (float64 for float64 tensors), as a kernel keeps it; bool or uint8 for the mask.
   const bool bf16_bits = options.given("dtype") && options.text("dtype") == "bf16";
   const Format format = options.given("dtype") ? format_named(options.text("dtype"))
                                                : format_of(arrays.at("q"), options.text("q"), bf16_bits);
   const std::string said = options.given("dtype") ? "--dtype " + options.text("dtype") + " says "
                                                   : options.text("q") + " is ";
-  for (const char* name : {"q", "k", "v", "bias", "out"})
+  for (const char* name : kInFormat)
     if (arrays.count(name))
       if (const Format f = format_of(arrays.at(name), options.text(name), bf16_bits); f != format)
         throw InputError(options.text(name) + ": " + format_name(f) + ", but " + said + format_name(format) +
-                         " (q, k, v, bias and out must be in one format)");
+                         " (q, k, v, bias, out and the gradients must be in one format)");
   if (arrays.count("lse")) {
     const NpyDtype wanted = format == Format::f64 ? NpyDtype::f64 : NpyDtype::f32;
     if (arrays.at("lse").dtype != wanted)
@@ -200,8 +247,8 @@ int run(const FlagValues& options) {
   // Shapes: Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv], out [B,H,Tq,dv], the same rank.
   const Dims q = dims_of(arrays.at("q"), options.text("q")), k = dims_of(arrays.at("k"), options.text("k")),
              v = dims_of(arrays.at("v"), options.text("v")), out = dims_of(arrays.at("out"), options.text("out"));
-  for (const char* name : {"k", "v", "out"})
-    if (arrays.at(name).shape.size() != arrays.at("q").shape.size())
+  for (const char* name : {"k", "v", "out", "dout", "dq", "dk", "dv"})
+    if (arrays.count(name) && arrays.at(name).shape.size() != arrays.at("q").shape.size())
       throw InputError(options.text(name) + ": has " + std::to_string(arrays.at(name).shape.size()) + " dims, --q has " +
                        std::to_string(arrays.at("q").shape.size()));
   // K and V may have fewer heads than Q (grouped-query attention): H_kv dividing H.
@@ -212,6 +259,12 @@ int run(const FlagValues& options) {
                      ", out " + shape_text(out) +
                      " (need Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], out [B,H,Tq,dv], H_kv dividing H)");
   const Shape shape{q.B, q.H, q.T, k.T, q.d, v.d, k.H};
+  // The gradients: each the shape of what it differentiates (dout of out), in the same rank.
+  for (const Gradient& g : kGradients)
+    if (arrays.count(g.name) && arrays.at(g.name).shape != arrays.at(g.like).shape)
+      throw InputError(options.text(g.name) + ": shape " +
+                       shape_text(dims_of(arrays.at(g.name), options.text(g.name))) + ", expected " + g.like + "'s " +
+                       g.shape + " = " + shape_text(dims_of(arrays.at(g.like), options.text(g.like))));
   // The optional tensors, by element count and last dims: kv-lens [B] int32 in 0..Tk, bias [..,Tq,Tk]
   // with B H Tq Tk elements, lse [..,Tq] with B H Tq.
   auto expect = [&](const char* name, int64_t elements, std::vector<int64_t> last, const std::string& wanted) {
@@ -255,7 +308,7 @@ int run(const FlagValues& options) {
     throw InputError(error);
   // A 2-byte format is checked as its values held in float, the problem saying the format.
   if (is_narrow(format))
-    for (const char* name : {"q", "k", "v", "bias", "out"})
+    for (const char* name : kInFormat)
       if (arrays.count(name)) widen(arrays.at(name), format);
   return format == Format::f64 ? check<double>(arrays, options, shape, format)
                                : check<float>(arrays, options, shape, format);
@@ -285,12 +338,24 @@ int compare_command(const std::vector<std::string>& args) {
       .text("lse", "LSE.npy",
             "the log-sum-exp to check too: [B,H,Tq], float32 (float64 with float64 tensors), natural log, -inf for an "
             "empty row")
+      .text("dout", "DOUT.npy",
+            "checks the backward too: the output's gradient it was given, [Tq,dv], [B,Tq,dv] or [B,H,Tq,dv] as "
+            "--out, the format of --q; needs --dq, --dk and --dv, and empty rows zero")
+      .text("dq", "DQ.npy",
+            "the backward's query gradient to check: [Tq,dk], [B,Tq,dk] or [B,H,Tq,dk] as --q, its format")
+      .text("dk", "DK.npy",
+            "the backward's key gradient to check: [Tk,dk], [B,Tk,dk] or [B,H_kv,Tk,dk] as --k (with grouped heads "
+            "summed over the H / H_kv query heads of each KV head), the format of --q")
+      .text("dv", "DV.npy",
+            "the backward's value gradient to check: [Tk,dv], [B,Tk,dv] or [B,H_kv,Tk,dv] as --v (summed over each "
+            "group like --dk), the format of --q")
       .choice("dtype", {"f32", "f64", "f16", "bf16"},
-              "the format of q, k, v, bias and out; when absent, --q's (f32, f64, f16). bf16: uint16 or int16 "
-              "files of bfloat16 bits, as PyTorch's t.view(torch.int16).numpy() writes them")
+              "the format of q, k, v, bias, out and the gradients; when absent, --q's (f32, f64, f16). bf16: uint16 "
+              "or int16 files of bfloat16 bits, as PyTorch's t.view(torch.int16).numpy() writes them")
       .text("rows", "all|auto|N",
             "rows the oracle computes exactly: all; auto (all up to --sample-above query-key pairs, else a sample); "
-            "or a sample of N beyond the first and last of each head. The others are screened",
+            "or a sample of N beyond the first and last of each head. The others are screened. With --dout every "
+            "row: the backward's dk and dv sum over all of them",
             "auto")
       .number("sample-above", "PAIRS", "with --rows auto: sample above this many query-key pairs (B H Tq Tk)", "16777216",
               1, 1e18)

@@ -9,7 +9,8 @@
 // (exact 0.5000294). gqa_*.npy: grouped heads with a window, a soft-cap, key lengths and the lse
 // (below). half_*.npy and bf16_*.npy: a low-precision problem in float16 and in bfloat16 (as uint16
 // bit patterns, the way PyTorch users dump it), each with its correct output and the output of a
-// kernel that keeps a running sum in the format (below). With --bad-inputs it also writes
+// kernel that keeps a running sum in the format (below). bwd_*.npy: a backward pass with grouped heads,
+// its gradients and two planted bugs' (below). With --bad-inputs it also writes
 // k_short.npy [1,2,4,8], whose Tk does not fit V's.
 #include <cmath>
 #include <cstdio>
@@ -17,8 +18,10 @@
 #include <string>
 
 #include "attncheck/attention.hpp"
+#include "attncheck/attention_backward.hpp"
 #include "attncheck/cases.hpp"
 #include "attncheck/npy.hpp"
+#include "backward.hpp"
 #include "variant.hpp"
 
 using namespace attncheck;
@@ -193,6 +196,51 @@ int main(int argc, char** argv) {
   narrow_example<Half>(dir, "half", NpyDtype::f16, normal, "out_fp16_accumulated.npy",
                        Mutation::output_accumulator_fp16);
   narrow_example<BFloat16>(dir, "bf16", NpyDtype::u16, normal, "out_normalizer_in_bf16.npy", Mutation::softmax_bf16);
+
+  // bwd_*.npy: the backward, as autograd runs it on its own forward: B 1, H 4 over H_kv 2, Tq 8,
+  // Tk 12, dk 16, dv 8, causal lower-right, soft-cap 2, standard normal q, k, v and dout; out and lse
+  // from the built-in forward, dq, dk, dv from the built-in backward given them, and two planted
+  // bugs' gradients: dk without the scale, dv of each KV head from its first query head only.
+  const Shape w{1, 4, 8, 12, 16, 8, 2};
+  auto normal_values = [&](int64_t n) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& e : x) e = float(standard_normal(choose));
+    return x;
+  };
+  const std::vector<float> bwd_q = normal_values(w.q_size()), bwd_k = normal_values(w.k_size()),
+                           bwd_v = normal_values(w.v_size()), bwd_dout = normal_values(w.out_size());
+  Problem<float> bp;
+  bp.shape = w;
+  bp.q = bwd_q.data();
+  bp.k = bwd_k.data();
+  bp.v = bwd_v.data();
+  bp.masks.causal = Causal::lower_right;
+  bp.softcap = 2;
+  std::vector<float> bwd_out(size_t(w.out_size())), bwd_lse(size_t(w.lse_size()));
+  attention(bp, Result<float>{bwd_out.data(), nullptr, bwd_lse.data()});
+  // grads(dq, dk, dv): this forward's out, lse and dout, and the gradients' buffers dq [B,H,Tq,dk],
+  // dk [B,H_kv,Tk,dk], dv [B,H_kv,Tk,dv].
+  std::vector<float> dq(size_t(w.q_size())), dk(size_t(w.k_size())), dv(size_t(w.v_size()));
+  auto grads = [&](std::vector<float>& q_grad, std::vector<float>& k_grad, std::vector<float>& v_grad) {
+    return Grads<float>{bwd_out.data(), bwd_lse.data(), bwd_dout.data(), q_grad.data(), k_grad.data(), v_grad.data()};
+  };
+  attention_backward(bp, grads(dq, dk, dv));
+  const std::vector<int64_t> q_shape{w.B, w.H, w.Tq, w.dk}, k_shape{w.B, w.H_kv, w.Tk, w.dk},
+                             v_shape{w.B, w.H_kv, w.Tk, w.dv}, out_shape{w.B, w.H, w.Tq, w.dv};
+  save(dir + "/bwd_q.npy", bwd_q, q_shape);
+  save(dir + "/bwd_k.npy", bwd_k, k_shape);
+  save(dir + "/bwd_v.npy", bwd_v, v_shape);
+  save(dir + "/bwd_out.npy", bwd_out, out_shape);
+  save(dir + "/bwd_lse.npy", bwd_lse, {w.B, w.H, w.Tq});
+  save(dir + "/bwd_dout.npy", bwd_dout, out_shape);
+  save(dir + "/bwd_dq.npy", dq, q_shape);
+  save(dir + "/bwd_dk.npy", dk, k_shape);
+  save(dir + "/bwd_dv.npy", dv, v_shape);
+  std::vector<float> bug_dq(dq.size()), bug_dk(dk.size()), bug_dv(dv.size());
+  variant_backward(bp, grads(bug_dq, bug_dk, bug_dv), backward_mutant(BackwardMutation::dk_scale_missing));
+  save(dir + "/bwd_dk_scale_missing.npy", bug_dk, k_shape);
+  variant_backward(bp, grads(bug_dq, bug_dk, bug_dv), backward_mutant(BackwardMutation::dkdv_not_summed_over_group));
+  save(dir + "/bwd_dv_gqa_not_summed.npy", bug_dv, v_shape);
 
   if (bad_inputs) save(dir + "/k_short.npy", std::vector<float>(k.begin(), k.begin() + 2 * 4 * 8), {1, 2, 4, 8});
   return 0;
