@@ -306,7 +306,9 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout, bool own
             dT_error[size_t(t)] = dT_t;
             dT_size[size_t(t)] = dT_abs + dT_t;
             // Rounded to a 2-byte format, dT must fit it: else the row is outside the model's range.
+            // And an error without bound (an overflowing term) leaves the row unchecked.
             if (narrow && dT_size[size_t(t)] * (1 + a.storage_u) >= a.storage_max) in_range = false;
+            in_range &= std::isfinite(dT_size[size_t(t)]) && std::isfinite(P_error[size_t(t)]);
           }
           if (!in_range) {
             std::fill_n(dq_bound, s.dk, kInf);
