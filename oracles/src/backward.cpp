@@ -118,25 +118,34 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout, bool own
         long double* dq_exact = ref.dq.exact.data() + s.q_at(b, h, i);
         double* dq_bound = ref.dq.bound.data() + s.q_at(b, h, i);
         double* dq_natural = ref.dq.natural.data() + s.q_at(b, h, i);
-        if (n == 0) continue;  // an empty row: dQ 0, exactly, and nothing for any key
 
         // A row the bound cannot follow: a special forward row (a NaN or +inf score), one outside
-        // T's range, or a non-finite dO, q or value of a key it reads. Its dQ and its keys' dK and
-        // dV are not checked.
-        bool finite = std::isfinite(row.weights[0]) && std::isfinite(row.lse);
+        // T's range, or a non-finite dO or q, or k or v of a key its masks permit (a key whose
+        // score is -inf carries no weight, but 0 times its inf is NaN wherever a kernel does not
+        // skip it). Its dQ and its keys' dK and dV are not checked. A row with no permitted key
+        // reads nothing: its dQ is 0, exactly.
+        const T* bias_i = p.bias ? p.bias + s.scores_at(b, h, i) : nullptr;
+        bool finite = true, any_permitted = false;
+        for (int64_t j = 0; j < s.Tk; ++j) {
+          if (!permits(p.masks, s, b, i, j) || (bias_i && bias_i[j] == -std::numeric_limits<T>::infinity())) continue;
+          any_permitted = true;
+          const T* k_j = p.k + s.k_at(b, h, j);
+          const T* v_j = p.v + s.v_at(b, h, j);
+          for (int64_t k = 0; k < s.dk; ++k) finite &= std::isfinite(double(k_j[k]));
+          for (int64_t col = 0; col < s.dv; ++col) finite &= std::isfinite(double(v_j[col]));
+        }
+        if (!any_permitted) continue;
+        finite &= n == 0 || (std::isfinite(row.weights[0]) && std::isfinite(row.lse));
         for (double x : row.bound) finite &= std::isfinite(x);
         for (int64_t col = 0; col < s.dv; ++col) finite &= std::isfinite(double(dO[col]));
         for (int64_t k = 0; k < s.dk; ++k) finite &= std::isfinite(double(q_i[k]));
-        for (int64_t t = 0; t < n && finite; ++t) {
-          const T* v_j = p.v + s.v_at(b, h, row.keys[size_t(t)]);
-          for (int64_t col = 0; col < s.dv; ++col) finite &= std::isfinite(double(v_j[col]));
-        }
         if (!finite) {
           std::fill_n(dq_exact, s.dk, kNaN);
           std::fill_n(dq_bound, s.dk, kInf);
           for (int64_t j : row.keys) key_of(b, h, j).unchecked = true;
           continue;
         }
+        if (n == 0) continue;  // every permitted score -inf: no weight anywhere, dQ 0
 
         // Pass 1: dP_t = dO_i . v_j and its size, D_i = sum_t p_t dP_t, dS_t, dT_t; and the
         // sizes the bound needs: sum |dO||v_j|, sum |dO||o_i|, sum |dO|, sum |v_j|.
