@@ -125,16 +125,17 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout, bool own
         // skip it). Its dQ and its keys' dK and dV are not checked. A row with no permitted key
         // reads nothing: its dQ is 0, exactly.
         const T* bias_i = p.bias ? p.bias + s.scores_at(b, h, i) : nullptr;
-        bool finite = true, any_permitted = false;
+        bool finite = true;
+        std::vector<int64_t> permitted;  // the keys the row reads, weightless ones included
         for (int64_t j = 0; j < s.Tk; ++j) {
           if (!permits(p.masks, s, b, i, j) || (bias_i && bias_i[j] == -std::numeric_limits<T>::infinity())) continue;
-          any_permitted = true;
+          permitted.push_back(j);
           const T* k_j = p.k + s.k_at(b, h, j);
           const T* v_j = p.v + s.v_at(b, h, j);
           for (int64_t k = 0; k < s.dk; ++k) finite &= std::isfinite(double(k_j[k]));
           for (int64_t col = 0; col < s.dv; ++col) finite &= std::isfinite(double(v_j[col]));
         }
-        if (!any_permitted) continue;
+        if (permitted.empty()) continue;
         finite &= n == 0 || (std::isfinite(row.weights[0]) && std::isfinite(row.lse));
         for (double x : row.bound) finite &= std::isfinite(x);
         for (int64_t col = 0; col < s.dv; ++col) finite &= std::isfinite(double(dO[col]));
@@ -142,7 +143,7 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout, bool own
         if (!finite) {
           std::fill_n(dq_exact, s.dk, kNaN);
           std::fill_n(dq_bound, s.dk, kInf);
-          for (int64_t j : row.keys) key_of(b, h, j).unchecked = true;
+          for (int64_t j : permitted) key_of(b, h, j).unchecked = true;
           continue;
         }
         if (n == 0) continue;  // every permitted score -inf: no weight anywhere, dQ 0
@@ -179,7 +180,7 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout, bool own
         for (double size : dP_size) in_range &= size < room;
         if (!in_range) {
           std::fill_n(dq_bound, s.dk, kInf);
-          for (int64_t j : row.keys) key_of(b, h, j).unchecked = true;
+          for (int64_t j : permitted) key_of(b, h, j).unchecked = true;
         }
         // dP_t - D without its cancellation: as sum_k p_k = 1, dP_t - D = sum_{k != t} p_k (dP_t - dP_k)
         // = O_t dP_t - W_t, O_t = sum_{k != t} p_k and W_t = sum_{k != t} p_k dP_k from prefix and
@@ -272,7 +273,7 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout, bool own
           // past any limit, as FlashAttention's recomputation would): the row is not checked.
           if (!std::isfinite(D_from_P_size)) {
             std::fill_n(dq_bound, s.dk, kInf);
-            for (int64_t j : row.keys) key_of(b, h, j).unchecked = true;
+            for (int64_t j : permitted) key_of(b, h, j).unchecked = true;
             break;
           }
           // D: dO . (the given out), which errs by the dot product's roundings and the given out's
@@ -321,7 +322,7 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout, bool own
           }
           if (!in_range) {
             std::fill_n(dq_bound, s.dk, kInf);
-            for (int64_t j : row.keys) key_of(b, h, j).unchecked = true;
+            for (int64_t j : permitted) key_of(b, h, j).unchecked = true;
             break;
           }
 
