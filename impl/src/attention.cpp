@@ -6,8 +6,39 @@
 #include <vector>
 
 #include "attncheck/softmax.hpp"
+#include "scores.hpp"
 
 namespace attncheck {
+
+template <class T>
+void permission(const Problem<T>& p, int64_t b, Permission& permitted) {
+  const Shape& s = p.shape;
+  for (int64_t i = 0; i < s.Tq; ++i)
+    for (int64_t j = 0; j < s.Tk; ++j) permitted(i, j) = permits(p.masks, s, b, i, j);
+}
+
+template <class T>
+void masked_scores(const Problem<T>& p, int64_t b, int64_t h, const Permission& permitted, RowMatrix<T>& w,
+                   RowMatrix<T>* tanh_t) {
+  // Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], bias [B,H,Tq,Tk] in; w and tanh_t [Tq,Tk] out.
+  using ConstMap = Eigen::Map<const RowMatrix<T>>;
+  const Shape& s = p.shape;
+  const T scale = T(effective_scale(s, p.scale)), softcap = T(p.softcap);
+  const T minus_inf = -std::numeric_limits<T>::infinity();
+  w.noalias() = ConstMap(p.q + s.q_at(b, h, 0), s.Tq, s.dk) * ConstMap(p.k + s.k_at(b, h, 0), s.Tk, s.dk).transpose();
+  w *= scale;
+  if (p.softcap != 0 && tanh_t) {
+    *tanh_t = w.unaryExpr([softcap](T x) { return std::tanh(x / softcap); });
+    w = softcap * *tanh_t;
+  } else if (p.softcap != 0) {
+    w = w.unaryExpr([softcap](T x) { return softcap * std::tanh(x / softcap); });
+  }
+  if (p.bias) {
+    const ConstMap bias_bh(p.bias + s.scores_at(b, h, 0), s.Tq, s.Tk);
+    w = (bias_bh.array() == minus_inf).select(minus_inf, w + bias_bh);
+  }
+  w = permitted.select(w, minus_inf);
+}
 
 template <class T>
 void attention(const Problem<T>& p, const Result<T>& r) {
@@ -16,39 +47,25 @@ void attention(const Problem<T>& p, const Result<T>& r) {
   using ConstMap = Eigen::Map<const RowMatrix<T>>;
   using Map = Eigen::Map<RowMatrix<T>>;
   const Shape& s = p.shape;
-  const T scale = T(effective_scale(s, p.scale)), softcap = T(p.softcap);
   const T minus_inf = -std::numeric_limits<T>::infinity();
 
   // Workspaces reused across (b, h): masked scores turned weights [Tq,Tk], permission [Tq,Tk],
   // and the keys of one row that carry weight [<= Tk].
   RowMatrix<T> w(s.Tq, s.Tk);
-  Eigen::Matrix<bool, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> permitted(s.Tq, s.Tk);
+  Permission permitted(s.Tq, s.Tk);
   std::vector<int64_t> keys_i;
   keys_i.reserve(size_t(s.Tk));
 
   for (int64_t b = 0; b < s.B; ++b) {
-    // Permission for batch b [Tq,Tk]: allow AND causal AND key length AND window; shared by all heads.
-    for (int64_t i = 0; i < s.Tq; ++i)
-      for (int64_t j = 0; j < s.Tk; ++j) permitted(i, j) = permits(p.masks, s, b, i, j);
+    permission(p, b, permitted);  // shared by all heads
 
     for (int64_t h = 0; h < s.H; ++h) {
-      // Head h's queries and outputs; the keys and values of its KV head.
-      ConstMap Q_bh(p.q + s.q_at(b, h, 0), s.Tq, s.dk);
-      ConstMap K_bh(p.k + s.k_at(b, h, 0), s.Tk, s.dk);
+      // Head h's outputs; the values of its KV head.
       ConstMap V_bh(p.v + s.v_at(b, h, 0), s.Tk, s.dv);
       Map out_bh(r.out + s.out_at(b, h, 0), s.Tq, s.dv);
 
-      // Pass 1: scores s_ij = cap(scale * q_i . k_j) + bias_ij, and -inf where key j is forbidden
-      // (by a mask, or by a -inf bias whatever its key holds: inf + -inf would be NaN).
-      w.noalias() = Q_bh * K_bh.transpose();
-      w *= scale;
-      if (p.softcap != 0)  // the C library's tanh (within 2 ulps), not Eigen's faster approximation
-        w = w.unaryExpr([softcap](T x) { return softcap * std::tanh(x / softcap); });
-      if (p.bias) {
-        const ConstMap bias_bh(p.bias + s.scores_at(b, h, 0), s.Tq, s.Tk);
-        w = (bias_bh.array() == minus_inf).select(minus_inf, w + bias_bh);
-      }
-      w = permitted.select(w, minus_inf);
+      // Pass 1: scores s_ij = cap(scale * q_i . k_j) + bias_ij, -inf where key j is forbidden.
+      masked_scores(p, b, h, permitted, w);
 
       for (int64_t i = 0; i < s.Tq; ++i) {
         // The keys that can carry weight in row i: those whose masked score is not -inf (forbidden
@@ -78,6 +95,11 @@ void attention(const Problem<T>& p, const Result<T>& r) {
   }
 }
 
+template void permission(const Problem<float>&, int64_t, Permission&);
+template void permission(const Problem<double>&, int64_t, Permission&);
+template void masked_scores(const Problem<float>&, int64_t, int64_t, const Permission&, RowMatrix<float>&, RowMatrix<float>*);
+template void masked_scores(const Problem<double>&, int64_t, int64_t, const Permission&, RowMatrix<double>&,
+                            RowMatrix<double>*);
 template void attention(const Problem<float>&, const Result<float>&);
 template void attention(const Problem<double>&, const Result<double>&);
 

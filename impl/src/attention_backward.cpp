@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "attncheck/softmax.hpp"
+#include "scores.hpp"
 
 namespace attncheck {
 
@@ -17,13 +18,13 @@ void attention_backward(const Problem<T>& p, const Grads<T>& g) {
   using ConstMap = Eigen::Map<const RowMatrix<T>>;
   using Map = Eigen::Map<RowMatrix<T>>;
   const Shape& s = p.shape;
-  const T scale = T(effective_scale(s, p.scale)), softcap = T(p.softcap);
+  const T scale = T(effective_scale(s, p.scale));
   const T minus_inf = -std::numeric_limits<T>::infinity();
 
   // Workspaces reused across (b, h): masked scores turned weights P [Tq,Tk], tanh(t / softcap) [Tq,Tk],
   // permission [Tq,Tk], one row's dT [Tk], and the keys of one row that carry weight [<= Tk].
   RowMatrix<T> w(s.Tq, s.Tk), tanh_t(s.Tq, s.Tk);
-  Eigen::Matrix<bool, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> permitted(s.Tq, s.Tk);
+  Permission permitted(s.Tq, s.Tk);
   Eigen::Matrix<T, 1, Eigen::Dynamic> dt_i(s.Tk);
   std::vector<int64_t> keys_i;
   keys_i.reserve(size_t(s.Tk));
@@ -33,9 +34,7 @@ void attention_backward(const Problem<T>& p, const Grads<T>& g) {
   std::fill_n(g.dv, s.v_size(), T(0));
 
   for (int64_t b = 0; b < s.B; ++b) {
-    // Permission for batch b [Tq,Tk], as the forward has it; shared by all heads.
-    for (int64_t i = 0; i < s.Tq; ++i)
-      for (int64_t j = 0; j < s.Tk; ++j) permitted(i, j) = permits(p.masks, s, b, i, j);
+    permission(p, b, permitted);  // as the forward has it; shared by all heads
 
     for (int64_t h = 0; h < s.H; ++h) {
       // Head h's rows; the keys, values and their gradients of its KV head (dk and dv as K and V).
@@ -50,17 +49,7 @@ void attention_backward(const Problem<T>& p, const Grads<T>& g) {
 
       // Pass 1: the forward's masked scores s_ij = cap(t_ij) + bias_ij, t_ij = scale q_i . k_j, -inf
       // where key j is forbidden (by a mask or a -inf bias); tanh(t_ij / softcap) kept for its derivative.
-      w.noalias() = Q_bh * K_bh.transpose();
-      w *= scale;
-      if (p.softcap != 0) {  // the C library's tanh, as the forward's
-        tanh_t = w.unaryExpr([softcap](T x) { return std::tanh(x / softcap); });
-        w = softcap * tanh_t;
-      }
-      if (p.bias) {
-        const ConstMap bias_bh(p.bias + s.scores_at(b, h, 0), s.Tq, s.Tk);
-        w = (bias_bh.array() == minus_inf).select(minus_inf, w + bias_bh);
-      }
-      w = permitted.select(w, minus_inf);
+      masked_scores(p, b, h, permitted, w, &tanh_t);
 
       for (int64_t i = 0; i < s.Tq; ++i) {
         // The keys that carry weight in row i, as the forward finds them: only their k and v are read.
