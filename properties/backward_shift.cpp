@@ -16,22 +16,8 @@ ATTNCHECK_PROPERTY(BackwardScoreRowsSumToZero, .order = 85, .catches = "d_from_o
   c.empty_rows = EmptyRows::zero;
   c.softcap = 0;  // a soft-cap bends the scores: no shift of them
   const Shape& s = c.shape;
-  double a = check.one_of({-100.0, -10.0, 10.0, 100.0, 1000.0});
-  Case<float> shifted = c;
-  shifted.shape.dk = s.dk + 1;
-  shifted.scale = effective_scale(s, c.scale);
-  float appended = float(round_to(c.format, a / shifted.scale));
-  for (; !std::isfinite(appended); a /= 10) appended = float(round_to(c.format, a / 10 / shifted.scale));
-  shifted.q.clear();
-  shifted.k.clear();
-  for (int64_t row = 0; row < s.B * s.H * s.Tq; ++row) {
-    shifted.q.insert(shifted.q.end(), c.q.begin() + row * s.dk, c.q.begin() + (row + 1) * s.dk);
-    shifted.q.push_back(appended);
-  }
-  for (int64_t row = 0; row < s.B * s.kv_heads() * s.Tk; ++row) {
-    shifted.k.insert(shifted.k.end(), c.k.begin() + row * s.dk, c.k.begin() + (row + 1) * s.dk);
-    shifted.k.push_back(1);
-  }
+  const ShiftedCase shift = with_scores_shifted(c, check.one_of({-100.0, -10.0, 10.0, 100.0, 1000.0}));
+  const Case<float>& shifted = shift.c;
   SeededChooser values(check.below(std::numeric_limits<uint64_t>::max()));
   std::vector<float> dout(size_t(s.out_size()));
   for (float& x : dout) x = float(round_to(c.format, standard_normal(values)));
@@ -52,7 +38,7 @@ ATTNCHECK_PROPERTY(BackwardScoreRowsSumToZero, .order = 85, .catches = "d_from_o
     for (size_t n = 0; n < t->exact.size(); ++n)
       if (std::isnan(t->exact[n])) t->bound[n] = std::numeric_limits<double>::infinity();
   require_gradients(check, shifted, check.gradients(shifted, expected, dout), expected, dout,
-                    "every score shifted by " + show(shifted.scale * appended));
+                    "every score shifted by " + show(shift.applied));
 }
 
 }  // namespace attncheck::properties

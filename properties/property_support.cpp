@@ -1,3 +1,4 @@
+#include <cmath>
 #include <cstdio>
 #include <type_traits>
 
@@ -72,6 +73,27 @@ void require_gradients(Checker& check, const Case<T>& c, const Checker::Gradient
     check.observe(verdict.bound);
     if (!verdict.ok()) check.fail(claim + ": " + verdict.report() + describe(c));
   }
+}
+
+ShiftedCase with_scores_shifted(const Case<float>& c, double a) {
+  // c's q [B,H,Tq,dk] and k [B,H_kv,Tk,dk] in; the shifted case's, [..,dk + 1], out.
+  const Shape& s = c.shape;
+  Case<float> shifted = c;
+  shifted.shape.dk = s.dk + 1;
+  shifted.scale = effective_scale(s, c.scale);
+  float appended = float(round_to(c.format, a / shifted.scale));
+  for (; !std::isfinite(appended); a /= 10) appended = float(round_to(c.format, a / 10 / shifted.scale));
+  shifted.q.clear();
+  shifted.k.clear();
+  for (int64_t row = 0; row < s.B * s.H * s.Tq; ++row) {
+    shifted.q.insert(shifted.q.end(), c.q.begin() + row * s.dk, c.q.begin() + (row + 1) * s.dk);
+    shifted.q.push_back(appended);
+  }
+  for (int64_t row = 0; row < s.B * s.kv_heads() * s.Tk; ++row) {
+    shifted.k.insert(shifted.k.end(), c.k.begin() + row * s.dk, c.k.begin() + (row + 1) * s.dk);
+    shifted.k.push_back(1);
+  }
+  return {shifted, shifted.scale * appended};
 }
 
 template <class T>

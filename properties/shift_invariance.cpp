@@ -41,30 +41,14 @@ ATTNCHECK_PROPERTY(ShiftInvarianceOfSoftmax, .order = 60, .catches = "naive_soft
 ATTNCHECK_PROPERTY(ShiftInvarianceOfAttention, .order = 80, .catches = "naive_softmax") {
   Case<float> c = check.draw<float>();
   c.softcap = 0;  // a soft-cap bends the scores: cap tanh((s + a) / cap) is no shift of cap tanh(s / cap)
-  double a = check.one_of({-1e4, -1000.0, -100.0, -88.8, 88.8, 100.0, 1000.0, 1e4});
-  const Shape& s = c.shape;
-  Case<float> shifted = c;
-  shifted.shape.dk = s.dk + 1;
-  shifted.scale = effective_scale(s, c.scale);
-  float appended_q = float(round_to(c.format, a / shifted.scale));
-  for (; !std::isfinite(appended_q); a /= 10) appended_q = float(round_to(c.format, a / 10 / shifted.scale));
-  shifted.q.clear();
-  shifted.k.clear();
-  for (int64_t row = 0; row < s.B * s.H * s.Tq; ++row) {
-    shifted.q.insert(shifted.q.end(), c.q.begin() + row * s.dk, c.q.begin() + (row + 1) * s.dk);
-    shifted.q.push_back(appended_q);
-  }
-  for (int64_t row = 0; row < s.B * s.kv_heads() * s.Tk; ++row) {
-    shifted.k.insert(shifted.k.end(), c.k.begin() + row * s.dk, c.k.begin() + (row + 1) * s.dk);
-    shifted.k.push_back(1);
-  }
+  const ShiftedCase shift = with_scores_shifted(c, check.one_of({-1e4, -1000.0, -100.0, -88.8, 88.8, 100.0, 1000.0, 1e4}));
+  const Case<float>& shifted = shift.c;
   Reference expected = reference(shifted.problem());
   const std::vector<uint8_t> rows = rows_computed(expected.out);  // a large case: the same sample
   expected.out.exact = reference(c.problem(), &rows).out.exact;
   std::vector<float> lse;
   const std::vector<float> out = check.run_with_lse(shifted, lse);
-  require_agreement(check, shifted, out, expected, "shifting every logit by " + show(shifted.scale * appended_q),
-                    lse_if_any(lse));
+  require_agreement(check, shifted, out, expected, "shifting every logit by " + show(shift.applied), lse_if_any(lse));
 }
 
 }  // namespace attncheck::properties

@@ -96,6 +96,16 @@ template <class T>
 void require_gradients(Checker& check, const Case<T>& c, const Checker::Gradients<T>& computed,
                        const GradReference<T>& reference, const std::vector<T>& dout, const std::string& claim);
 
+// c (without a soft-cap, which bends the scores) with every score of every row shifted by one
+// constant near `shift`: a / scale appended to every q and 1 to every k (dk + 1, the scale made
+// explicit), the appended value rounded to c's format and, where the format cannot hold it, taken
+// ten times smaller; `applied` is the shift it makes, scale times that value.
+struct ShiftedCase {
+  Case<float> c;
+  double applied;
+};
+ShiftedCase with_scores_shifted(const Case<float>& c, double shift);
+
 // What run_with_lse returned as lse, for require_agreement: null when there is none.
 template <class T>
 const std::vector<T>* lse_if_any(const std::vector<T>& lse) {
