@@ -25,6 +25,11 @@ inline uint32_t capability_of(Format format) { return 1u << uint32_t(format); }
 static_assert(ATTNCHECK_CAP_F32 == 1u << ATTNCHECK_F32 && ATTNCHECK_CAP_F64 == 1u << ATTNCHECK_F64 &&
               ATTNCHECK_CAP_F16 == 1u << ATTNCHECK_F16 && ATTNCHECK_CAP_BF16 == 1u << ATTNCHECK_BF16);
 
+// Whether an ABI dtype names a format and `capabilities` claim it.
+inline bool claims_dtype(uint32_t capabilities, int32_t dtype) {
+  return dtype >= ATTNCHECK_F32 && dtype <= ATTNCHECK_BF16 && (capabilities & capability_of(Format(dtype)));
+}
+
 // The four format bits, and their short names joined ("f32, bf16"; "none").
 inline constexpr uint32_t kFormatCapabilities = ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16;
 std::string formats_named(uint32_t capabilities);

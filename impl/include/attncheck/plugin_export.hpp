@@ -52,8 +52,7 @@ int32_t forward_through_abi_v2(const attncheck_problem_v2* p, uint32_t capabilit
     narrow_output(*p, wide);
     return 0;
   };
-  const uint32_t claimed[] = {ATTNCHECK_CAP_F32, ATTNCHECK_CAP_F64, ATTNCHECK_CAP_F16, ATTNCHECK_CAP_BF16};
-  if (p->dtype < ATTNCHECK_F32 || p->dtype > ATTNCHECK_BF16 || !(capabilities & claimed[p->dtype])) return 4;
+  if (!claims_dtype(capabilities, p->dtype)) return 4;
   return p->dtype == ATTNCHECK_F64 ? run(0.0) : run(0.0f);
 }
 
@@ -88,10 +87,7 @@ int32_t backward_through_abi_v2(const attncheck_grads_v2* g, uint32_t capabiliti
     narrow_grads(*g, wide_grads);
     return 0;
   };
-  const uint32_t claimed[] = {ATTNCHECK_CAP_F32, ATTNCHECK_CAP_F64, ATTNCHECK_CAP_F16, ATTNCHECK_CAP_BF16};
-  if (!(capabilities & ATTNCHECK_CAP_BACKWARD) || p->dtype < ATTNCHECK_F32 || p->dtype > ATTNCHECK_BF16 ||
-      !(capabilities & claimed[p->dtype]))
-    return 4;
+  if (!(capabilities & ATTNCHECK_CAP_BACKWARD) || !claims_dtype(capabilities, p->dtype)) return 4;
   return p->dtype == ATTNCHECK_F64 ? run(0.0) : run(0.0f);
 }
 
