@@ -23,8 +23,6 @@ constexpr long double kNaN = std::numeric_limits<long double>::quiet_NaN();
 // long double terms, each within 2^-63 of its size; charged as 2^-62 per term of the magnitudes.
 constexpr double kOracleUnit = 0x1p-62;
 
-// A sum of non-negative doubles made an upper bound of the exact sum of n terms.
-double inflate(double sum, int64_t n) { return sum * (1 + double(n + 2) * 0x1p-52); }
 
 // The errors a correct backward may make in the quantities of one row, for the bound (rigorous)
 // or for the precision gate (first order, unit constants): both are built by the same code.

@@ -66,8 +66,6 @@ DD dot2(const X* x, const Y* y, int64_t y_stride, int64_t n, double& abs_sum) {
   return total;
 }
 
-// A sum of n non-negative doubles, rounded to nearest, made an upper bound of the exact sum.
-double inflate(double sum, int64_t n) { return sum * (1 + double(n + 2) * 0x1p-52); }
 
 // The IEEE value of a dot product with an inf or NaN factor: NaN if a term is NaN (a NaN factor,
 // inf times 0) or terms of both infinite signs meet, else the infinity of the infinite terms.

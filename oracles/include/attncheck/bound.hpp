@@ -39,6 +39,9 @@ inline double gamma(double k, double u) {
   return k * u < 1 ? k * u / (1 - k * u) : std::numeric_limits<double>::infinity();
 }
 
+// A sum of n non-negative doubles, rounded to nearest, made an upper bound of the exact sum.
+inline double inflate(double sum, int64_t n) { return sum * (1 + double(n + 2) * 0x1p-52); }
+
 // What the bound needs of one query row, from the oracle's exact values. Index j runs over the
 // n keys that carry weight.
 struct RowFacts {
