@@ -1,16 +1,18 @@
 #include "attncheck/isolated_kernel.hpp"
 
-#include <dlfcn.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -20,101 +22,16 @@
 #include "attncheck/abi.hpp"
 #include "attncheck/fp_mode.hpp"
 #include "attncheck/plugin_loader.hpp"
+#include "attncheck/protocol.hpp"
 
 namespace attncheck {
 namespace {
 
-constexpr uint32_t kRequest = 0x41544351, kAnswer = 0x41544341, kFault = 0x41544346;
+using namespace protocol;
 constexpr uint8_t kCanary = 0xA5;
-const char* const kBufferNames[] = {"q", "k", "v", "allow", "kv_lens", "bias", "dout", "out", "lse", "dq", "dk", "dv"};
-enum Buffer { Q, K, V, ALLOW, KV_LENS, BIAS, DOUT, OUT, LSE, DQ, DK, DV, kBuffers };
-static_assert(kBuffers == 12, "IsolatedKernel::exchange takes the buffers as arrays of 12");
+constexpr size_t kLongestFail = 1 << 16;  // a FAIL's text; longer is a broken protocol, not an allocation
 
-// The problem as it crosses the pipe: the contract's fields, then the bytes of every buffer the
-// call reads (q, k, v and allow, kv_lens and bias when present; for the backward also dout and the
-// given out and lse), in Buffer order. The child hands them to the plugin through its ABI (v1: key
-// lengths folded into the allow mask).
-struct Request {
-  uint32_t magic;
-  int32_t dtype;  // the problem's format, ABI v2's ATTNCHECK_F32 .. ATTNCHECK_BF16
-  int64_t B, H, H_kv, Tq, Tk, dk, dv;
-  int32_t causal, window_left, window_right;
-  double scale, softcap;
-  uint8_t has_allow, has_kv_lens, has_bias, want_lse, backward;
-};
-
-// Whether a call writes buffer b: the forward out and lse; the backward dq, dk and dv. The others
-// it only reads.
-bool written(const Request& r, int b) { return r.backward ? b >= DQ : b == OUT || b == LSE; }
-
-// The bytes of one element of q, k, v, bias and out in a format; lse is float but in f64.
-size_t element_size(int32_t dtype) { return dtype == ATTNCHECK_F64 ? 8 : dtype == ATTNCHECK_F32 ? 4 : 2; }
-size_t lse_element_size(int32_t dtype) { return dtype == ATTNCHECK_F64 ? 8 : 4; }
-
-// Each buffer's bytes for a request, in Buffer order.
-void buffer_sizes(const Request& r, size_t (&sizes)[kBuffers]) {
-  const size_t e = element_size(r.dtype), bh = size_t(r.B * r.H), bkv = size_t(r.B * r.H_kv);
-  const size_t grads = r.backward ? 1 : 0;
-  const size_t all[kBuffers] = {bh * r.Tq * r.dk * e,
-                                bkv * r.Tk * r.dk * e,
-                                bkv * r.Tk * r.dv * e,
-                                r.has_allow ? size_t(r.B * r.Tq * r.Tk) : 0,
-                                r.has_kv_lens ? size_t(r.B) * sizeof(int32_t) : 0,
-                                r.has_bias ? bh * r.Tq * r.Tk * e : 0,
-                                grads * bh * r.Tq * r.dv * e,
-                                bh * r.Tq * r.dv * e,
-                                r.want_lse || r.backward ? bh * r.Tq * lse_element_size(r.dtype) : 0,
-                                grads * bh * r.Tq * r.dk * e,
-                                grads * bkv * r.Tk * r.dk * e,
-                                grads * bkv * r.Tk * r.dv * e};
-  std::copy(std::begin(all), std::end(all), sizes);
-}
-
-// The answer: the plugin's status and a stray-write report, then out's bytes; or, from the
-// child's SIGSEGV handler, a fault naming the buffer.
-struct Answer {
-  uint32_t magic;
-  int32_t status;
-  int32_t buffer;  // Buffer, or -1
-  int32_t where;   // 0 before the start, 1 past the end, 2 inside a read-only input
-  FpMode mode;     // the floating-point mode after the call
-};
-
-bool write_all(int fd, const void* data, size_t n) {
-  auto* p = static_cast<const uint8_t*>(data);
-  while (n > 0) {
-    const ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= size_t(w);
-  }
-  return true;
-}
-
-bool read_all(int fd, void* data, size_t n) {
-  auto* p = static_cast<uint8_t*>(data);
-  while (n > 0) {
-    const ssize_t r = read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= size_t(r);
-  }
-  return true;
-}
-
-// Waits until fd has data or `seconds` pass (EINTR retried; the wait is capped at a day).
-bool readable_within(int fd, double seconds) {
-  const int ms = int(std::min(seconds, 86400.0) * 1000);
-  pollfd wait{fd, POLLIN, 0};
-  int ready;
-  do ready = poll(&wait, 1, ms);
-  while (ready < 0 && errno == EINTR);
-  return ready > 0;
-}
-
-// ---- The child ----
+// ---- The plugin host: the child that loads a plugin and speaks the protocol ----
 
 // n bytes between two guard pages, 64-byte aligned and flush with the trailing guard (or, at_start,
 // with the leading one), canary bytes in the slack. Calls alternate the two placements, so that
@@ -154,43 +71,50 @@ Guarded* volatile g_buffers[kBuffers];
 volatile bool g_written[kBuffers];
 int g_answer_fd = -1;
 
+// A FALT frame (the signal, the buffer whose guard or read-only page was touched or -1, and where:
+// 0 before its start, 1 past its end, 2 inside a read-only input), written in one write, then the
+// signal's default action.
 void on_fault(int signal, siginfo_t* info, void*) {
   const auto* address = static_cast<const uint8_t*>(info->si_addr);
-  Answer fault{kFault, signal, -1, -1, {}};
+  int32_t fault[3] = {signal, -1, -1};
   for (int b = 0; b < kBuffers; ++b) {
     const Guarded* g = g_buffers[b];
     if (!g) continue;
-    if (address >= g->base && address < g->pages) fault = {kFault, signal, b, 0, {}};
+    if (address >= g->base && address < g->pages) fault[1] = b, fault[2] = 0;
     if (address >= g->pages + g->data_pages_bytes && address < g->pages + g->data_pages_bytes + g->page)
-      fault = {kFault, signal, b, 1, {}};
-    if (address >= g->pages && address < g->pages + g->data_pages_bytes && !g_written[b]) fault = {kFault, signal, b, 2, {}};
+      fault[1] = b, fault[2] = 1;
+    if (address >= g->pages && address < g->pages + g->data_pages_bytes && !g_written[b]) fault[1] = b, fault[2] = 2;
   }
-  ssize_t ignored = write(g_answer_fd, &fault, sizeof fault);
+  uint8_t frame[sizeof(FrameHeader) + sizeof fault];
+  const FrameHeader header{kFault, sizeof fault};
+  std::memcpy(frame, &header, sizeof header);
+  std::memcpy(frame + sizeof header, fault, sizeof fault);
+  ssize_t ignored = write(g_answer_fd, frame, sizeof frame);
   (void)ignored;
   ::signal(signal, SIG_DFL);
   raise(signal);
 }
 
-[[noreturn]] void child_main(const std::string& which, int requests, int answers) {
+void send_mode(int fd) {
+  const uint64_t control = current_fp_mode().control;
+  if (!write_frame(fd, kMode, &control, sizeof control)) _exit(0);
+}
+
+[[noreturn]] void host_plugin(const std::string& which, int requests, int answers) {
   g_answer_fd = answers;
-  // The load report: ok, the ABI version and capabilities, the floating-point mode before and after
-  // loading, then the reason's length and text. The mode the library leaves is kept: it is what a
-  // program gets.
+  // MODE before and after loading (the mode the library leaves is kept: it is what a program
+  // gets), then HELO, or FAIL with the loader's reason.
+  send_mode(answers);
   Plugin plugin;
-  std::string error;
-  const FpMode before = current_fp_mode();
   try {
     plugin = load_plugin(which);
   } catch (const std::exception& e) {
-    error = e.what();
-  }
-  const FpMode modes[2] = {before, current_fp_mode()};
-  const uint32_t report[3] = {uint32_t(error.empty()), uint32_t(plugin.version), plugin.capabilities};
-  const uint32_t length = uint32_t(error.size());
-  if (!write_all(answers, report, sizeof report) || !write_all(answers, modes, sizeof modes) ||
-      !write_all(answers, &length, 4) || !write_all(answers, error.data(), length))
+    write_frame(answers, kFail, e.what(), std::strlen(e.what()));
     _exit(0);
-  if (!error.empty()) _exit(0);
+  }
+  send_mode(answers);
+  const Hello hello{kVersion, uint32_t(plugin.version), plugin.capabilities};
+  if (!write_frame(answers, kHello, &hello, sizeof hello)) _exit(0);
 
   struct sigaction action {};
   action.sa_sigaction = on_fault;
@@ -198,9 +122,11 @@ void on_fault(int signal, siginfo_t* info, void*) {
   sigaction(SIGSEGV, &action, nullptr);
   sigaction(SIGBUS, &action, nullptr);
 
-  Request r;
-  for (uint64_t call = 0; read_all(requests, &r, sizeof r); ++call) {
-    if (r.magic != kRequest) _exit(71);
+  const double forever = std::numeric_limits<double>::infinity();
+  FrameHeader frame;
+  for (uint64_t call = 0; read_all(requests, &frame, sizeof frame, forever) == Io::ok; ++call) {
+    ProblemHeader r;
+    if (!(frame.tag == kProblem) || read_all(requests, &r, sizeof r, forever) != Io::ok) _exit(71);
     size_t sizes[kBuffers];
     buffer_sizes(r, sizes);
     const bool at_start = call % 2 == 1;
@@ -208,7 +134,7 @@ void on_fault(int signal, siginfo_t* info, void*) {
     for (int b = 0; b < kBuffers; ++b) all[b].emplace(sizes[b], at_start);
     for (int b = 0; b < kBuffers; ++b) {
       if (written(r, b)) continue;
-      if (!read_all(requests, all[b]->data, sizes[b])) _exit(0);
+      if (read_all(requests, all[b]->data, sizes[b], forever) != Io::ok) _exit(0);
       all[b]->read_only();
     }
     // Unwritten outputs read as NaN.
@@ -228,13 +154,13 @@ void on_fault(int signal, siginfo_t* info, void*) {
     attncheck_problem_v2 v2{};
     v2.size = int32_t(sizeof v2);
     v2.dtype = r.dtype;
-    v2.batch = int32_t(r.B);
-    v2.heads = int32_t(r.H);
-    v2.kv_heads = int32_t(r.H_kv);
-    v2.q_len = int32_t(r.Tq);
-    v2.kv_len = int32_t(r.Tk);
-    v2.d_k = int32_t(r.dk);
-    v2.d_v = int32_t(r.dv);
+    v2.batch = r.B;
+    v2.heads = r.H;
+    v2.kv_heads = r.H_kv;
+    v2.q_len = r.Tq;
+    v2.kv_len = r.Tk;
+    v2.d_k = r.dk;
+    v2.d_v = r.dv;
     v2.q = data(Q);
     v2.k = data(K);
     v2.v = data(V);
@@ -259,19 +185,24 @@ void on_fault(int signal, siginfo_t* info, void*) {
       g_buffers[b] = &*all[b];
       g_written[b] = written(r, b);
     }
-    const int32_t status = r.backward             ? (plugin.backward_v2 ? plugin.backward_v2(&grads) : 4)
-                           : plugin.version != 1   ? plugin.forward_v2(&v2)
+    const bool backward = r.flags & kBackward;
+    const int32_t status = backward                   ? (plugin.backward_v2 ? plugin.backward_v2(&grads) : 4)
+                           : plugin.version != 1      ? plugin.forward_v2(&v2)
                            : r.dtype == ATTNCHECK_F64 ? call_v1(0.0)
-                                                   : call_v1(0.0f);
+                                                      : call_v1(0.0f);
     for (int b = 0; b < kBuffers; ++b) g_buffers[b] = nullptr;
 
-    // The answer: the first written buffer whose canaries changed, then every written buffer.
-    Answer answer{kAnswer, status, -1, -1, current_fp_mode()};
-    for (int b = 0; b < kBuffers && answer.buffer < 0; ++b)
-      if (const int damage = written(r, b) ? all[b]->damaged() : -1; damage >= 0)
-        answer = {kAnswer, status, b, damage, answer.mode};
-    if (!write_all(answers, &answer, sizeof answer)) _exit(0);
+    // MODE, STRY for the first written buffer whose canaries changed, then RSLT.
+    send_mode(answers);
     for (int b = 0; b < kBuffers; ++b)
+      if (const int damage = written(r, b) ? all[b]->damaged() : -1; damage >= 0) {
+        const int32_t stray[2] = {b, damage};
+        if (!write_frame(answers, kStray, stray, sizeof stray)) _exit(0);
+        break;
+      }
+    const FrameHeader result{kResult, uint32_t(status == 0 ? result_payload(r) : sizeof status)};
+    if (!write_all(answers, &result, sizeof result) || !write_all(answers, &status, sizeof status)) _exit(0);
+    for (int b = 0; b < kBuffers && status == 0; ++b)
       if (written(r, b) && !write_all(answers, all[b]->data, sizes[b])) _exit(0);
   }
   _exit(0);
@@ -282,18 +213,32 @@ std::string signal_name(int signal) {
   return name ? std::string("SIG") + name : "signal " + std::to_string(signal);
 }
 
+// A child process's stderr: a file of its own (unlinked), read back after each call.
+int stderr_file() {
+  const char* dir = std::getenv("TMPDIR");
+  std::string path = std::string(dir && *dir ? dir : "/tmp") + "/attncheck-stderr-XXXXXX";
+  const int fd = mkstemp(path.data());
+  if (fd < 0) throw std::runtime_error("cannot create a file for the command's stderr in " + path.substr(0, path.rfind('/')));
+  unlink(path.c_str());
+  fcntl(fd, F_SETFL, O_APPEND);  // after the checker truncates it, the child writes from the start again
+  return fd;
+}
+
 }  // namespace
 
-// ---- The parent ----
+// ---- The checker's side ----
 
-IsolatedKernel::IsolatedKernel(std::string which, double case_timeout_seconds)
-    : which_(std::move(which)), timeout_(case_timeout_seconds) {}
+IsolatedKernel::IsolatedKernel(std::string which, double case_timeout_seconds, bool command)
+    : which_(std::move(which)), timeout_(case_timeout_seconds), command_(command) {}
 
-IsolatedKernel::~IsolatedKernel() { stop(); }
+IsolatedKernel::~IsolatedKernel() {
+  stop();
+  if (stderr_fd_ >= 0) close(stderr_fd_);
+}
 
 void IsolatedKernel::stop() {
   if (child_ > 0) {
-    kill(child_, SIGKILL);
+    kill(-child_, SIGKILL);  // its process group: a command's shell and whatever it started
     waitpid(child_, nullptr, 0);
   }
   if (to_child_ >= 0) close(to_child_);
@@ -302,59 +247,178 @@ void IsolatedKernel::stop() {
   to_child_ = from_child_ = -1;
 }
 
+std::string IsolatedKernel::take_stderr() {
+  if (stderr_fd_ < 0) return "";
+  struct stat info {};
+  fstat(stderr_fd_, &info);
+  const size_t size = size_t(info.st_size), kept = std::min<size_t>(size, 8192);
+  std::string text(kept, '\0');
+  const ssize_t got = pread(stderr_fd_, text.data(), kept, off_t(size - kept));
+  text.resize(got > 0 ? size_t(got) : 0);
+  if (kept < size) text = "[... " + std::to_string(size - kept) + " bytes before]" + text.substr(text.find('\n') + 1);
+  if (ftruncate(stderr_fd_, 0) != 0) text += "\n[cannot truncate the stderr file]";
+  return text;
+}
+
+// What a frame from the child means during a call or a start-up: how the call ended, or nothing yet.
+std::optional<Outcome> IsolatedKernel::receive(const char* during, double deadline, const void* request,
+                                               void* const (&into)[kBuffers], const char* entry_point, Hello* hello) {
+  // The end of the call when the child closes its output (its fate) or stops answering (a hang).
+  auto lost = [&](Io io) {
+    if (io == Io::closed) return fate(during);
+    stop();
+    char detail[120];
+    std::snprintf(detail, sizeof detail, "hung: no answer within %g s while %s (the child was killed)", timeout_, during);
+    return Outcome{Outcome::hung, 0, detail};
+  };
+  FrameHeader frame;
+  if (const Io io = read_all(from_child_, &frame, sizeof frame, deadline); io != Io::ok) return lost(io);
+  // A payload whose length this frame cannot have is a broken protocol; nothing is allocated for it.
+  auto broken = [&](const std::string& why) {
+    uint8_t more[56];
+    size_t got = 0;
+    pollfd ready{from_child_, POLLIN, 0};
+    if (poll(&ready, 1, 50) > 0) {
+      const ssize_t r = read(from_child_, more, sizeof more);
+      got = r > 0 ? size_t(r) : 0;
+    }
+    std::string bytes(reinterpret_cast<const char*>(&frame), sizeof frame);
+    bytes.append(reinterpret_cast<const char*>(more), got);
+    stop();
+    return Outcome{Outcome::broke_protocol, 0,
+                   "broke the protocol (docs/protocol.md) while " + std::string(during) + ": " + why + "; it sent " +
+                       show_bytes(bytes.data(), bytes.size())};
+  };
+  auto payload = [&](void* into_bytes, size_t n) -> std::optional<Outcome> {
+    if (frame.length != n) return broken("a " + std::string(frame.tag.name, 4) + " frame of " + std::to_string(n) + " bytes");
+    if (const Io io = read_all(from_child_, into_bytes, n, deadline); io != Io::ok) return lost(io);
+    return std::nullopt;
+  };
+  if (frame.tag == kMode) {
+    uint64_t control;
+    if (auto end = payload(&control, sizeof control)) return end;
+    const FpMode mode{control};
+    if (!have_mode_)
+      have_mode_ = true;
+    else if (fp_mode_finding_.empty())
+      fp_mode_finding_ = hello ? fp_mode_finding_at_load(mode_, mode) : fp_mode_finding_in_call(entry_point, mode_, mode);
+    mode_ = mode;
+    return std::nullopt;
+  }
+  if (frame.tag == kFail) {
+    if (frame.length > kLongestFail) return broken("a FAIL frame of at most 65536 bytes");
+    std::string text(frame.length, '\0');
+    if (auto end = payload(text.data(), text.size())) return end;
+    if (hello) {
+      stop();
+      return Outcome{Outcome::refused, 0, text};
+    }
+    return Outcome{Outcome::raised, 0, "raised " + text};
+  }
+  if (hello) {
+    if (!(frame.tag == kHello)) return broken("expected HELO (or FAIL, MODE)");
+    if (auto end = payload(hello, sizeof *hello)) return end;
+    if (hello->protocol != kVersion)
+      return broken("it speaks protocol version " + std::to_string(hello->protocol) + ", this checker " + std::to_string(kVersion));
+    if (hello->abi != 1 && hello->abi != 2) return broken("its HELO names ABI " + std::to_string(hello->abi) + ", not 1 or 2");
+    return Outcome{};
+  }
+  const ProblemHeader& r = *static_cast<const ProblemHeader*>(request);
+  if (frame.tag == kStray) {
+    int32_t stray[2];
+    if (auto end = payload(stray, sizeof stray)) return end;
+    if (stray[0] >= 0 && stray[0] < kBuffers) stray_ = {stray[0], stray[1]};
+    return std::nullopt;
+  }
+  if (frame.tag == kFault) {
+    int32_t fault[3];
+    if (auto end = payload(fault, sizeof fault)) return end;
+    Outcome dead = fate(during);
+    const char* wheres[] = {"it touched the guard page before the start of ", "it touched the guard page past the end of ",
+                            "it wrote into the read-only input "};
+    if (fault[1] >= 0 && fault[1] < kBuffers && fault[2] >= 0 && fault[2] < 3)
+      dead.detail = "crashed with " + signal_name(fault[0]) + ": " + wheres[fault[2]] + kBufferNames[fault[1]];
+    return dead;
+  }
+  if (!(frame.tag == kResult)) return broken("expected RSLT (or FAIL" + std::string(command_ ? ")" : ", MODE, STRY, FALT)"));
+  int32_t status;
+  if (frame.length != sizeof status && frame.length != result_payload(r))
+    return broken("a RSLT frame of 4 bytes (a refusal) or " + std::to_string(result_payload(r)) + " (the status and " +
+                  (r.flags & kBackward ? "dq, dk, dv)" : r.flags & kWantLse ? "out, lse)" : "out)"));
+  if (const Io io = read_all(from_child_, &status, sizeof status, deadline); io != Io::ok) return lost(io);
+  if (status != 0 && frame.length != sizeof status) return broken("a refusal's RSLT carries the status alone");
+  if (status == 0 && frame.length == sizeof status) return broken("a RSLT with status 0 carries the outputs");
+  size_t sizes[kBuffers];
+  buffer_sizes(r, sizes);
+  for (int b = 0; b < kBuffers && status == 0; ++b)
+    if (written(r, b))
+      if (const Io io = read_all(from_child_, into[b], sizes[b], deadline); io != Io::ok) return lost(io);
+  if (stray_.first >= 0)
+    return Outcome{Outcome::stray_write, 0,
+                   std::string("wrote outside its output: ") + (stray_.second == 0 ? "before the start of " : "past the end of ") +
+                       kBufferNames[stray_.first] + " (canary bytes changed)"};
+  if (status != 0) return Outcome{Outcome::refused, status, "refused a valid problem (returned " + std::to_string(status) + ")"};
+  return Outcome{};
+}
+
 void IsolatedKernel::start() {
   stop();
   signal(SIGPIPE, SIG_IGN);  // a dead child must give an error on write, not kill the checker
+  if (command_ && stderr_fd_ < 0) stderr_fd_ = stderr_file();
   int requests[2], answers[2];
-  if (pipe(requests) != 0 || pipe(answers) != 0) throw std::runtime_error("cannot create pipes for the child");
+  if (pipe2(requests, O_CLOEXEC) != 0 || pipe2(answers, O_CLOEXEC) != 0)
+    throw std::runtime_error("cannot create pipes for the child");
   std::fflush(nullptr);  // else a plugin's exit() would flush the child's copy of our buffered output
   child_ = fork();
   if (child_ < 0) throw std::runtime_error("cannot fork the child that runs the implementation");
   if (child_ == 0) {
-    close(requests[1]);
-    close(answers[0]);
-    child_main(which_, requests[0], answers[1]);
+    setpgid(0, 0);
+    if (!command_) host_plugin(which_, requests[0], answers[1]);
+    // A command: the protocol on its stdin and stdout, its stderr kept for the findings.
+    dup2(requests[0], 0);
+    dup2(answers[1], 1);
+    dup2(stderr_fd_, 2);
+    execl("/bin/sh", "sh", "-c", which_.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
   }
+  setpgid(child_, child_);  // also here: stop() may come before the child has run
   close(requests[0]);
   close(answers[1]);
   to_child_ = requests[1];
   from_child_ = answers[0];
-  uint32_t report[3];
-  FpMode modes[2];
-  uint32_t length = 0;
-  if (!readable_within(from_child_, timeout_)) {
-    stop();
-    throw std::runtime_error(which_ + ": hung while loading (no answer within the case timeout)");
+  have_mode_ = false;
+  Hello hello{};
+  void* const none[kBuffers] = {};
+  const double deadline = deadline_after(timeout_);
+  std::optional<Outcome> started;
+  while (!(started = receive(command_ ? "starting" : "loading the plugin", deadline, nullptr, none, "", &hello))) {
   }
-  if (!read_all(from_child_, report, sizeof report) || !read_all(from_child_, modes, sizeof modes) ||
-      !read_all(from_child_, &length, 4) || length > 4096) {
-    const Outcome dead = fate("loading the plugin");
-    throw std::runtime_error(which_ + ": " + dead.detail);
+  if (started->kind != Outcome::ok) {  // a plugin's FAIL is the loader's reason, which names the file
+    const std::string err = take_stderr();
+    throw std::runtime_error((command_ ? "the command '" + which_ + "': " : started->kind == Outcome::refused ? "" : which_ + ": ") +
+                             started->detail + (err.empty() ? "" : "\nits stderr:\n" + err));
   }
-  std::string error(length, '\0');
-  read_all(from_child_, error.data(), length);
-  if (!report[0]) {
-    stop();
-    throw std::runtime_error(error);
-  }
-  version_ = int32_t(report[1]);
-  capabilities_ = report[2];
-  mode_ = modes[1];
-  if (fp_mode_finding_.empty()) fp_mode_finding_ = fp_mode_finding_at_load(modes[0], modes[1]);
+  version_ = int32_t(hello.abi);
+  capabilities_ = hello.capabilities;
 }
 
 Outcome IsolatedKernel::fate(const char* waiting_for) {
   int status = 0;
-  Outcome outcome;
-  if (child_ > 0 && waitpid(child_, &status, 0) == child_) {
-    if (WIFSIGNALED(status)) {
-      outcome = {Outcome::crashed, WTERMSIG(status),
-                 "crashed with " + signal_name(WTERMSIG(status)) + " while " + waiting_for};
-    } else {
-      outcome = {Outcome::exited, WEXITSTATUS(status),
-                 "exited with status " + std::to_string(WEXITSTATUS(status)) + " while " + waiting_for};
+  Outcome outcome{Outcome::exited, 0, std::string("closed its output while ") + waiting_for};
+  if (child_ > 0) {
+    // A command that closed its stdout may still be running: give it a moment, then stop it.
+    pid_t done = 0;
+    for (int tries = 0; tries < 100 && (done = waitpid(child_, &status, WNOHANG)) == 0; ++tries) usleep(10000);
+    if (done == child_) {
+      // A shell reports its command's death by a signal as the exit status 128 + the signal.
+      const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 0;
+      const int signal = WIFSIGNALED(status) ? WTERMSIG(status) : command_ && code > 128 && code < 160 ? code - 128 : 0;
+      if (signal)
+        outcome = {Outcome::crashed, signal, "crashed with " + signal_name(signal) + " while " + waiting_for};
+      else
+        outcome = {Outcome::exited, code, "exited with status " + std::to_string(code) + " while " + waiting_for};
+      child_ = -1;
     }
-    child_ = -1;
   }
   stop();
   return outcome;
@@ -362,62 +426,39 @@ Outcome IsolatedKernel::fate(const char* waiting_for) {
 
 namespace {
 
-// The request for case c (its problem's ABI view `abi`): the forward, or with `backward` the backward.
+// The PROB header for case c (its problem's ABI view `abi`): the forward, or with `backward` the backward.
 template <class T>
-Request request_for(const Case<T>& c, const attncheck_problem_v2& abi, bool want_lse, bool backward) {
+ProblemHeader request_for(const Case<T>& c, const attncheck_problem_v2& abi, bool want_lse, bool backward) {
   const Shape& s = c.shape;
-  return {kRequest,        abi.dtype,
-          s.B,             s.H,
-          s.kv_heads(),    s.Tq,
-          s.Tk,            s.dk,
-          s.dv,            int32_t(c.causal),
+  const uint32_t flags = (c.allow.empty() ? 0 : kHasAllow) | (c.key_lengths.empty() ? 0 : kHasKvLens) |
+                         (c.bias.empty() ? 0 : kHasBias) | (want_lse ? kWantLse : 0) | (backward ? kBackward : 0);
+  return {abi.dtype,        flags,
+          int32_t(s.B),     int32_t(s.H),
+          int32_t(s.kv_heads()), int32_t(s.Tq),
+          int32_t(s.Tk),    int32_t(s.dk),
+          int32_t(s.dv),    int32_t(c.causal),
           int32_t(c.window_left), int32_t(c.window_right),
-          c.scale,         c.softcap,
-          uint8_t(!c.allow.empty()), uint8_t(!c.key_lengths.empty()),
-          uint8_t(!c.bias.empty()),  uint8_t(want_lse), uint8_t(backward)};
+          c.scale,          c.softcap};
 }
 
 }  // namespace
 
 Outcome IsolatedKernel::exchange(const void* request_bytes, const void* const (&buffers)[12], void* const (&into)[12],
                                  const char* entry_point) {
-  const Request& request = *static_cast<const Request*>(request_bytes);
+  const ProblemHeader& request = *static_cast<const ProblemHeader*>(request_bytes);
   size_t sizes[kBuffers];
   buffer_sizes(request, sizes);
-  bool sent = write_all(to_child_, &request, sizeof request);
+  const FrameHeader frame{kProblem, uint32_t(problem_payload(request))};
+  bool sent = write_all(to_child_, &frame, sizeof frame) && write_all(to_child_, &request, sizeof request);
   for (int b = 0; b < kBuffers && sent; ++b)
     if (!written(request, b)) sent = sizes[b] == 0 || write_all(to_child_, buffers[b], sizes[b]);
   if (!sent) return fate("reading its input");
-
-  if (!readable_within(from_child_, timeout_)) {
-    stop();
-    char detail[96];
-    std::snprintf(detail, sizeof detail, "hung: no answer within %g s (the child was killed)", timeout_);
-    return {Outcome::hung, 0, detail};
+  stray_ = {-1, -1};
+  const double deadline = deadline_after(timeout_);
+  std::optional<Outcome> outcome;
+  while (!(outcome = receive("computing", deadline, &request, into, entry_point, nullptr))) {
   }
-  Answer answer;
-  if (!read_all(from_child_, &answer, sizeof answer)) return fate("computing");
-  if (answer.magic == kFault) {
-    Outcome dead = fate("computing");
-    const char* wheres[] = {"it touched the guard page before the start of ", "it touched the guard page past the end of ",
-                            "it wrote into the read-only input "};
-    if (answer.buffer >= 0)
-      dead.detail = "crashed with " + signal_name(answer.status) + ": " + wheres[answer.where] + kBufferNames[answer.buffer];
-    return dead;
-  }
-  bool received = answer.magic == kAnswer;
-  for (int b = 0; b < kBuffers && received; ++b)
-    if (written(request, b)) received = read_all(from_child_, into[b], sizes[b]);
-  if (!received) return fate("returning its output");
-  if (fp_mode_finding_.empty()) fp_mode_finding_ = fp_mode_finding_in_call(entry_point, mode_, answer.mode);
-  mode_ = answer.mode;
-  if (answer.buffer >= 0)
-    return {Outcome::stray_write, 0,
-            std::string("wrote outside its output: ") + (answer.where == 0 ? "before the start of " : "past the end of ") +
-                kBufferNames[answer.buffer] + " (canary bytes changed)"};
-  if (answer.status != 0)
-    return {Outcome::refused, answer.status, "refused a valid problem (returned " + std::to_string(answer.status) + ")"};
-  return {};
+  return *outcome;
 }
 
 template <class T>
@@ -438,7 +479,7 @@ Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out, std::vector<T
   if (lse) lse->resize(size_t(s.lse_size()));
   NarrowBuffers narrow;  // f16 and bf16 as bit patterns
   const attncheck_problem_v2 abi = to_abi_v2(problem, out.data(), lse ? lse->data() : nullptr, narrow);
-  const Request request = request_for(c, abi, lse != nullptr, false);
+  const ProblemHeader request = request_for(c, abi, lse != nullptr, false);
   const void* const buffers[kBuffers] = {abi.q, abi.k, abi.v, c.allow.data(), c.key_lengths.data(), abi.bias};
   void* const into[kBuffers] = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, abi.out, abi.lse};
   const Outcome outcome = exchange(&request, buffers, into, entry_point_name(version_, std::is_same_v<T, float>));
@@ -457,7 +498,7 @@ Outcome IsolatedKernel::run_backward(const Case<T>& c, const Grads<T>& grads) {
   NarrowGrads narrow_grads;
   attncheck_problem_v2 forward;
   const attncheck_grads_v2 abi = to_abi_grads(problem, grads, forward, narrow, narrow_grads);
-  const Request request = request_for(c, forward, false, true);
+  const ProblemHeader request = request_for(c, forward, false, true);
   const void* const buffers[kBuffers] = {forward.q, forward.k, forward.v, c.allow.data(), c.key_lengths.data(),
                                          forward.bias, abi.dout, forward.out, forward.lse};
   void* const into[kBuffers] = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,

@@ -1,39 +1,48 @@
-// An implementation run in a child process, so that a crash, a hang or a stray write is reported
-// as a finding and never takes the checker down. The child is forked once and reused; every
-// buffer it hands the implementation sits against guard pages (PROT_NONE) with canary bytes in
-// the slack before and after, and inputs are read-only. The child also watches the process's
-// floating-point mode before and after loading and after every call (fp_mode.hpp).
+// An implementation run in a child process, so that a crash, a hang, a stray write or a broken
+// protocol is reported as a finding and never takes the checker down. The child is started once
+// and reused (restarted after a fault); the checker talks to it in the child protocol
+// (protocol.hpp, docs/protocol.md). Two kinds of child: the plugin host, forked from the checker,
+// which loads a plugin and hands it every buffer against guard pages (PROT_NONE) with canary bytes
+// in the slack before and after, inputs read-only, and watches the process's floating-point mode
+// before and after loading and after every call (fp_mode.hpp); and any command (`--impl-cmd`,
+// the Python client), run by /bin/sh in a process group of its own, its stderr kept for the findings.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attncheck/cases.hpp"
 #include "attncheck/fp_mode.hpp"
 #include "attncheck/plugin.h"
+#include "attncheck/protocol.hpp"
 
 namespace attncheck {
 
 // What became of one call.
 struct Outcome {
-  enum Kind { ok, refused, crashed, hung, exited, stray_write } kind = ok;
+  enum Kind { ok, refused, crashed, hung, exited, stray_write, raised, broke_protocol } kind = ok;
   int32_t status = 0;  // the plugin's return (refused), the signal (crashed), the exit status (exited)
+  // raised: a command's FAIL (a Python exception); broke_protocol: bytes that are not the protocol's.
   std::string detail;  // one line a person can read
 };
 
 class IsolatedKernel {
  public:
-  // `which`: "builtin" (the built-in implementation through ABI v1) or a plugin's path.
-  IsolatedKernel(std::string which, double case_timeout_seconds);
+  // `which`: "builtin" (the built-in implementation through ABI v1) or a plugin's path; with
+  // `command`, a shell command line that speaks the protocol on its stdin and stdout.
+  IsolatedKernel(std::string which, double case_timeout_seconds, bool command = false);
   ~IsolatedKernel();
   IsolatedKernel(const IsolatedKernel&) = delete;
   IsolatedKernel& operator=(const IsolatedKernel&) = delete;
 
-  // Starts the child and loads the plugin there; throws std::runtime_error with the loader's
-  // one-line reason (missing file, missing symbol, wrong version) or the child's fate.
+  // Starts the child (which loads the plugin, or runs the command) and reads its HELO; throws
+  // std::runtime_error with the loader's one-line reason (missing file, missing symbol, wrong
+  // version), the command's FAIL, or the child's fate, with a command's stderr.
   void start();
   // The plugin's ABI version (1 or 2) and capabilities (ABI v2's bits; a v1 plugin's as loaded).
   int32_t version() const { return version_; }
@@ -42,6 +51,9 @@ class IsolatedKernel {
   // The first change the library made to the process's floating-point mode, as it loaded or in a
   // call, as a one-line finding; empty when it left the mode alone.
   const std::string& fp_mode_finding() const { return fp_mode_finding_; }
+  // What a command wrote to its stderr since the last call of this (the last 8 KiB of it; a
+  // Python traceback), or empty; a plugin's stderr is the checker's own.
+  std::string take_stderr();
 
   // Runs case c into out [B,H,Tq,dv] and, when lse is given (a v2 plugin claiming it), lse [B,H,Tq].
   // A v1 plugin gets what ABI v1 carries (key lengths folded into allow).
@@ -53,14 +65,21 @@ class IsolatedKernel {
   Outcome run_backward(const Case<T>& c, const Grads<T>& grads);
 
  private:
-  // One call: the request (the child protocol's), its input buffers and where its written ones go,
+  // One call: the request (a PROB's header), its input buffers and where its written ones go,
   // both in the protocol's buffer order; entry_point names the call in a floating-point-mode finding.
   Outcome exchange(const void* request, const void* const (&buffers)[12], void* const (&into)[12], const char* entry_point);
+  // Reads one frame: how the call (or, given hello, the start) ended, or nothing yet (MODE, STRY).
+  std::optional<Outcome> receive(const char* during, double deadline, const void* request,
+                                 void* const (&into)[protocol::kBuffers], const char* entry_point, protocol::Hello* hello);
   void stop();
   Outcome fate(const char* waiting_for);
 
   std::string which_;
   double timeout_;
+  bool command_;
+  int stderr_fd_ = -1;                   // a command's stderr, an unlinked file
+  std::pair<int, int> stray_{-1, -1};    // this call's STRY: the buffer, and 0 before / 1 past it
+  bool have_mode_ = false;               // a MODE came since the child started
   pid_t child_ = -1;
   int to_child_ = -1, from_child_ = -1;
   int32_t version_ = 0;

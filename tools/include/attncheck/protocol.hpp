@@ -1,0 +1,77 @@
+// The child protocol (docs/protocol.md): how the checker talks to the process that runs the
+// implementation, whether that is its own child hosting a plugin or any command (`check
+// --impl-cmd`, the Python client). Frames over a pair of pipes: a 4-letter tag, the payload's
+// length, the payload; every number little-endian, every tensor raw and contiguous.
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace attncheck::protocol {
+
+static_assert(std::endian::native == std::endian::little, "the protocol's numbers are written as the machine holds them");
+
+constexpr uint32_t kVersion = 1;
+
+// The frames. Child to checker: HELO first (or FAIL: it cannot start), then for each PROB one RSLT,
+// or FAIL (the call raised). The plugin host alone also sends MODE (its floating-point mode),
+// STRY (a stray write seen by canaries) and FALT (a fault, from its signal handler).
+struct Tag {
+  char name[4];
+  bool operator==(const Tag&) const = default;
+};
+constexpr Tag kHello{{'H', 'E', 'L', 'O'}}, kProblem{{'P', 'R', 'O', 'B'}}, kResult{{'R', 'S', 'L', 'T'}},
+    kFail{{'F', 'A', 'I', 'L'}}, kMode{{'M', 'O', 'D', 'E'}}, kStray{{'S', 'T', 'R', 'Y'}}, kFault{{'F', 'A', 'L', 'T'}};
+
+struct FrameHeader {
+  Tag tag;
+  uint32_t length;  // of the payload that follows
+};
+static_assert(sizeof(FrameHeader) == 8);
+
+struct Hello {
+  uint32_t protocol;      // kVersion
+  uint32_t abi;           // the ABI whose view of a problem the implementation takes: 1 or 2
+  uint32_t capabilities;  // ABI v2's ATTNCHECK_CAP_* bits
+};
+static_assert(sizeof(Hello) == 12);
+
+// The tensors a call carries, in the order they follow a PROB (those it reads) and a RSLT (those
+// it writes).
+enum Buffer { Q, K, V, ALLOW, KV_LENS, BIAS, DOUT, OUT, LSE, DQ, DK, DV, kBuffers };
+extern const char* const kBufferNames[kBuffers];
+
+enum Flags : uint32_t { kHasAllow = 1, kHasKvLens = 2, kHasBias = 4, kWantLse = 8, kBackward = 16 };
+
+// A PROB's first 64 bytes: the problem's fields as ABI v2 gives them.
+struct ProblemHeader {
+  int32_t dtype;  // ATTNCHECK_F32 .. ATTNCHECK_BF16
+  uint32_t flags;
+  int32_t B, H, H_kv, Tq, Tk, dk, dv;
+  int32_t causal, window_left, window_right;
+  double scale, softcap;
+};
+static_assert(sizeof(ProblemHeader) == 64 && offsetof(ProblemHeader, scale) == 48, "the layout docs/protocol.md gives");
+
+// Whether a call writes buffer b: the forward out (and lse when asked); the backward dq, dk, dv.
+bool written(const ProblemHeader& p, int b);
+// Each buffer's bytes in a call (0: absent), in Buffer order.
+void buffer_sizes(const ProblemHeader& p, size_t (&sizes)[kBuffers]);
+// The bytes a call reads, and a RSLT's payload when it succeeds (the status and what it writes).
+size_t problem_payload(const ProblemHeader& p);
+size_t result_payload(const ProblemHeader& p);
+
+// Blocking I/O on a pipe; EINTR is retried. A deadline (seconds from the steady clock's epoch, or
+// infinity) bounds a read as a whole.
+enum class Io { ok, closed, timed_out };
+bool write_all(int fd, const void* data, size_t n);
+Io read_all(int fd, void* data, size_t n, double deadline);
+double deadline_after(double seconds);
+bool write_frame(int fd, Tag tag, const void* payload, size_t n);
+
+// Bytes as a person reads them: printable ASCII quoted, then the bytes in hex.
+std::string show_bytes(const void* data, size_t n);
+
+}  // namespace attncheck::protocol
