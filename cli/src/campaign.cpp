@@ -158,12 +158,16 @@ Run run_once(IsolatedKernel& kernel, const CampaignOptions& options, const Prope
   CampaignChecker checker(kernel, options, seed, recorded, ladder, capabilities, kept);
   Run run;
   std::string message;
+  kernel.take_stderr();  // an earlier run's
   try {
     property.check(checker);
   } catch (const Failed& failure) {
     run.failed = true;
     run.kind = failure.kind;
     message = failure.message;
+    // A command's stderr in this run (a Python traceback) goes with its finding.
+    if (const std::string err = kernel.take_stderr(); !err.empty())
+      message += "\nthe implementation wrote to stderr:\n" + err + (err.back() == '\n' ? "" : "\n");
   }
   run.finding = {property.name, message, checker.choices, true, run.failed || with_text ? checker.case_text() : "",
                  checker.kept_choices, ladder, capabilities};
@@ -222,7 +226,7 @@ const Property& property_named(const std::string& name) {
 }  // namespace
 
 CampaignResult run_campaign(const CampaignOptions& options) {
-  IsolatedKernel kernel(options.impl, options.case_timeout);
+  IsolatedKernel kernel(options.impl, options.case_timeout, options.command);
   kernel.start();
   const Clock::time_point start = Clock::now();
   CampaignResult result;
@@ -278,7 +282,7 @@ CampaignResult run_campaign(const CampaignOptions& options) {
 }
 
 CampaignResult replay(const CampaignOptions& options, const Finding& recorded) {
-  IsolatedKernel kernel(options.impl, options.case_timeout);
+  IsolatedKernel kernel(options.impl, options.case_timeout, options.command);
   kernel.start();
   if (property_named(recorded.property).double_precision && !kernel.has_f64())
     throw std::runtime_error(options.impl + ": no attncheck_forward_f64, so Property." + recorded.property +
@@ -306,7 +310,8 @@ CampaignResult replay(const CampaignOptions& options, const Finding& recorded) {
 
 void write_replay(const std::string& path, const CampaignOptions& options, const Finding& finding) {
   std::ofstream file(path);
-  file << "attncheck-replay 2\nproperty " << finding.property << "\nimpl " << options.impl << "\nempty-rows "
+  file << "attncheck-replay 2\nproperty " << finding.property << (options.command ? "\nimpl-cmd " : "\nimpl ")
+       << options.impl << "\nempty-rows "
        << (options.empty_rows == EmptyRows::zero ? "zero" : "nan") << "\n"
        << finding.case_text << "choices";
   for (uint64_t choice : finding.kept_choices) file << ' ' << choice;
@@ -329,7 +334,10 @@ Finding read_replay(const std::string& path, CampaignOptions& options, bool keep
     key = line.substr(0, space);
     value = space == std::string::npos ? "" : line.substr(space + 1);  // the rest: a path may hold spaces
     if (key == "property") finding.property = value;
-    if (key == "impl" && !keep_impl) options.impl = value;
+    if ((key == "impl" || key == "impl-cmd") && !keep_impl) {
+      options.impl = value;
+      options.command = key == "impl-cmd";
+    }
     if (key == "empty-rows" && !keep_policy) {
       if (value != "zero" && value != "nan") throw std::runtime_error(path + ": empty-rows must be zero or nan");
       options.empty_rows = value == "nan" ? EmptyRows::nan : EmptyRows::zero;

@@ -69,7 +69,7 @@ std::string joined(const std::vector<std::string>& names) {
 Json result_json(const std::string& verdict, const CampaignOptions& options, const CampaignResult& r,
                  const std::string& counterexample) {
   Json json = {{"verdict", verdict},
-               {"impl", options.impl},
+               {options.command ? "impl_cmd" : "impl", options.impl},
                {"cases", r.cases},
                {"properties", r.per_property.size()},
                {"seconds", r.seconds},
@@ -88,6 +88,15 @@ Json result_json(const std::string& verdict, const CampaignOptions& options, con
   return json;
 }
 
+// A word as a POSIX shell reads it back: as it is when it holds nothing the shell treats specially.
+std::string shell_quoted(const std::string& word) {
+  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") == std::string::npos)
+    return word;
+  std::string quoted = "'";
+  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
 void write_json(const std::string& path, const Json& json) {
   std::ofstream file(path);
   file << json.dump(2) << '\n';
@@ -96,7 +105,9 @@ void write_json(const std::string& path, const Json& json) {
 
 int check(const FlagValues& o) {
   CampaignOptions options;
-  options.impl = o.text("impl");
+  if (o.given("impl") && o.given("impl-cmd")) throw std::runtime_error("give --impl or --impl-cmd, not both");
+  options.command = o.given("impl-cmd");
+  options.impl = options.command ? o.text("impl-cmd") : o.text("impl");
   options.seconds = o.number("seconds");
   options.shrink_seconds = o.number("shrink-seconds");
   options.seed = uint64_t(o.number("seed"));
@@ -114,7 +125,7 @@ int check(const FlagValues& o) {
 
   CampaignResult result;
   if (o.given("replay")) {
-    const Finding recorded = read_replay(o.text("replay"), options, o.given("impl"), o.given("empty-rows"));
+    const Finding recorded = read_replay(o.text("replay"), options, o.given("impl") || o.given("impl-cmd"), o.given("empty-rows"));
     result = replay(options, recorded);
   } else {
     result = run_campaign(options);
@@ -130,7 +141,8 @@ int check(const FlagValues& o) {
     write_replay(counterexample, options, result.finding);
     std::printf("counterexample to Property.%s (shrunk):\n%s\n", result.finding.property.c_str(),
                 result.finding.message.c_str());
-    std::printf("replay it: attncheck check --impl %s --replay %s\n", options.impl.c_str(), counterexample.c_str());
+    std::printf("replay it: attncheck check %s %s --replay %s\n", options.command ? "--impl-cmd" : "--impl",
+                shell_quoted(options.impl).c_str(), shell_quoted(counterexample).c_str());
   } else if (o.given("replay")) {
     std::printf("the recorded counterexample to Property.%s no longer fails\n", result.per_property.begin()->first.c_str());
   }
@@ -208,6 +220,9 @@ int mutants(const FlagValues& o) {
 int check_command(const std::vector<std::string>& args) {
   return Flags("check")
       .text("impl", "builtin|PATH.so", "the implementation: the built-in one, or a plugin built against contract/include/attncheck/plugin.h", "builtin")
+      .text("impl-cmd", "COMMAND",
+            "the implementation: a command (run by /bin/sh) that speaks the child protocol of docs/protocol.md on its "
+            "stdin and stdout, e.g. 'python3 my_attention.py' serving a function with attncheck.serve")
       .number("seconds", "N",
               "the search's budget, from the kernel's loading on; no case starts after it, nor one of a property that "
               "has taken longer than what is left; a case under way finishes (at least 0.1: a run of no case passes nothing)",

@@ -13,7 +13,8 @@
 namespace attncheck {
 
 struct CampaignOptions {
-  std::string impl = "builtin";   // "builtin" or a plugin's path
+  std::string impl = "builtin";   // "builtin" or a plugin's path; with command, a command line
+  bool command = false;           // impl is a command speaking the child protocol (--impl-cmd)
   double seconds = 60;            // the search's budget, from the kernel's loading on
   uint64_t seed = 1;
   // The formats to check, ABI v2's ATTNCHECK_CAP_F32 .. ATTNCHECK_CAP_BF16 bits (--dtype): each one
@@ -65,11 +66,11 @@ CampaignResult run_campaign(const CampaignOptions& options);
 // choices); found = it still fails. The result's finding records the case the property got.
 CampaignResult replay(const CampaignOptions& options, const Finding& recorded);
 
-// A replay file, format 2: the property, the implementation, the empty-row policy, the case as
+// A replay file, format 2: the property, the implementation (`impl PATH` or `impl-cmd COMMAND`), the empty-row policy, the case as
 // exact bits and the property's other choices (`attncheck-replay 2`). Format 1 files (the
 // generator's choices alone) still load.
 void write_replay(const std::string& path, const CampaignOptions& options, const Finding& finding);
-// Reads one back into `options` (impl and policy, unless the caller set them: keep_impl,
+// Reads one back into `options` (impl or command and policy, unless the caller set them: keep_impl,
 // keep_policy) and the finding; throws std::runtime_error with a one-line reason.
 Finding read_replay(const std::string& path, CampaignOptions& options, bool keep_impl, bool keep_policy);
 

@@ -1,0 +1,18 @@
+"""attncheck's Python client: check attention written in Python with attncheck's campaign.
+
+    import attncheck
+    def forward(p):               # p: attncheck.Problem (NumPy arrays)
+        ...
+        return out                # [B,H,Tq,dv]; (out, lse) when p.want_lse
+    attncheck.serve(forward, capabilities={"f32", "allow", "causal"})  # under attncheck check --impl-cmd
+    attncheck.check(forward)      # from pytest: the whole campaign, AssertionError on a finding
+
+See the README's "Checking Python code" and docs/protocol.md.
+"""
+from ._adapters import masked
+from ._check import check, find_binary
+from ._problem import Problem
+from ._protocol import CAPABILITIES
+from ._serve import serve
+
+__all__ = ["CAPABILITIES", "Problem", "check", "find_binary", "masked", "serve"]

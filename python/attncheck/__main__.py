@@ -1,0 +1,26 @@
+"""python3 -m attncheck serve MODULE:NAME (or FILE.py:NAME) [--capabilities f32,allow] [--backward SPEC]:
+serves a function to `attncheck check --impl-cmd` without a serve() call in its file."""
+import argparse
+import os
+
+from ._check import SERVING, load
+from ._serve import serve
+
+
+def main():
+    parser = argparse.ArgumentParser(prog="python3 -m attncheck")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serving = commands.add_parser("serve", help="serve a function over the child protocol on stdin/stdout")
+    serving.add_argument("forward", help="MODULE:NAME or FILE.py:NAME; masked-numpy: or masked-torch: in front "
+                                         "wraps fn(Q, K, V, mask) with attncheck.masked")
+    serving.add_argument("--capabilities", help="comma-separated, e.g. f32,f64,allow,causal (default: the function's own, else f32)")
+    serving.add_argument("--backward", help="MODULE:NAME of backward(p, dout) -> (dq, dk, dv)")
+    options = parser.parse_args()
+    os.environ[SERVING] = "1"  # a module that calls attncheck.check() as it is imported does not recurse
+    forward = load(options.forward)
+    backward = load(options.backward) if options.backward else None
+    capabilities = set(options.capabilities.split(",")) if options.capabilities else None
+    serve(forward, capabilities=capabilities, backward=backward)
+
+
+main()

@@ -1,0 +1,98 @@
+"""attncheck.check: the whole campaign against a Python function, from pytest or a script."""
+import importlib
+import importlib.util
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ._adapters import masked
+from ._serve import default_capabilities
+
+SERVING = "ATTNCHECK_SERVING"  # set in the child that check() starts
+
+
+def find_binary():
+    """The attncheck program: $ATTNCHECK_BIN, else attncheck on PATH, else the source tree's build."""
+    if os.environ.get("ATTNCHECK_BIN"):
+        return os.environ["ATTNCHECK_BIN"]
+    on_path = shutil.which("attncheck")
+    if on_path:
+        return on_path
+    built = Path(__file__).resolve().parents[2] / "build" / "cli" / "attncheck"
+    if built.is_file():
+        return str(built)
+    raise FileNotFoundError("the attncheck program was not found: set ATTNCHECK_BIN, put attncheck on PATH, or "
+                            f"build the source tree (ci/check) so that {built} exists")
+
+
+def spec_of(fn):
+    """Where a child process finds fn again: 'MODULE:NAME' or 'FILE.py:NAME', with masked: in front."""
+    if isinstance(fn, masked):
+        return f"masked-{fn.tensors}:" + spec_of(fn.fn)
+    name = getattr(fn, "__qualname__", None)
+    module = getattr(fn, "__module__", None)
+    if not name or not module or "<" in name:
+        raise TypeError(f"attncheck.check runs {name or fn!r} in a child process, which imports it by name: "
+                        "define it at the top level of a module (not a lambda or a nested function)")
+    if module == "__main__":
+        return os.path.abspath(sys.modules["__main__"].__file__) + ":" + name
+    return f"{module}:{name}"
+
+
+def load(spec):
+    """The function a spec names (the child's side of spec_of)."""
+    if spec.startswith("masked-"):
+        tensors, rest = spec[len("masked-"):].split(":", 1)
+        return masked(load(rest), tensors=tensors)
+    where, name = spec.rsplit(":", 1)
+    if where.endswith(".py"):
+        loaded = importlib.util.spec_from_file_location("attncheck_served", where)
+        module = importlib.util.module_from_spec(loaded)
+        loaded.loader.exec_module(module)
+    else:
+        module = importlib.import_module(where)
+    fn = module
+    for part in name.split("."):
+        fn = getattr(fn, part)
+    return fn
+
+
+def check(forward, seconds=20, capabilities=None, seed=None, backward=None, empty_rows="zero",
+          counterexample=None, args=()):
+    """Runs `attncheck check --impl-cmd` on forward (and backward): returns the JSON report on a
+    pass; raises AssertionError carrying the report on a finding, RuntimeError when it cannot run.
+
+    forward and backward are found again by name in the child process, so they must be defined at
+    the top level of a module. seed: the campaign's (None: $ATTNCHECK_SEED, else 1; printed in
+    the report). counterexample: where the replay file of a finding goes (default
+    attncheck-<name>.replay in the current directory). args: more options for `attncheck check`.
+    In the child itself (while it imports the module that calls check) this returns None at once.
+    """
+    if os.environ.get(SERVING):
+        return None
+    names = sorted(default_capabilities(forward) if capabilities is None else capabilities)
+    child = [sys.executable, "-m", "attncheck", "serve", spec_of(forward), "--capabilities", ",".join(names)]
+    if backward is not None:
+        child += ["--backward", spec_of(backward)]
+    seed = int(os.environ.get("ATTNCHECK_SEED", "1")) if seed is None else seed
+    counterexample = counterexample or f"attncheck-{getattr(forward, '__name__', 'forward')}.replay"
+    with tempfile.TemporaryDirectory() as scratch:
+        report_path = os.path.join(scratch, "report.json")
+        command = [find_binary(), "check", "--impl-cmd", shlex.join(child), "--seconds", str(seconds),
+                   "--seed", str(seed), "--empty-rows", empty_rows, "--counterexample", counterexample,
+                   "--json", report_path, *args]
+        # The child finds attncheck and the caller's modules where this process does.
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p or os.getcwd() for p in sys.path), **{SERVING: "1"})
+        run = subprocess.run(command, env=env, capture_output=True, text=True)
+        report = json.load(open(report_path)) if os.path.exists(report_path) else None
+    text = f"$ {shlex.join(command)}\n{run.stdout}{run.stderr}"
+    if run.returncode == 0:
+        return report
+    if run.returncode == 1:
+        raise AssertionError(f"attncheck found a counterexample (seed {seed}):\n{text}")
+    raise RuntimeError(f"attncheck could not check {spec_of(forward)} (exit {run.returncode}):\n{text}")

@@ -1,0 +1,94 @@
+"""One attention problem as the checker sends it, in NumPy.
+
+Shapes: q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], allow [B,Tq,Tk], kv_lens [B],
+bias [B,H,Tq,Tk], out [B,H,Tq,dv], lse [B,H,Tq]; query head h reads KV head h // (H // H_kv).
+"""
+import math
+
+import numpy as np
+
+from . import _protocol as wire
+
+
+class Problem:
+    """The problem's fields, as the README and docs/protocol.md give them.
+
+    dtype: "f32", "f64", "f16" or "bf16" (bf16 values arrive as float32 holding bf16 values).
+    q, k, v: read-only arrays. allow: None or bool [B,Tq,Tk], True = may attend. kv_lens: None or
+    int32 [B]. causal: "none", "upper-left" (j <= i) or "lower-right" (j <= i + Tk - Tq).
+    window: None or (left, right), -1 = unbounded: key j needs i + Tk - Tq - left <= j <= i + Tk - Tq + right.
+    scale: None (meaning 1/sqrt(dk)) or a float. softcap: None or a float (score = softcap *
+    tanh(scale q.k / softcap)). bias: None or [B,H,Tq,Tk], added after the soft-cap, -inf forbids.
+    want_lse: whether the function must return (out, lse). For a backward, out and lse are the
+    forward's (given).
+    """
+
+    def __init__(self, payload):
+        (dtype, flags, self.B, self.H, self.H_kv, self.Tq, self.Tk, self.dk, self.dv, causal, left, right, scale,
+         softcap) = wire.HEADER.unpack_from(payload)
+        self.dtype = wire.DTYPES[dtype]
+        self.causal = wire.CAUSAL[causal]
+        self.window = None if left < 0 and right < 0 else (left, right)
+        self.scale = None if scale == 0 else scale
+        self.softcap = None if softcap == 0 else softcap
+        self.want_lse = bool(flags & wire.WANT_LSE)
+        self.backward = bool(flags & wire.BACKWARD)
+        B, H, H_kv, Tq, Tk, dk, dv = self.B, self.H, self.H_kv, self.Tq, self.Tk, self.dk, self.dv
+        at = wire.HEADER.size
+
+        def take(nbytes):
+            nonlocal at
+            at += nbytes
+            return payload[at - nbytes:at]
+
+        size = np.dtype(wire.STORAGE[self.dtype]).itemsize
+        tensor = lambda *shape: wire.decode(self.dtype, take(size * math.prod(shape)), shape)
+        self.q = tensor(B, H, Tq, dk)
+        self.k = tensor(B, H_kv, Tk, dk)
+        self.v = tensor(B, H_kv, Tk, dv)
+        self.allow = (np.frombuffer(take(B * Tq * Tk), np.uint8).reshape(B, Tq, Tk) != 0
+                      if flags & wire.HAS_ALLOW else None)
+        self.kv_lens = np.frombuffer(take(4 * B), "<i4") if flags & wire.HAS_KV_LENS else None
+        self.bias = tensor(B, H, Tq, Tk) if flags & wire.HAS_BIAS else None
+        self.dout = self.out = self.lse = None
+        if self.backward:
+            self.dout = tensor(B, H, Tq, dv)
+            self.out = tensor(B, H, Tq, dv)
+            lse_storage = wire.LSE_STORAGE[self.dtype]
+            self.lse = np.frombuffer(take(np.dtype(lse_storage).itemsize * B * H * Tq), lse_storage).reshape(B, H, Tq)
+        if at != len(payload):
+            raise ValueError(f"a PROB of {len(payload)} bytes for a problem of {at}")
+
+    @property
+    def softmax_scale(self):
+        """The scale to apply: the given one, else 1/sqrt(dk)."""
+        return 1 / math.sqrt(self.dk) if self.scale is None else self.scale
+
+    def mask(self):
+        """bool [B,H,Tq,Tk], True = may attend: allow, key lengths, causal and window combined."""
+        i = np.arange(self.Tq)[:, None]
+        j = np.arange(self.Tk)[None, :]
+        diagonal = i + self.Tk - self.Tq  # where lower-right causal and the window are anchored
+        permitted = np.ones((self.B, self.Tq, self.Tk), bool)
+        if self.allow is not None:
+            permitted &= self.allow
+        if self.kv_lens is not None:
+            permitted &= j[None] < self.kv_lens[:, None, None]
+        if self.causal == "upper-left":
+            permitted &= j <= i
+        elif self.causal == "lower-right":
+            permitted &= j <= diagonal
+        if self.window is not None:
+            left, right = self.window
+            if left >= 0:
+                permitted &= j >= diagonal - left
+            if right >= 0:
+                permitted &= j <= diagonal + right
+        return np.repeat(permitted[:, None], self.H, axis=1)
+
+    def __repr__(self):
+        return (f"Problem({self.dtype}, B={self.B}, H={self.H}, H_kv={self.H_kv}, Tq={self.Tq}, Tk={self.Tk}, "
+                f"dk={self.dk}, dv={self.dv}, causal={self.causal!r}, window={self.window}, scale={self.scale}, "
+                f"softcap={self.softcap}, allow={'yes' if self.allow is not None else None}, "
+                f"kv_lens={None if self.kv_lens is None else self.kv_lens.tolist()}, "
+                f"bias={'yes' if self.bias is not None else None}, want_lse={self.want_lse})")

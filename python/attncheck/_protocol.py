@@ -1,0 +1,106 @@
+"""The child protocol (docs/protocol.md), the child's side: frames on stdin and stdout.
+
+Every number is little-endian; tensors are raw and contiguous. A frame is a 4-letter tag, the
+payload's length (u32) and the payload.
+"""
+import struct
+
+import numpy as np
+
+VERSION = 1
+ABI = 2
+
+# ABI v2's capability bits (contract/include/attncheck/plugin.h), named without the prefix.
+CAPABILITIES = {
+    "f32": 1 << 0, "f64": 1 << 1, "f16": 1 << 2, "bf16": 1 << 3, "allow": 1 << 4, "causal": 1 << 5,
+    "kv_lens": 1 << 6, "gqa": 1 << 7, "window": 1 << 8, "softcap": 1 << 9, "bias": 1 << 10, "lse": 1 << 11,
+    "backward": 1 << 12,
+}
+DTYPES = {0: "f32", 1: "f64", 2: "f16", 3: "bf16"}
+CAUSAL = {0: "none", 1: "upper-left", 2: "lower-right"}
+
+# A PROB's 64-byte header: dtype, flags, B, H, H_kv, Tq, Tk, dk, dv, causal, window_left,
+# window_right, scale, softcap.
+HEADER = struct.Struct("<iI7i3idd")
+HAS_ALLOW, HAS_KV_LENS, HAS_BIAS, WANT_LSE, BACKWARD = 1, 2, 4, 8, 16
+
+
+def capability_bits(names):
+    """The bits of a set of capability names; an unknown name is a ValueError naming the known ones."""
+    bits = 0
+    for name in names:
+        if name not in CAPABILITIES:
+            raise ValueError(f"unknown capability {name!r}; the names are {', '.join(CAPABILITIES)}")
+        bits |= CAPABILITIES[name]
+    return bits
+
+
+def read_frame(stream):
+    """(tag, payload), or None at the end of the stream."""
+    header = stream.read(8)
+    if len(header) == 0:
+        return None
+    if len(header) < 8:
+        raise EOFError("the checker closed the pipe inside a frame")
+    tag, length = header[:4], struct.unpack("<I", header[4:])[0]
+    payload = stream.read(length)
+    if len(payload) < length:
+        raise EOFError("the checker closed the pipe inside a frame")
+    return tag, payload
+
+
+def write_frame(stream, tag, *parts):
+    stream.write(tag + struct.pack("<I", sum(len(p) for p in parts)))
+    for part in parts:
+        stream.write(part)
+    stream.flush()
+
+
+def widen_bf16(bits):
+    """float32 holding the values of bf16 bit patterns (uint16)."""
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def to_bf16_bits(x):
+    """x rounded once to bf16 (to nearest, ties to even), as uint16 bit patterns.
+
+    float64 goes through float32 rounded to odd, so that the two roundings give the one rounding.
+    """
+    x = np.asarray(x)
+    with np.errstate(all="ignore"):
+        if x.dtype == np.float64:
+            y = x.astype(np.float32)
+            back = y.astype(np.float64)
+            inexact = np.isfinite(x) & (back != x)
+            away = inexact & (np.abs(back) > np.abs(x))
+            y[away] = np.nextafter(y[away], np.float32(0))
+            bits = y.view(np.uint32)
+            bits[inexact] |= 1
+        else:
+            bits = x.astype(np.float32).view(np.uint32)
+        wide = bits.astype(np.uint64)
+        rounded = ((wide + 0x7FFF + ((wide >> 16) & 1)) >> 16).astype(np.uint16)
+        nan = np.isnan(bits.view(np.float32))
+        rounded[nan] = ((bits[nan] >> 16) | 0x0040).astype(np.uint16)
+    return rounded
+
+
+STORAGE = {"f32": "<f4", "f64": "<f8", "f16": "<f2", "bf16": "<u2"}
+LSE_STORAGE = {"f32": "<f4", "f64": "<f8", "f16": "<f4", "bf16": "<f4"}
+
+
+def decode(dtype, data, shape):
+    """A tensor in the problem's format: bf16 bits widened to float32; read-only, as the checker's inputs are."""
+    array = np.frombuffer(data, dtype=STORAGE[dtype], count=int(np.prod(shape))).reshape(shape)
+    if dtype == "bf16":
+        array = widen_bf16(array)
+        array.setflags(write=False)
+    return array
+
+
+def encode(dtype, array):
+    """The bytes of an output in the format: rounded to it (bf16 as bit patterns)."""
+    with np.errstate(all="ignore"):
+        if dtype == "bf16":
+            return to_bf16_bits(array).tobytes()
+        return np.ascontiguousarray(array, dtype=STORAGE[dtype]).tobytes()

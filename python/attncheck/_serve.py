@@ -1,0 +1,97 @@
+"""The child's side of the bridge: serve(forward) answers the checker's problems on stdin/stdout."""
+import os
+import sys
+import traceback
+
+import numpy as np
+
+from . import _protocol as wire
+from ._problem import Problem
+
+
+def _numpy(x, what):
+    """A returned tensor as NumPy: a NumPy array, or anything with __array__ (a CPU torch tensor, detached)."""
+    if hasattr(x, "detach"):
+        x = x.detach().cpu()
+    try:
+        return np.asarray(x)
+    except Exception as e:
+        raise TypeError(f"returned {what} as {type(x).__name__}, which is not an array: {e}") from None
+
+
+def _expect(x, shape, what):
+    x = _numpy(x, what)
+    if x.shape != shape:
+        raise ValueError(f"returned {what} of shape {tuple(x.shape)}; the problem's is {shape}")
+    if not np.issubdtype(x.dtype, np.floating):
+        raise TypeError(f"returned {what} of dtype {x.dtype}; expected a floating-point array")
+    return x
+
+
+def _forward_result(p, result):
+    """A RSLT payload from forward's return: out, or (out, lse) when the problem wants lse."""
+    if p.want_lse:
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            raise TypeError("returned out alone, but the problem asks for (out, lse) (capability 'lse')")
+        out, lse = result
+    else:
+        out, lse = (result[0] if isinstance(result, (tuple, list)) else result), None
+    parts = [wire.encode(p.dtype, _expect(out, (p.B, p.H, p.Tq, p.dv), "out"))]
+    if p.want_lse:
+        lse = _expect(lse, (p.B, p.H, p.Tq), "lse")
+        parts.append(np.ascontiguousarray(lse, dtype=wire.LSE_STORAGE[p.dtype]).tobytes())
+    return parts
+
+
+def _backward_result(p, result):
+    if not isinstance(result, (tuple, list)) or len(result) != 3:
+        raise TypeError("the backward returned something other than (dq, dk, dv)")
+    shapes = {"dq": (p.B, p.H, p.Tq, p.dk), "dk": (p.B, p.H_kv, p.Tk, p.dk), "dv": (p.B, p.H_kv, p.Tk, p.dv)}
+    return [wire.encode(p.dtype, _expect(g, shapes[name], name)) for g, name in zip(result, shapes)]
+
+
+def default_capabilities(forward):
+    """What forward says it takes (attncheck.masked sets this), else float32 alone."""
+    return getattr(forward, "capabilities", {"f32"})
+
+
+def serve(forward, capabilities=None, backward=None):
+    """Answers the checker's problems until it closes stdin: forward(p) -> out or (out, lse);
+    backward(p, dout) -> (dq, dk, dv) with p.out and p.lse the forward's.
+
+    Run under `attncheck check --impl-cmd "python3 this_file.py"`. While serving, print() and
+    anything else written to stdout goes to stderr (the checker shows it with a finding), and
+    stdin reads as empty: the pipes are the protocol's.
+    """
+    names = set(default_capabilities(forward) if capabilities is None else capabilities)
+    if backward is not None:
+        names.add("backward")
+    elif "backward" in names:
+        raise ValueError("capability 'backward' needs serve(forward, backward=...)")
+    bits = wire.capability_bits(names)
+    requests = os.fdopen(os.dup(0), "rb")
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # the protocol's stdout is `answers` now; fd 1 and sys.stdout go to stderr
+    sys.stdout = sys.stderr
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    wire.write_frame(answers, b"HELO", wire.struct.pack("<3I", wire.VERSION, wire.ABI, bits))
+    while (frame := wire.read_frame(requests)) is not None:
+        tag, payload = frame
+        if tag != b"PROB":
+            raise SystemExit(f"attncheck.serve: expected a PROB frame from the checker, got {tag!r}")
+        try:
+            p = Problem(payload)
+            if p.backward:
+                parts = _backward_result(p, backward(p, p.dout))
+            else:
+                parts = _forward_result(p, forward(p))
+        except Exception as e:
+            traceback.print_exc(file=sys.stderr)
+            sys.stderr.flush()
+            text = f"{type(e).__name__}: {e}".splitlines()[0][:2000] if str(e) else type(e).__name__
+            wire.write_frame(answers, b"FAIL", text.encode("utf-8", "replace"))
+            continue
+        sys.stderr.flush()
+        wire.write_frame(answers, b"RSLT", wire.struct.pack("<i", 0), *parts)
