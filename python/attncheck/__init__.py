@@ -13,6 +13,7 @@ from ._adapters import masked
 from ._check import check, find_binary
 from ._problem import Problem
 from ._protocol import CAPABILITIES
+from ._replay import numpy_source, problem_from_replay
 from ._serve import serve
 
-__all__ = ["CAPABILITIES", "Problem", "check", "find_binary", "masked", "serve"]
+__all__ = ["CAPABILITIES", "Problem", "check", "find_binary", "masked", "numpy_source", "problem_from_replay", "serve"]

@@ -1,9 +1,11 @@
 """python3 -m attncheck serve MODULE:NAME (or FILE.py:NAME) [--capabilities f32,allow] [--backward SPEC]:
-serves a function to `attncheck check --impl-cmd` without a serve() call in its file."""
+serves a function to `attncheck check --impl-cmd` without a serve() call in its file.
+python3 -m attncheck numpy FILE.replay: a kept counterexample as NumPy arrays to paste into a test."""
 import argparse
 import os
 
 from ._check import SERVING, load
+from ._replay import numpy_source, problem_from_replay
 from ._serve import serve
 
 
@@ -15,7 +17,15 @@ def main():
                                          "wraps fn(Q, K, V, mask) with attncheck.masked")
     serving.add_argument("--capabilities", help="comma-separated, e.g. f32,f64,allow,causal (default: the function's own, else f32)")
     serving.add_argument("--backward", help="MODULE:NAME of backward(p, dout) -> (dq, dk, dv)")
+    show = commands.add_parser("numpy", help="print a replay file's case as NumPy arrays")
+    show.add_argument("replay", help="a replay file written by attncheck check (--counterexample)")
     options = parser.parse_args()
+    if options.command == "numpy":
+        try:
+            print(numpy_source(*problem_from_replay(options.replay)))
+        except (OSError, ValueError, KeyError) as e:
+            raise SystemExit(f"python3 -m attncheck numpy: {e}")
+        return
     os.environ[SERVING] = "1"  # a module that calls attncheck.check() as it is imported does not recurse
     forward = load(options.forward)
     backward = load(options.backward) if options.backward else None

@@ -11,6 +11,8 @@ import tempfile
 from pathlib import Path
 
 from ._adapters import masked
+from ._protocol import capability_bits
+from ._replay import numpy_source, problem_from_replay
 from ._serve import default_capabilities
 
 SERVING = "ATTNCHECK_SERVING"  # set in the child that check() starts
@@ -76,6 +78,7 @@ def check(forward, seconds=20, capabilities=None, seed=None, backward=None, empt
     if os.environ.get(SERVING):
         return None
     names = sorted(default_capabilities(forward) if capabilities is None else capabilities)
+    capability_bits(names)  # an unknown name is a ValueError here, not a child that cannot start
     child = [sys.executable, "-m", "attncheck", "serve", spec_of(forward), "--capabilities", ",".join(names)]
     if backward is not None:
         child += ["--backward", spec_of(backward)]
@@ -94,5 +97,11 @@ def check(forward, seconds=20, capabilities=None, seed=None, backward=None, empt
     if run.returncode == 0:
         return report
     if run.returncode == 1:
+        if os.path.exists(counterexample):
+            try:
+                text += "\nthe counterexample as NumPy arrays, to paste into a test:\n" + numpy_source(
+                    *problem_from_replay(counterexample)) + "\n"
+            except ValueError:  # a property that draws no case: the report says it all
+                pass
         raise AssertionError(f"attncheck found a counterexample (seed {seed}):\n{text}")
     raise RuntimeError(f"attncheck could not check {spec_of(forward)} (exit {run.returncode}):\n{text}")

@@ -58,6 +58,52 @@ TEST(Isolation, EachMisbehaviourIsReportedWithItsCause) {
   }
 }
 
+// A command (`check --impl-cmd`) that misbehaves one way: each is an outcome with its cause, and
+// the checker lives on (the command is started again for the next call).
+TEST(Isolation, EachMisbehaviourOfACommandIsReportedWithItsCause) {
+  const struct {
+    const char* mode;
+    Outcome::Kind kind;
+    const char* detail;
+  } expected[] = {
+      {"crash", Outcome::crashed, "crashed with SIGSEGV while computing"},
+      {"hang", Outcome::hung, "hung: no answer within 0.5 s while computing"},
+      {"exit", Outcome::exited, "exited with status 3 while computing"},
+      {"garbage", Outcome::broke_protocol, "expected RSLT (or FAIL); it sent 'Hello, w"},
+      {"wrong_length", Outcome::broke_protocol, "a RSLT frame of 4 bytes (a refusal) or 148 (the status and out)"},
+      {"huge_length", Outcome::broke_protocol, "a FAIL frame of at most 65536 bytes"},
+      {"half_a_result", Outcome::hung, "hung"},
+      {"raise", Outcome::raised, "raised ZeroDivisionError: division by zero"},
+      {"refuse", Outcome::refused, "returned 7"},
+      {"zeros", Outcome::ok, ""},
+  };
+  for (const auto& e : expected) {
+    IsolatedKernel kernel(std::string(MISBEHAVING_CHILD) + " " + e.mode, e.kind == Outcome::hung ? 0.5 : 5, true);
+    std::vector<float> out;
+    const Outcome outcome = kernel.run(small_case(), out);
+    EXPECT_EQ(outcome.kind, e.kind) << e.mode << ": " << outcome.detail;
+    EXPECT_NE(outcome.detail.find(e.detail), std::string::npos) << e.mode << ": " << outcome.detail;
+    if (e.kind == Outcome::raised) EXPECT_NE(kernel.take_stderr().find("Traceback"), std::string::npos) << e.mode;
+    if (e.kind != Outcome::hung) kernel.run(small_case(), out);  // the checker lives on, the child restarted
+  }
+}
+
+TEST(Isolation, ACommandThatCannotStartIsAnErrorWithItsStderr) {
+  for (const auto& [mode, reason] : {std::pair{"cannot_start", "exited with status 1 while starting"},
+                                     std::pair{"garbage_first", "expected HELO (or FAIL, MODE); it sent 'Loading "},
+                                     std::pair{"old_protocol", "it speaks protocol version 9, this checker 1"}}) {
+    IsolatedKernel kernel(std::string(MISBEHAVING_CHILD) + " " + mode, 5, true);
+    try {
+      kernel.start();
+      ADD_FAILURE() << mode << " started";
+    } catch (const std::runtime_error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(reason), std::string::npos) << what;
+      if (std::string(mode) == "cannot_start") EXPECT_NE(what.find("ImportError: No module named 'my_kernel'"), std::string::npos) << what;
+    }
+  }
+}
+
 TEST(Isolation, LoadingFaultsAreOneLineErrors) {
   IsolatedKernel missing("/nonexistent/plugin.so", 1);
   try {

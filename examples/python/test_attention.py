@@ -1,0 +1,50 @@
+"""attncheck inside pytest: `attncheck.check(fn)` runs the whole campaign on fn and raises
+AssertionError with the report (and the counterexample as NumPy arrays) on a finding.
+
+Run: ATTNCHECK_BIN=build/cli/attncheck /usr/bin/python3 -m pytest examples/python/test_attention.py
+"""
+import attncheck
+import pytest
+
+import cs336_adapter
+import student_numpy
+import torch_attention
+
+STUDENT = {"f32", "f64", "allow", "causal", "kv_lens", "window"}
+
+
+def test_numpy_student_passes():
+    report = attncheck.check(student_numpy.attention, seconds=5, capabilities=STUDENT)
+    assert report["verdict"] == "PASS" and report["cases"] > 0
+
+
+def test_torch_attention_passes_in_float32_and_float64_with_its_backward():
+    report = attncheck.check(torch_attention.forward, backward=torch_attention.backward, seconds=5,
+                             capabilities={"f32", "f64", "allow", "causal", "lse"})
+    assert report["checked"] == ["f32", "f64", "allow mask", "causal", "lse", "backward"]
+
+
+def test_cs336_adapter_passes():
+    attncheck.check(attncheck.masked(cs336_adapter.run_scaled_dot_product_attention, tensors="torch"), seconds=5,
+                    empty_rows="nan")
+
+
+def test_flipped_mask_is_caught_with_a_counterexample_to_paste(tmp_path):
+    with pytest.raises(AssertionError) as finding:
+        attncheck.check(attncheck.masked(cs336_adapter.inverted_polarity, tensors="torch"), seconds=5,
+                        empty_rows="nan", counterexample=str(tmp_path / "flipped.replay"))
+    report = str(finding.value)
+    assert "attncheck check: FAIL" in report
+    assert "mask = np.array([" in report  # the shrunk case as NumPy arrays
+
+
+def test_a_nested_function_is_refused_with_the_reason():
+    def nested(p):
+        return p.q
+    with pytest.raises(TypeError, match="define it at the top level of a module"):
+        attncheck.check(nested)
+
+
+def test_an_unknown_capability_is_refused():
+    with pytest.raises(ValueError, match="unknown capability 'flash'"):
+        attncheck.check(student_numpy.attention, capabilities={"f32", "flash"}, seconds=1)

@@ -1,0 +1,67 @@
+"""A kept counterexample (a replay file's case, exact bits) as a Problem, and as NumPy source a
+person can paste into a test."""
+import numpy as np
+
+from . import _protocol as wire
+from ._problem import Problem
+
+_FORMATS = {"float32": (0, "f32", "<u4"), "float64": (1, "f64", "<u8"), "float16": (2, "f16", "<u2"),
+            "bfloat16": (3, "bf16", "<u2")}
+_CAUSAL = {"none": 0, "upper-left": 1, "lower-right": 2}
+
+
+def problem_from_replay(path):
+    """The case a replay file keeps (`attncheck-replay 2`), as the Problem the function was given,
+    and the property it broke."""
+    lines = open(path).read().splitlines()
+    if not lines or lines[0] != "attncheck-replay 2":
+        raise ValueError(f"{path}: not a replay file of format 2 (its first line is not 'attncheck-replay 2')")
+    fields = dict(line.split(" ", 1) if " " in line else (line, "") for line in lines[1:])
+    if "case" not in fields:
+        raise ValueError(f"{path}: the property draws no case, so there are no tensors to show")
+    dtype, name, bits = _FORMATS[fields["case"].split()[0]]
+    shape = fields["shape"].split()
+    dims = {shape[i]: int(shape[i + 1]) for i in range(0, len(shape), 2)}
+    options = fields["options"].split()
+    opts = {options[i]: options[i + 1] for i in range(0, len(options), 2)}
+    left, right = (int(x) for x in fields.get("window", "-1 -1").split())
+    flags = ((wire.HAS_ALLOW if "allow" in fields else 0) | (wire.HAS_KV_LENS if "key-lengths" in fields else 0) |
+             (wire.HAS_BIAS if "bias" in fields else 0))
+    header = wire.HEADER.pack(dtype, flags, dims["B"], dims["H"], dims["H_kv"], dims["Tq"], dims["Tk"], dims["dk"],
+                              dims["dv"], _CAUSAL[opts["causal"]], left, right, float.fromhex(opts["scale"]),
+                              float.fromhex(fields.get("softcap", "0x0p+0")))
+    words = lambda key: fields[key].split()
+    tensor = lambda key: np.array([int(w, 16) for w in words(key)], dtype=bits).tobytes()
+    payload = header + tensor("q") + tensor("k") + tensor("v")
+    if "allow" in fields:
+        payload += np.array([int(w) for w in words("allow")], np.uint8).tobytes()
+    if "key-lengths" in fields:
+        payload += np.array([int(w) for w in words("key-lengths")], "<i4").tobytes()
+    if "bias" in fields:
+        payload += tensor("bias")
+    return Problem(payload), fields.get("property", "")
+
+
+def _array(name, x, comment):
+    dtype = "np.float16" if x.dtype == np.float16 else "np.float64" if x.dtype == np.float64 else \
+        "bool" if x.dtype == bool else "np.int32" if x.dtype.kind == "i" else "np.float32"
+    values = ", ".join(str(v) for v in x.reshape(-1))
+    return f"{name} = np.array([{values}], dtype={dtype}).reshape{tuple(x.shape)}  # {comment}"
+
+
+def numpy_source(p, property_name=""):
+    """Problem p as Python lines that rebuild its tensors, exactly (shortest round-trip decimals)."""
+    scale = "None  # 1/sqrt(dk)" if p.scale is None else repr(p.scale)
+    lines = [f"# attncheck counterexample{' to Property.' + property_name if property_name else ''}: {p!r}",
+             "import numpy as np",
+             "nan, inf = np.nan, np.inf",
+             _array("q", p.q, "[B,H,Tq,dk]" + (", bfloat16 values" if p.dtype == "bf16" else "")),
+             _array("k", p.k, "[B,H_kv,Tk,dk]"),
+             _array("v", p.v, "[B,H_kv,Tk,dv]"),
+             _array("mask", p.mask(), "[B,H,Tq,Tk], True = may attend: allow, key lengths, causal and window"),
+             f"scale = {scale}"]
+    if p.softcap is not None:
+        lines.append(f"softcap = {p.softcap!r}")
+    if p.bias is not None:
+        lines.append(_array("bias", p.bias, "[B,H,Tq,Tk], added after the soft-cap"))
+    return "\n".join(lines)

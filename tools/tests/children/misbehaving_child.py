@@ -1,0 +1,63 @@
+"""A child of `attncheck check --impl-cmd` that misbehaves one way (argv[1]), to show that the
+checker reports each: it speaks the protocol (docs/protocol.md) by hand, not through serve()."""
+import os
+import signal
+import struct
+import sys
+import time
+
+MODE = sys.argv[1]
+out = sys.stdout.buffer
+
+
+def frame(tag, payload=b""):
+    out.write(tag + struct.pack("<I", len(payload)) + payload)
+    out.flush()
+
+
+if MODE == "cannot_start":
+    raise ImportError("No module named 'my_kernel'")  # a traceback on stderr, exit 1, no HELO
+if MODE == "garbage_first":
+    print("Loading my kernel...")  # a print where HELO belongs
+    out.flush()
+    time.sleep(60)
+if MODE == "old_protocol":
+    frame(b"HELO", struct.pack("<3I", 9, 2, 1))
+    time.sleep(60)
+frame(b"HELO", struct.pack("<3I", 1, 2, 1))  # protocol 1, ABI 2, float32 alone
+while True:
+    header = sys.stdin.buffer.read(8)
+    if len(header) < 8:
+        sys.exit(0)
+    (length,) = struct.unpack("<I", header[4:])
+    payload = sys.stdin.buffer.read(length)
+    B, H, H_kv, Tq, Tk, dk, dv = struct.unpack_from("<7i", payload, 8)
+    out_bytes = 4 * B * H * Tq * dv
+    if MODE == "crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    elif MODE == "hang":
+        time.sleep(60)
+    elif MODE == "exit":
+        sys.exit(3)
+    elif MODE == "garbage":
+        out.write(b"Hello, world: here is my output\n")
+        out.flush()
+        time.sleep(60)
+    elif MODE == "wrong_length":
+        frame(b"RSLT", struct.pack("<i", 0) + bytes(out_bytes - 4))
+    elif MODE == "huge_length":
+        out.write(b"FAIL" + struct.pack("<I", 0xFFFFFFF0))
+        out.flush()
+        time.sleep(60)
+    elif MODE == "raise":
+        print("Traceback (most recent call last):\n  File \"kernel.py\", line 7\nZeroDivisionError: division by zero",
+              file=sys.stderr, flush=True)
+        frame(b"FAIL", b"ZeroDivisionError: division by zero")
+    elif MODE == "refuse":
+        frame(b"RSLT", struct.pack("<i", 7))
+    elif MODE == "half_a_result":
+        out.write(b"RSLT" + struct.pack("<I", 4 + out_bytes) + struct.pack("<i", 0))
+        out.flush()
+        time.sleep(60)
+    else:
+        frame(b"RSLT", struct.pack("<i", 0) + bytes(out_bytes))  # zeros: wrong, but well formed
