@@ -39,6 +39,8 @@ class Problem:
         def take(nbytes):
             nonlocal at
             at += nbytes
+            if at > len(payload):
+                raise ValueError(f"a PROB of {len(payload)} bytes is too short for its problem")
             return payload[at - nbytes:at]
 
         size = np.dtype(wire.STORAGE[self.dtype]).itemsize

@@ -1,0 +1,120 @@
+"""The Python client's own pieces, against answers worked out independently of it: bf16 rounding
+against exact rational arithmetic, a PROB decoded field by field, the combined mask against the
+contract's rules written out key by key, and the replay reader against a kept regression."""
+import struct
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attncheck import _protocol as wire
+from attncheck import Problem, problem_from_replay, numpy_source
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def bf16_value(bits):
+    return Fraction(struct.unpack("<f", struct.pack("<I", bits << 16))[0])
+
+
+def bf16_exact(x):
+    """x (a float) rounded to bf16 to nearest, ties to even, by exact rational arithmetic: bit pattern."""
+    if x in (float("inf"), float("-inf")):
+        return 0x7F80 | (0x8000 if x < 0 else 0)
+    sign = 0x8000 if np.signbit(x) else 0
+    a = Fraction(abs(x))
+    lo, hi = 0, 0x7F7F  # the largest finite magnitude whose value is <= a, by bisection
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if bf16_value(mid) <= a else (lo, mid - 1)
+    # the value above lo: the next bf16, or for the largest finite the one an exponent further (inf)
+    above = bf16_value(lo + 1) if lo < 0x7F7F else 2 * bf16_value(0x7F7F) - bf16_value(0x7F7E)
+    below = bf16_value(lo)
+    if a - below < above - a or (a - below == above - a and lo % 2 == 0):
+        return sign | lo
+    return sign | (lo + 1)  # 0x7F80, inf, past the largest finite
+
+
+def test_bf16_rounding_is_one_correct_rounding_from_float32_and_float64():
+    rng = np.random.default_rng(7)
+    # ties, values just off ties, subnormals, the overflow edge, and float64 values that a rounding
+    # through float32 would round twice
+    as_float = lambda bits: struct.unpack("<f", struct.pack("<I", bits))[0]
+    even_tie, odd_tie = as_float(0x3F808000), as_float(0x3F818000)  # halfway: down to 0x3F80, up to 0x3F82
+    # float64 values a step off a tie, which float32 rounds onto the tie: rounded twice, the tie would
+    # decide, and wrongly
+    off_ties = [t + d * 2.0 ** -40 for t in (even_tie, odd_tie) for d in (1, -1)]
+    specials = [0.0, -0.0, 1.0, even_tie, -even_tie, odd_tie, -odd_tie, *off_ties, as_float(0x00018000),
+                3.0e38, 3.39e38, 3.4e38, 1e-40, -1e-45, 1e-39, 65504.0]
+    values = specials + list(rng.standard_normal(300) * 10.0 ** rng.integers(-40, 38, 300))
+    for x in values:
+        want = bf16_exact(x)
+        got64 = int(wire.to_bf16_bits(np.array([x], np.float64))[0])
+        assert got64 == want, (x, hex(got64), hex(want))
+        x32 = float(np.float32(x)) if abs(x) < 3.4e38 else x
+        got32 = int(wire.to_bf16_bits(np.array([x32], np.float32))[0])
+        assert got32 == bf16_exact(x32), (x32, hex(got32))
+    nan = int(wire.to_bf16_bits(np.array([np.nan], np.float32))[0])
+    assert nan & 0x7F80 == 0x7F80 and nan & 0x7F
+
+
+def header(**fields):
+    f = dict(dtype=0, flags=0, B=1, H=2, H_kv=1, Tq=3, Tk=4, dk=2, dv=1, causal=0, left=-1, right=-1, scale=0.0, softcap=0.0)
+    f.update(fields)
+    return wire.HEADER.pack(*f.values())
+
+
+def test_a_problem_is_decoded_field_by_field():
+    q = np.arange(12, dtype="<f4")      # [1,2,3,2]
+    k = np.arange(8, dtype="<f4") + 100  # [1,1,4,2]
+    v = np.arange(4, dtype="<f4") + 200  # [1,1,4,1]
+    allow = np.array([1, 0, 1, 1] * 3, np.uint8)
+    kv_lens = np.array([3], "<i4")
+    payload = header(flags=wire.HAS_ALLOW | wire.HAS_KV_LENS, causal=2, left=1, right=0, scale=0.5, softcap=30.0)
+    p = Problem(payload + q.tobytes() + k.tobytes() + v.tobytes() + allow.tobytes() + kv_lens.tobytes())
+    assert (p.B, p.H, p.H_kv, p.Tq, p.Tk, p.dk, p.dv) == (1, 2, 1, 3, 4, 2, 1)
+    assert p.dtype == "f32" and p.causal == "lower-right" and p.window == (1, 0)
+    assert p.scale == 0.5 and p.softcap == 30.0 and p.softmax_scale == 0.5
+    assert p.q[0, 1, 2, 1] == 11 and p.k[0, 0, 3, 0] == 106 and p.v[0, 0, 2, 0] == 202
+    assert p.kv_lens.tolist() == [3] and not p.allow[0, 0, 1]
+    with pytest.raises(ValueError):
+        p.q[0, 0, 0, 0] = 1  # inputs are read-only, as the plugin host's are
+    with pytest.raises(ValueError, match="too short for its problem"):
+        Problem(payload + q.tobytes())
+
+
+def test_the_mask_combines_every_rule_as_the_contract_states_them():
+    B, H, Tq, Tk = 2, 1, 3, 5
+    allow = np.random.default_rng(3).integers(0, 2, (B, Tq, Tk)).astype(np.uint8)
+    kv_lens = np.array([4, 2], "<i4")
+    for causal, (left, right) in [(0, (-1, -1)), (1, (-1, -1)), (2, (-1, -1)), (2, (1, 0)), (0, (0, 2))]:
+        payload = header(flags=wire.HAS_ALLOW | wire.HAS_KV_LENS, B=B, H=H, H_kv=H, Tq=Tq, Tk=Tk, dk=1, dv=1,
+                         causal=causal, left=left, right=right)
+        tensors = np.zeros(B * H * Tq + 2 * B * H * Tk, "<f4").tobytes()
+        p = Problem(payload + tensors + allow.tobytes() + kv_lens.tobytes())
+        mask = p.mask()
+        for b in range(B):
+            for i in range(Tq):
+                for j in range(Tk):
+                    d = i + Tk - Tq
+                    want = (allow[b, i, j] != 0 and j < kv_lens[b] and not (causal == 1 and j > i) and
+                            not (causal == 2 and j > d) and not (left >= 0 and j < d - left) and
+                            not (right >= 0 and j > d + right))
+                    assert mask[b, 0, i, j] == want, (causal, left, right, b, i, j)
+
+
+def test_a_kept_regression_reads_back_bit_for_bit():
+    p, prop = problem_from_replay(ROOT / "corpus/regressions/check/mutant_softmax_bf16_in_bf16.replay")
+    assert p.dtype == "bf16" and prop
+    assert np.all(wire.to_bf16_bits(p.q).astype(np.uint32) << 16 == p.q.view(np.uint32))  # bf16 values exactly
+    source = numpy_source(p, prop)
+    scope = {}
+    exec(source, scope)  # the printed arrays rebuild the tensors exactly
+    assert np.array_equal(scope["q"].view(np.uint32), np.asarray(p.q, np.float32).view(np.uint32))
+    assert np.array_equal(scope["mask"], p.mask())
+
+
+def test_unknown_capabilities_are_named():
+    with pytest.raises(ValueError, match="unknown capability 'flash'; the names are f32, f64"):
+        wire.capability_bits({"f32", "flash"})
