@@ -5,8 +5,10 @@ import json
 import os
 import shlex
 import shutil
+import site
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -15,7 +17,7 @@ from ._protocol import capability_bits
 from ._replay import numpy_source, problem_from_replay
 from ._serve import default_capabilities
 
-SERVING = "ATTNCHECK_SERVING"  # set in the child that check() starts
+SERVING = "ATTNCHECK_SERVING"  # set by `python3 -m attncheck serve`, the child check() starts
 
 
 def find_binary():
@@ -30,6 +32,20 @@ def find_binary():
         return str(built)
     raise FileNotFoundError("the attncheck program was not found: set ATTNCHECK_BIN, put attncheck on PATH, or "
                             f"build the source tree (ci/check) so that {built} exists")
+
+
+def _own_path():
+    """This process's sys.path beyond the interpreter's own (its standard library and site-packages),
+    with this package's folder first."""
+    interpreter = {os.path.realpath(p) for p in sysconfig.get_paths().values()}
+    interpreter |= {os.path.realpath(p) for p in site.getsitepackages() + [site.getusersitepackages()]}
+    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
+    own = [str(Path(__file__).resolve().parents[1])]
+    for p in sys.path:
+        p = os.path.realpath(p or os.getcwd())
+        if p not in interpreter and p not in own and not p.startswith(stdlib) and os.path.isdir(p):
+            own.append(p)
+    return own
 
 
 def spec_of(fn):
@@ -79,7 +95,10 @@ def check(forward, seconds=20, capabilities=None, seed=None, backward=None, empt
         return None
     names = sorted(default_capabilities(forward) if capabilities is None else capabilities)
     capability_bits(names)  # an unknown name is a ValueError here, not a child that cannot start
-    child = [sys.executable, "-m", "attncheck", "serve", spec_of(forward), "--capabilities", ",".join(names)]
+    # The child finds attncheck and the caller's modules where this process does: the command names
+    # them, so that the replay line it prints works from any shell.
+    child = ["env", "PYTHONPATH=" + os.pathsep.join(_own_path()), sys.executable, "-m", "attncheck", "serve",
+             spec_of(forward), "--capabilities", ",".join(names)]
     if backward is not None:
         child += ["--backward", spec_of(backward)]
     seed = int(os.environ.get("ATTNCHECK_SEED", "1")) if seed is None else seed
@@ -89,9 +108,7 @@ def check(forward, seconds=20, capabilities=None, seed=None, backward=None, empt
         command = [find_binary(), "check", "--impl-cmd", shlex.join(child), "--seconds", str(seconds),
                    "--seed", str(seed), "--empty-rows", empty_rows, "--counterexample", counterexample,
                    "--json", report_path, *args]
-        # The child finds attncheck and the caller's modules where this process does.
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p or os.getcwd() for p in sys.path), **{SERVING: "1"})
-        run = subprocess.run(command, env=env, capture_output=True, text=True)
+        run = subprocess.run(command, capture_output=True, text=True)
         report = json.load(open(report_path)) if os.path.exists(report_path) else None
     text = f"$ {shlex.join(command)}\n{run.stdout}{run.stderr}"
     if run.returncode == 0:
