@@ -4,11 +4,13 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -224,6 +226,35 @@ int stderr_file() {
   return fd;
 }
 
+// The process groups of the children alive now, for the signal handler below.
+std::atomic<pid_t> g_children[16];
+
+// A checker stopped by Ctrl-C (or SIGTERM, SIGHUP) kills its children's groups first: a command's
+// shell passes its death on (PR_SET_PDEATHSIG) but not to the command it started, which would go
+// on running, stuck in a loop perhaps, in a group the terminal's signal does not reach.
+void on_stop(int signal) {
+  for (std::atomic<pid_t>& child : g_children)
+    if (const pid_t group = child.load(); group > 0) kill(-group, SIGKILL);
+  ::signal(signal, SIG_DFL);
+  raise(signal);
+}
+
+void track(pid_t child, bool alive) {
+  static const bool installed = [] {
+    for (int stop : {SIGINT, SIGTERM, SIGHUP}) {
+      struct sigaction now {};
+      sigaction(stop, nullptr, &now);
+      if (now.sa_handler == SIG_DFL) ::signal(stop, on_stop);  // a program's own handler stays
+    }
+    return true;
+  }();
+  (void)installed;
+  for (std::atomic<pid_t>& slot : g_children) {
+    pid_t expected = alive ? 0 : child;
+    if (slot.compare_exchange_strong(expected, alive ? child : 0)) return;
+  }
+}
+
 }  // namespace
 
 // ---- The checker's side ----
@@ -240,6 +271,7 @@ void IsolatedKernel::stop() {
   if (child_ > 0) {
     kill(-child_, SIGKILL);  // its process group: a command's shell and whatever it started
     waitpid(child_, nullptr, 0);
+    track(child_, false);
   }
   if (to_child_ >= 0) close(to_child_);
   if (from_child_ >= 0) close(from_child_);
@@ -369,10 +401,15 @@ void IsolatedKernel::start() {
   if (pipe2(requests, O_CLOEXEC) != 0 || pipe2(answers, O_CLOEXEC) != 0)
     throw std::runtime_error("cannot create pipes for the child");
   std::fflush(nullptr);  // else a plugin's exit() would flush the child's copy of our buffered output
+  const pid_t checker = getpid();
   child_ = fork();
   if (child_ < 0) throw std::runtime_error("cannot fork the child that runs the implementation");
   if (child_ == 0) {
     setpgid(0, 0);
+    // A checker stopped by Ctrl-C or killed takes its child along, even one stuck in a loop (in a
+    // group of its own, the terminal's signal does not reach it).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != checker) _exit(0);
     if (!command_) host_plugin(which_, requests[0], answers[1]);
     // A command: the protocol on its stdin and stdout, its stderr kept for the findings.
     dup2(requests[0], 0);
@@ -382,6 +419,7 @@ void IsolatedKernel::start() {
     _exit(127);
   }
   setpgid(child_, child_);  // also here: stop() may come before the child has run
+  track(child_, true);
   close(requests[0]);
   close(answers[1]);
   to_child_ = requests[1];
@@ -417,10 +455,9 @@ Outcome IsolatedKernel::fate(const char* waiting_for) {
         outcome = {Outcome::crashed, signal, "crashed with " + signal_name(signal) + " while " + waiting_for};
       else
         outcome = {Outcome::exited, code, "exited with status " + std::to_string(code) + " while " + waiting_for};
-      child_ = -1;
     }
   }
-  stop();
+  stop();  // the group too: what the shell started may outlive it
   return outcome;
 }
 

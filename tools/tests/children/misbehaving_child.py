@@ -36,6 +36,8 @@ while True:
     if MODE == "crash":
         os.kill(os.getpid(), signal.SIGSEGV)
     elif MODE == "hang":
+        if len(sys.argv) > 2:  # a file to create once hanging in a call, for a test to wait on
+            open(sys.argv[2], "w").close()
         time.sleep(60)
     elif MODE == "exit":
         sys.exit(3)
