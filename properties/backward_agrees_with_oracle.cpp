@@ -24,17 +24,17 @@ void backward_agrees(Checker& check, bool softcap = false) {
   require_gradients(check, c, check.gradients(c, reference, dout), reference, dout, "the backward agrees with the oracle");
 }
 
-ATTNCHECK_PROPERTY(BackwardAgreesWithOracleInFloat, .order = 15, .catches = "dk_scale_missing") {
+ATTNCHECK_PROPERTY(BackwardAgreesWithOracleInFloat, .order = 15, .catches = "dk_scale_missing", .backward = true) {
   backward_agrees<float>(check);
 }
 
 // The same through a soft-cap that bites.
-ATTNCHECK_PROPERTY(BackwardThroughASoftCap, .order = 16, .catches = "softcap_derivative_missing") {
+ATTNCHECK_PROPERTY(BackwardThroughASoftCap, .order = 16, .catches = "softcap_derivative_missing", .backward = true) {
   backward_agrees<float>(check, true);
 }
 
 ATTNCHECK_PROPERTY(BackwardAgreesWithOracleInDouble, .order = 175, .catches = "dv_indexed_with_dk",
-                   .double_precision = true) {
+                   .double_precision = true, .backward = true) {
   if (!check.has_f64()) return;
   backward_agrees<double>(check);
 }

@@ -10,7 +10,7 @@
 
 namespace attncheck::properties {
 
-ATTNCHECK_PROPERTY(BackwardDvIsTheWeightedSumOfDout, .order = 125, .catches = "causal_upper_left_in_backward") {
+ATTNCHECK_PROPERTY(BackwardDvIsTheWeightedSumOfDout, .order = 125, .catches = "causal_upper_left_in_backward", .backward = true) {
   if (!check.has_backward()) return;
   Case<float> c = check.draw<float>({.small_only = true});
   c.empty_rows = EmptyRows::zero;

@@ -234,7 +234,9 @@ CampaignResult run_campaign(const CampaignOptions& options) {
   result.capabilities = kernel.capabilities();
   const std::vector<Property>& properties = all_properties();
   const uint32_t formats = options.formats & kernel.capabilities();
+  const bool backward = options.backward && (kernel.capabilities() & ATTNCHECK_CAP_BACKWARD);
   auto runnable = [&](const Property& property) {
+    if (property.backward && !backward) return false;  // it would return at once, and count as a case
     return property.double_precision ? bool(formats & ATTNCHECK_CAP_F64)
                                      : bool(formats & (ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16)) &&
                                            (!property.float32_cases || (formats & ATTNCHECK_CAP_F32));

@@ -124,6 +124,7 @@ struct Property {
   bool double_precision = false;  // checks f64 (the others f32, f16 and bf16, as the kernel claims them)
   bool float32_cases = false;     // builds float32 cases of its own: runs only on a kernel that claims f32
   int first_round = 0;            // the campaign round it joins: heavy ones after the cheap ones
+  bool backward = false;          // checks the backward: the campaign runs it only when the kernel's is checked
 };
 
 // Adds a property to the registry; ATTNCHECK_PROPERTY calls it during static initialization.
