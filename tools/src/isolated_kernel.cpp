@@ -287,7 +287,10 @@ std::string IsolatedKernel::take_stderr() {
   std::string text(kept, '\0');
   const ssize_t got = pread(stderr_fd_, text.data(), kept, off_t(size - kept));
   text.resize(got > 0 ? size_t(got) : 0);
-  if (kept < size) text = "[... " + std::to_string(size - kept) + " bytes before]" + text.substr(text.find('\n') + 1);
+  if (kept < size) {  // from the first whole line kept
+    const size_t cut = text.find('\n') == std::string::npos ? 0 : text.find('\n') + 1;
+    text = "[... " + std::to_string(size - kept + cut) + " bytes before]\n" + text.substr(cut);
+  }
   if (ftruncate(stderr_fd_, 0) != 0) text += "\n[cannot truncate the stderr file]";
   return text;
 }

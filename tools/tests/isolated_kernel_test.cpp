@@ -88,6 +88,18 @@ TEST(Isolation, EachMisbehaviourOfACommandIsReportedWithItsCause) {
   }
 }
 
+TEST(Isolation, ACommandsStderrIsKeptToItsLast8KiBFromAWholeLine) {
+  IsolatedKernel kernel(std::string(MISBEHAVING_CHILD) + " chatty", 5, true);
+  std::vector<float> out;
+  EXPECT_EQ(kernel.run(small_case(), out).kind, Outcome::raised);
+  const std::string err = kernel.take_stderr();
+  EXPECT_EQ(err.rfind("[... ", 0), 0u) << err.substr(0, 80);
+  EXPECT_NE(err.find(" bytes before]\nprogress line "), std::string::npos) << err.substr(0, 80);
+  EXPECT_LE(err.size(), 8192u + 40);
+  EXPECT_NE(err.find("progress line  999 of the kernel's log\n"), std::string::npos);
+  EXPECT_EQ(kernel.take_stderr(), "");  // taken once
+}
+
 TEST(Isolation, ACommandThatCannotStartIsAnErrorWithItsStderr) {
   for (const auto& [mode, reason] : {std::pair{"cannot_start", "exited with status 1 while starting"},
                                      std::pair{"garbage_first", "expected HELO (or FAIL, MODE); it sent 'Loading "},

@@ -55,6 +55,11 @@ while True:
         print("Traceback (most recent call last):\n  File \"kernel.py\", line 7\nZeroDivisionError: division by zero",
               file=sys.stderr, flush=True)
         frame(b"FAIL", b"ZeroDivisionError: division by zero")
+    elif MODE == "chatty":  # 20 KB of stderr, then an exception
+        for line in range(1000):
+            print(f"progress line {line:4d} of the kernel's log", file=sys.stderr)
+        sys.stderr.flush()
+        frame(b"FAIL", b"RuntimeError: gave up")
     elif MODE == "refuse":
         frame(b"RSLT", struct.pack("<i", 7))
     elif MODE == "half_a_result":
