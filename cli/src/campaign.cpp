@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "attncheck/abi.hpp"
+#include "attncheck/case_shrink.hpp"
 #include "attncheck/case_text.hpp"
 #include "attncheck/isolated_kernel.hpp"
 #include "attncheck/plugin_loader.hpp"
@@ -175,32 +176,71 @@ Run run_once(IsolatedKernel& kernel, const CampaignOptions& options, const Prope
   return run;
 }
 
-// Makes a counterexample smaller: each choice in turn (shapes come first) tried at smaller values,
-// kept whenever the property still fails the same way (a property failure, or the same kind of
-// fault), until nothing changes or the time is up. A hang is not shrunk: every trial would cost
-// the whole case timeout.
+// A trial that fails as the counterexample did: the same kind of failure (a property's, or the
+// same kind of fault), and clearly: a largest error/bound of at least 2 (or the found case's, if
+// smaller), or a failure of another kind than the bound (a wrong special value, a broken identity:
+// every error/bound under 1), so that shrinking never trades a bug shown plainly for a case that
+// barely fails.
+bool fails_alike(const Run& run, int kind, double found_ratio) {
+  return run.failed && run.kind == kind && (run.worst_ratio >= std::min(found_ratio, 2.0) || run.worst_ratio < 1);
+}
+
+// Makes a counterexample smaller within options.shrink_seconds (a trial under way finishes). A
+// drawn case is shrunk as a case (case_shrink.hpp: whole batches, heads, queries, keys and
+// columns removed, masks and options cleared, values made plain), each simpler neighbour kept when
+// it fails alike; a property that draws no case has its choices shrunk instead. A hang is not
+// shrunk: every trial would cost the whole case timeout.
 Finding shrink(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, Finding best,
-               int kind) {
+               int kind, double found_ratio) {
   if (kind == Outcome::hung) return best;
   const Clock::time_point start = Clock::now();
-  for (bool improved = true; improved && since(start) < options.shrink_seconds;) {
+  auto in_time = [&] { return since(start) < options.shrink_seconds; };
+  if (!best.case_text.empty()) {
+    std::istringstream text(best.case_text);
+    std::string first;
+    std::getline(text, first);
+    auto shrink_case = [&](auto zero) {
+      using T = decltype(zero);
+      for (Case<T> c = case_from_text<T>(first, text); in_time();) {
+        std::optional<Case<T>> simpler;
+        const bool found = offer_simpler<T>(c, [&](Case<T>&& candidate) {
+          if (!in_time()) return false;
+          Finding trial = best;
+          trial.case_text = case_to_text(candidate);
+          const Run run = run_once(kernel, options, property, 0, nullptr, false, ~0u, &trial);
+          if (!fails_alike(run, kind, found_ratio)) return false;
+          best = run.finding;
+          simpler = std::move(candidate);
+          return true;
+        });
+        if (!found) break;
+        c = std::move(*simpler);
+      }
+    };
+    if (case_text_holds<double>(first))
+      shrink_case(0.0);
+    else
+      shrink_case(0.0f);
+    return best;
+  }
+  for (bool improved = true; improved && in_time();) {
     improved = false;
-    for (size_t at = 0; at < best.choices.size() && since(start) < options.shrink_seconds; ++at) {
+    for (size_t at = 0; at < best.choices.size() && in_time(); ++at) {
       const uint64_t now = best.choices[at];
-      // A small choice (a shape, a rung of the size ladder, a kind) tries every smaller value from
-      // 0 up, so that a size shrinks to the smallest that still fails, not to the first neighbour
-      // that passes; a large one (a value, a seed) tries 0, half and one less.
+      // A small choice (a kind, a count) tries every smaller value from 0 up, so that it shrinks to
+      // the smallest that still fails, not to the first neighbour that passes; a large one (a
+      // value, a seed) tries 0, half and one less.
       std::vector<uint64_t> tries;
       if (now <= 64)
         for (uint64_t smaller = 0; smaller < now; ++smaller) tries.push_back(smaller);
       else
         tries = {0, now / 2, now - 1};
       for (uint64_t smaller : tries) {
-        if (since(start) >= options.shrink_seconds) break;
+        if (!in_time()) break;
         std::vector<uint64_t> trial = best.choices;
         trial[at] = smaller;
         const Run run = run_once(kernel, options, property, 0, &trial, best.ladder, best.capabilities);
-        if (!run.failed || run.kind != kind) continue;
+        if (!fails_alike(run, kind, found_ratio)) continue;
         best = run.finding;
         improved = true;
         break;
@@ -271,7 +311,7 @@ CampaignResult run_campaign(const CampaignOptions& options) {
         result.found = true;
         result.seconds = since(start);
         const Clock::time_point shrink_start = Clock::now();
-        result.finding = shrink(kernel, options, property, run.finding, run.kind);
+        result.finding = shrink(kernel, options, property, run.finding, run.kind, run.worst_ratio);
         result.shrink_seconds = since(shrink_start);
         result.fp_mode = kernel.fp_mode_finding();
         return result;

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <map>
+#include <sstream>
 #include <string>
 
 #include "attncheck/abi.hpp"
@@ -156,6 +158,15 @@ int check(const FlagValues& o) {
   return result.found || !result.fp_mode.empty() ? 1 : 0;
 }
 
+// Whether a case's "B 1 H 1 H_kv 1 Tq 2 Tk 3 dk 2 dv 1" is as small as a counterexample usually
+// needs: B = H = 1, Tq and Tk at most 3, dk and dv at most 2 (issue 15's target).
+bool at_most_tiny(const std::string& shape) {
+  std::istringstream words(shape);
+  std::map<std::string, int64_t> size;
+  for (std::string name; words >> name;) words >> size[name];
+  return size["B"] == 1 && size["H"] == 1 && size["Tq"] <= 3 && size["Tk"] <= 3 && size["dk"] <= 2 && size["dv"] <= 2;
+}
+
 int mutants(const FlagValues& o) {
   const std::string& folder = o.text("dir");
   std::vector<std::string> names;
@@ -176,10 +187,10 @@ int mutants(const FlagValues& o) {
   options.seed = uint64_t(o.number("seed"));
   options.shrink_seconds = o.number("shrink-seconds");
   std::printf("%-36s %-48s %8s %9s  %s\n", "mutant", "killed by", "cases", "seconds",
-              options.shrink_seconds > 0 ? "shrunk to" : "");
+              options.shrink_seconds > 0 ? "shrunk to (seconds shrinking)" : "");
   Json matrix = Json::array();
-  int survivors = 0;
-  std::vector<double> times;
+  int survivors = 0, cases_shrunk = 0, minimal = 0;
+  std::vector<double> times, shrink_times;
   for (const std::string& name : names) {
     options.impl = folder + "/" + name;
     const CampaignResult r = run_campaign(options);
@@ -190,13 +201,21 @@ int mutants(const FlagValues& o) {
     const size_t at = r.finding.case_text.find("shape ");
     const std::string shape = !r.found || options.shrink_seconds == 0 || at == std::string::npos ? ""
                               : r.finding.case_text.substr(at + 6, r.finding.case_text.find('\n', at) - at - 6);
-    std::printf("%-36s %-48s %8lld %9.3f  %s\n", mutant.c_str(), r.found ? ("Property." + r.finding.property).c_str() : "SURVIVED",
-                (long long)r.cases, r.seconds, shape.c_str());
+    char shrinking[32] = "";
+    if (r.found && options.shrink_seconds > 0) {
+      std::snprintf(shrinking, sizeof shrinking, "%s(%.2f)", shape.empty() ? "" : " ", r.shrink_seconds);
+      shrink_times.push_back(r.shrink_seconds);
+      cases_shrunk += !shape.empty();
+      minimal += !shape.empty() && at_most_tiny(shape);
+    }
+    std::printf("%-36s %-48s %8lld %9.3f  %s%s\n", mutant.c_str(), r.found ? ("Property." + r.finding.property).c_str() : "SURVIVED",
+                (long long)r.cases, r.seconds, shape.c_str(), shrinking);
     matrix.push_back({{"mutant", mutant},
                       {"killed_by", r.found ? Json(r.finding.property) : Json()},
                       {"cases", r.cases},
                       {"seconds", r.seconds},
-                      {"shrunk_shape", shape}});
+                      {"shrunk_shape", shape},
+                      {"shrink_seconds", r.shrink_seconds}});
   }
   // The reference must not be flagged with the same budget.
   options.impl = "builtin";
@@ -209,6 +228,11 @@ int mutants(const FlagValues& o) {
   std::printf("attncheck mutants: %s: %zu of %zu killed, median %.3f s, slowest %.3f s to kill\n",
               survivors == 0 && !reference.found ? "PASS" : "FAIL", names.size() - size_t(survivors), names.size(), median,
               times.empty() ? 0.0 : times.back());
+  if (!shrink_times.empty()) {
+    std::sort(shrink_times.begin(), shrink_times.end());
+    std::printf("shrinking: median %.2f s, longest %.2f s; %d of %d shrunk cases at B = H = 1, Tq and Tk <= 3, dk and dv <= 2\n",
+                shrink_times[shrink_times.size() / 2], shrink_times.back(), minimal, cases_shrunk);
+  }
   if (reference.found) std::printf("%s\n", reference.finding.message.c_str());
   if (o.given("json"))
     write_json(o.text("json"), {{"mutants", matrix}, {"reference_flagged", reference.found}, {"median_seconds", median}});

@@ -1,0 +1,184 @@
+#include "attncheck/case_shrink.hpp"
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace attncheck {
+namespace {
+
+using Dims = std::array<int64_t, 4>;
+
+// x [d0,d1,d2,d3] without indices [from, to) of `axis`.
+template <class V>
+std::vector<V> erase_range(const std::vector<V>& x, Dims d, int axis, int64_t from, int64_t to) {
+  if (x.empty()) return x;
+  std::vector<V> kept;
+  kept.reserve(x.size());
+  size_t at = 0;
+  for (int64_t i0 = 0; i0 < d[0]; ++i0)
+    for (int64_t i1 = 0; i1 < d[1]; ++i1)
+      for (int64_t i2 = 0; i2 < d[2]; ++i2)
+        for (int64_t i3 = 0; i3 < d[3]; ++i3, ++at) {
+          const int64_t index[4] = {i0, i1, i2, i3};
+          if (index[axis] < from || index[axis] >= to) kept.push_back(x[at]);
+        }
+  return kept;
+}
+
+// The axes a case can lose indices along, and what losing [from, to) of one does to every buffer.
+enum Axis { batch, head, kv_group, group_member, query, key, key_width, value_width };
+
+template <class T>
+Case<T> without(const Case<T>& c, Axis axis, int64_t from, int64_t to) {
+  // c: q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], bias [B,H,Tq,Tk], allow [B,Tq,Tk], key_lengths [B].
+  const Shape& s = c.shape;
+  const int64_t kv = s.kv_heads(), group = s.H / kv, n = to - from;
+  const Dims q{s.B, s.H, s.Tq, s.dk}, k{s.B, kv, s.Tk, s.dk}, v{s.B, kv, s.Tk, s.dv}, bias{s.B, s.H, s.Tq, s.Tk},
+      allow{s.B, 1, s.Tq, s.Tk}, lengths{s.B, 1, 1, 1};
+  Case<T> r = c;
+  switch (axis) {
+    case batch:
+      r.q = erase_range(c.q, q, 0, from, to), r.k = erase_range(c.k, k, 0, from, to), r.v = erase_range(c.v, v, 0, from, to);
+      r.bias = erase_range(c.bias, bias, 0, from, to), r.allow = erase_range(c.allow, allow, 0, from, to);
+      r.key_lengths = erase_range(c.key_lengths, lengths, 0, from, to);
+      r.shape.B -= n;
+      break;
+    case head:  // every query head its own KV head
+      r.q = erase_range(c.q, q, 1, from, to), r.k = erase_range(c.k, k, 1, from, to), r.v = erase_range(c.v, v, 1, from, to);
+      r.bias = erase_range(c.bias, bias, 1, from, to);
+      r.shape.H -= n;
+      r.shape.H_kv = 0;
+      break;
+    case kv_group:  // KV heads [from, to) with their groups of query heads
+      r.q = erase_range(c.q, q, 1, from * group, to * group), r.bias = erase_range(c.bias, bias, 1, from * group, to * group);
+      r.k = erase_range(c.k, k, 1, from, to), r.v = erase_range(c.v, v, 1, from, to);
+      r.shape.H -= n * group;
+      r.shape.H_kv = kv - n;
+      break;
+    case group_member:  // the last query head of every group: groups one smaller
+      for (int64_t g = kv - 1; g >= 0; --g) {
+        const Dims now{s.B, kv * group - (kv - 1 - g), s.Tq, s.dk}, now_bias{s.B, now[1], s.Tq, s.Tk};
+        r.q = erase_range(r.q, now, 1, g * group + group - 1, g * group + group);
+        r.bias = erase_range(r.bias, now_bias, 1, g * group + group - 1, g * group + group);
+      }
+      r.shape.H -= kv;
+      r.shape.H_kv = group - 1 == 1 ? 0 : kv;
+      break;
+    case query:
+      r.q = erase_range(c.q, q, 2, from, to), r.bias = erase_range(c.bias, bias, 2, from, to);
+      r.allow = erase_range(c.allow, allow, 2, from, to);
+      r.shape.Tq -= n;
+      break;
+    case key:  // key lengths count the keys left before their end
+      r.k = erase_range(c.k, k, 2, from, to), r.v = erase_range(c.v, v, 2, from, to);
+      r.bias = erase_range(c.bias, bias, 3, from, to), r.allow = erase_range(c.allow, allow, 3, from, to);
+      for (int32_t& length : r.key_lengths) length -= int32_t(std::clamp<int64_t>(length - from, 0, n));
+      r.shape.Tk -= n;
+      break;
+    case key_width:
+      r.q = erase_range(c.q, q, 3, from, to), r.k = erase_range(c.k, k, 3, from, to);
+      r.shape.dk -= n;
+      break;
+    case value_width:
+      r.v = erase_range(c.v, v, 3, from, to);
+      r.shape.dv -= n;
+      break;
+  }
+  return r;
+}
+
+// Plainer values than x, plainest first: 0, then +-1 and +-2, then the power of two next below |x|:
+// each closer to 0 than x (NaN and inf try 0, +-1 and +-2).
+template <class T>
+std::vector<T> plainer(T x) {
+  if (x == T(0)) return {};
+  const T sign = std::signbit(x) ? T(-1) : T(1);
+  std::vector<T> values = {T(0)};
+  for (T plain : {sign, 2 * sign})
+    if (!std::isfinite(x) || std::fabs(plain) < std::fabs(x)) values.push_back(plain);
+  if (std::isfinite(x)) {
+    const T power = sign * std::exp2(std::floor(std::log2(std::fabs(x))));
+    if (power != x && std::fabs(power) != T(1) && std::fabs(power) != T(2)) values.push_back(power);
+  }
+  return values;
+}
+
+
+// What a shrunk case still has, for its `mix` line (the drawn case's no longer describes it).
+template <class T>
+std::string features(const Case<T>& c) {
+  std::string text = "shrunk";
+  auto add = [&](bool present, const char* name) {
+    if (present) text += std::string(", ") + name;
+  };
+  add(!c.allow.empty(), "allow mask");
+  add(!c.key_lengths.empty(), "key padding");
+  add(c.shape.kv_heads() != c.shape.H, "grouped KV heads");
+  add(!c.bias.empty(), "bias");
+  add(c.window_left >= 0 || c.window_right >= 0, "window");
+  add(c.softcap != 0, "soft-cap");
+  return text;
+}
+
+}  // namespace
+
+template <class T>
+bool offer_simpler(const Case<T>& c, const std::function<bool(Case<T>&&)>& offer) {
+  const auto accept = [&](Case<T>&& candidate) {
+    candidate.mix = features(candidate);
+    return offer(std::move(candidate));
+  };
+  const Shape& s = c.shape;
+  // Ranges of an axis of n, halves first (delta debugging): a large case loses most of itself in
+  // a few trials, a small one an index at a time.
+  auto ranges = [&](Axis axis, int64_t n) {
+    for (int64_t width = n / 2; width >= 1; width /= 2)
+      for (int64_t from = 0; from + width <= n; from += width)
+        if (accept(without(c, axis, from, from + width))) return true;
+    return false;
+  };
+  const int64_t kv = s.kv_heads(), group = s.H / kv;
+  if (ranges(batch, s.B)) return true;
+  if (group == 1 ? ranges(head, s.H) : ranges(kv_group, kv)) return true;
+  if (group > 1 && accept(without(c, group_member, 0, 0))) return true;
+  if (ranges(query, s.Tq) || ranges(key, s.Tk) || ranges(key_width, s.dk) || ranges(value_width, s.dv)) return true;
+
+  // Masks and options, each cleared.
+  auto cleared = [&](auto change) {
+    Case<T> r = c;
+    change(r);
+    return accept(std::move(r));
+  };
+  if (!c.bias.empty() && cleared([](Case<T>& r) { r.bias.clear(); })) return true;
+  if (c.softcap != 0 && cleared([](Case<T>& r) { r.softcap = 0; })) return true;
+  if ((c.window_left >= 0 || c.window_right >= 0) && cleared([](Case<T>& r) { r.window_left = r.window_right = -1; }))
+    return true;
+  if (c.causal != Causal::none && cleared([](Case<T>& r) { r.causal = Causal::none; })) return true;
+  if (!c.allow.empty() && cleared([](Case<T>& r) { r.allow.clear(); })) return true;
+  if (!c.key_lengths.empty() && cleared([](Case<T>& r) { r.key_lengths.clear(); })) return true;
+  if (c.scale != 0 && cleared([](Case<T>& r) { r.scale = 0; })) return true;
+
+  // Values: a whole tensor at 0, then one value at a time (small tensors only: a trial each).
+  std::vector<T> Case<T>::*const tensors[] = {&Case<T>::q, &Case<T>::k, &Case<T>::v, &Case<T>::bias};
+  for (auto tensor : tensors) {
+    const std::vector<T>& x = c.*tensor;
+    bool zero = true;
+    for (T value : x) zero = zero && value == T(0);
+    if (!zero && cleared([&](Case<T>& r) { std::fill((r.*tensor).begin(), (r.*tensor).end(), T(0)); })) return true;
+  }
+  for (auto tensor : tensors) {
+    const std::vector<T>& x = c.*tensor;
+    if (x.size() > 64) continue;
+    for (size_t at = 0; at < x.size(); ++at)
+      for (T value : plainer(x[at]))
+        if (cleared([&](Case<T>& r) { (r.*tensor)[at] = T(round_to(c.format, double(value))); })) return true;
+  }
+  return false;
+}
+
+template bool offer_simpler(const Case<float>&, const std::function<bool(Case<float>&&)>&);
+template bool offer_simpler(const Case<double>&, const std::function<bool(Case<double>&&)>&);
+
+}  // namespace attncheck
