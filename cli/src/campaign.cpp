@@ -74,6 +74,7 @@ class CampaignChecker : public Checker {
   [[noreturn]] void fail(const std::string& message) override { throw Failed{message}; }
   void observe(const Comparison& result) override { worst_ratio = std::max(worst_ratio, result.worst_ratio); }
 
+  std::vector<KernelCall>* calls = nullptr;  // when set, every forward call is kept here
   std::vector<uint64_t> choices;       // every answer of below(), in order
   std::vector<uint64_t> kept_choices;  // those outside the case's draw
   double worst_ratio = 0;
@@ -122,6 +123,9 @@ class CampaignChecker : public Checker {
   std::vector<T> run_isolated(const Case<T>& c, std::vector<T>* lse) {
     std::vector<T> out;
     const Outcome outcome = kernel_.run(c, out, lse);
+    if (calls)
+      calls->push_back({case_to_text(c), std::vector<double>(out.begin(), out.end()),
+                        lse ? std::vector<double>(lse->begin(), lse->end()) : std::vector<double>(), outcome.detail});
     if (outcome.kind != Outcome::ok) throw Failed{"the implementation " + outcome.detail + "\n" + describe(c), outcome.kind};
     return out;
   }
@@ -155,8 +159,9 @@ struct Run {
 // The case's text is written for a failure, or always (`with_text`: a replay says what it ran).
 Run run_once(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, uint64_t seed,
              const std::vector<uint64_t>* recorded, bool ladder, uint32_t capabilities = ~0u,
-             const Finding* kept = nullptr, bool with_text = false) {
+             const Finding* kept = nullptr, bool with_text = false, std::vector<KernelCall>* calls = nullptr) {
   CampaignChecker checker(kernel, options, seed, recorded, ladder, capabilities, kept);
+  checker.calls = calls;
   Run run;
   std::string message;
   kernel.take_stderr();  // an earlier run's
@@ -348,6 +353,18 @@ CampaignResult replay(const CampaignOptions& options, const Finding& recorded) {
   result.seconds = since(start);
   result.fp_mode = kernel.fp_mode_finding();
   return result;
+}
+
+std::vector<KernelCall> kernel_calls(const CampaignOptions& options, const Finding& recorded) {
+  if (!recorded.kept || recorded.case_text.empty())
+    throw std::runtime_error("Property." + recorded.property + " draws no case, so there is no call to write down");
+  IsolatedKernel kernel(options.impl, options.case_timeout, options.command);
+  kernel.start();
+  CampaignOptions both = options;  // the recorded case decides the format, not --dtype
+  both.formats = ~0u;
+  std::vector<KernelCall> calls;
+  run_once(kernel, both, property_named(recorded.property), 0, nullptr, false, ~0u, &recorded, true, &calls);
+  return calls;
 }
 
 void write_replay(const std::string& path, const CampaignOptions& options, const Finding& finding) {

@@ -11,9 +11,11 @@ See the README's "Checking Python code" and docs/protocol.md.
 """
 from ._adapters import masked
 from ._check import check, find_binary
+from ._command import outside_bound, run_command
 from ._problem import Problem
 from ._protocol import CAPABILITIES
 from ._replay import numpy_source, problem_from_replay
 from ._serve import serve
 
-__all__ = ["CAPABILITIES", "Problem", "check", "find_binary", "masked", "numpy_source", "problem_from_replay", "serve"]
+__all__ = ["CAPABILITIES", "Problem", "check", "find_binary", "masked", "numpy_source", "outside_bound",
+           "problem_from_replay", "run_command", "serve"]

@@ -470,8 +470,9 @@ namespace {
 template <class T>
 ProblemHeader request_for(const Case<T>& c, const attncheck_problem_v2& abi, bool want_lse, bool backward) {
   const Shape& s = c.shape;
-  const uint32_t flags = (c.allow.empty() ? 0 : kHasAllow) | (c.key_lengths.empty() ? 0 : kHasKvLens) |
-                         (c.bias.empty() ? 0 : kHasBias) | (want_lse ? kWantLse : 0) | (backward ? kBackward : 0);
+  auto flag = [](bool set, Flags f) { return set ? uint32_t(f) : 0u; };
+  const uint32_t flags = flag(!c.allow.empty(), kHasAllow) | flag(!c.key_lengths.empty(), kHasKvLens) |
+                         flag(!c.bias.empty(), kHasBias) | flag(want_lse, kWantLse) | flag(backward, kBackward);
   return {abi.dtype,        flags,
           int32_t(s.B),     int32_t(s.H),
           int32_t(s.kv_heads()), int32_t(s.Tq),

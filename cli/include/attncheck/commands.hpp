@@ -11,5 +11,6 @@ namespace attncheck {
 int compare_command(const std::vector<std::string>& args);  // tensors dumped as .npy against the oracle
 int check_command(const std::vector<std::string>& args);    // the campaign against a kernel, or a replay
 int mutants_command(const std::vector<std::string>& args);  // the kill matrix
+int repro_command(const std::vector<std::string>& args);    // a finding as a regression test
 
 }  // namespace attncheck

@@ -1,0 +1,287 @@
+// attncheck repro: a replay file's finding as a standalone regression test. The property runs once
+// more on the kept case, every kernel call kept; the first call whose output the oracle calls
+// wrong (or that crashed, hung, refused) is written down with its tensors as exact literals, the
+// oracle's exact outputs and the bound of any correct kernel: a GoogleTest file that loads a plugin
+// (--impl), or a pytest file that runs the command (--impl-cmd) through the Python client.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "attncheck/abi.hpp"
+#include "attncheck/campaign.hpp"
+#include "attncheck/case_text.hpp"
+#include "attncheck/commands.hpp"
+#include "attncheck/compare.hpp"
+#include "attncheck/flags.hpp"
+#include "attncheck/oracle.hpp"
+
+namespace attncheck {
+namespace {
+
+const char* const kCausal[] = {"none", "upper-left", "lower-right"};
+
+std::string hex(double x) {
+  char text[40];
+  std::snprintf(text, sizeof text, "%a", x);
+  return text;
+}
+
+// One element as a literal of the language: C++ (hex floats; NAN, INFINITY) or Python (hex
+// strings for float.fromhex); f16 and bf16 as their bit patterns in both.
+std::string literal(double x, Format format, bool python) {
+  if (is_narrow(format)) {
+    char bits[12];
+    std::snprintf(bits, sizeof bits, "0x%04x",
+                  unsigned(format == Format::f16 ? Precision<Half>::to_bits(Precision<Half>::from_double(x))
+                                                 : Precision<BFloat16>::to_bits(Precision<BFloat16>::from_double(x))));
+    return bits;
+  }
+  if (python) return "'" + hex(x) + "'";
+  if (std::isnan(x)) return "NAN";
+  if (std::isinf(x)) return x > 0 ? "INFINITY" : "-INFINITY";
+  return hex(x) + (format == Format::f32 ? "f" : "");
+}
+
+// A Python string literal holding `text`.
+std::string python_string(const std::string& text) {
+  std::string quoted = "\"";
+  for (char ch : text) quoted += ch == '"' || ch == '\\' ? std::string("\\") + ch : std::string(1, ch);
+  return quoted + "\"";
+}
+
+template <class V, class F>
+std::string joined(const std::vector<V>& values, F each) {
+  std::string text;
+  for (size_t i = 0; i < values.size(); ++i) text += (i ? (i % 8 ? ", " : ",\n    ") : "") + each(values[i]);
+  return text;
+}
+
+// The case's inputs as literals, and a tensor of the oracle's: its exact values (hi + lo, so that a
+// double kernel is held to more than double's rounding of them) and bounds. What both files hold.
+template <class T>
+struct Written {
+  const Case<T>& c;
+  std::string values(const std::vector<T>& x, bool python) const {
+    return joined(x, [&](T v) { return literal(double(v), c.format, python); });
+  }
+};
+std::string exact_hi(const ExactTensor& t, bool python) {
+  return joined(t.exact, [&](long double e) { return literal(double(e), Format::f64, python); });
+}
+std::string exact_lo(const ExactTensor& t, bool python) {
+  return joined(t.exact, [&](long double e) {
+    return literal(std::isfinite(e) ? double(e - (long double)double(e)) : 0.0, Format::f64, python);
+  });
+}
+std::string bounds(const ExactTensor& t, bool python) {
+  return joined(t.bound, [&](double b) { return literal(b, Format::f64, python); });
+}
+
+const char* storage(Format f) { return f == Format::f64 ? "double" : f == Format::f32 ? "float" : "uint16_t"; }
+
+template <class T>
+std::string gtest_file(const std::string& replay, const CampaignOptions& o, const Finding& f, const Case<T>& c,
+                       const Reference& ref, bool with_lse, const std::string& why) {
+  const Shape& s = c.shape;
+  const Written<T> w{c};
+  const char* e = storage(c.format);
+  std::ostringstream t;
+  t << "// A regression test written by `attncheck repro --replay " << replay << "` (attncheck-repro 1):\n"
+    << "// Property." << f.property << " on " << o.impl << ": " << why << ".\n"
+    << "// The case is the call the oracle found wrong; `exact` is the oracle's out (hi + lo), `bound` the\n"
+    << "// largest error of any correct kernel. Build: c++ -std=c++17 THIS.cpp -I attncheck/contract/include\n"
+    << "// -lgtest -lgtest_main -ldl -pthread; run with ATTNCHECK_REPRO_PLUGIN=path/to/plugin.so.\n"
+    << "#include <dlfcn.h>\n#include <gtest/gtest.h>\n\n#include <cmath>\n#include <cstdint>\n#include <cstdlib>\n"
+    << "#include <cstring>\n#include <vector>\n\n#include \"attncheck/plugin.h\"\n\nnamespace {\n\n"
+    << "// B " << s.B << ", H " << s.H << ", H_kv " << s.kv_heads() << ", Tq " << s.Tq << ", Tk " << s.Tk << ", dk " << s.dk
+    << ", dv " << s.dv << "; " << format_name(c.format) << (is_narrow(c.format) ? " (bit patterns)" : "") << "\n"
+    << "const " << e << " q[] = {" << w.values(c.q, false) << "};  // [B,H,Tq,dk]\n"
+    << "const " << e << " k[] = {" << w.values(c.k, false) << "};  // [B,H_kv,Tk,dk]\n"
+    << "const " << e << " v[] = {" << w.values(c.v, false) << "};  // [B,H_kv,Tk,dv]\n";
+  if (!c.allow.empty())
+    t << "const uint8_t allow[] = {" << joined(c.allow, [](uint8_t a) { return std::to_string(int(a)); }) << "};  // [B,Tq,Tk]\n";
+  if (!c.key_lengths.empty())
+    t << "const int32_t kv_lens[] = {" << joined(c.key_lengths, [](int32_t n) { return std::to_string(n); }) << "};  // [B]\n";
+  if (!c.bias.empty()) t << "const " << e << " bias[] = {" << w.values(c.bias, false) << "};  // [B,H,Tq,Tk]\n";
+  t << "const double exact_hi[] = {" << exact_hi(ref.out, false) << "};  // out [B,H,Tq,dv]\n"
+    << "const double exact_lo[] = {" << exact_lo(ref.out, false) << "};\n"
+    << "const double bound[] = {" << bounds(ref.out, false) << "};\n";
+  if (with_lse)
+    t << "const double lse_exact_hi[] = {" << exact_hi(ref.lse, false) << "};  // lse [B,H,Tq]\n"
+      << "const double lse_exact_lo[] = {" << exact_lo(ref.lse, false) << "};\n"
+      << "const double lse_bound[] = {" << bounds(ref.lse, false) << "};\n";
+  t << "\n";
+  if (c.format == Format::bf16)
+    t << "float widen(uint16_t bits) {\n  const uint32_t wide = uint32_t(bits) << 16;\n  float x;\n"
+      << "  std::memcpy(&x, &wide, 4);\n  return x;\n}\n\n";
+  if (c.format == Format::f16)
+    t << "float widen(uint16_t bits) {  // IEEE binary16 to float, exactly\n"
+      << "  const int exponent = (bits >> 10) & 31, mantissa = bits & 1023;\n"
+      << "  const float magnitude = exponent == 31 ? (mantissa ? NAN : INFINITY)\n"
+      << "                          : exponent == 0 ? std::ldexp(float(mantissa), -24)\n"
+      << "                                          : std::ldexp(float(mantissa | 1024), exponent - 25);\n"
+      << "  return bits & 0x8000 ? -magnitude : magnitude;\n}\n\n";
+  if (!is_narrow(c.format)) t << "double widen(" << e << " x) { return x; }\n\n";
+  t << "// attncheck's rule (its compare.hpp, within_bound): a bound of +inf is not checked; an exact NaN\n"
+    << "// needs NaN; an exact infinity needs that infinity or NaN; else finite and within the bound.\n"
+    << "bool within(long double x, long double exact, double bound) {\n"
+    << "  if (std::isinf(bound)) return true;\n  if (std::isnan(exact)) return std::isnan(x);\n"
+    << "  if (std::isinf(exact)) return x == exact || std::isnan(x);\n"
+    << "  return std::isfinite(x) && std::fabs(x - exact) <= bound;\n}\n\n}  // namespace\n\n"
+    << "TEST(AttncheckRegression, " << f.property << ") {\n"
+    << "  const char* path = std::getenv(\"ATTNCHECK_REPRO_PLUGIN\");\n"
+    << "  void* plugin = dlopen(path ? path : \"" << o.impl << "\", RTLD_NOW | RTLD_LOCAL);\n"
+    << "  ASSERT_NE(plugin, nullptr) << dlerror();\n"
+    << "  auto forward = reinterpret_cast<int32_t (*)(const attncheck_problem_v2*)>(dlsym(plugin, \"attncheck_forward_v2\"));\n"
+    << "  ASSERT_NE(forward, nullptr) << \"not an ABI v2 plugin: no attncheck_forward_v2\";\n"
+    << "  std::vector<" << e << "> out(" << s.out_size() << ");\n"
+    << "  attncheck_problem_v2 p{};\n  p.size = int32_t(sizeof p);\n  p.dtype = " << int(c.format) << ";  // "
+    << format_name(c.format) << "\n"
+    << "  p.batch = " << s.B << ", p.heads = " << s.H << ", p.kv_heads = " << s.kv_heads() << ", p.q_len = " << s.Tq
+    << ", p.kv_len = " << s.Tk << ", p.d_k = " << s.dk << ", p.d_v = " << s.dv << ";\n"
+    << "  p.q = q, p.k = k, p.v = v;\n"
+    << (c.allow.empty() ? "" : "  p.allow = allow;\n") << (c.key_lengths.empty() ? "" : "  p.kv_lens = kv_lens;\n")
+    << (c.bias.empty() ? "" : "  p.bias = bias;\n")
+    << "  p.causal = " << int(c.causal) << ";  // " << kCausal[int(c.causal)] << "\n"
+    << "  p.window_left = " << c.window_left << ", p.window_right = " << c.window_right << ";\n"
+    << "  p.scale = " << hex(c.scale) << ", p.softcap = " << hex(c.softcap) << ";\n"
+    << "  p.out = out.data();\n"
+    << (with_lse ? std::string("  std::vector<") + (c.format == Format::f64 ? "double" : "float") + "> lse(" +
+                       std::to_string(s.lse_size()) + ");\n  p.lse = lse.data();\n"
+                 : "")
+    << "  ASSERT_EQ(forward(&p), 0) << \"the kernel refused the problem\";\n"
+    << "  for (size_t n = 0; n < out.size(); ++n) {\n"
+    << "    const long double exact = (long double)exact_hi[n] + exact_lo[n];\n"
+    << "    EXPECT_TRUE(within(widen(out[n]), exact, bound[n]))\n"
+    << "        << \"out element \" << n << \" (row-major [B,H,Tq,dv]): \" << widen(out[n]) << \", exact \" << double(exact)\n"
+    << "        << \", bound \" << bound[n];\n  }\n";
+  if (with_lse)
+    t << "  for (size_t n = 0; n < lse.size(); ++n) {  // an exact infinity needs that infinity in lse\n"
+      << "    const long double exact = (long double)lse_exact_hi[n] + lse_exact_lo[n];\n"
+      << "    EXPECT_TRUE(std::isinf(exact) && !std::isinf(lse_bound[n]) ? lse[n] == exact : within(lse[n], exact, lse_bound[n]))\n"
+      << "        << \"lse element \" << n << \" (row-major [B,H,Tq]): \" << lse[n] << \", exact \" << double(exact)\n"
+      << "        << \", bound \" << lse_bound[n];\n  }\n";
+  t << "}\n";
+  return t.str();
+}
+
+template <class T>
+std::string pytest_file(const std::string& replay, const CampaignOptions& o, const Finding& f, const Case<T>& c,
+                        const Reference& ref, bool with_lse, const std::string& why) {
+  const Shape& s = c.shape;
+  const Written<T> w{c};
+  const bool bits = is_narrow(c.format);
+  auto tensor = [&](const char* name, const std::vector<T>& x, const std::string& dims, const char* shape) {
+    return std::string(name) + " = np.array(" + (bits ? "[" : "[float.fromhex(x) for x in (") + w.values(x, true) +
+           (bits ? "], np.uint16)" : ",)], np.") + (bits ? "" : c.format == Format::f64 ? "float64)" : "float32)") +
+           ".reshape(" + dims + ")  # " + shape + "\n";
+  };
+  auto dims = [](std::initializer_list<int64_t> d) {
+    std::string text;
+    for (int64_t n : d) text += (text.empty() ? "" : ", ") + std::to_string(n);
+    return text;
+  };
+  std::ostringstream t;
+  t << "\"\"\"A regression test written by `attncheck repro --replay " << replay << "` (attncheck-repro 1):\n"
+    << "Property." << f.property << ": " << why << ".\n"
+    << "The case is the call the oracle found wrong; `exact` is the oracle's out (hi + lo), `bound` the\n"
+    << "largest error of any correct kernel. Run: python3 -m pytest THIS.py (ATTNCHECK_REPRO_COMMAND\n"
+    << "overrides the command).\"\"\"\nimport os\n\nimport numpy as np\n\nimport attncheck\n\n"
+    << "COMMAND = os.environ.get(\"ATTNCHECK_REPRO_COMMAND\", " << python_string(o.impl) << ")\n"
+    << "# B " << s.B << ", H " << s.H << ", H_kv " << s.kv_heads() << ", Tq " << s.Tq << ", Tk " << s.Tk << ", dk "
+    << s.dk << ", dv " << s.dv << "; " << format_name(c.format) << (bits ? " (bit patterns)" : "") << "\n"
+    << tensor("q", c.q, dims({s.B, s.H, s.Tq, s.dk}), "[B,H,Tq,dk]")
+    << tensor("k", c.k, dims({s.B, s.kv_heads(), s.Tk, s.dk}), "[B,H_kv,Tk,dk]")
+    << tensor("v", c.v, dims({s.B, s.kv_heads(), s.Tk, s.dv}), "[B,H_kv,Tk,dv]");
+  t << "allow = " << (c.allow.empty() ? "None" : "np.array([" + joined(c.allow, [](uint8_t a) { return std::string(a ? "True" : "False"); }) + "]).reshape(" + dims({s.B, s.Tq, s.Tk}) + ")") << "  # [B,Tq,Tk]\n"
+    << "kv_lens = " << (c.key_lengths.empty() ? "None" : "np.array([" + joined(c.key_lengths, [](int32_t n) { return std::to_string(n); }) + "], np.int32)") << "  # [B]\n";
+  if (c.bias.empty())
+    t << "bias = None\n";
+  else
+    t << tensor("bias", c.bias, dims({s.B, s.H, s.Tq, s.Tk}), "[B,H,Tq,Tk]");
+  const std::string d = dims({s.B, s.H, s.Tq, s.dv});
+  auto exact = [&](const char* prefix, const ExactTensor& e, const std::string& shape) {
+    return std::string(prefix) + "exact_hi = np.array([float.fromhex(x) for x in (" + exact_hi(e, true) + ",)]).reshape(" +
+           shape + ")\n" + prefix + "exact_lo = np.array([float.fromhex(x) for x in (" + exact_lo(e, true) +
+           ",)]).reshape(" + shape + ")\n" + prefix + "bound = np.array([float.fromhex(x) for x in (" + bounds(e, true) +
+           ",)]).reshape(" + shape + ")\n";
+  };
+  t << exact("", ref.out, d) << (with_lse ? exact("lse_", ref.lse, dims({s.B, s.H, s.Tq})) : "") << "\n\n"
+    << "def test_" << f.property << "():\n"
+    << "    " << (with_lse ? "out, lse" : "out") << " = attncheck.run_command(COMMAND, dtype=\"" << formats_named(capability_of(c.format)) << "\", q=q, k=k, v=v, allow=allow, "
+    << "kv_lens=kv_lens, bias=bias,\n                                causal=\"" << kCausal[int(c.causal)] << "\", window="
+    << (c.window_left < 0 && c.window_right < 0 ? std::string("None") : "(" + std::to_string(c.window_left) + ", " + std::to_string(c.window_right) + ")")
+    << ", scale=" << (c.scale == 0 ? std::string("None") : "float.fromhex('" + hex(c.scale) + "')")
+    << ", softcap=" << (c.softcap == 0 ? std::string("None") : "float.fromhex('" + hex(c.softcap) + "')")
+    << (with_lse ? ", want_lse=True" : "") << ")\n"
+    << "    wrong = attncheck.outside_bound(out, exact_hi, exact_lo, bound)\n"
+    << (with_lse ? "    wrong += attncheck.outside_bound(lse, lse_exact_hi, lse_exact_lo, lse_bound, name=\"lse\", infinities_exact=True)\n" : "")
+    << "    assert not wrong, \"\\n\".join(wrong)\n";
+  return t.str();
+}
+
+template <class T>
+int write_test(const std::string& replay, const CampaignOptions& o, const Finding& f, const KernelCall& call,
+               const std::string& out_path) {
+  std::istringstream text(call.case_text);
+  std::string first;
+  std::getline(text, first);
+  const Case<T> c = case_from_text<T>(first, text);
+  const Reference ref = reference(c.problem());
+  std::string why = call.fault.empty() ? "" : "the kernel " + call.fault;
+  const bool with_lse = !call.lse.empty();
+  if (why.empty()) {
+    const std::vector<T> out(call.out.begin(), call.out.end()), lse(call.lse.begin(), call.lse.end());
+    Comparison result = compare(out.data(), ref.out);
+    if (result.ok() && with_lse) result = compare(lse.data(), ref.lse);
+    if (result.ok()) return -1;
+    const Mismatch& m = result.special ? result.first_special : result.worst;
+    why = m.where() + (result.special ? ": " + m.expected_got() : " outside the bound (error/bound " + show(m.ratio) + ")");
+  }
+  const std::string file = o.command ? pytest_file(replay, o, f, c, ref, with_lse, why)
+                                     : gtest_file(replay, o, f, c, ref, with_lse, why);
+  if (out_path.empty()) {
+    std::cout << file;
+  } else {
+    std::ofstream stream(out_path);
+    stream << file;
+    if (!stream) throw std::runtime_error(out_path + ": cannot write");
+    std::fprintf(stderr, "attncheck repro: %s: a %s of Property.%s (%s)\n", out_path.c_str(),
+                 o.command ? "pytest" : "GoogleTest", f.property.c_str(), why.c_str());
+  }
+  return 0;
+}
+
+int repro(const FlagValues& flags) {
+  CampaignOptions options;
+  const std::string& replay = flags.text("replay");
+  const Finding finding = read_replay(replay, options, false, false);
+  for (const KernelCall& call : kernel_calls(options, finding)) {
+    std::istringstream text(call.case_text);
+    std::string first;
+    std::getline(text, first);
+    const int written = case_text_holds<double>(first) ? write_test<double>(replay, options, finding, call, flags.text("out"))
+                                                        : write_test<float>(replay, options, finding, call, flags.text("out"));
+    if (written == 0) return 0;
+  }
+  throw std::runtime_error(replay + ": no call of Property." + finding.property +
+                           " on this case is wrong by the oracle (it fails by comparing calls, or no longer fails): "
+                           "replay it with attncheck check --replay");
+}
+
+}  // namespace
+
+int repro_command(const std::vector<std::string>& args) {
+  return Flags("repro")
+      .text("replay", "FILE", "the replay file of a finding (attncheck check --counterexample)")
+      .required()
+      .text("out", "FILE", "where the test goes (default: standard output)", "")
+      .run(args, repro);
+}
+
+}  // namespace attncheck

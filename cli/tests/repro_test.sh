@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# repro_test.sh gtest ATTNCHECK SCRATCH CXX INCLUDE BUGGY.so FIXED.so
+# repro_test.sh pytest ATTNCHECK SCRATCH PYTHON CLIENT_DIR "BUGGY COMMAND" "FIXED COMMAND"
+# A finding of the buggy kernel, written by `attncheck repro` as a regression test: the test must
+# fail against the buggy kernel and pass against the fixed one.
+set -u
+kind=$1 attncheck=$2 scratch=$3
+rm -rf "$scratch" && mkdir -p "$scratch" && cd "$scratch" || exit 1
+fail() { echo "repro_test: $*"; exit 1; }
+if [ "$kind" = gtest ]; then
+  cxx=$4 include=$5 buggy=$6 fixed=$7
+  "$attncheck" check --impl "$buggy" --seconds 20 --counterexample finding.replay >check.txt; [ $? -eq 1 ] || fail "no finding"
+  "$attncheck" repro --replay finding.replay --out regression_test.cpp || fail "repro failed"
+  "$cxx" -std=c++17 regression_test.cpp -I "$include" -lgtest -lgtest_main -ldl -pthread -o regression_test || fail "does not compile"
+  ATTNCHECK_REPRO_PLUGIN="$buggy" ./regression_test >buggy.txt && fail "passed against the buggy kernel"
+  ATTNCHECK_REPRO_PLUGIN="$fixed" ./regression_test >fixed.txt || { cat fixed.txt; fail "failed against the fixed kernel"; }
+else
+  python=$4 client=$5 buggy=$6 fixed=$7
+  "$attncheck" check --impl-cmd "$buggy" --empty-rows nan --seconds 20 --counterexample finding.replay >check.txt; [ $? -eq 1 ] || fail "no finding"
+  "$attncheck" repro --replay finding.replay --out test_regression.py || fail "repro failed"
+  export PYTHONPATH=$client PYTHONDONTWRITEBYTECODE=1
+  "$python" -m pytest -q -p no:cacheprovider test_regression.py >buggy.txt && fail "passed against the buggy command"
+  ATTNCHECK_REPRO_COMMAND="$fixed" "$python" -m pytest -q -p no:cacheprovider test_regression.py >fixed.txt ||
+    { cat fixed.txt; fail "failed against the fixed command"; }
+fi
+grep -m1 "Failure\|AssertionError" buggy.txt
+echo "repro_test: fails against the buggy kernel, passes against the fixed one"

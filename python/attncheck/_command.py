@@ -1,0 +1,86 @@
+"""The checker's side of the protocol in Python, for one problem: what a regression test written by
+`attncheck repro` runs its command with."""
+import subprocess
+
+import numpy as np
+
+from . import _protocol as wire
+
+_DTYPES = {name: code for code, name in wire.DTYPES.items()}
+_CAUSAL = {name: code for code, name in wire.CAUSAL.items()}
+
+
+def run_command(command, *, dtype, q, k, v, allow=None, kv_lens=None, bias=None, causal="none", window=None,
+                scale=None, softcap=None, want_lse=False, timeout=60):
+    """Runs `command` (a child of the protocol, as `attncheck check --impl-cmd` runs it) on one problem
+    and returns out [B,H,Tq,dv] as float64 (f16 and bf16 widened exactly), and with want_lse also
+    lse [B,H,Tq]. q [B,H,Tq,dk],
+    k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv] and bias [B,H,Tq,Tk] are in the format's storage: float32 or
+    float64, or uint16 bit patterns for f16 and bf16. A crash, an exception (FAIL), a refusal or a
+    broken frame is an AssertionError saying which."""
+    B, H, Tq, dk = q.shape
+    H_kv, Tk, dv = k.shape[1], k.shape[2], v.shape[3]
+    left, right = window if window is not None else (-1, -1)
+    flags = ((wire.HAS_ALLOW if allow is not None else 0) | (wire.HAS_KV_LENS if kv_lens is not None else 0) |
+             (wire.HAS_BIAS if bias is not None else 0) | (wire.WANT_LSE if want_lse else 0))
+    element = wire.STORAGE[dtype]
+    payload = wire.HEADER.pack(_DTYPES[dtype], flags, B, H, H_kv, Tq, Tk, dk, dv, _CAUSAL[causal], left, right,
+                               scale or 0.0, softcap or 0.0)
+    payload += b"".join(np.ascontiguousarray(x, element).tobytes() for x in (q, k, v))
+    if allow is not None:
+        payload += np.ascontiguousarray(allow, np.uint8).tobytes()
+    if kv_lens is not None:
+        payload += np.ascontiguousarray(kv_lens, "<i4").tobytes()
+    if bias is not None:
+        payload += np.ascontiguousarray(bias, element).tobytes()
+    child = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        hello = wire.read_frame(child.stdout)
+        if hello is None or hello[0] != b"HELO":
+            raise AssertionError(f"the command did not start: {hello[1].decode(errors='replace') if hello else 'no HELO'}")
+        wire.write_frame(child.stdin, b"PROB", payload)
+        answer = wire.read_frame(child.stdout)
+        if answer is None:
+            raise AssertionError(f"the command ended while computing (exit status {child.wait(timeout)})")
+        tag, body = answer
+        if tag == b"FAIL":
+            raise AssertionError("the command raised " + body.decode(errors="replace"))
+        if tag != b"RSLT":
+            raise AssertionError(f"the command broke the protocol: a {tag!r} frame where RSLT belongs")
+        status = int.from_bytes(body[:4], "little", signed=True)
+        if status:
+            raise AssertionError(f"the command refused the problem (returned {status})")
+        out = np.frombuffer(body, element, count=B * H * Tq * dv, offset=4).reshape(B, H, Tq, dv)
+        out = (wire.widen_bf16(out) if dtype == "bf16" else out).astype(np.float64)
+        if not want_lse:
+            return out
+        lse_at = 4 + out.size * np.dtype(element).itemsize
+        lse = np.frombuffer(body, wire.LSE_STORAGE[dtype], count=B * H * Tq, offset=lse_at).reshape(B, H, Tq)
+        return out, lse.astype(np.float64)
+    finally:
+        child.stdin.close()
+        try:
+            child.wait(timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+
+
+def outside_bound(out, exact_hi, exact_lo, bound, name="out", infinities_exact=False):
+    """The elements of a tensor outside attncheck's bound, as lines a person reads; attncheck's rule
+    (its compare.hpp, within_bound): a bound of +inf is not checked; an exact NaN needs NaN; an exact
+    infinity needs that infinity (or NaN, in out); else finite and within the bound of hi + lo."""
+    wrong = []
+    for at in np.ndindex(out.shape):
+        x, b = out[at], bound[at]
+        e = np.longdouble(exact_hi[at]) + np.longdouble(exact_lo[at])
+        if np.isinf(b):
+            continue
+        if np.isnan(e):
+            right = np.isnan(x)
+        elif np.isinf(e):
+            right = x == e or (np.isnan(x) and not infinities_exact)
+        else:
+            right = np.isfinite(x) and abs(np.longdouble(x) - e) <= b
+        if not right:
+            wrong.append(f"{name}{list(at)} = {x!r}, exact {float(e)!r}, bound {b!r}")
+    return wrong
