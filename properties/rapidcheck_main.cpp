@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 
+#include "attncheck/case_shrink.hpp"
 #include "attncheck/kernel.hpp"
 #include "attncheck/property.hpp"
 
@@ -63,6 +64,27 @@ class InProcessChecker : public Checker {
   }
 };
 
+// A case as a RapidCheck value: drawn from RapidCheck's choices, shrunk as a case (case_shrink.hpp:
+// batches, heads, queries, keys and columns removed, options cleared, values made plain), as the
+// campaign shrinks one, so that a counterexample here is as small as `attncheck check` finds it.
+template <class T>
+rc::Gen<Case<T>> cases(const CaseLimits& limits) {
+  return rc::Gen<Case<T>>([limits](const rc::Random& random, int size) {
+    Case<T> drawn = rc::gen::exec([limits] {
+      RcChooser choose;
+      return draw_case<T>(choose, limits);
+    })(random, size).value();
+    return rc::shrinkable::shrinkRecur(std::move(drawn), [](const Case<T>& c) {
+      std::vector<Case<T>> simpler;
+      offer_simpler<T>(c, [&](Case<T>&& s) {
+        simpler.push_back(std::move(s));
+        return false;  // every neighbour, in order: RapidCheck tries them
+      });
+      return rc::seq::fromContainer(std::move(simpler));
+    });
+  });
+}
+
 // Under RapidCheck: choices and cases are generated values, a failure is RC_FAIL.
 class RcChecker : public InProcessChecker {
  public:
@@ -79,10 +101,7 @@ class RcChecker : public InProcessChecker {
  private:
   template <class T>
   Case<T> draw_as_one_value(const CaseLimits& limits) {
-    return *rc::gen::exec([limits] {
-      RcChooser choose;
-      return draw_case<T>(choose, limits);
-    });
+    return *cases<T>(limits);
   }
 };
 
