@@ -43,7 +43,8 @@ def attention(p, q, k, v):
     scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1).masked_fill(~mask, 0)  # a row with no permitted key: 0, not NaN
     out = (weights.unsqueeze(3) @ v_seen).squeeze(3)
-    return out, torch.logsumexp(scores, dim=-1)
+    lse = torch.logsumexp(scores, dim=-1)  # +inf for a row with a +inf score, whose softmax is NaN:
+    return out, lse.masked_fill(torch.isposinf(lse), float("nan"))  # the contract's lse is NaN there
 
 
 def forward(p):

@@ -356,6 +356,11 @@ void run(const Problem<T>& p, T* out, T* lse, const Variant& v) {
             }
           }
           const A l = total.l, inv_l = A(1) / l;
+          if (v.mutation == M::nan_row_zeroed && !(l > 0)) {  // the guard meant for empty rows
+            std::fill_n(out_i, s.dv, T(0));
+            if (lse) lse[s.lse_at(b, h, i)] = -std::numeric_limits<T>::infinity();
+            continue;
+          }
           if (lse) lse[s.lse_at(b, h, i)] = T(v.mutation == M::lse_max_left_out ? std::log(l) : total.m + std::log(l));
 
           // Normalize: in the two-pass form the weights w_t = e_t / l first, then their weighted sum
@@ -423,7 +428,8 @@ Variant mutant(Mutation mutation) {
   Variant kernel;  // the two-pass form
   switch (mutation) {
     case M::online_no_rescale:
-    case M::online_max_clamped: kernel = {.block = 4}; break;
+    case M::online_max_clamped:
+    case M::nan_row_zeroed: kernel = {.block = 4}; break;
     case M::last_partial_key_tile_dropped: kernel = {.block = 128, .defer_normalize = true}; break;
     case M::split_kv_merge_unscaled:
     case M::head_dim_tail_dropped:

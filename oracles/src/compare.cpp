@@ -100,6 +100,11 @@ std::string Mismatch::where() const {
   return text + "]";
 }
 
+std::string Mismatch::expected_got() const {
+  auto value = [](long double x) { return std::isnan(x) ? std::string("NaN") : format("%.9Lg", x); };
+  return "expected " + value(exact) + ", got " + value(computed);
+}
+
 template <class T>
 Comparison compare(const T* computed, const ExactTensor& ref) {
   // computed, ref.exact, ref.bound: the tensor's dims.
@@ -119,6 +124,7 @@ Comparison compare(const T* computed, const ExactTensor& ref) {
     }
     if (within_bound(m.computed, m.exact, m.bound, ref.infinities_exact)) return;
     ++result.failed;
+    if (m.special() && result.special++ == 0) result.first_special = m;
     if (result.mismatches.size() < kListed) result.mismatches.push_back(m);
   });
   return result;
@@ -129,13 +135,20 @@ std::string Comparison::summary() const {
       exact_rows == rows ? ""
                          : format(" in %lld of %lld rows computed exactly (the other %lld screened against the plain implementation)",
                                   (long long)exact_rows, (long long)rows, (long long)(rows - exact_rows));
-  return format("%lld %s elements checked%s, %lld outside the checkable range, largest error/bound %.3g at %s",
-                (long long)checked, worst.tensor, rows_text.c_str(), (long long)unchecked, worst_ratio, worst.where().c_str());
+  // worst_ratio is over finite exact values: beside a wrong special value it would read as if all were well.
+  const std::string largest = special > 0 ? "inf at " + first_special.where() + " (" + first_special.expected_got() + ")"
+                                          : format("%.3g at %s", worst_ratio, worst.where().c_str());
+  return format("%lld %s elements checked%s, %lld outside the checkable range, largest error/bound %s",
+                (long long)checked, worst.tensor, rows_text.c_str(), (long long)unchecked, largest.c_str());
 }
 
 std::string Comparison::report(const char* precision) const {
-  return format("%lld of %lld %s elements outside the bound (%s); %s\n", (long long)failed, (long long)checked,
-                worst.tensor, precision, summary().c_str()) +
+  const std::string what = special == 0        ? "outside the bound"
+                           : special == failed ? "are wrong special values"
+                                               : format("outside the bound, %lld of them wrong special values",
+                                                        (long long)special);
+  return format("%lld of %lld %s elements %s (%s); %s\n", (long long)failed, (long long)checked, worst.tensor,
+                what.c_str(), precision, summary().c_str()) +
          table(mismatches, failed, false);
 }
 

@@ -10,7 +10,9 @@
 //    times inf is NaN in any precision).
 //  - e finite: x must be finite and |x - e| <= B. +0 and -0 are equal. NaN never passes: the test
 //    is written so that a NaN x fails, unlike `fabs(x - e) > tol`.
-// An element outside B is *wrong*: no correct implementation computes it.
+// An element outside B is *wrong*: no correct implementation computes it. A wrong element with a
+// NaN or an infinity on either side is a *wrong special value* and is reported as one ("expected
+// NaN, got 0"), since its error/bound says nothing.
 //
 // The precision gate, over the elements with finite e and B: loss = |x - e| / natural, natural the
 // first-order size of a correct kernel's error. An element whose loss exceeds
@@ -49,6 +51,9 @@ struct Mismatch {
   double loss;     // |computed - exact| / natural
   double ulps;     // -1 when either side is NaN
   std::string where() const;  // "out[0,1,3,2]"
+  // For a failing element: whether it is a wrong special value, and what it is ("expected NaN, got 0").
+  bool special() const { return !std::isfinite(computed) || !std::isfinite(exact); }
+  std::string expected_got() const;
 };
 
 // Whether computed x passes against exact e with bound B, by the rules above (with
@@ -66,14 +71,17 @@ struct Comparison {
   int64_t checked = 0;     // elements compared against a finite bound or a special value
   int64_t unchecked = 0;   // elements outside T's range
   int64_t failed = 0;
+  int64_t special = 0;     // of the failed, the wrong special values
   int64_t rows = 0, exact_rows = 0;  // query rows of the tensor, and those the oracle computed
   double worst_ratio = 0;  // the largest error/bound among checked finite elements
   Mismatch worst{};        // where it was
+  Mismatch first_special{};          // the first wrong special value, when there is one
   std::vector<Mismatch> mismatches;  // the first 10 failures, in index order
   bool ok() const { return failed == 0; }
   // The failure report: a header line, the first mismatches in a table, a count of the rest.
   std::string report(const char* precision) const;
-  // One line: checked, unchecked, largest error/bound and where.
+  // One line: checked, unchecked, largest error/bound and where (inf at the first wrong special
+  // value when there is one).
   std::string summary() const;
 };
 

@@ -1,0 +1,93 @@
+// Claim: a NaN or +inf score of a permitted key makes its whole row NaN, every output element and
+// the log-sum-exp (the row has no finite softmax); the same key hidden from a row never does (that
+// row keeps what it gives with 0 in place of the poison, and agrees with the oracle; a row wrong
+// either way is reported as that, not as the poison's doing). A kernel whose empty-row guard reads
+// `l > 0 ? acc / l : 0` fails the first half: a NaN score makes l NaN, NaN > 0 is false, and the
+// row comes out as an empty one. Fixed cases, in every float format the kernel claims, so that
+// swallowing a NaN is found on the first run whatever the seed, not by a lucky draw.
+
+#include <cmath>
+#include <limits>
+
+#include "attncheck/abi.hpp"
+#include "attncheck/property.hpp"
+
+namespace attncheck::properties {
+namespace {
+
+constexpr int64_t kPoisoned = 2;  // the key whose k holds the NaN or inf
+
+// B 2, H 1, Tq 2, Tk 3, dk 2, dv 2 in `format`, every value exact in it: q [B,H,Tq,dk] positive
+// small integers (so that an inf in k scores +inf, not NaN), the keys of k [B,H,Tk,dk] e_1, e_2 and
+// (poison, 1), of v [B,H,Tk,dv] e_1, e_2 and (1, 1). Key 2 is hidden from some rows by the first
+// mask the kernel takes: the allow mask from query 1 of each batch, lower-right causal from query
+// 0, or key lengths (3, 2) from batch 1; with none, every row sees it.
+Case<float> poisoned_key(const Checker& check, Format format, float poison) {
+  Case<float> c;
+  c.shape = {2, 1, 2, 3, 2, 2};
+  c.format = format;
+  c.mix = "a poisoned key";
+  c.q = {1, 1, 1, 2, 2, 1, 1, 1};
+  c.k = {1, 0, 0, 1, poison, 1, 1, 0, 0, 1, poison, 1};
+  c.v = {1, 0, 0, 1, 1, 1, 1, 0, 0, 1, 1, 1};
+  if (check.claims(ATTNCHECK_CAP_ALLOW)) {
+    c.allow.assign(size_t(c.shape.allow_size()), 1);
+    for (int64_t b = 0; b < c.shape.B; ++b) c.allow[size_t(c.shape.allow_at(b, 1) + kPoisoned)] = 0;
+  } else if (check.claims(ATTNCHECK_CAP_CAUSAL)) {
+    c.causal = Causal::lower_right;
+  } else if (check.claims(ATTNCHECK_CAP_KV_LENS)) {
+    c.key_lengths = {3, 2};
+  }
+  return c;
+}
+
+}  // namespace
+
+// Right after AgreesWithOracleInFloat (order 10), not before: a fixed property's finding keeps no
+// case to shrink or replay as tensors, and the oracle's first drawn case already kills many bugs.
+ATTNCHECK_PROPERTY(ANanOrInfPermittedScoreMakesItsRowNaN, .order = 11, .catches = "nan_row_zeroed", .generated = false) {
+  const std::string key = std::to_string(kPoisoned);
+  for (const Format format : {Format::f32, Format::f16, Format::bf16}) {
+    if (!check.claims(capability_of(format))) continue;
+    std::vector<float> clean_lse;
+    const std::vector<float> clean = check.run_with_lse(poisoned_key(check, format, 0), clean_lse);
+    for (const float poison : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+      const Case<float> c = poisoned_key(check, format, poison);
+      const Shape& s = c.shape;
+      std::vector<float> lse;
+      const std::vector<float> out = check.run_with_lse(c, lse);
+      const std::string name = std::isnan(poison) ? "NaN" : "+inf";
+      // out and clean [B,H,Tq,dv], lse and clean_lse [B,H,Tq] (empty without lse). Element `at` of a row
+      // that sees key 2 must be NaN; of one that does not, what it was with 0 in place of the poison
+      // (its bits, or any NaN for a NaN).
+      auto require = [&](bool seen, const std::string& row, float x, float before, const std::string& at) {
+        const std::string got = "got " + show(x) + " at " + at;
+        ATTNCHECK_REQUIRE(
+            check, seen ? std::isnan(x) : unchanged(before, x),
+            (seen ? "expected NaN: permitted key " + key + " of row [" + row + "] has a " + name + " score; " + got
+                  : "row [" + row + "] may not see key " + key + ", which has a " + name + " score, yet " + got +
+                        "; expected " + show(before) + ", its value with 0 in place of the " + name) +
+                "\n" + describe(c));
+      };
+      for (int64_t b = 0; b < s.B; ++b)
+        for (int64_t h = 0; h < s.H; ++h)
+          for (int64_t i = 0; i < s.Tq; ++i) {
+            const bool seen = c.permits(b, i, kPoisoned);
+            const std::string row = std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i);
+            for (int64_t col = 0; col < s.dv; ++col) {
+              const size_t at = size_t(s.out_at(b, h, i) + col);
+              require(seen, row, out[at], clean[at], "out[" + row + "," + std::to_string(col) + "]");
+            }
+            if (!lse.empty())
+              require(seen, row, lse[size_t(s.lse_at(b, h, i))], clean_lse[size_t(s.lse_at(b, h, i))],
+                      "lse[" + row + "]");
+          }
+      // The rows that may not see key 2 are now those of the clean case: a finding here is not the poison's.
+      require_agreement(check, c, out, reference(c.problem()),
+                        "the rows that may not see key " + key + ", as wrong with 0 in place of the " + name,
+                        lse_if_any(lse));
+    }
+  }
+}
+
+}  // namespace attncheck::properties
