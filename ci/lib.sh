@@ -5,7 +5,8 @@ ATTNCHECK_PACKAGES=(cmake g++ clang libclang-rt-14-dev libgtest-dev librapidchec
   libeigen3-dev libboost-dev libmpfr-dev libgmp-dev pkg-config libbenchmark-dev nlohmann-json3-dev
   libtorch-dev libsleef-dev   # real third-party kernels for the tests: PyTorch 1.13, SLEEF
   python3-numpy python3-torch python3-pytest   # the Python client, its examples and their tests
-  python3-venv python3-setuptools python3-wheel)  # `pip install ./python`, tested in a venv
+  python3-venv python3-setuptools python3-wheel  # `pip install ./python`, tested in a venv
+  chromium)  # headless, it loads `attncheck check --html` reports in ctest
 
 # Installs the packages above that dpkg does not report installed: directly as root,
 # through sudo otherwise, and without either prints the one line to run and stops.

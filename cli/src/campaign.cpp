@@ -310,8 +310,11 @@ CampaignResult run_campaign(const CampaignOptions& options) {
       const Clock::time_point run_start = Clock::now();
       // Round 0 draws small cases only; from round 1 on, the size ladder joins.
       const Run run = run_once(kernel, options, property, mix(options.seed ^ mix(index) ^ mix(round << 32)), nullptr, round > 0);
-      longest[index] = std::max(longest[index], since(run_start));
+      const double took = since(run_start);
+      longest[index] = std::max(longest[index], took);
+      result.per_property_seconds[property.name] += took;
       result.worst_ratio = std::max(result.worst_ratio, run.worst_ratio);
+      if (options.progress) options.progress({result.cases, result.per_property.size(), since(start), run.failed});
       if (run.failed) {
         result.found = true;
         result.seconds = since(start);

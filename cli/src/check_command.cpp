@@ -9,12 +9,14 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <unistd.h>
 
 #include "attncheck/abi.hpp"
 #include "attncheck/campaign.hpp"
 #include "attncheck/plugin.h"
 #include "attncheck/commands.hpp"
 #include "attncheck/flags.hpp"
+#include "attncheck/html_report.hpp"
 #include "attncheck/property.hpp"
 
 namespace attncheck {
@@ -79,6 +81,7 @@ Json result_json(const std::string& verdict, const CampaignOptions& options, con
                {"cases_per_second", r.seconds > 0 ? double(r.cases) / r.seconds : 0.0},
                {"largest_error_bound_ratio", r.worst_ratio},
                {"per_property", r.per_property},
+               {"per_property_seconds", r.per_property_seconds},
                {"arithmetic", r.found ? "FAIL" : "PASS"},
                {"floating_point_mode", r.fp_mode.empty() ? Json() : Json(r.fp_mode)},
                {"abi_version", r.abi_version},
@@ -105,6 +108,34 @@ void write_json(const std::string& path, const Json& json) {
   if (!file) throw std::runtime_error(path + ": cannot write");
 }
 
+// JUnit XML for CI: one test case per property that ran (its seconds summed over its runs), the
+// finding as its property's failure with the report as printed, and a floating-point-mode finding
+// as a failing test case of its own.
+void write_junit(const std::string& path, const CampaignResult& r, const std::string& report, const std::string& summary) {
+  std::string cases;
+  int failures = 0;
+  auto failure = [&](const std::string& headline, const std::string& text) {
+    ++failures;
+    return "\n    <failure message=\"" + markup_escaped(headline.substr(0, headline.find('\n'))) + "\">" +
+           markup_escaped(text) + "</failure>\n  ";
+  };
+  char seconds[32];
+  for (const auto& [name, count] : r.per_property) {
+    const auto time = r.per_property_seconds.find(name);
+    std::snprintf(seconds, sizeof seconds, "%.3f", time == r.per_property_seconds.end() ? 0.0 : time->second);
+    cases += "  <testcase classname=\"attncheck\" name=\"" + markup_escaped(name) + "\" time=\"" + seconds + "\">" +
+             (r.found && name == r.finding.property ? failure(r.finding.message, report) : "") + "</testcase>\n";
+  }
+  if (!r.fp_mode.empty())
+    cases += "  <testcase classname=\"attncheck\" name=\"floating-point mode\" time=\"0\">" + failure(r.fp_mode, r.fp_mode) + "</testcase>\n";
+  std::snprintf(seconds, sizeof seconds, "%.3f", r.seconds + r.shrink_seconds);
+  std::ofstream file(path);
+  file << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n<testsuite name=\"attncheck check\" tests=\""
+       << r.per_property.size() + !r.fp_mode.empty() << "\" failures=\"" << failures << "\" errors=\"0\" skipped=\"0\" time=\""
+       << seconds << "\">\n" << cases << "  <system-out>" << markup_escaped(summary) << "</system-out>\n</testsuite>\n</testsuites>\n";
+  if (!file) throw std::runtime_error(path + ": cannot write");
+}
+
 int check(const FlagValues& o) {
   CampaignOptions options;
   if (o.given("impl") && o.given("impl-cmd")) throw std::runtime_error("give --impl or --impl-cmd, not both");
@@ -125,36 +156,62 @@ int check(const FlagValues& o) {
   options.require_backward = o.text("backward") == "on";
   const std::string& counterexample = o.text("counterexample");
 
+  // On a terminal, one line rewritten in place at most four times a second (and as shrinking
+  // starts), erased before the verdict; into a pipe or a file, nothing.
+  bool progress_shown = false;
+  if (isatty(STDOUT_FILENO))
+    options.progress = [&, last = -1.0](const CampaignOptions::Progress& p) mutable {
+      if (!p.shrinking && last >= 0 && p.seconds - last < 0.25) return;
+      last = p.seconds;
+      if (p.shrinking)
+        std::printf("\r\033[Kattncheck check: a counterexample after %lld cases, %.1f s; shrinking it (up to %g s)",
+                    (long long)p.cases, p.seconds, options.shrink_seconds);
+      else
+        std::printf("\r\033[Kattncheck check: %zu properties, %lld cases, %.1f s of %g s", p.properties,
+                    (long long)p.cases, p.seconds, options.seconds);
+      std::fflush(stdout);
+      progress_shown = true;
+    };
+
   CampaignResult result;
   if (o.given("replay")) {
     const Finding recorded = read_replay(o.text("replay"), options, o.given("impl") || o.given("impl-cmd"), o.given("empty-rows"));
     result = replay(options, recorded);
+    result.per_property_seconds[recorded.property] = result.seconds;  // its one run
   } else {
     result = run_campaign(options);
   }
+  if (progress_shown) std::printf("\r\033[K");
   // The floating-point mode is a finding of its own; the arithmetic's verdict is given beside it.
   const std::string verdict = result.fp_mode.empty() ? (result.found ? "FAIL" : "PASS")
                               : std::string("FAIL: the floating-point mode (the arithmetic: ") +
                                     (result.found ? "FAIL" : "PASS") + ")";
   if (!result.fp_mode.empty()) std::printf("floating-point mode: %s\n", result.fp_mode.c_str());
+  // The finding's report as printed; JUnit's failure carries it too.
+  const std::string replay_file = o.given("replay") ? o.text("replay") : counterexample;  // the one written, or replayed
+  const std::string replay_command = std::string("attncheck check ") + (options.command ? "--impl-cmd " : "--impl ") +
+                                     shell_quoted(options.impl) + " --replay " + shell_quoted(replay_file);
+  std::string report;
   if (result.found && o.given("replay")) {
-    std::printf("%s\n", result.finding.message.c_str());
+    report = result.finding.message;
   } else if (result.found) {
     write_replay(counterexample, options, result.finding);
-    std::printf("counterexample to Property.%s (shrunk):\n%s\n", result.finding.property.c_str(),
-                result.finding.message.c_str());
-    std::printf("replay it: attncheck check %s %s --replay %s\n", options.command ? "--impl-cmd" : "--impl",
-                shell_quoted(options.impl).c_str(), shell_quoted(counterexample).c_str());
+    report = "counterexample to Property." + result.finding.property + " (shrunk):\n" + result.finding.message +
+             "\nreplay it: " + replay_command;
   } else if (o.given("replay")) {
     std::printf("the recorded counterexample to Property.%s no longer fails\n", result.per_property.begin()->first.c_str());
   }
+  if (result.found) std::printf("%s\n", report.c_str());
   const Coverage covered = coverage(result.capabilities, options);
-  std::printf("checked: %s (ABI v%d)%s; not claimed: %s\n", joined(features(covered.checked)).c_str(), result.abi_version,
-              covered.unchecked ? ("; claimed, not checked: " + joined(features(covered.unchecked))).c_str() : "",
-              joined(features(covered.not_claimed)).c_str());
-  std::printf("%s\n", summary(verdict.c_str(), result).c_str());
-  if (o.given("json"))  // the replay file of the finding: the one written, or the one replayed
-    write_json(o.text("json"), result_json(verdict, options, result, o.given("replay") ? o.text("replay") : counterexample));
+  const std::string checked = "checked: " + joined(features(covered.checked)) + " (ABI v" + std::to_string(result.abi_version) +
+                              ")" + (covered.unchecked ? "; claimed, not checked: " + joined(features(covered.unchecked)) : "") +
+                              "; not claimed: " + joined(features(covered.not_claimed));
+  const std::string summary_line = summary(verdict.c_str(), result);
+  std::printf("%s\n%s\n", checked.c_str(), summary_line.c_str());
+  if (o.given("json")) write_json(o.text("json"), result_json(verdict, options, result, replay_file));
+  if (o.given("junit")) write_junit(o.text("junit"), result, report, checked + "\n" + summary_line);
+  if (o.given("html"))
+    write_html_report(o.text("html"), options, result, {verdict, summary_line, checked, result.found ? replay_command : ""});
   return result.found || !result.fp_mode.empty() ? 1 : 0;
 }
 
@@ -263,7 +320,13 @@ int check_command(const std::vector<std::string>& args) {
               "check the backward pass (dq, dk, dv) too: when the kernel claims ATTNCHECK_CAP_BACKWARD (auto), always "
               "(on: a kernel without one is an error), or never (off)",
               "auto")
-      .text("json", "FILE", "also write the verdict, the summary's figures, per-property counts and the finding as JSON")
+      .text("json", "FILE",
+            "also write the verdict, the summary's figures, per-property counts and seconds and the finding as JSON")
+      .text("junit", "FILE",
+            "also write JUnit XML for CI: a test case per property run (its seconds), the finding as its failure")
+      .text("html", "FILE",
+            "also write a self-contained HTML report: heatmaps of the finding's mask, exact weights and error/bound, "
+            "its tensors, the replay command, per-property counts")
       .text("replay", "FILE", "run a replay file's counterexample again, not a campaign (--impl, --empty-rows override its own)")
       .text("counterexample", "FILE", "where the replay file of a counterexample goes", "attncheck-counterexample.replay")
       .number("case-timeout", "S", "seconds one call may take before it counts as a hang", "30", 0.01, 1e9)

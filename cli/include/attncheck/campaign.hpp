@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -25,6 +26,15 @@ struct CampaignOptions {
   EmptyRows empty_rows = EmptyRows::zero;  // what the implementation gives a row with no permitted key
   double case_timeout = 30;       // seconds one call may take before it counts as a hang (slow kernels under sanitizers too)
   double shrink_seconds = 10;     // the budget for making a counterexample small, after the search's
+  // Where the search stands, told after every run (and as shrinking starts): the caller draws it
+  // (check's progress line on a terminal), so that the campaign does no terminal I/O of its own.
+  struct Progress {
+    int64_t cases = 0;
+    size_t properties = 0;  // how many different properties have run
+    double seconds = 0;     // of the search so far
+    bool shrinking = false; // the run just told failed: shrinking starts
+  };
+  std::function<void(const Progress&)> progress;  // empty: nobody is told
 };
 
 // A counterexample: the property it breaks, why (the failure report and the case, as a person
@@ -49,6 +59,7 @@ struct CampaignResult {
   Finding finding;
   int64_t cases = 0;                           // property runs
   std::map<std::string, int64_t> per_property;  // runs of each
+  std::map<std::string, double> per_property_seconds;  // and their seconds, summed (the search's only)
   double seconds = 0;                          // searching
   double shrink_seconds = 0;                   // shrinking the counterexample
   bool replayed = false;                       // a replay file's one run: no search, no shrinking

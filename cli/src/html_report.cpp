@@ -1,0 +1,510 @@
+#include "attncheck/html_report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "attncheck/case_text.hpp"
+#include "attncheck/cases.hpp"
+#include "attncheck/compare.hpp"
+#include "attncheck/isolated_kernel.hpp"
+#include "attncheck/oracle.hpp"
+
+namespace attncheck {
+namespace {
+
+// A heatmap shows at most this many queries (a window around the failing one beyond it) and this
+// many columns (blocks of keys or output columns beyond it, each cell the block's largest value):
+// 4096 keys as 4096 cells would be neither drawn nor read.
+constexpr int64_t kShownRows = 32;
+constexpr int64_t kShownColumns = 64;
+// A case of at most this many queries and keys, whose q, k, v and bias hold at most this many values
+// together, is shown in full; a larger one as each tensor's range and the failing row's values.
+constexpr int64_t kFullLength = 32, kFullValues = 4096;
+
+std::string printed(const char* format, double x) {
+  char text[64];
+  std::snprintf(text, sizeof text, format, x);
+  return text;
+}
+
+std::string esc(const std::string& text) { return markup_escaped(text); }
+
+// matplotlib's Reds (D2L's show_heatmaps draws attention in it) and Blues, nine stops each.
+using Stops = unsigned char[9][3];
+constexpr Stops kReds = {{255, 245, 240}, {254, 224, 210}, {252, 187, 161}, {252, 146, 114}, {251, 106, 74},
+                         {239, 59, 44},   {203, 24, 29},   {165, 15, 21},   {103, 0, 13}};
+constexpr Stops kBlues = {{247, 251, 255}, {222, 235, 247}, {198, 219, 239}, {158, 202, 225}, {107, 174, 214},
+                          {66, 146, 198},  {33, 113, 181},  {8, 81, 156},    {8, 48, 107}};
+
+// The color at t in [0, 1] along `stops`, interpolated.
+std::string ramp(const Stops& stops, double t) {
+  t = std::clamp(t, 0.0, 1.0) * 8;
+  const int at = std::min(int(t), 7);
+  const double f = t - at;
+  int rgb[3];
+  for (int c = 0; c < 3; ++c) rgb[c] = int(std::lround(stops[at][c] + f * (stops[at + 1][c] - stops[at][c])));
+  char color[8];
+  std::snprintf(color, sizeof color, "#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
+  return color;
+}
+
+constexpr const char* kGray = "#bdbdbd";
+
+// How a heatmap's values become colors: each value a place on the color bar (0 its foot, 1 its
+// top; NaN none: drawn gray), each place a color, and the bar's labels at their places.
+struct Scale {
+  std::function<double(double)> place;
+  std::function<std::string(double)> color;
+  std::vector<std::pair<double, std::string>> ticks;
+  std::string gray;  // what gray means; empty when nothing is gray
+  std::string note;  // how to read the colors, under the map; or empty
+};
+
+// One heatmap: rows are queries, columns keys or output columns.
+struct Heatmap {
+  std::string id, title, xlabel;
+  std::vector<int64_t> rows;                          // the queries shown
+  std::vector<std::pair<int64_t, int64_t>> columns;   // each column's first and last index
+  std::vector<double> values = {};                    // [rows, columns]
+  std::vector<std::string> tips = {};                 // [rows, columns]: each cell's hover text
+  int64_t marked = -1;                                // the failing query, outlined
+  Scale scale = {};
+};
+
+// Columns for n indices: one each, or kShownColumns blocks.
+std::vector<std::pair<int64_t, int64_t>> blocks(int64_t n) {
+  const int64_t per = (n + kShownColumns - 1) / kShownColumns;
+  std::vector<std::pair<int64_t, int64_t>> columns;
+  for (int64_t first = 0; first < n; first += per) columns.push_back({first, std::min(n, first + per) - 1});
+  return columns;
+}
+
+std::string range(const char* what, std::pair<int64_t, int64_t> column) {
+  return column.first == column.second ? std::string(what) + " " + std::to_string(column.first)
+                                       : std::string(what) + "s " + std::to_string(column.first) + "-" +
+                                             std::to_string(column.second);
+}
+
+// The largest of `values` that are not NaN; NaN when all are.
+double largest(const std::vector<double>& values) {
+  double most = NAN;
+  for (double x : values)
+    if (!std::isnan(x) && !(x <= most)) most = x;
+  return most;
+}
+
+// The heatmap as inline SVG: cells with their hover text (<title>, no script), axes labelled with
+// indices, the failing query outlined, and the color bar with its labels beside.
+std::string svg(const Heatmap& m) {
+  const double rows = double(m.rows.size()), columns = double(m.columns.size());
+  // Three maps side by side in 1150 px, cells as wide and as tall as each axis allows (one query
+  // over 300 keys is a strip, not a line), in whole pixels (crisp cells at fractional places leave
+  // white seams); the bar stands clear of the x axis's label however narrow the map, and at least
+  // 120 px tall.
+  const double cell_width = std::floor(std::clamp(220 / columns, 3.0, 40.0));
+  const double cell_height = std::floor(std::clamp(220 / rows, 3.0, 40.0));
+  const double left = 40, top = 6, width = columns * cell_width, height = rows * cell_height;
+  const double bar_x = left + std::max(width, 110.0) + 14, bar_height = std::max(height, 120.0);
+  const double total_width = bar_x + 14 + 76, total_height = top + std::max(height + 44, bar_height + 12);
+  std::ostringstream s;
+  s << "<svg class=\"heatmap\" id=\"" << m.id << "\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << total_width
+    << "\" height=\"" << total_height << "\" viewBox=\"0 0 " << total_width << ' ' << total_height
+    << "\" font-family=\"sans-serif\" font-size=\"10\">\n<g shape-rendering=\"crispEdges\">\n";
+  for (size_t r = 0; r < m.rows.size(); ++r)
+    for (size_t c = 0; c < m.columns.size(); ++c) {
+      const double value = m.values[r * m.columns.size() + c];
+      const std::string fill = std::isnan(value) ? kGray : m.scale.color(m.scale.place(value));
+      s << "<rect class=\"cell\" x=\"" << left + double(c) * cell_width << "\" y=\"" << top + double(r) * cell_height
+        << "\" width=\"" << cell_width << "\" height=\"" << cell_height << "\" fill=\"" << fill << "\"><title>" << esc(m.tips[r * m.columns.size() + c])
+        << "</title></rect>\n";
+    }
+  s << "</g>\n";
+  for (size_t r = 0; r < m.rows.size(); ++r)
+    if (m.rows[r] == m.marked)
+      s << "<rect x=\"" << left - 1 << "\" y=\"" << top + double(r) * cell_height - 1 << "\" width=\"" << width + 2
+        << "\" height=\"" << cell_height + 2 << "\" fill=\"none\" stroke=\"#000\" stroke-width=\"1.5\"/>\n";
+  // Index labels at least 12 px apart down, 28 px across.
+  const size_t row_step = size_t(std::ceil(12 / cell_height)), column_step = size_t(std::ceil(28 / cell_width));
+  for (size_t r = 0; r < m.rows.size(); r += row_step)
+    s << "<text x=\"" << left - 4 << "\" y=\"" << top + (double(r) + 0.5) * cell_height + 3.5 << "\" text-anchor=\"end\">"
+      << m.rows[r] << "</text>\n";
+  for (size_t c = 0; c < m.columns.size(); c += column_step)
+    s << "<text x=\"" << left + (double(c) + 0.5) * cell_width << "\" y=\"" << top + height + 12
+      << "\" text-anchor=\"middle\">" << m.columns[c].first << "</text>\n";
+  s << "<text x=\"" << left + std::max(width, 110.0) / 2 << "\" y=\"" << top + height + 30
+    << "\" text-anchor=\"middle\" font-size=\"12\">" << esc(m.xlabel) << "</text>\n";
+  s << "<text transform=\"translate(10," << top + std::max(height, 50.0) / 2 << ") rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">"
+       "Queries</text>\n";
+  // The color bar: 64 bands from its foot (place 0) to its top (place 1).
+  s << "<g class=\"legend\" shape-rendering=\"crispEdges\">\n";
+  for (int band = 0; band < 64; ++band)
+    s << "<rect x=\"" << bar_x << "\" y=\"" << top + bar_height * (63 - band) / 64 << "\" width=\"14\" height=\""
+      << bar_height / 64 + 0.5 << "\" fill=\"" << m.scale.color((band + 0.5) / 64) << "\"/>\n";
+  s << "</g>\n<rect x=\"" << bar_x << "\" y=\"" << top << "\" width=\"14\" height=\"" << bar_height
+    << "\" fill=\"none\" stroke=\"#666\"/>\n";
+  for (const auto& [place, label] : m.scale.ticks)
+    s << "<text x=\"" << bar_x + 18 << "\" y=\"" << top + bar_height * (1 - place) + 3.5 << "\">" << esc(label)
+      << "</text>\n";
+  return s.str() + "</svg>";
+}
+
+std::string figure(const Heatmap& m) {
+  const bool any_gray = std::any_of(m.values.begin(), m.values.end(), [](double x) { return std::isnan(x); });
+  std::string gray = !any_gray ? ""
+                         : "<span class=\"swatch\" style=\"background:" + std::string(kGray) + "\"></span> " + esc(m.scale.gray);
+  return "<figure><figcaption>" + esc(m.title) + "</figcaption>\n" + svg(m) + "\n<div class=\"note\">" +
+         esc(m.scale.note) + (m.scale.note.empty() || gray.empty() ? "" : "<br>") + gray + "</div></figure>\n";
+}
+
+// A table of values, rows by columns, each row labelled, the columns by `headers` or else numbered.
+std::string table(const std::string& caption, int64_t rows, int64_t columns, const std::function<int64_t(int64_t)>& row_label,
+                  const std::function<std::string(int64_t, int64_t)>& cell, const std::vector<std::string>& headers = {}) {
+  std::string html = "<div class=\"tensor\"><table><caption>" + esc(caption) + "</caption>\n<tr><th></th>";
+  for (int64_t c = 0; c < columns; ++c) html += "<th>" + (headers.empty() ? std::to_string(c) : esc(headers[size_t(c)])) + "</th>";
+  html += "</tr>\n";
+  for (int64_t r = 0; r < rows; ++r) {
+    html += "<tr><th>" + std::to_string(row_label(r)) + "</th>";
+    for (int64_t c = 0; c < columns; ++c) html += "<td>" + esc(cell(r, c)) + "</td>";
+    html += "</tr>\n";
+  }
+  return html + "</table></div>\n";
+}
+
+// A tensor's values in a row: min, max, how many are NaN or infinite.
+template <class T>
+std::string spread(const char* name, const std::string& shape, const std::vector<T>& x) {
+  double low = INFINITY, high = -INFINITY;
+  int64_t nans = 0, infinities = 0;
+  for (T e : x) {
+    nans += std::isnan(e);
+    infinities += std::isinf(e);
+    if (std::isfinite(e)) {
+      low = std::min(low, double(e));
+      high = std::max(high, double(e));
+    }
+  }
+  return "<tr><td>" + std::string(name) + "</td><td>" + shape + "</td><td>" + std::to_string(x.size()) + "</td><td>" +
+         (low <= high ? show(low) : "") + "</td><td>" + (low <= high ? show(high) : "") + "</td><td>" +
+         std::to_string(nans) + "</td><td>" + std::to_string(infinities) + "</td></tr>\n";
+}
+
+std::string listed(const std::vector<std::string>& values) {
+  std::string text;
+  for (const std::string& value : values) text += (text.empty() ? "" : " ") + value;
+  return text;
+}
+
+// The finding's case: the three heatmaps of its failing (b, h) slice, and its tensors.
+template <class T>
+std::string case_section(const CampaignOptions& options, const Finding& finding, Case<T> c) {
+  // q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], allow [B,Tq,Tk], bias [B,H,Tq,Tk] in; out [B,H,Tq,dv].
+  c.empty_rows = options.empty_rows;  // as the campaign ran it
+  const Shape& s = c.shape;
+  const Problem<T> problem = c.problem();
+  // The campaign keeps no output: the kernel runs once more on the case; but not after a hang,
+  // which would cost the whole case timeout again.
+  Outcome outcome{Outcome::hung, 0, "hung"};
+  std::vector<T> out;
+  if (finding.message.rfind("the implementation hung", 0) != 0) {
+    IsolatedKernel kernel(options.impl, options.case_timeout, options.command);
+    kernel.start();
+    outcome = kernel.run(c, out);
+  }
+  const bool have_out = outcome.kind == Outcome::ok;
+  Comparison compared;
+  if (have_out) compared = compare(out.data(), reference(problem).out);
+  // The slice and row shown: the first element outside the bound, else the least accurate one.
+  const Mismatch& focus = compared.mismatches.empty() ? compared.worst : compared.mismatches.front();
+  const int64_t b = focus.at[0], h = focus.at[1], i = focus.at[2];
+  const int64_t first = std::clamp(i - kShownRows / 2, int64_t(0), std::max(int64_t(0), s.Tq - kShownRows));
+  std::vector<int64_t> rows;
+  std::vector<ExactRow> exact;  // [rows]
+  for (int64_t r = first; r < std::min(s.Tq, first + kShownRows); ++r) {
+    rows.push_back(r);
+    exact.push_back(exact_row(problem, b, h, r));
+  }
+  std::vector<std::vector<double>> weights;  // [rows][Tk], 0 where a key carries none
+  double heaviest = 0;
+  for (const ExactRow& row : exact) {
+    weights.emplace_back(size_t(s.Tk), 0.0);
+    for (size_t n = 0; n < row.keys.size(); ++n) {
+      const double w = double(row.weights[n]);
+      weights.back()[size_t(row.keys[n])] = w;
+      if (std::isfinite(w)) heaviest = std::max(heaviest, w);
+    }
+  }
+  if (heaviest == 0) heaviest = 1;
+  // error/bound of out[b,h,r,col]: within the bound, 0 to 1; outside it, above 1, +inf for a wrong
+  // special value; NaN where the bound is infinite (T's range cannot hold the computation).
+  auto ratio = [&](size_t r, int64_t col) {
+    const double x = double(out[size_t(s.out_at(b, h, rows[r]) + col)]), bound = exact[r].bound[size_t(col)];
+    const long double e = exact[r].out[size_t(col)];
+    if (std::isinf(bound)) return double(NAN);
+    const double error = double(std::fabs((long double)x - e)) / bound;
+    if (within_bound(x, e, bound)) return std::isfinite(error) ? error : 0.0;  // a special value matched, or bound 0
+    return std::isfinite(error) && error > 1 ? error : double(INFINITY);
+  };
+
+  const std::string where = "batch " + std::to_string(b) + ", head " + std::to_string(h);
+  Heatmap mask{"heatmap-mask", "(a) Permitted keys, " + where, "Keys", rows, blocks(s.Tk)};
+  Heatmap weight{"heatmap-weights", "(b) Exact attention weights, " + where, "Keys", rows, blocks(s.Tk)};
+  Heatmap error{"heatmap-error", "(c) Error/bound of the output, " + where, "Output columns (dv)", rows, blocks(s.dv)};
+  mask.scale = {[](double x) { return x; }, [](double t) { return ramp(kReds, t); },
+                {{0, "forbidden"}, {1, "permitted"}}, "", ""};
+  weight.scale = {[=](double x) { return x / heaviest; }, [](double t) { return ramp(kReds, t); },
+                  {{0, "0"}, {0.5, printed("%.3g", heaviest / 2)}, {1, printed("%.3g", heaviest)}}, "NaN", ""};
+  // Within the bound in blues up to 1, outside it in reds on a log scale up to 1e6.
+  error.scale = {[](double x) { return x <= 1 ? x / 2 : 0.5 + 0.5 * std::min(1.0, std::log10(x) / 6); },
+                 [](double t) { return t <= 0.5 ? ramp(kBlues, 1.5 * t) : ramp(kReds, 0.3 + 1.4 * (t - 0.5)); },
+                 {{0, "0"}, {0.25, "0.5"}, {0.5, "1: the bound"}, {0.75, "1e3"}, {1, "1e6 or more"}},
+                 "outside the format's range: not checked",
+                 "Blue: within the bound. Red: outside it; darkest: 1e6 or more, or a wrong NaN or infinity."};
+  for (Heatmap* m : {&mask, &weight, &error}) m->marked = i;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const std::string query = "query " + std::to_string(rows[r]) + ", ";
+    for (const auto& keys : mask.columns) {
+      int64_t permitted = 0;
+      for (int64_t j = keys.first; j <= keys.second; ++j) permitted += c.permits(b, rows[r], j);
+      const int64_t n = keys.second - keys.first + 1;
+      mask.values.push_back(double(permitted) / double(n));
+      mask.tips.push_back(query + range("key", keys) + ": " +
+                          (n == 1 ? (permitted ? "permitted" : "forbidden")
+                                  : std::to_string(permitted) + " of " + std::to_string(n) + " permitted"));
+      weight.values.push_back(largest({weights[r].begin() + keys.first, weights[r].begin() + keys.second + 1}));
+      weight.tips.push_back(query + range("key", keys) + ": " + (n == 1 ? "weight " : "largest weight ") +
+                            show(weight.values.back()));
+    }
+    for (const auto& cols : have_out ? error.columns : std::vector<std::pair<int64_t, int64_t>>{}) {
+      std::vector<double> ratios;
+      for (int64_t col = cols.first; col <= cols.second; ++col) ratios.push_back(ratio(r, col));
+      error.values.push_back(largest(ratios));
+      const int64_t col = cols.first;
+      const std::string at = "out[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(rows[r]) + "," +
+                             std::to_string(col) + (cols.second > col ? "-" + std::to_string(cols.second) : "") + "]: ";
+      error.tips.push_back(at + (cols.second > col ? "largest error/bound " + show(error.values.back())
+                                                   : "computed " + show(double(out[size_t(s.out_at(b, h, rows[r]) + col)])) +
+                                                         ", exact " + printed("%.17g", double(exact[r].out[size_t(col)])) +
+                                                         ", bound " + show(exact[r].bound[size_t(col)]) +
+                                                         ", error/bound " + show(error.values.back())));
+    }
+  }
+
+  const std::string described = describe(c);
+  std::string html = "<p>The case: " + esc(described.substr(0, described.find('\n'))) + ".</p>\n<p>The slice shown: " + where;
+  html += have_out ? (compared.mismatches.empty()
+                          ? ", the row where the kernel is least accurate (query " + std::to_string(i) +
+                                "). On this case the kernel's output is within the bound everywhere: the report below "
+                                "says what failed (imprecision, or a related problem the property builds from the case)."
+                          : ", and the first query with an element outside the bound (query " + std::to_string(i) + ", outlined).")
+                   : ". The implementation " + esc(outcome.detail) + " on this case: no output to compare.";
+  if (rows.size() < size_t(s.Tq))
+    html += " Queries " + std::to_string(rows.front()) + " to " + std::to_string(rows.back()) + " of " + std::to_string(s.Tq) + ".";
+  if (mask.columns.size() < size_t(s.Tk) || error.columns.size() < size_t(s.dv))
+    html += " A cell stands for a block of keys or columns: the share permitted, the largest weight, the largest error/bound.";
+  html += " Hover over a cell for its values.</p>\n<div class=\"maps\">\n" + figure(mask) + figure(weight) +
+          (have_out ? figure(error) : "") + "</div>\n";
+
+  // The tensors: a small case in full, a large one as each tensor's range and the failing row's values.
+  const std::string kv = "[" + std::to_string(b) + "," + std::to_string(s.kv_head(h)) + "]";
+  const std::string bh = "[" + std::to_string(b) + "," + std::to_string(h) + "]";
+  html += "<h2>The case's tensors</h2>\n";
+  if (s.Tq <= kFullLength && s.Tk <= kFullLength && c.q.size() + c.k.size() + c.v.size() + c.bias.size() <= size_t(kFullValues)) {
+    // x [B,heads,n,d]: a table per (b, head), side by side.
+    auto all = [&](const char* name, const char* shape, const std::vector<T>& x, int64_t heads, int64_t n, int64_t d) {
+      html += "<h3>" + std::string(name) + " " + shape + "</h3>\n<div class=\"tensors\">\n";
+      for (int64_t bb = 0; bb < s.B; ++bb)
+        for (int64_t hh = 0; hh < heads; ++hh)
+          html += table(std::string(name) + "[" + std::to_string(bb) + "," + std::to_string(hh) + "]", n, d,
+                        [](int64_t r) { return r; },
+                        [&](int64_t r, int64_t col) { return show(double(x[size_t(((bb * heads + hh) * n + r) * d + col)])); });
+      html += "</div>\n";
+    };
+    all("q", "[B,H,Tq,dk]", c.q, s.H, s.Tq, s.dk);
+    all("k", "[B,H_kv,Tk,dk]", c.k, s.kv_heads(), s.Tk, s.dk);
+    all("v", "[B,H_kv,Tk,dv]", c.v, s.kv_heads(), s.Tk, s.dv);
+    if (!c.bias.empty()) all("bias", "[B,H,Tq,Tk]", c.bias, s.H, s.Tq, s.Tk);
+    if (!c.allow.empty()) {
+      html += "<h3>allow [B,Tq,Tk]</h3>\n<div class=\"tensors\">\n";
+      for (int64_t bb = 0; bb < s.B; ++bb)
+        html += table("allow[" + std::to_string(bb) + "]", s.Tq, s.Tk, [](int64_t r) { return r; },
+                      [&](int64_t r, int64_t j) { return std::to_string(int(c.allow[size_t(s.allow_at(bb, r) + j)] != 0)); });
+      html += "</div>\n";
+    }
+    if (have_out) {
+      html += "<h3>out" + bh + ", the queries shown: computed, exact, bound</h3>\n<div class=\"tensors\">\n";
+      auto shown = [&](int64_t r) { return rows[size_t(r)]; };
+      const int64_t n = int64_t(rows.size());
+      html += table("computed out" + bh, n, s.dv, shown,
+                    [&](int64_t r, int64_t col) { return show(double(out[size_t(s.out_at(b, h, rows[size_t(r)]) + col)])); });
+      html += table("exact out" + bh, n, s.dv, shown,
+                    [&](int64_t r, int64_t col) { return printed("%.17g", double(exact[size_t(r)].out[size_t(col)])); });
+      html += table("bound" + bh, n, s.dv, shown, [&](int64_t r, int64_t col) { return show(exact[size_t(r)].bound[size_t(col)]); });
+      html += "</div>\n";
+    }
+  } else {
+    html += "<table class=\"spread\"><tr><th>tensor</th><th>shape</th><th>values</th><th>least finite</th><th>largest "
+            "finite</th><th>NaN</th><th>infinite</th></tr>\n";
+    auto dims = [](std::initializer_list<int64_t> d) {
+      std::string text;
+      for (int64_t n : d) text += (text.empty() ? "[" : ",") + std::to_string(n);
+      return text + "]";
+    };
+    html += spread("q", dims({s.B, s.H, s.Tq, s.dk}), c.q) + spread("k", dims({s.B, s.kv_heads(), s.Tk, s.dk}), c.k) +
+            spread("v", dims({s.B, s.kv_heads(), s.Tk, s.dv}), c.v);
+    if (!c.bias.empty()) html += spread("bias", dims({s.B, s.H, s.Tq, s.Tk}), c.bias);
+    if (have_out) html += spread("out (computed)", dims({s.B, s.H, s.Tq, s.dv}), out);
+    html += "</table>\n";
+    const size_t at = size_t(i - first);
+    std::vector<std::string> q_row;
+    for (int64_t d = 0; d < s.dk; ++d) q_row.push_back(show(double(c.q[size_t(s.q_at(b, h, i) + d)])));
+    html += "<h3>The failing row: query " + std::to_string(i) + " of " + where + "</h3>\n<p>q" + bh + "[" +
+            std::to_string(i) + "]:</p><pre>" + esc(listed(q_row)) + "</pre>\n";
+    if (have_out)
+      html += table("out" + bh + "[" + std::to_string(i) + "], by column of dv", s.dv, 4,
+                    [](int64_t r) { return r; }, [&](int64_t col, int64_t what) {
+                      const std::vector<double> shown = {double(out[size_t(s.out_at(b, h, i) + col)]),
+                                                         double(exact[at].out[size_t(col)]), exact[at].bound[size_t(col)],
+                                                         ratio(at, col)};
+                      return what == 1 ? printed("%.17g", shown[1]) : show(shown[size_t(what)]);
+                    }, {"computed", "exact", "bound", "error/bound"});
+    // The keys that weigh most in the row, with their k and v.
+    std::vector<size_t> order(exact[at].keys.size());
+    for (size_t n = 0; n < order.size(); ++n) order[n] = n;
+    const size_t heaviest_keys = std::min<size_t>(order.size(), 8);
+    std::partial_sort(order.begin(), order.begin() + long(heaviest_keys), order.end(),
+                      [&](size_t x, size_t y) { return exact[at].weights[x] > exact[at].weights[y]; });
+    html += "<p>The keys of most weight in the row: " + std::to_string(heaviest_keys) + " of the " +
+            std::to_string(order.size()) + " that carry any.</p>\n<pre>";
+    for (size_t n = 0; n < heaviest_keys; ++n) {
+      const int64_t j = exact[at].keys[order[n]];
+      std::vector<std::string> k_row, v_row;
+      for (int64_t d = 0; d < s.dk; ++d) k_row.push_back(show(double(c.k[size_t(s.k_at(b, h, j) + d)])));
+      for (int64_t d = 0; d < s.dv; ++d) v_row.push_back(show(double(c.v[size_t(s.v_at(b, h, j) + d)])));
+      html += esc("key " + std::to_string(j) + ", weight " + show(double(exact[at].weights[order[n]])) + "\n  k" + kv + "[" +
+                  std::to_string(j) + "]: " + listed(k_row) + "\n  v" + kv + "[" + std::to_string(j) + "]: " + listed(v_row) +
+                  "\n");
+    }
+    html += "</pre>\n";
+  }
+  if (!c.key_lengths.empty()) {
+    std::vector<std::string> lengths;
+    for (int32_t n : c.key_lengths) lengths.push_back(std::to_string(n));
+    html += "<p>key lengths [B]: " + esc(listed(lengths)) + "</p>\n";
+  }
+  return html;
+}
+
+const char* kStyle = R"(body { font-family: sans-serif; margin: 16px 24px; color: #222; }
+h1 { font-size: 22px; margin: 0 0 6px; }
+h2 { font-size: 17px; margin: 22px 0 6px; border-bottom: 1px solid #ddd; }
+h3 { font-size: 14px; margin: 14px 0 4px; }
+.pass { color: #1a7f37; } .fail { color: #c00; }
+p { margin: 4px 0; max-width: 1150px; }
+pre { background: #f6f8fa; padding: 6px 8px; overflow-x: auto; font-size: 12px; max-width: 1150px; }
+.maps { display: flex; flex-wrap: wrap; gap: 8px 16px; margin: 8px 0; }
+figure { margin: 0; }
+figcaption { font-size: 13px; font-weight: bold; margin-bottom: 4px; }
+.note { font-size: 11px; color: #555; max-width: 340px; }
+.swatch { display: inline-block; width: 10px; height: 10px; border: 1px solid #666; vertical-align: middle; }
+table { border-collapse: collapse; font-size: 12px; margin: 4px 0 10px; }
+td, th { border: 1px solid #ccc; padding: 1px 6px; text-align: right; }
+th { background: #f0f0f0; }
+caption { text-align: left; font-weight: bold; padding: 2px 0; }
+.tensors { display: flex; flex-wrap: wrap; gap: 0 16px; align-items: flex-start; }
+.tensor { overflow-x: auto; max-width: 1150px; }
+.tensor td { font-family: monospace; }
+tr.failed td { background: #fde0dd; }
+td.name { text-align: left; }
+)";
+
+}  // namespace
+
+std::string markup_escaped(const std::string& text) {
+  std::string escaped;
+  for (size_t at = 0; at < text.size();) {
+    const unsigned char lead = static_cast<unsigned char>(text[at]);
+    // A well-formed UTF-8 sequence's length and code point, or n = 0.
+    size_t n = lead < 0x80 ? 1 : (lead >> 5) == 6 ? 2 : (lead >> 4) == 14 ? 3 : (lead >> 3) == 30 ? 4 : 0;
+    uint32_t point = n == 1 ? lead : n == 2 ? lead & 0x1f : n == 3 ? lead & 0x0f : lead & 0x07;
+    for (size_t k = 1; k < n; ++k) {
+      const unsigned char next = at + k < text.size() ? static_cast<unsigned char>(text[at + k]) : 0;
+      if ((next >> 6) != 2) {
+        n = 0;
+        break;
+      }
+      point = point << 6 | (next & 0x3f);
+    }
+    const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+    const bool allowed = n > 0 && point >= least[n] && point <= 0x10ffff && !(point >= 0xd800 && point <= 0xdfff) &&
+                         point != 0xfffe && point != 0xffff && (point >= 0x20 || point == '\t' || point == '\n' || point == '\r');
+    if (!allowed) {
+      escaped += "\xef\xbf\xbd";  // U+FFFD
+      at += std::max<size_t>(n, 1);
+      continue;
+    }
+    switch (lead) {
+      case '&': escaped += "&amp;"; break;
+      case '<': escaped += "&lt;"; break;
+      case '>': escaped += "&gt;"; break;
+      case '"': escaped += "&quot;"; break;
+      case '\'': escaped += "&#39;"; break;
+      default: escaped.append(text, at, n);
+    }
+    at += n;
+  }
+  return escaped;
+}
+
+void write_html_report(const std::string& path, const CampaignOptions& options, const CampaignResult& result,
+                       const ReportText& text) {
+  const bool pass = text.verdict == "PASS";
+  std::string html = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>attncheck check: " +
+                     esc(text.verdict) + (result.found ? ": Property." + esc(result.finding.property) : "") +
+                     "</title>\n<style>\n" + kStyle + "</style>\n</head>\n<body>\n";
+  html += "<h1>attncheck check: <span class=\"" + std::string(pass ? "pass" : "fail") + "\" id=\"verdict\">" +
+          esc(text.verdict) + "</span></h1>\n<p>" + esc((options.command ? "--impl-cmd " : "--impl ") + options.impl) +
+          "</p>\n<p>" + esc(text.summary) + "</p>\n<p>" + esc(text.checked) + "</p>\n";
+  if (!result.fp_mode.empty()) html += "<p class=\"fail\">floating-point mode: " + esc(result.fp_mode) + "</p>\n";
+  if (result.found) {
+    const Finding& f = result.finding;
+    html += "<h2>Counterexample to Property." + esc(f.property) + (result.replayed ? "" : " (shrunk)") + "</h2>\n";
+    html += "<p>" + esc(f.message.substr(0, f.message.find('\n'))) + "</p>\n";
+    if (!text.replay.empty()) html += "<p>Replay it:</p>\n<pre id=\"replay\">" + esc(text.replay) + "</pre>\n";
+    if (f.case_text.empty()) {
+      html += "<p>Property." + esc(f.property) + " draws no case of its own (a fixed problem): no heatmaps.</p>\n";
+    } else {
+      std::istringstream lines(f.case_text);
+      std::string first;
+      std::getline(lines, first);
+      html += case_text_holds<double>(first) ? case_section(options, f, case_from_text<double>(first, lines))
+                                             : case_section(options, f, case_from_text<float>(first, lines));
+    }
+    html += "<h2>The failure report</h2>\n<pre id=\"report\">" + esc(f.message) + "</pre>\n";
+  } else {
+    html += "<p>No counterexample: every property below ran against the implementation";
+    html += result.replayed ? " on the replayed case, which no longer fails.</p>\n"
+                            : ", round after round with fresh seeds, until the budget of " + printed("%g", options.seconds) +
+                                  " s ran out.</p>\n";
+  }
+  html += "<h2>Properties</h2>\n<table id=\"properties\"><tr><th class=\"name\">property</th><th>cases</th><th>seconds</th></tr>\n";
+  for (const auto& [name, cases] : result.per_property) {
+    const auto seconds = result.per_property_seconds.find(name);
+    html += std::string(result.found && name == result.finding.property ? "<tr class=\"failed\">" : "<tr>") +
+            "<td class=\"name\">" + esc(name) + "</td><td>" + std::to_string(cases) + "</td><td>" +
+            printed("%.3f", seconds == result.per_property_seconds.end() ? 0.0 : seconds->second) + "</td></tr>\n";
+  }
+  html += "<tr><th class=\"name\">all</th><th>" + std::to_string(result.cases) + "</th><th>" +
+          printed("%.3f", result.seconds) + "</th></tr>\n</table>\n</body>\n</html>\n";
+  std::ofstream file(path);
+  file << html;
+  if (!file) throw std::runtime_error(path + ": cannot write the HTML report");
+}
+
+}  // namespace attncheck
