@@ -1,5 +1,6 @@
 #include "attncheck/case_shrink.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -131,19 +132,23 @@ bool offer_simpler(const Case<T>& c, const std::function<bool(Case<T>&&)>& offer
     return offer(std::move(candidate));
   };
   const Shape& s = c.shape;
-  // Ranges of an axis of n, halves first (delta debugging): a large case loses most of itself in
-  // a few trials, a small one an index at a time.
-  auto ranges = [&](Axis axis, int64_t n) {
-    for (int64_t width = n / 2; width >= 1; width /= 2)
-      for (int64_t from = 0; from + width <= n; from += width)
-        if (accept(without(c, axis, from, from + width))) return true;
-    return false;
-  };
+  // Ranges of every axis, halves of each first, then quarters of each... (delta debugging, level by
+  // level across the axes): a large case loses most of itself in a few trials, whichever axis is
+  // large, and a small one an index at a time.
   const int64_t kv = s.kv_heads(), group = s.H / kv;
-  if (ranges(batch, s.B)) return true;
-  if (group == 1 ? ranges(head, s.H) : ranges(kv_group, kv)) return true;
-  if (group > 1 && accept(without(c, group_member, 0, 0))) return true;
-  if (ranges(query, s.Tq) || ranges(key, s.Tk) || ranges(key_width, s.dk) || ranges(value_width, s.dv)) return true;
+  const std::pair<Axis, int64_t> axes[] = {{batch, s.B},  {group == 1 ? head : kv_group, group == 1 ? s.H : kv},
+                                           {query, s.Tq}, {key, s.Tk},
+                                           {key_width, s.dk}, {value_width, s.dv}};
+  for (int64_t parts = 2, widest = 1; widest >= 1; parts *= 2) {
+    widest = 0;
+    for (const auto& [axis, n] : axes) {
+      const int64_t width = n / parts;
+      widest = std::max(widest, width);
+      for (int64_t from = 0; width >= 1 && from + width <= n; from += width)
+        if (accept(without(c, axis, from, from + width))) return true;
+    }
+    if (parts == 2 && group > 1 && accept(without(c, group_member, 0, 0))) return true;
+  }
 
   // Masks and options, each cleared.
   auto cleared = [&](auto change) {
