@@ -96,6 +96,15 @@ ShiftedCase with_scores_shifted(const Case<float>& c, double a) {
   return {shifted, shifted.scale * appended};
 }
 
+// The case as a failure report shows it: describe(c), and when its tensors are too large to print
+// (describe prints none past 64 values), the inputs of the first failing row.
+template <class T>
+std::string describe_failure(const Case<T>& c, const Comparison& failed) {
+  const bool large = c.q.size() > 64 || c.k.size() > 64 || c.v.size() > 64;
+  const Mismatch& m = failed.mismatches.empty() ? failed.worst : failed.mismatches.front();
+  return describe(c) + (large && m.rank >= 3 ? describe_row(c, m.at[0], m.at[1], m.at[2]) : "");
+}
+
 template <class T>
 void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& out, Reference reference,
                        const std::string& claim, const std::vector<T>* lse) {
@@ -103,11 +112,11 @@ void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& o
   attention(c.problem(), Result<T>{plain.data(), nullptr, plain_lse.data()});
   const Verdict verdict = judge_rows(c.problem(), out.data(), plain.data(), reference);
   check.observe(verdict.bound);
-  if (!verdict.ok()) check.fail(claim + ": " + verdict.report() + describe(c));
+  if (!verdict.ok()) check.fail(claim + ": " + verdict.report() + describe_failure(c, verdict.bound));
   if (!lse) return;
   const Verdict lse_verdict = judge(lse->data(), plain_lse.data(), reference.lse);  // the rows out's verdict computed
   check.observe(lse_verdict.bound);
-  if (!lse_verdict.ok()) check.fail(claim + " (its log-sum-exp): " + lse_verdict.report() + describe(c));
+  if (!lse_verdict.ok()) check.fail(claim + " (its log-sum-exp): " + lse_verdict.report() + describe_failure(c, lse_verdict.bound));
 }
 
 template Checker::Gradients<float> Checker::gradients(const Case<float>&, const GradReference<float>&,

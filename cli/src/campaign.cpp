@@ -331,7 +331,7 @@ CampaignResult run_campaign(const CampaignOptions& options) {
   return result;
 }
 
-CampaignResult replay(const CampaignOptions& options, const Finding& recorded) {
+CampaignResult replay(const CampaignOptions& options, const Finding& recorded, std::vector<KernelCall>* calls) {
   IsolatedKernel kernel(options.impl, options.case_timeout, options.command);
   kernel.start();
   if (property_named(recorded.property).double_precision && !kernel.has_f64())
@@ -341,9 +341,9 @@ CampaignResult replay(const CampaignOptions& options, const Finding& recorded) {
   both.formats = ~0u;
   const Clock::time_point start = Clock::now();
   const Property& property = property_named(recorded.property);
-  const Run run = recorded.kept ? run_once(kernel, both, property, 0, nullptr, false, ~0u, &recorded, true)
+  const Run run = recorded.kept ? run_once(kernel, both, property, 0, nullptr, false, ~0u, &recorded, true, calls)
                                 : run_once(kernel, both, property, 0, &recorded.choices, recorded.ladder,
-                                           recorded.capabilities, nullptr, true);
+                                           recorded.capabilities, nullptr, true, calls);
   CampaignResult result;
   result.abi_version = kernel.version();
   result.capabilities = kernel.capabilities();
@@ -356,18 +356,6 @@ CampaignResult replay(const CampaignOptions& options, const Finding& recorded) {
   result.seconds = since(start);
   result.fp_mode = kernel.fp_mode_finding();
   return result;
-}
-
-std::vector<KernelCall> kernel_calls(const CampaignOptions& options, const Finding& recorded) {
-  if (!recorded.kept || recorded.case_text.empty())
-    throw std::runtime_error("Property." + recorded.property + " draws no case, so there is no call to write down");
-  IsolatedKernel kernel(options.impl, options.case_timeout, options.command);
-  kernel.start();
-  CampaignOptions both = options;  // the recorded case decides the format, not --dtype
-  both.formats = ~0u;
-  std::vector<KernelCall> calls;
-  run_once(kernel, both, property_named(recorded.property), 0, nullptr, false, ~0u, &recorded, true, &calls);
-  return calls;
 }
 
 void write_replay(const std::string& path, const CampaignOptions& options, const Finding& finding) {

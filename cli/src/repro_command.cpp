@@ -1,5 +1,5 @@
 // attncheck repro: a replay file's finding as a standalone regression test. The property runs once
-// more on the kept case, every kernel call kept; the first call whose output the oracle calls
+// more (on the kept case, or its own fixed ones), every kernel call kept; the first call whose output the oracle calls
 // wrong (or that crashed, hung, refused) is written down with its tensors as exact literals, the
 // oracle's exact outputs and the bound of any correct kernel: a GoogleTest file that loads a plugin
 // (--impl), or a pytest file that runs the command (--impl-cmd) through the Python client.
@@ -261,7 +261,9 @@ int repro(const FlagValues& flags) {
   CampaignOptions options;
   const std::string& replay = flags.text("replay");
   const Finding finding = read_replay(replay, options, false, false);
-  for (const KernelCall& call : kernel_calls(options, finding)) {
+  std::vector<KernelCall> calls;
+  attncheck::replay(options, finding, &calls);
+  for (const KernelCall& call : calls) {
     std::istringstream text(call.case_text);
     std::string first;
     std::getline(text, first);
@@ -270,7 +272,7 @@ int repro(const FlagValues& flags) {
     if (written == 0) return 0;
   }
   throw std::runtime_error(replay + ": no call of Property." + finding.property +
-                           " on this case is wrong by the oracle (it fails by comparing calls, or no longer fails): "
+                           " is wrong by the oracle (it fails by comparing calls, or no longer fails): "
                            "replay it with attncheck check --replay");
 }
 

@@ -383,6 +383,31 @@ std::string describe(const Case<T>& c) {
   return text;
 }
 
+template <class T>
+std::string describe_row(const Case<T>& c, int64_t b, int64_t h, int64_t i) {
+  // c's q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], bias [B,H,Tq,Tk]: row (b, h, i)'s inputs.
+  const Shape& s = c.shape;
+  auto vector = [](const T* x, int64_t n) {
+    std::string text = "(";
+    for (int64_t d = 0; d < std::min<int64_t>(n, 16); ++d) text += (d ? " " : "") + show(double(x[d]));
+    return text + (n > 16 ? " ... " + std::to_string(n - 16) + " more)" : ")");
+  };
+  std::string text = "  row [" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) +
+                     "]: q = " + vector(c.q.data() + s.q_at(b, h, i), s.dk) + "\n";
+  int64_t shown = 0, permitted = 0;
+  for (int64_t j = 0; j < s.Tk; ++j) {
+    if (!c.permits(b, i, j)) continue;
+    if (++permitted > 16) continue;
+    ++shown;
+    text += "    key " + std::to_string(j) + ": k = " + vector(c.k.data() + s.k_at(b, h, j), s.dk) +
+            ", v = " + vector(c.v.data() + s.v_at(b, h, j), s.dv) +
+            (c.bias.empty() ? "" : ", bias " + show(double(c.bias[size_t(s.scores_at(b, h, i) + j)]))) + "\n";
+  }
+  if (permitted > shown) text += "    ... and " + std::to_string(permitted - shown) + " more permitted keys\n";
+  if (permitted == 0) text += "    (no permitted key)\n";
+  return text;
+}
+
 template struct Case<float>;
 template struct Case<double>;
 template Case<float> draw_case(Chooser&, const CaseLimits&);
@@ -391,5 +416,7 @@ template Case<float> slice(const Case<float>&, int64_t, int64_t);
 template Case<double> slice(const Case<double>&, int64_t, int64_t);
 template std::string describe(const Case<float>&);
 template std::string describe(const Case<double>&);
+template std::string describe_row(const Case<float>&, int64_t, int64_t, int64_t);
+template std::string describe_row(const Case<double>&, int64_t, int64_t, int64_t);
 
 }  // namespace attncheck

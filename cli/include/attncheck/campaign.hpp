@@ -73,21 +73,19 @@ struct CampaignResult {
 // cannot be loaded.
 CampaignResult run_campaign(const CampaignOptions& options);
 
-// Runs one property once on a recorded finding (a replay file's: its kept case, or format 1's
-// choices); found = it still fails. The result's finding records the case the property got.
-CampaignResult replay(const CampaignOptions& options, const Finding& recorded);
-
-// One forward call a property made: its case (case_text.hpp's exact bits) and the kernel's out
-// [B,H,Tq,dv] and lse [B,H,Tq] (when asked), widened to double (exactly), or the fault that ended
-// the call.
+// One forward call a property made (replay's `calls`): its case (case_text.hpp's exact bits) and
+// the kernel's out [B,H,Tq,dv] and lse [B,H,Tq] (when asked), widened to double (exactly), or the
+// fault that ended the call.
 struct KernelCall {
   std::string case_text;
   std::vector<double> out, lse;
   std::string fault;  // a crash, hang, refusal...: IsolatedKernel's Outcome detail; empty when it returned
 };
-// The forward calls a kept finding's property makes when it runs once more, in order; throws
-// std::runtime_error when the property draws no case.
-std::vector<KernelCall> kernel_calls(const CampaignOptions& options, const Finding& recorded);
+
+// Runs one property once on a recorded finding (a replay file's: its kept case, or format 1's
+// choices); found = it still fails. The result's finding records the case the property got.
+// With `calls`, every forward call the property makes is kept there, in order.
+CampaignResult replay(const CampaignOptions& options, const Finding& recorded, std::vector<KernelCall>* calls = nullptr);
 
 // A replay file, format 2: the property, the implementation (`impl PATH` or `impl-cmd COMMAND`), the empty-row policy, the case as
 // exact bits and the property's other choices (`attncheck-replay 2`). Format 1 files (the

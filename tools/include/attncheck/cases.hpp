@@ -104,6 +104,11 @@ Case<float> flushed_subnormal_case();
 template <class T>
 Case<T> slice(const Case<T>& c, int64_t b, int64_t h);
 
+// Row (b, h, i)'s inputs: its q and the k, v (and bias) of the keys it may see, the first 16 of
+// each; what a failure report adds when the tensors are too large for describe() to print.
+template <class T>
+std::string describe_row(const Case<T>& c, int64_t b, int64_t h, int64_t i);
+
 // A value for a failure message, to 9 significant digits (std::to_string prints 1e-30 as 0.000000).
 std::string show(double x);
 
