@@ -80,6 +80,8 @@ class CampaignChecker : public Checker {
   double worst_ratio = 0;
   // The drawn case as exact bits, written only for a finding (a large case's text is megabytes).
   std::string case_text() const { return drawn_f32_ ? case_to_text(*drawn_f32_) : drawn_f64_ ? case_to_text(*drawn_f64_) : ""; }
+  // A property that draws no case: the last case it ran the kernel on (its own), for reports.
+  std::string last_call_text() const { return last_f32_ ? case_to_text(*last_f32_) : last_f64_ ? case_to_text(*last_f64_) : ""; }
 
  protected:
   Case<float> draw_f32(const CaseLimits& limits) override { return draw_with_policy<float>(limits); }
@@ -122,6 +124,7 @@ class CampaignChecker : public Checker {
   template <class T>
   std::vector<T> run_isolated(const Case<T>& c, std::vector<T>* lse) {
     std::vector<T> out;
+    remember(c);
     const Outcome outcome = kernel_.run(c, out, lse);
     if (calls)
       calls->push_back({case_to_text(c), std::vector<double>(out.begin(), out.end()),
@@ -130,8 +133,21 @@ class CampaignChecker : public Checker {
     return out;
   }
 
+  // Keeps a copy of the case of each call, when the property drew none (its own cases are small).
+  template <class T>
+  void remember(const Case<T>& c) {
+    if (drawn_f32_ || drawn_f64_) return;
+    last_f32_.reset();
+    last_f64_.reset();
+    if constexpr (std::is_same_v<T, float>)
+      last_f32_ = c;
+    else
+      last_f64_ = c;
+  }
+
   template <class T>
   void backward_isolated(const Case<T>& c, const Grads<T>& g) {
+    remember(c);
     const Outcome outcome = kernel_.run_backward(c, g);
     if (outcome.kind != Outcome::ok)
       throw Failed{"the implementation's backward " + outcome.detail + "\n" + describe(c), outcome.kind};
@@ -147,6 +163,8 @@ class CampaignChecker : public Checker {
   bool in_draw_ = false;
   std::optional<Case<float>> drawn_f32_;
   std::optional<Case<double>> drawn_f64_;
+  std::optional<Case<float>> last_f32_;
+  std::optional<Case<double>> last_f64_;
 };
 
 // One run of `property`: the failure, if any, with the choices that led to it.
@@ -177,6 +195,7 @@ Run run_once(IsolatedKernel& kernel, const CampaignOptions& options, const Prope
   }
   run.finding = {property.name, message, checker.choices, true, run.failed || with_text ? checker.case_text() : "",
                  checker.kept_choices, ladder, capabilities};
+  if (run.failed && run.finding.case_text.empty()) run.finding.last_call_case = checker.last_call_text();
   run.worst_ratio = checker.worst_ratio;
   return run;
 }

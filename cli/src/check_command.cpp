@@ -254,16 +254,19 @@ int mutants(const FlagValues& o) {
     survivors += !r.found;
     if (r.found) times.push_back(r.seconds);
     const std::string mutant = name.substr(7, name.size() - 10);
-    // The counterexample's shape, from its case's "shape B 1 H 1 ..." line.
-    const size_t at = r.finding.case_text.find("shape ");
+    // The counterexample's shape, from its case's "shape B 1 H 1 ..." line; a fixed property's own
+    // case (no shrinking) is marked so.
+    const bool own = r.finding.case_text.empty() && !r.finding.last_call_case.empty();
+    const std::string& text = own ? r.finding.last_call_case : r.finding.case_text;
+    const size_t at = text.find("shape ");
     const std::string shape = !r.found || options.shrink_seconds == 0 || at == std::string::npos ? ""
-                              : r.finding.case_text.substr(at + 6, r.finding.case_text.find('\n', at) - at - 6);
+                              : text.substr(at + 6, text.find('\n', at) - at - 6) + (own ? " (its own)" : "");
     char shrinking[32] = "";
     if (r.found && options.shrink_seconds > 0) {
       std::snprintf(shrinking, sizeof shrinking, "%s(%.2f)", shape.empty() ? "" : " ", r.shrink_seconds);
       shrink_times.push_back(r.shrink_seconds);
-      cases_shrunk += !shape.empty();
-      minimal += !shape.empty() && at_most_tiny(shape);
+      cases_shrunk += !shape.empty() && !own;
+      minimal += !shape.empty() && !own && at_most_tiny(shape);
     }
     std::printf("%-36s %-48s %8lld %9.3f  %s%s\n", mutant.c_str(), r.found ? ("Property." + r.finding.property).c_str() : "SURVIVED",
                 (long long)r.cases, r.seconds, shape.c_str(), shrinking);

@@ -477,10 +477,14 @@ void write_html_report(const std::string& path, const CampaignOptions& options, 
     html += "<h2>Counterexample to Property." + esc(f.property) + (result.replayed ? "" : " (shrunk)") + "</h2>\n";
     html += "<p>" + esc(f.message.substr(0, f.message.find('\n'))) + "</p>\n";
     if (!text.replay.empty()) html += "<p>Replay it:</p>\n<pre id=\"replay\">" + esc(text.replay) + "</pre>\n";
-    if (f.case_text.empty()) {
-      html += "<p>Property." + esc(f.property) + " draws no case of its own (a fixed problem): no heatmaps.</p>\n";
+    // A fixed property's finding shows the last case it ran the kernel on, its own.
+    const std::string& shown = f.case_text.empty() ? f.last_call_case : f.case_text;
+    if (shown.empty()) {
+      html += "<p>Property." + esc(f.property) + " ran the kernel on no case: no heatmaps.</p>\n";
     } else {
-      std::istringstream lines(f.case_text);
+      if (f.case_text.empty())
+        html += "<p>Property." + esc(f.property) + " builds its own cases: the last one it ran is shown.</p>\n";
+      std::istringstream lines(shown);
       std::string first;
       std::getline(lines, first);
       html += case_text_holds<double>(first) ? case_section(options, f, case_from_text<double>(first, lines))

@@ -52,6 +52,9 @@ struct Finding {
   std::vector<uint64_t> kept_choices;
   bool ladder = false;  // the run drew from the size ladder (every round but the first): `choices` decode through it
   uint32_t capabilities = ~0u;  // and with these features (ABI v2's bits; a format-1 file: ABI v1's)
+  // A property that draws no case (a fixed one): the last case it ran the kernel on, its own, as
+  // text, for reports (the mutants table, the HTML heatmaps); replay never reads it.
+  std::string last_call_case;
 };
 
 struct CampaignResult {
