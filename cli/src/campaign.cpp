@@ -28,6 +28,23 @@ struct Failed {
   int kind = -1;  // the Outcome::Kind of an implementation fault, -1 for a property's own failure
 };
 
+// One case of either precision, kept for a finding's text.
+struct KeptCase {
+  std::optional<Case<float>> f32;
+  std::optional<Case<double>> f64;
+  template <class T>
+  void keep(const Case<T>& c) {
+    f32.reset();
+    f64.reset();
+    if constexpr (std::is_same_v<T, float>)
+      f32 = c;
+    else
+      f64 = c;
+  }
+  explicit operator bool() const { return f32 || f64; }
+  std::string text() const { return f32 ? case_to_text(*f32) : f64 ? case_to_text(*f64) : ""; }
+};
+
 // A property run by the campaign, its answers from one of three sources: a seed (a fresh run), a
 // recorded list of every choice (shrinking, format-1 replay files; 0 once it runs out), or a kept
 // finding (its case for the draw, its kept choices for the rest). Every answer and the drawn case
@@ -79,9 +96,9 @@ class CampaignChecker : public Checker {
   std::vector<uint64_t> kept_choices;  // those outside the case's draw
   double worst_ratio = 0;
   // The drawn case as exact bits, written only for a finding (a large case's text is megabytes).
-  std::string case_text() const { return drawn_f32_ ? case_to_text(*drawn_f32_) : drawn_f64_ ? case_to_text(*drawn_f64_) : ""; }
+  std::string case_text() const { return drawn_.text(); }
   // A property that draws no case: the last case it ran the kernel on (its own), for reports.
-  std::string last_call_text() const { return last_f32_ ? case_to_text(*last_f32_) : last_f64_ ? case_to_text(*last_f64_) : ""; }
+  std::string last_call_text() const { return last_.text(); }
 
  protected:
   Case<float> draw_f32(const CaseLimits& limits) override { return draw_with_policy<float>(limits); }
@@ -113,12 +130,7 @@ class CampaignChecker : public Checker {
       in_draw_ = false;
     }
     c.empty_rows = options_.empty_rows;  // what the implementation says it does with empty rows
-    drawn_f32_.reset();
-    drawn_f64_.reset();
-    if constexpr (std::is_same_v<T, float>)
-      drawn_f32_ = c;
-    else
-      drawn_f64_ = c;
+    drawn_.keep(c);
     return c;
   }
   template <class T>
@@ -136,13 +148,7 @@ class CampaignChecker : public Checker {
   // Keeps a copy of the case of each call, when the property drew none (its own cases are small).
   template <class T>
   void remember(const Case<T>& c) {
-    if (drawn_f32_ || drawn_f64_) return;
-    last_f32_.reset();
-    last_f64_.reset();
-    if constexpr (std::is_same_v<T, float>)
-      last_f32_ = c;
-    else
-      last_f64_ = c;
+    if (!drawn_) last_.keep(c);
   }
 
   template <class T>
@@ -161,10 +167,7 @@ class CampaignChecker : public Checker {
   uint32_t capabilities_;  // what the recorded choices were drawn with (a format-1 file: ABI v1's)
   const Finding* kept_;
   bool in_draw_ = false;
-  std::optional<Case<float>> drawn_f32_;
-  std::optional<Case<double>> drawn_f64_;
-  std::optional<Case<float>> last_f32_;
-  std::optional<Case<double>> last_f64_;
+  KeptCase drawn_, last_;  // the case drawn; a property that draws none: its last call's
 };
 
 // One run of `property`: the failure, if any, with the choices that led to it.

@@ -23,8 +23,6 @@
 namespace attncheck {
 namespace {
 
-const char* const kCausal[] = {"none", "upper-left", "lower-right"};
-
 std::string hex(double x) {
   char text[40];
   std::snprintf(text, sizeof text, "%a", x);
@@ -61,15 +59,13 @@ std::string joined(const std::vector<V>& values, F each) {
   return text;
 }
 
-// The case's inputs as literals, and a tensor of the oracle's: its exact values (hi + lo, so that a
-// double kernel is held to more than double's rounding of them) and bounds. What both files hold.
+// A tensor of the case as literals in its format, and a tensor of the oracle's: its exact values
+// (hi + lo, so that a double kernel is held to more than double's rounding of them) and bounds.
+// What both files hold.
 template <class T>
-struct Written {
-  const Case<T>& c;
-  std::string values(const std::vector<T>& x, bool python) const {
-    return joined(x, [&](T v) { return literal(double(v), c.format, python); });
-  }
-};
+std::string values(const std::vector<T>& x, Format format, bool python) {
+  return joined(x, [&](T v) { return literal(double(v), format, python); });
+}
 std::string exact_hi(const ExactTensor& t, bool python) {
   return joined(t.exact, [&](long double e) { return literal(double(e), Format::f64, python); });
 }
@@ -88,7 +84,6 @@ template <class T>
 std::string gtest_file(const std::string& replay, const CampaignOptions& o, const Finding& f, const Case<T>& c,
                        const Reference& ref, bool with_lse, const std::string& why) {
   const Shape& s = c.shape;
-  const Written<T> w{c};
   const char* e = storage(c.format);
   std::ostringstream t;
   t << "// A regression test written by `attncheck repro --replay " << replay << "` (attncheck-repro 1):\n"
@@ -100,14 +95,14 @@ std::string gtest_file(const std::string& replay, const CampaignOptions& o, cons
     << "#include <cstring>\n#include <vector>\n\n#include \"attncheck/plugin.h\"\n\nnamespace {\n\n"
     << "// B " << s.B << ", H " << s.H << ", H_kv " << s.kv_heads() << ", Tq " << s.Tq << ", Tk " << s.Tk << ", dk " << s.dk
     << ", dv " << s.dv << "; " << format_name(c.format) << (is_narrow(c.format) ? " (bit patterns)" : "") << "\n"
-    << "const " << e << " q[] = {" << w.values(c.q, false) << "};  // [B,H,Tq,dk]\n"
-    << "const " << e << " k[] = {" << w.values(c.k, false) << "};  // [B,H_kv,Tk,dk]\n"
-    << "const " << e << " v[] = {" << w.values(c.v, false) << "};  // [B,H_kv,Tk,dv]\n";
+    << "const " << e << " q[] = {" << values(c.q, c.format, false) << "};  // [B,H,Tq,dk]\n"
+    << "const " << e << " k[] = {" << values(c.k, c.format, false) << "};  // [B,H_kv,Tk,dk]\n"
+    << "const " << e << " v[] = {" << values(c.v, c.format, false) << "};  // [B,H_kv,Tk,dv]\n";
   if (!c.allow.empty())
     t << "const uint8_t allow[] = {" << joined(c.allow, [](uint8_t a) { return std::to_string(int(a)); }) << "};  // [B,Tq,Tk]\n";
   if (!c.key_lengths.empty())
     t << "const int32_t kv_lens[] = {" << joined(c.key_lengths, [](int32_t n) { return std::to_string(n); }) << "};  // [B]\n";
-  if (!c.bias.empty()) t << "const " << e << " bias[] = {" << w.values(c.bias, false) << "};  // [B,H,Tq,Tk]\n";
+  if (!c.bias.empty()) t << "const " << e << " bias[] = {" << values(c.bias, c.format, false) << "};  // [B,H,Tq,Tk]\n";
   t << "const double exact_hi[] = {" << exact_hi(ref.out, false) << "};  // out [B,H,Tq,dv]\n"
     << "const double exact_lo[] = {" << exact_lo(ref.out, false) << "};\n"
     << "const double bound[] = {" << bounds(ref.out, false) << "};\n";
@@ -147,7 +142,7 @@ std::string gtest_file(const std::string& replay, const CampaignOptions& o, cons
     << "  p.q = q, p.k = k, p.v = v;\n"
     << (c.allow.empty() ? "" : "  p.allow = allow;\n") << (c.key_lengths.empty() ? "" : "  p.kv_lens = kv_lens;\n")
     << (c.bias.empty() ? "" : "  p.bias = bias;\n")
-    << "  p.causal = " << int(c.causal) << ";  // " << kCausal[int(c.causal)] << "\n"
+    << "  p.causal = " << int(c.causal) << ";  // " << causal_name(c.causal) << "\n"
     << "  p.window_left = " << c.window_left << ", p.window_right = " << c.window_right << ";\n"
     << "  p.scale = " << hex(c.scale) << ", p.softcap = " << hex(c.softcap) << ";\n"
     << "  p.out = out.data();\n"
@@ -174,10 +169,9 @@ template <class T>
 std::string pytest_file(const std::string& replay, const CampaignOptions& o, const Finding& f, const Case<T>& c,
                         const Reference& ref, bool with_lse, const std::string& why) {
   const Shape& s = c.shape;
-  const Written<T> w{c};
   const bool bits = is_narrow(c.format);
   auto tensor = [&](const char* name, const std::vector<T>& x, const std::string& dims, const char* shape) {
-    return std::string(name) + " = np.array(" + (bits ? "[" : "[float.fromhex(x) for x in (") + w.values(x, true) +
+    return std::string(name) + " = np.array(" + (bits ? "[" : "[float.fromhex(x) for x in (") + values(x, c.format, true) +
            (bits ? "], np.uint16)" : ",)], np.") + (bits ? "" : c.format == Format::f64 ? "float64)" : "float32)") +
            ".reshape(" + dims + ")  # " + shape + "\n";
   };
@@ -214,7 +208,7 @@ std::string pytest_file(const std::string& replay, const CampaignOptions& o, con
   t << exact("", ref.out, d) << (with_lse ? exact("lse_", ref.lse, dims({s.B, s.H, s.Tq})) : "") << "\n\n"
     << "def test_" << f.property << "():\n"
     << "    " << (with_lse ? "out, lse" : "out") << " = attncheck.run_command(COMMAND, dtype=\"" << formats_named(capability_of(c.format)) << "\", q=q, k=k, v=v, allow=allow, "
-    << "kv_lens=kv_lens, bias=bias,\n                                causal=\"" << kCausal[int(c.causal)] << "\", window="
+    << "kv_lens=kv_lens, bias=bias,\n                                causal=\"" << causal_name(c.causal) << "\", window="
     << (c.window_left < 0 && c.window_right < 0 ? std::string("None") : "(" + std::to_string(c.window_left) + ", " + std::to_string(c.window_right) + ")")
     << ", scale=" << (c.scale == 0 ? std::string("None") : "float.fromhex('" + hex(c.scale) + "')")
     << ", softcap=" << (c.softcap == 0 ? std::string("None") : "float.fromhex('" + hex(c.softcap) + "')")

@@ -3,6 +3,8 @@ import math
 
 import numpy as np
 
+from ._serve import _numpy
+
 # The most elements of one call's per-query keys or values (K and V are widened per query below).
 _LARGEST_CALL = 1 << 22
 
@@ -30,8 +32,6 @@ class masked:
 
     def __call__(self, p):
         # p.q [B,H,Tq,dk], p.k [B,H_kv,Tk,dk], p.v [B,H_kv,Tk,dv] -> out [B,H,Tq,dv]
-        from ._serve import _numpy
-
         q, k, v = p.q, p.k, p.v
         if p.scale is not None:
             q = (q.astype(np.float64) * (p.scale * math.sqrt(p.dk))).astype(q.dtype)

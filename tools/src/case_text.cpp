@@ -14,7 +14,6 @@ namespace attncheck {
 namespace {
 
 constexpr int kVersion = 1;
-const char* const kCausal[] = {"none", "upper-left", "lower-right"};
 
 [[noreturn]] void bad(const std::string& what) { throw std::runtime_error("kept case: " + what); }
 
@@ -116,7 +115,7 @@ std::string case_to_text(const Case<T>& c) {
   text += "shape B " + std::to_string(s.B) + " H " + std::to_string(s.H) + " H_kv " + std::to_string(s.kv_heads()) +
           " Tq " + std::to_string(s.Tq) + " Tk " +
           std::to_string(s.Tk) + " dk " + std::to_string(s.dk) + " dv " + std::to_string(s.dv) + "\n";
-  text += std::string("options causal ") + kCausal[int(c.causal)] + " scale " + scale + " empty-rows " +
+  text += std::string("options causal ") + causal_name(c.causal) + " scale " + scale + " empty-rows " +
           (c.empty_rows == EmptyRows::zero ? "zero" : "nan") + "\n";
   if (c.window_left >= 0 || c.window_right >= 0)  // lines beyond ABI v1's features appear only when used
     text += "window " + std::to_string(c.window_left) + " " + std::to_string(c.window_right) + "\n";
@@ -195,7 +194,7 @@ Case<T> case_from_text(const std::string& first_line, std::istream& in) {
       words >> k1 >> causal >> k2 >> scale >> k3 >> policy;
       int mode = -1;
       for (int m = 0; m < 3; ++m)
-        if (causal == kCausal[m]) mode = m;
+        if (causal == causal_name(Causal(m))) mode = m;
       if (k1 != "causal" || k2 != "scale" || k3 != "empty-rows" || mode < 0 || (policy != "zero" && policy != "nan"))
         bad("the options line must read 'options causal none|upper-left|lower-right scale X empty-rows zero|nan'");
       c.causal = Causal(mode);

@@ -334,7 +334,6 @@ template <class T>
 std::string describe(const Case<T>& c) {
   // c: q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], allow [B,Tq,Tk], key_lengths [B], bias [B,H,Tq,Tk].
   const Shape& s = c.shape;
-  const char* causal[] = {"none", "upper-left", "lower-right"};
   const std::string kv_heads = s.kv_heads() == s.H ? "" : ", H_kv " + std::to_string(s.kv_heads());
   char line[320];
   // The scale to 9 digits (show), not std::to_string's 6 decimals, which print 1e-7 as 0.000000.
@@ -346,7 +345,7 @@ std::string describe(const Case<T>& c) {
     extras += std::string("; in ") + format_name(c.format);
   std::snprintf(line, sizeof line, "B %lld, H %lld%s, Tq %lld, Tk %lld, dk %lld, dv %lld; scale %s; causal %s%s; empty rows %s; %s\n",
                 (long long)s.B, (long long)s.H, kv_heads.c_str(), (long long)s.Tq, (long long)s.Tk, (long long)s.dk,
-                (long long)s.dv, c.scale == 0 ? "default" : show(c.scale).c_str(), causal[int(c.causal)], extras.c_str(),
+                (long long)s.dv, c.scale == 0 ? "default" : show(c.scale).c_str(), causal_name(c.causal), extras.c_str(),
                 c.empty_rows == EmptyRows::zero ? "zero" : "nan", c.mix.c_str());
   std::string text = line;
   const bool grid = s.Tq <= 64 && s.Tk <= 96;  // else a line per batch: a grid would not be read

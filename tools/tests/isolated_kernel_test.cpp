@@ -83,7 +83,9 @@ TEST(Isolation, EachMisbehaviourOfACommandIsReportedWithItsCause) {
     const Outcome outcome = kernel.run(small_case(), out);
     EXPECT_EQ(outcome.kind, e.kind) << e.mode << ": " << outcome.detail;
     EXPECT_NE(outcome.detail.find(e.detail), std::string::npos) << e.mode << ": " << outcome.detail;
-    if (e.kind == Outcome::raised) EXPECT_NE(kernel.take_stderr().find("Traceback"), std::string::npos) << e.mode;
+    if (e.kind == Outcome::raised) {
+      EXPECT_NE(kernel.take_stderr().find("Traceback"), std::string::npos) << e.mode;
+    }
     if (e.kind != Outcome::hung) kernel.run(small_case(), out);  // the checker lives on, the child restarted
   }
 }
@@ -111,7 +113,9 @@ TEST(Isolation, ACommandThatCannotStartIsAnErrorWithItsStderr) {
     } catch (const std::runtime_error& e) {
       const std::string what = e.what();
       EXPECT_NE(what.find(reason), std::string::npos) << what;
-      if (std::string(mode) == "cannot_start") EXPECT_NE(what.find("ImportError: No module named 'my_kernel'"), std::string::npos) << what;
+      if (std::string(mode) == "cannot_start") {
+        EXPECT_NE(what.find("ImportError: No module named 'my_kernel'"), std::string::npos) << what;
+      }
     }
   }
 }
