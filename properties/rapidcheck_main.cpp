@@ -74,9 +74,9 @@ rc::Gen<Case<T>> cases(const CaseLimits& limits) {
       RcChooser choose;
       return draw_case<T>(choose, limits);
     })(random, size).value();
-    return rc::shrinkable::shrinkRecur(std::move(drawn), [](const Case<T>& c) {
+    return rc::shrinkable::shrinkRecur(std::move(drawn), [limits](const Case<T>& c) {
       std::vector<Case<T>> simpler;
-      offer_simpler<T>(c, [&](Case<T>&& s) {
+      offer_simpler<T>(c, limits.capabilities, [&](Case<T>&& s) {
         simpler.push_back(std::move(s));
         return false;  // every neighbour, in order: RapidCheck tries them
       });

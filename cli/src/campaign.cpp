@@ -230,7 +230,7 @@ Finding shrink(IsolatedKernel& kernel, const CampaignOptions& options, const Pro
       using T = decltype(zero);
       for (Case<T> c = case_from_text<T>(first, text); in_time();) {
         std::optional<Case<T>> simpler;
-        const bool found = offer_simpler<T>(c, [&](Case<T>&& candidate) {
+        const bool found = offer_simpler<T>(c, kernel.capabilities(), [&](Case<T>&& candidate) {
           if (!in_time()) return false;
           Finding trial = best;
           trial.case_text = case_to_text(candidate);

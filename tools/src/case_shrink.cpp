@@ -58,11 +58,11 @@ Case<T> without(const Case<T>& c, Axis axis, int64_t from, int64_t to) {
       r.shape.H -= n * group;
       r.shape.H_kv = kv - n;
       break;
-    case group_member:  // the last query head of every group: groups one smaller
+    case group_member:  // member `from` of every group of query heads: groups one smaller
       for (int64_t g = kv - 1; g >= 0; --g) {
         const Dims now{s.B, kv * group - (kv - 1 - g), s.Tq, s.dk}, now_bias{s.B, now[1], s.Tq, s.Tk};
-        r.q = erase_range(r.q, now, 1, g * group + group - 1, g * group + group);
-        r.bias = erase_range(r.bias, now_bias, 1, g * group + group - 1, g * group + group);
+        r.q = erase_range(r.q, now, 1, g * group + from, g * group + from + 1);
+        r.bias = erase_range(r.bias, now_bias, 1, g * group + from, g * group + from + 1);
       }
       r.shape.H -= kv;
       r.shape.H_kv = group - 1 == 1 ? 0 : kv;
@@ -90,22 +90,25 @@ Case<T> without(const Case<T>& c, Axis axis, int64_t from, int64_t to) {
   return r;
 }
 
-// Plainer values than x, plainest first: 0, then +-1 and +-2, then the power of two next below |x|:
-// each closer to 0 than x (NaN and inf try 0, +-1 and +-2).
+// Plainer values than x, plainest first: 0, then +-1, +-2 and +-3, then the power of two next below
+// |x|, then x's integer part: each closer to 0 than x (NaN and inf try 0 and the small integers).
+// 3 and the integer part are there for bugs that a power of two hides (a factor that cancels exactly).
 template <class T>
 std::vector<T> plainer(T x) {
   if (x == T(0)) return {};
   const T sign = std::signbit(x) ? T(-1) : T(1);
   std::vector<T> values = {T(0)};
-  for (T plain : {sign, 2 * sign})
-    if (!std::isfinite(x) || std::fabs(plain) < std::fabs(x)) values.push_back(plain);
+  auto add = [&](T plain) {
+    if ((!std::isfinite(x) || std::fabs(plain) < std::fabs(x)) && std::find(values.begin(), values.end(), plain) == values.end())
+      values.push_back(plain);
+  };
+  for (T small : {T(1), T(2), T(3)}) add(sign * small);
   if (std::isfinite(x)) {
-    const T power = sign * std::exp2(std::floor(std::log2(std::fabs(x))));
-    if (power != x && std::fabs(power) != T(1) && std::fabs(power) != T(2)) values.push_back(power);
+    add(sign * std::exp2(std::floor(std::log2(std::fabs(x)))));
+    add(std::trunc(x));
   }
   return values;
 }
-
 
 // What a shrunk case still has, for its `mix` line (the drawn case's no longer describes it).
 template <class T>
@@ -126,7 +129,7 @@ std::string features(const Case<T>& c) {
 }  // namespace
 
 template <class T>
-bool offer_simpler(const Case<T>& c, const std::function<bool(Case<T>&&)>& offer) {
+bool offer_simpler(const Case<T>& c, uint32_t capabilities, const std::function<bool(Case<T>&&)>& offer) {
   const auto accept = [&](Case<T>&& candidate) {
     candidate.mix = features(candidate);
     return offer(std::move(candidate));
@@ -144,10 +147,19 @@ bool offer_simpler(const Case<T>& c, const std::function<bool(Case<T>&&)>& offer
     for (const auto& [axis, n] : axes) {
       const int64_t width = n / parts;
       widest = std::max(widest, width);
-      for (int64_t from = 0; width >= 1 && from + width <= n; from += width)
+      for (int64_t from = 0; width >= 1 && from + width <= n; from += width) {
         if (accept(without(c, axis, from, from + width))) return true;
+        // Keys removed move the diagonal the window is drawn from width to the left, and with it
+        // the keys before them: the window's left side as much narrower keeps those where they were.
+        if (axis == key && c.window_left >= width) {
+          Case<T> shifted = without(c, axis, from, from + width);
+          shifted.window_left -= width;
+          if (accept(std::move(shifted))) return true;
+        }
+      }
     }
-    if (parts == 2 && group > 1 && accept(without(c, group_member, 0, 0))) return true;
+    for (int64_t member = 0; parts == 2 && group > 1 && member < group; ++member)
+      if (accept(without(c, group_member, member, member))) return true;
   }
 
   // Masks and options, each cleared.
@@ -164,6 +176,24 @@ bool offer_simpler(const Case<T>& c, const std::function<bool(Case<T>&&)>& offer
   if (!c.allow.empty() && cleared([](Case<T>& r) { r.allow.clear(); })) return true;
   if (!c.key_lengths.empty() && cleared([](Case<T>& r) { r.key_lengths.clear(); })) return true;
   if (c.scale != 0 && cleared([](Case<T>& r) { r.scale = 0; })) return true;
+  // A window narrower (its sides toward 0), so that fewer keys sit inside it.
+  for (int64_t Case<T>::*side : {&Case<T>::window_left, &Case<T>::window_right})
+    for (int64_t narrower : {int64_t(0), c.*side / 2, c.*side - 1})
+      if (narrower >= 0 && narrower < c.*side && cleared([&](Case<T>& r) { r.*side = narrower; })) return true;
+  // Causal and window masks, key lengths and allow mask folded into one allow mask: the window and
+  // causal masks are drawn from the diagonal, which moves when a key or query is removed, so a
+  // case that needs them only as a pattern of hidden keys shrinks past them once folded.
+  const bool relative = c.causal != Causal::none || c.window_left >= 0 || c.window_right >= 0;
+  if (relative && (capabilities & ATTNCHECK_CAP_ALLOW) && cleared([&](Case<T>& r) {
+        r.allow.assign(size_t(s.allow_size()), 0);
+        for (int64_t b = 0; b < s.B; ++b)
+          for (int64_t i = 0; i < s.Tq; ++i)
+            for (int64_t j = 0; j < s.Tk; ++j) r.allow[size_t(s.allow_at(b, i) + j)] = c.permits(b, i, j);
+        r.causal = Causal::none;
+        r.window_left = r.window_right = -1;
+        r.key_lengths.clear();
+      }))
+    return true;
 
   // Values: a whole tensor at 0, then one value at a time (small tensors only: a trial each).
   std::vector<T> Case<T>::*const tensors[] = {&Case<T>::q, &Case<T>::k, &Case<T>::v, &Case<T>::bias};
@@ -183,7 +213,7 @@ bool offer_simpler(const Case<T>& c, const std::function<bool(Case<T>&&)>& offer
   return false;
 }
 
-template bool offer_simpler(const Case<float>&, const std::function<bool(Case<float>&&)>&);
-template bool offer_simpler(const Case<double>&, const std::function<bool(Case<double>&&)>&);
+template bool offer_simpler(const Case<float>&, uint32_t, const std::function<bool(Case<float>&&)>&);
+template bool offer_simpler(const Case<double>&, uint32_t, const std::function<bool(Case<double>&&)>&);
 
 }  // namespace attncheck

@@ -13,9 +13,10 @@ namespace attncheck {
 
 // Offers `accept` each neighbour of c, simplest change first, until it returns true; returns
 // whether one was accepted (c is not touched after that). Every neighbour is smaller or plainer
-// than c: never a larger shape, never a value farther from 0.
+// than c: never a larger shape, never a value farther from 0. A neighbour uses no feature outside
+// `capabilities` (ABI v2's bits) that c does not.
 template <class T>
-bool offer_simpler(const Case<T>& c, const std::function<bool(Case<T>&&)>& accept);
+bool offer_simpler(const Case<T>& c, uint32_t capabilities, const std::function<bool(Case<T>&&)>& accept);
 
 // The case's size as shrinking measures it: B H Tq Tk (dk + dv).
 template <class T>
