@@ -2,8 +2,8 @@
 // query's output unchanged (any NaN stays a NaN, everything else keeps its bits): a forbidden key
 // is never read into a valid output. A kernel that multiplies padded values by a zero weight fails
 // here (0 * NaN is NaN), and so does one that adds a -inf mask to a NaN or overflowing score
-// (NaN + -inf, +inf + -inf). Rows with no permitted key belong to EmptyRowsFollowThePolicy; a row
-// that breaks the contract before anything is poisoned is reported as that, not as a leak.
+// (NaN + -inf, +inf + -inf). A row that breaks the contract before anything is poisoned is reported
+// as that, not as a leak.
 
 #include <limits>
 #include <utility>
@@ -45,25 +45,22 @@ ATTNCHECK_PROPERTY(ForbiddenKeysAndValuesCannotChangeValidOutputs, .order = 30, 
   }
 
   const std::vector<float> clean = check.run(c), dirty = check.run(poisoned);
-  const Problem<float> problem = c.problem();
-  for (int64_t h = 0; h < s.H; ++h) {
-    const ExactRow exact = exact_row(problem, b, h, i);
-    if (exact.keys.empty()) continue;  // an empty row: EmptyRowsFollowThePolicy's claim
-    const std::string row = "row [" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "]";
+  // Row i of every head against the oracle first, through the one comparator: a row wrong before
+  // anything is poisoned is reported as that, with its error/bound, not as a leak.
+  std::vector<uint8_t> row_i(size_t(s.lse_size()), 0);
+  for (int64_t h = 0; h < s.H; ++h) row_i[size_t(s.lse_at(b, h, i))] = 1;
+  const std::string query = "row [" + std::to_string(b) + ",*," + std::to_string(i) + "]";
+  require_agreement(check, c, clean, reference(c.problem(), &row_i), query + " breaks the contract before anything is poisoned");
+  for (int64_t h = 0; h < s.H; ++h)
     for (int64_t col = 0; col < s.dv; ++col) {
       const size_t at = size_t(s.out_at(b, h, i) + col);
       const std::string element = "out[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) +
                                   "," + std::to_string(col) + "]";
-      ATTNCHECK_REQUIRE(check, within_bound(clean[at], exact.out[size_t(col)], exact.bound[size_t(col)]),
-                        row + " breaks the contract before anything is poisoned: " + element + " = " +
-                            show(clean[at]) + ", exact " + show(double(exact.out[size_t(col)])) + ", bound " +
-                            show(exact.bound[size_t(col)]) + " (" + Arithmetic::of(c.format).label + ")\n" + describe(c));
       ATTNCHECK_REQUIRE(check, unchanged(clean[at], dirty[at]),
-                        row + " changed when only " + targets[target] + " were poisoned (" + which + "): " + element +
-                            " " + show(clean[at]) + " became " + show(dirty[at]) + "\n" +
-                            describe(poisoned));
+                        "row [" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) +
+                            "] changed when only " + targets[target] + " were poisoned (" + which + "): " + element +
+                            " " + show(clean[at]) + " became " + show(dirty[at]) + "\n" + describe(poisoned));
     }
-  }
 }
 
 }  // namespace attncheck::properties
