@@ -58,14 +58,14 @@ Case<T> without(const Case<T>& c, Axis axis, int64_t from, int64_t to) {
       r.shape.H -= n * group;
       r.shape.H_kv = kv - n;
       break;
-    case group_member:  // member `from` of every group of query heads: groups one smaller
-      for (int64_t g = kv - 1; g >= 0; --g) {
-        const Dims now{s.B, kv * group - (kv - 1 - g), s.Tq, s.dk}, now_bias{s.B, now[1], s.Tq, s.Tk};
-        r.q = erase_range(r.q, now, 1, g * group + from, g * group + from + 1);
-        r.bias = erase_range(r.bias, now_bias, 1, g * group + from, g * group + from + 1);
+    case group_member:  // members [from, to) of every group of query heads: groups n smaller
+      for (int64_t g = kv - 1; g >= 0; --g) {  // the last group first, so that earlier ones stay put
+        const Dims now{s.B, kv * group - (kv - 1 - g) * n, s.Tq, s.dk}, now_bias{s.B, now[1], s.Tq, s.Tk};
+        r.q = erase_range(r.q, now, 1, g * group + from, g * group + to);
+        r.bias = erase_range(r.bias, now_bias, 1, g * group + from, g * group + to);
       }
-      r.shape.H -= kv;
-      r.shape.H_kv = group - 1 == 1 ? 0 : kv;
+      r.shape.H -= kv * n;
+      r.shape.H_kv = group - n == 1 ? 0 : kv;
       break;
     case query:
       r.q = erase_range(c.q, q, 2, from, to), r.bias = erase_range(c.bias, bias, 2, from, to);
@@ -135,11 +135,12 @@ bool offer_simpler(const Case<T>& c, uint32_t capabilities, const std::function<
     return offer(std::move(candidate));
   };
   const Shape& s = c.shape;
-  // Ranges of every axis, halves of each first, then quarters of each... (delta debugging, level by
-  // level across the axes): a large case loses most of itself in a few trials, whichever axis is
-  // large, and a small one an index at a time.
+  // Ranges of every axis (members of every KV group among them), halves of each first, then quarters
+  // of each... (delta debugging, level by level across the axes): a large case loses most of itself
+  // in a few trials, whichever axis is large, and a small one an index at a time.
   const int64_t kv = s.kv_heads(), group = s.H / kv;
   const std::pair<Axis, int64_t> axes[] = {{batch, s.B},  {group == 1 ? head : kv_group, group == 1 ? s.H : kv},
+                                           {group_member, group > 1 ? group : 0},
                                            {query, s.Tq}, {key, s.Tk},
                                            {key_width, s.dk}, {value_width, s.dv}};
   for (int64_t parts = 2, widest = 1; widest >= 1; parts *= 2) {
@@ -158,8 +159,6 @@ bool offer_simpler(const Case<T>& c, uint32_t capabilities, const std::function<
         }
       }
     }
-    for (int64_t member = 0; parts == 2 && group > 1 && member < group; ++member)
-      if (accept(without(c, group_member, member, member))) return true;
   }
 
   // Masks and options, each cleared.
