@@ -94,7 +94,8 @@ ATTNCHECK_PROPERTY(ScaleReadOffTwoKeys, .order = 177, .catches = "model_width_sc
     const double read = std::log(double(out[size_t(2 * h)]) / out[size_t(2 * h + 1)]);
     ATTNCHECK_REQUIRE(check, std::fabs(read - 0.5) <= 1e-5,
                       "head " + std::to_string(h) + ": log(out_1/out_2) = " + show(read) +
-                          ", not the scale 1/sqrt(dk) = 1/sqrt(4) = 0.5 (0.354 would be 1/sqrt(H dk), 0.25 1/dk)");
+                          ", not the scale 1/sqrt(dk) = 1/sqrt(4) = 0.5 (0.354 would be 1/sqrt(H dk), 0.25 1/dk)\n" +
+                          describe(c));
   }
 }
 

@@ -196,7 +196,8 @@ int check(const FlagValues& o) {
     report = result.finding.message;
   } else if (result.found) {
     write_replay(counterexample, options, result.finding);
-    report = "counterexample to Property." + result.finding.property + " (shrunk):\n" + result.finding.message +
+    report = "counterexample to Property." + result.finding.property + " (" + case_note(result.finding) + "):\n" +
+             result.finding.message +
              "\nreplay it: " + replay_command;
   } else if (o.given("replay")) {
     std::printf("the recorded counterexample to Property.%s no longer fails\n", result.per_property.begin()->first.c_str());

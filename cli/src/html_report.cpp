@@ -474,7 +474,7 @@ void write_html_report(const std::string& path, const CampaignOptions& options, 
   if (!result.fp_mode.empty()) html += "<p class=\"fail\">floating-point mode: " + esc(result.fp_mode) + "</p>\n";
   if (result.found) {
     const Finding& f = result.finding;
-    html += "<h2>Counterexample to Property." + esc(f.property) + (result.replayed ? "" : " (shrunk)") + "</h2>\n";
+    html += "<h2>Counterexample to Property." + esc(f.property) + (result.replayed ? "" : std::string(" (") + case_note(f) + ")") + "</h2>\n";
     html += "<p>" + esc(f.message.substr(0, f.message.find('\n'))) + "</p>\n";
     if (!text.replay.empty()) html += "<p>Replay it:</p>\n<pre id=\"replay\">" + esc(text.replay) + "</pre>\n";
     // A fixed property's finding shows the last case it ran the kernel on, its own.

@@ -57,6 +57,12 @@ struct Finding {
   std::string last_call_case;
 };
 
+// What a finding's heading says of its case: "shrunk", or "its own fixed case" when the property
+// draws none and made no choice (nothing to shrink).
+inline const char* case_note(const Finding& finding) {
+  return finding.case_text.empty() && finding.choices.empty() ? "its own fixed case" : "shrunk";
+}
+
 struct CampaignResult {
   bool found = false;
   Finding finding;
