@@ -314,23 +314,24 @@ CampaignResult run_campaign(const CampaignOptions& options) {
     throw std::runtime_error(options.impl + ": claims none of the formats asked for (" + formats_named(options.formats) +
                              "), so nothing to check");
   // The runs are one sequence, fixed by the seed and the kernel's claims; the budget decides only
-  // where it stops: at the first run that would start once the budget is spent, or whose property
-  // has taken longer than what is left (later, cheaper runs do not fill the gap, so a longer budget
-  // always checks a superset and the count moves only with the speed). Shrinking has
-  // options.shrink_seconds of its own.
+  // where it stops: after options.max_cases runs, or at the first run that would start once the
+  // time is spent, or whose property has taken longer than what is left (later, cheaper runs do
+  // not fill the gap, so a longer budget always checks a superset and the count moves only with
+  // the speed). Shrinking has options.shrink_seconds of its own.
   std::vector<double> longest(properties.size(), 0);
   int last_first_round = 0;  // after it, a round that starts nothing means no later one will
   for (const Property& property : properties) last_first_round = std::max(last_first_round, property.first_round);
-  bool started = true, out_of_time = false;
-  for (uint64_t round = 0; !out_of_time && (started || round <= uint64_t(last_first_round) + 1); ++round) {
+  bool started = true, stop = false;
+  for (uint64_t round = 0; !stop && (started || round <= uint64_t(last_first_round) + 1); ++round) {
     started = false;
-    for (size_t index = 0; index < properties.size() && !out_of_time; ++index) {
+    for (size_t index = 0; index < properties.size() && !stop; ++index) {
       const Property& property = properties[index];
       if (round < uint64_t(property.first_round) || (!property.generated && round > uint64_t(property.first_round)))
         continue;
       if (!runnable(property)) continue;
-      out_of_time = since(start) >= options.seconds || longest[index] > options.seconds - since(start);
-      if (out_of_time) break;
+      stop = (options.max_cases > 0 && result.cases >= options.max_cases) || since(start) >= options.seconds ||
+             longest[index] > options.seconds - since(start);
+      if (stop) break;
       started = true;
       ++result.cases;
       ++result.per_property[property.name];

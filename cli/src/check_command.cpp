@@ -142,6 +142,7 @@ int check(const FlagValues& o) {
   options.command = o.given("impl-cmd");
   options.impl = options.command ? o.text("impl-cmd") : o.text("impl");
   options.seconds = o.number("seconds");
+  options.max_cases = int64_t(o.number("cases"));
   options.shrink_seconds = o.number("shrink-seconds");
   options.seed = uint64_t(o.number("seed"));
   options.case_timeout = o.number("case-timeout");
@@ -309,9 +310,14 @@ int check_command(const std::vector<std::string>& args) {
             "the implementation: a command (run by /bin/sh) that speaks the child protocol of docs/protocol.md on its "
             "stdin and stdout, e.g. 'python3 my_attention.py' serving a function with attncheck.serve")
       .number("seconds", "N",
-              "the search's budget, from the kernel's loading on; no case starts after it, nor one of a property that "
-              "has taken longer than what is left; a case under way finishes (at least 0.1: a run of no case passes nothing)",
+              "the search's budget, from the kernel's loading on: the runs are one sequence for a seed, and it stops at "
+              "the first that would start after the budget or whose property has taken longer than what is left; a case "
+              "under way finishes (at least 0.1: a run of no case passes nothing)",
               "60", 0.1, 1e9)
+      .number("cases", "N",
+              "also stop after N property runs, whichever comes first: with a generous --seconds, a seed checks exactly "
+              "the same cases on any machine (0: no count)",
+              "0", 0, 1e12)
       .number("shrink-seconds", "N",
               "after a counterexample, this much more to make it small; a trial under way finishes", "10", 0, 1e9)
       .number("seed", "S", "the campaign's seed", "1", 0, 1e9)

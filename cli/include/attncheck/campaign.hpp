@@ -17,6 +17,7 @@ struct CampaignOptions {
   std::string impl = "builtin";   // "builtin" or a plugin's path; with command, a command line
   bool command = false;           // impl is a command speaking the child protocol (--impl-cmd)
   double seconds = 60;            // the search's budget, from the kernel's loading on
+  int64_t max_cases = 0;          // and a count of runs, whichever ends first (0: no count): the same on any machine
   uint64_t seed = 1;
   // The formats to check, ABI v2's ATTNCHECK_CAP_F32 .. ATTNCHECK_CAP_BF16 bits (--dtype): each one
   // the plugin claims too. f32, f16 and bf16 run the float properties, f64 the double one.
