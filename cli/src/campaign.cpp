@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <type_traits>
 #include <sstream>
@@ -89,7 +90,10 @@ class CampaignChecker : public Checker {
     return base;
   }
   [[noreturn]] void fail(const std::string& message) override { throw Failed{message}; }
-  void observe(const Comparison& result) override { worst_ratio = std::max(worst_ratio, result.worst_ratio); }
+  // A wrong special value counts as error/bound inf, as the comparator's own summary says it.
+  void observe(const Comparison& result) override {
+    worst_ratio = std::max(worst_ratio, result.special > 0 ? std::numeric_limits<double>::infinity() : result.worst_ratio);
+  }
 
   std::vector<KernelCall>* calls = nullptr;  // when set, every forward call is kept here
   std::vector<uint64_t> choices;       // every answer of below(), in order
