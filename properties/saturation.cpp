@@ -21,7 +21,7 @@ constexpr int64_t kQueries = 1024, kKeys = 32;
 
 // Standard normal values in pairs by Marsaglia's polar method on std::mt19937_64 (specified by the
 // standard, so the same everywhere): no trigonometry, about three times faster than the case
-// generator's Box-Muller, which matters for the 45 million values these probes draw.
+// generator's Box-Muller, which matters for the 20 to 37 million values these probes draw.
 class Normals {
  public:
   explicit Normals(uint64_t seed) : rng_(seed) {}

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <tuple>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -13,7 +14,6 @@
 #include "attncheck/case_text.hpp"
 #include "attncheck/cases.hpp"
 #include "attncheck/compare.hpp"
-#include "attncheck/isolated_kernel.hpp"
 #include "attncheck/oracle.hpp"
 
 namespace attncheck {
@@ -201,23 +201,72 @@ std::string listed(const std::vector<std::string>& values) {
   return text;
 }
 
-// The finding's case: the three heatmaps of its failing (b, h) slice, and its tensors.
+// The problem a finding's heatmaps show, `text` (case_text.hpp), with the kernel's out [B,H,Tq,dv]
+// on it, or why there is none; `which` says where it came from.
+struct Shown {
+  std::string text, which, fault;
+  std::vector<double> out;  // empty: no output
+};
+
+// The campaign keeps no output: the property runs once more on the finding, keeping its kernel
+// calls (not after a hang, which would cost the whole case timeout again). Shown is the call whose
+// output is furthest outside the bound (more elements, then a larger error/bound; a broken
+// relation has none, and then the last call): the problem the kernel got wrong, which a property
+// may have built from its case (an emptied row, a permutation, a poisoned key). With no call, the
+// finding's own case without output.
+Shown problem_shown(const CampaignOptions& options, const Finding& finding) {
+  Shown shown{finding.case_text.empty() ? finding.last_call_case : finding.case_text, "the finding's case", "hung", {}};
+  if (shown.text.empty() || finding.message.rfind("the implementation hung", 0) == 0) return shown;
+  std::vector<KernelCall> calls;
+  try {
+    replay(options, finding, &calls);
+  } catch (const std::exception& e) {
+    shown.fault = std::string("could not be run again: ") + e.what();
+    return shown;
+  }
+  std::tuple<int64_t, double, size_t> furthest{-1, -1, 0};
+  for (size_t n = 0; n < calls.size(); ++n) {
+    std::tuple<int64_t, double, size_t> score{0, 0, n};
+    if (calls[n].fault.empty()) {
+      std::istringstream lines(calls[n].case_text);
+      std::string first;
+      std::getline(lines, first);
+      auto judged = [&](auto zero) {
+        using T = decltype(zero);
+        Case<T> c = case_from_text<T>(first, lines);
+        c.empty_rows = options.empty_rows;
+        const std::vector<T> out(calls[n].out.begin(), calls[n].out.end());
+        const Comparison compared = compare(out.data(), reference(c.problem()).out);
+        score = {compared.failed, compared.special > 0 ? INFINITY : compared.worst_ratio, n};
+      };
+      if (case_text_holds<double>(first))
+        judged(0.0);
+      else
+        judged(0.0f);
+    }
+    if (score >= furthest) furthest = score;
+  }
+  if (calls.empty()) return shown;
+  const KernelCall& call = calls[std::get<2>(furthest)];
+  shown.text = call.case_text;
+  shown.fault = call.fault;
+  shown.out = call.out;
+  shown.which = calls.size() == 1 ? "the problem the kernel was given"
+                                  : "call " + std::to_string(std::get<2>(furthest) + 1) + " of the " +
+                                        std::to_string(calls.size()) + " the property made, " +
+                                        (std::get<0>(furthest) > 0 ? "the one furthest outside the bound" : "the last");
+  return shown;
+}
+
+// The finding's problem: the three heatmaps of its failing (b, h) slice, and its tensors.
 template <class T>
-std::string case_section(const CampaignOptions& options, const Finding& finding, Case<T> c) {
+std::string case_section(const CampaignOptions& options, const Shown& shown, Case<T> c) {
   // q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], allow [B,Tq,Tk], bias [B,H,Tq,Tk] in; out [B,H,Tq,dv].
   c.empty_rows = options.empty_rows;  // as the campaign ran it
   const Shape& s = c.shape;
   const Problem<T> problem = c.problem();
-  // The campaign keeps no output: the kernel runs once more on the case; but not after a hang,
-  // which would cost the whole case timeout again.
-  Outcome outcome{Outcome::hung, 0, "hung"};
-  std::vector<T> out;
-  if (finding.message.rfind("the implementation hung", 0) != 0) {
-    IsolatedKernel kernel(options.impl, options.case_timeout, options.command);
-    kernel.start();
-    outcome = kernel.run(c, out);
-  }
-  const bool have_out = outcome.kind == Outcome::ok;
+  const std::vector<T> out(shown.out.begin(), shown.out.end());
+  const bool have_out = !out.empty();
   Comparison compared;
   if (have_out) compared = compare(out.data(), reference(problem).out);
   // The slice and row shown: the first element outside the bound, else the least accurate one.
@@ -297,13 +346,14 @@ std::string case_section(const CampaignOptions& options, const Finding& finding,
   }
 
   const std::string described = describe(c);
-  std::string html = "<p>The case: " + esc(described.substr(0, described.find('\n'))) + ".</p>\n<p>The slice shown: " + where;
+  std::string html = "<p>The problem shown (" + esc(shown.which) + "): " + esc(described.substr(0, described.find('\n'))) +
+                     ".</p>\n<p>The slice shown: " + where;
   html += have_out ? (compared.mismatches.empty()
                           ? ", the row where the kernel is least accurate (query " + std::to_string(i) +
                                 "). On this case the kernel's output is within the bound everywhere: the report below "
                                 "says what failed (imprecision, or a related problem the property builds from the case)."
                           : ", and the first query with an element outside the bound (query " + std::to_string(i) + ", outlined).")
-                   : ". The implementation " + esc(outcome.detail) + " on this case: no output to compare.";
+                   : ". The implementation " + esc(shown.fault) + " on this case: no output to compare.";
   if (rows.size() < size_t(s.Tq))
     html += " Queries " + std::to_string(rows.front()) + " to " + std::to_string(rows.back()) + " of " + std::to_string(s.Tq) + ".";
   if (mask.columns.size() < size_t(s.Tk) || error.columns.size() < size_t(s.dv))
@@ -314,7 +364,7 @@ std::string case_section(const CampaignOptions& options, const Finding& finding,
   // The tensors: a small case in full, a large one as each tensor's range and the failing row's values.
   const std::string kv = "[" + std::to_string(b) + "," + std::to_string(s.kv_head(h)) + "]";
   const std::string bh = "[" + std::to_string(b) + "," + std::to_string(h) + "]";
-  html += "<h2>The case's tensors</h2>\n";
+  html += "<h2>The problem's tensors</h2>\n";
   if (s.Tq <= kFullLength && s.Tk <= kFullLength && c.q.size() + c.k.size() + c.v.size() + c.bias.size() <= size_t(kFullValues)) {
     // x [B,heads,n,d]: a table per (b, head), side by side.
     auto all = [&](const char* name, const char* shape, const std::vector<T>& x, int64_t heads, int64_t n, int64_t d) {
@@ -477,18 +527,16 @@ void write_html_report(const std::string& path, const CampaignOptions& options, 
     html += "<h2>Counterexample to Property." + esc(f.property) + (result.replayed ? "" : std::string(" (") + case_note(f) + ")") + "</h2>\n";
     html += "<p>" + esc(f.message.substr(0, f.message.find('\n'))) + "</p>\n";
     if (!text.replay.empty()) html += "<p>Replay it:</p>\n<pre id=\"replay\">" + esc(text.replay) + "</pre>\n";
-    // A fixed property's finding shows the last case it ran the kernel on, its own.
-    const std::string& shown = f.case_text.empty() ? f.last_call_case : f.case_text;
-    if (shown.empty()) {
+    const Shown shown = problem_shown(options, f);
+    if (shown.text.empty()) {
       html += "<p>Property." + esc(f.property) + " ran the kernel on no case: no heatmaps.</p>\n";
     } else {
-      if (f.case_text.empty())
-        html += "<p>Property." + esc(f.property) + " builds its own cases: the last one it ran is shown.</p>\n";
-      std::istringstream lines(shown);
+      if (f.case_text.empty()) html += "<p>Property." + esc(f.property) + " builds its own cases.</p>\n";
+      std::istringstream lines(shown.text);
       std::string first;
       std::getline(lines, first);
-      html += case_text_holds<double>(first) ? case_section(options, f, case_from_text<double>(first, lines))
-                                             : case_section(options, f, case_from_text<float>(first, lines));
+      html += case_text_holds<double>(first) ? case_section(options, shown, case_from_text<double>(first, lines))
+                                             : case_section(options, shown, case_from_text<float>(first, lines));
     }
     html += "<h2>The failure report</h2>\n<pre id=\"report\">" + esc(f.message) + "</pre>\n";
   } else {
