@@ -30,7 +30,7 @@ ATTNCHECK_PROPERTY(OutputsLieBetweenPermittedValues, .order = 90, .catches = "on
           ATTNCHECK_REQUIRE(check, out[n] >= lo - ref.out.bound[n] && out[n] <= hi + ref.out.bound[n],
                             "out[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "," +
                                 std::to_string(col) + "] = " + show(out[n]) + " lies outside [" +
-                                show(lo) + ", " + show(hi) + "]\n" + describe(c));
+                                show(lo) + ", " + show(hi) + "]\n" + describe_failure(c, b, h, i));
         }
       }
 }
@@ -68,7 +68,7 @@ ATTNCHECK_PROPERTY(SelectionAndAveragePooling, .order = 100, .catches = "naive_s
       // of the others: |exact - expected| is that, and the double rounding of the mean.
       ATTNCHECK_REQUIRE(check, std::fabs(double(out[n]) - expected) <= ref.out.bound[n] + std::fabs(double(ref.out.exact[n]) - expected),
                     std::string(select ? "selection" : "average pooling") + " gives " + show(out[n]) +
-                        ", expected " + show(expected) + "\n" + describe(c));
+                        ", expected " + show(expected) + "\n" + describe_failure(c, 0, 0, i));
     }
 }
 

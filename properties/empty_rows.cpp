@@ -31,13 +31,13 @@ ATTNCHECK_PROPERTY(EmptyRowsFollowThePolicy, .order = 40, .catches = "empty_row_
       const float x = lse[size_t(s.lse_at(b, h, i))];
       ATTNCHECK_REQUIRE(check, zero ? x == -INFINITY : std::isnan(x),
                         "the emptied row " + row + " has log-sum-exp " + show(x) + " under the " +
-                            (zero ? "zero policy (expected -inf)" : "nan policy") + "\n" + describe(c));
+                            (zero ? "zero policy (expected -inf)" : "nan policy") + "\n" + describe_failure(c, b, h, i));
     }
     for (int64_t col = 0; col < s.dv; ++col) {
       const float x = out[size_t(s.out_at(b, h, i) + col)];
       ATTNCHECK_REQUIRE(check, zero ? x == 0 : std::isnan(x),
                         "the emptied row " + row + " gives " + show(x) + " under the " + (zero ? "zero" : "nan") +
-                            " policy\n" + describe(c));
+                            " policy\n" + describe_failure(c, b, h, i));
     }
   }
   require_agreement(check, c, out, reference(c.problem()), "the other rows", lse_if_any(lse));

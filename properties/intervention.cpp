@@ -56,7 +56,8 @@ ATTNCHECK_PROPERTY(ForbiddenKeysAndValuesCannotChangeValidOutputs, .order = 30, 
   ATTNCHECK_REQUIRE(check, before.ok(),
                     "row [" + std::to_string(b) + ",*," + std::to_string(i) +
                         "] breaks the contract before anything is poisoned: wrong: " +
-                        before.report(Arithmetic::of(c.format).label) + describe(c));
+                        before.report(Arithmetic::of(c.format).label) +
+                        describe_failure(c, b, before.mismatches.empty() ? 0 : before.mismatches.front().at[1], i));
   for (int64_t h = 0; h < s.H; ++h)
     for (int64_t col = 0; col < s.dv; ++col) {
       const size_t at = size_t(s.out_at(b, h, i) + col);
@@ -65,7 +66,7 @@ ATTNCHECK_PROPERTY(ForbiddenKeysAndValuesCannotChangeValidOutputs, .order = 30, 
       ATTNCHECK_REQUIRE(check, unchanged(clean[at], dirty[at]),
                         "row [" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) +
                             "] changed when only " + targets[target] + " were poisoned (" + which + "): " + element +
-                            " " + show(clean[at]) + " became " + show(dirty[at]) + "\n" + describe(poisoned));
+                            " " + show(clean[at]) + " became " + show(dirty[at]) + "\n" + describe_failure(poisoned, b, h, i));
     }
 }
 

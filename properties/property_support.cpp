@@ -96,13 +96,19 @@ ShiftedCase with_scores_shifted(const Case<float>& c, double a) {
   return {shifted, shifted.scale * appended};
 }
 
-// The case as a failure report shows it: describe(c), and when its tensors are too large to print
-// (describe prints none past 64 values), the inputs of the first failing row.
+template <class T>
+std::string describe_failure(const Case<T>& c, int64_t b, int64_t h, int64_t i) {
+  const bool large = c.q.size() > 64 || c.k.size() > 64 || c.v.size() > 64;  // describe prints none past 64
+  return describe(c) + (large ? describe_row(c, b, h, i) : "");
+}
+template std::string describe_failure(const Case<float>&, int64_t, int64_t, int64_t);
+template std::string describe_failure(const Case<double>&, int64_t, int64_t, int64_t);
+
+// ... with the first failing element's row.
 template <class T>
 std::string describe_failure(const Case<T>& c, const Comparison& failed) {
-  const bool large = c.q.size() > 64 || c.k.size() > 64 || c.v.size() > 64;
   const Mismatch& m = failed.mismatches.empty() ? failed.worst : failed.mismatches.front();
-  return describe(c) + (large && m.rank >= 3 ? describe_row(c, m.at[0], m.at[1], m.at[2]) : "");
+  return m.rank >= 3 ? describe_failure(c, m.at[0], m.at[1], m.at[2]) : describe(c);
 }
 
 template <class T>

@@ -91,6 +91,11 @@ template <class T>
 void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& out, Reference reference,
                        const std::string& claim, const std::vector<T>* lse = nullptr);
 
+// The case as a failure report shows it: describe(c), and when its tensors are too large for
+// describe to print, the inputs of row (b, h, i), the one that failed (describe_row).
+template <class T>
+std::string describe_failure(const Case<T>& c, int64_t b, int64_t h, int64_t i);
+
 // Fails unless the gradients agree with the oracle's, tensor by tensor (dq, dk, dv), both gates.
 template <class T>
 void require_gradients(Checker& check, const Case<T>& c, const Checker::Gradients<T>& computed,
