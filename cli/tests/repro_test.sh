@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# repro_test.sh gtest ATTNCHECK SCRATCH CXX INCLUDE BUGGY.so FIXED.so [CXXFLAGS]
+# repro_test.sh gtest ATTNCHECK SCRATCH CXX INCLUDE BUGGY.so FIXED.so [CXXFLAGS [TEXT]]
 # repro_test.sh pytest ATTNCHECK SCRATCH PYTHON CLIENT_DIR "BUGGY COMMAND" "FIXED COMMAND"
 # A finding of the buggy kernel, written by `attncheck repro` as a regression test: the test must
-# fail against the buggy kernel and pass against the fixed one.
+# fail against the buggy kernel and pass against the fixed one. TEXT: what check's report of the
+# finding must say (which kind of finding the test is about).
 set -u
 kind=$1 attncheck=$2 scratch=$3
 rm -rf "$scratch" && mkdir -p "$scratch" && cd "$scratch" || exit 1
 fail() { echo "repro_test: $*"; exit 1; }
 if [ "$kind" = gtest ]; then
-  cxx=$4 include=$5 buggy=$6 fixed=$7 flags=${8:-}  # flags: the plugins' sanitizers, which a loader needs too
+  cxx=$4 include=$5 buggy=$6 fixed=$7 flags=${8:-} text=${9:-}  # flags: the plugins' sanitizers, which a loader needs too
   "$attncheck" check --impl "$buggy" --seconds 20 --counterexample finding.replay >check.txt; [ $? -eq 1 ] || fail "no finding"
+  grep -qF -- "$text" check.txt || { cat check.txt; fail "the finding does not say: $text"; }
   "$attncheck" repro --replay finding.replay --out regression_test.cpp || fail "repro failed"
   # shellcheck disable=SC2086
   "$cxx" -std=c++17 $flags regression_test.cpp -I "$include" -lgtest -lgtest_main -ldl -pthread -o regression_test ||
