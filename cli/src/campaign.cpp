@@ -13,6 +13,7 @@
 #include "attncheck/case_shrink.hpp"
 #include "attncheck/case_text.hpp"
 #include "attncheck/isolated_kernel.hpp"
+#include "attncheck/oracle.hpp"
 #include "attncheck/plugin_loader.hpp"
 #include "attncheck/precision.hpp"
 #include "attncheck/property.hpp"
@@ -200,9 +201,9 @@ Run run_once(IsolatedKernel& kernel, const CampaignOptions& options, const Prope
     if (const std::string err = kernel.take_stderr(); !err.empty())
       message += "\nthe implementation wrote to stderr:\n" + err + (err.back() == '\n' ? "" : "\n");
   }
-  run.finding = {property.name, message, checker.choices, true, run.failed || with_text ? checker.case_text() : "",
-                 checker.kept_choices, ladder, capabilities};
-  if (run.failed && run.finding.case_text.empty()) run.finding.last_call_case = checker.last_call_text();
+  const std::string case_text = run.failed || with_text ? checker.case_text() : "";
+  run.finding = {property.name, message, checker.choices, true, case_text, checker.kept_choices, ladder, capabilities,
+                 run.failed && case_text.empty() ? checker.last_call_text() : ""};
   run.worst_ratio = checker.worst_ratio;
   return run;
 }
@@ -388,6 +389,30 @@ CampaignResult replay(const CampaignOptions& options, const Finding& recorded, s
   result.seconds = since(start);
   result.fp_mode = kernel.fp_mode_finding();
   return result;
+}
+
+WrongCall first_wrong_call(const std::vector<KernelCall>& calls) {
+  for (size_t n = 0; n < calls.size(); ++n) {
+    const KernelCall& call = calls[n];
+    if (!call.fault.empty()) return {n, "the kernel " + call.fault};
+    std::istringstream text(call.case_text);
+    std::string first;
+    std::getline(text, first);
+    auto judged = [&](auto zero) {
+      using T = decltype(zero);
+      const Case<T> c = case_from_text<T>(first, text);
+      const Reference ref = reference(c.problem());
+      const std::vector<T> out(call.out.begin(), call.out.end()), lse(call.lse.begin(), call.lse.end());
+      Comparison result = compare(out.data(), ref.out);
+      if (result.ok() && !lse.empty()) result = compare(lse.data(), ref.lse);
+      return result;
+    };
+    const Comparison result = case_text_holds<double>(first) ? judged(0.0) : judged(0.0f);
+    if (result.ok()) continue;
+    const Mismatch& m = result.special ? result.first_special : result.worst;
+    return {n, m.where() + (result.special ? ": " + m.expected_got() : " outside the bound (error/bound " + show(m.ratio) + ")")};
+  }
+  return {calls.size(), ""};
 }
 
 void write_replay(const std::string& path, const CampaignOptions& options, const Finding& finding) {

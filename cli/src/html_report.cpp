@@ -6,7 +6,6 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
-#include <tuple>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -209,11 +208,11 @@ struct Shown {
 };
 
 // The campaign keeps no output: the property runs once more on the finding, keeping its kernel
-// calls (not after a hang, which would cost the whole case timeout again). Shown is the call whose
-// output is furthest outside the bound (more elements, then a larger error/bound; a broken
-// relation has none, and then the last call): the problem the kernel got wrong, which a property
-// may have built from its case (an emptied row, a permutation, a poisoned key). With no call, the
-// finding's own case without output.
+// calls (not after a hang, which would cost the whole case timeout again). Shown is the call that
+// `attncheck repro` writes, the first the oracle calls wrong (first_wrong_call): the problem the
+// kernel got wrong, which a property may have built from its case (an emptied row, a permutation,
+// a poisoned key); when each is right (a broken relation), the last. With no call, the finding's
+// own case without output.
 Shown problem_shown(const CampaignOptions& options, const Finding& finding) {
   Shown shown{finding.case_text.empty() ? finding.last_call_case : finding.case_text, "the finding's case",
               "was not called on it when the property ran again", {}};
@@ -226,37 +225,16 @@ Shown problem_shown(const CampaignOptions& options, const Finding& finding) {
     shown.fault = std::string("could not be run again: ") + e.what();
     return shown;
   }
-  std::tuple<int64_t, double, size_t> furthest{-1, -1, 0};
-  for (size_t n = 0; n < calls.size(); ++n) {
-    std::tuple<int64_t, double, size_t> score{0, 0, n};
-    if (calls[n].fault.empty()) {
-      std::istringstream lines(calls[n].case_text);
-      std::string first;
-      std::getline(lines, first);
-      auto judged = [&](auto zero) {
-        using T = decltype(zero);
-        Case<T> c = case_from_text<T>(first, lines);
-        c.empty_rows = options.empty_rows;
-        const std::vector<T> out(calls[n].out.begin(), calls[n].out.end());
-        const Comparison compared = compare(out.data(), reference(c.problem()).out);
-        score = {compared.failed, compared.special > 0 ? INFINITY : compared.worst_ratio, n};
-      };
-      if (case_text_holds<double>(first))
-        judged(0.0);
-      else
-        judged(0.0f);
-    }
-    if (score >= furthest) furthest = score;
-  }
   if (calls.empty()) return shown;
-  const KernelCall& call = calls[std::get<2>(furthest)];
-  shown.text = call.case_text;
-  shown.fault = call.fault;
-  shown.out = call.out;
+  const WrongCall wrong = first_wrong_call(calls);
+  const size_t at = std::min(wrong.index, calls.size() - 1);
+  shown.text = calls[at].case_text;
+  shown.fault = calls[at].fault;
+  shown.out = calls[at].out;
   shown.which = calls.size() == 1 ? "the problem the kernel was given"
-                                  : "call " + std::to_string(std::get<2>(furthest) + 1) + " of the " +
-                                        std::to_string(calls.size()) + " the property made, " +
-                                        (std::get<0>(furthest) > 0 ? "the one furthest outside the bound" : "the last");
+                                  : "call " + std::to_string(at + 1) + " of the " + std::to_string(calls.size()) +
+                                        " the property made, " +
+                                        (wrong.index < calls.size() ? "the first the oracle calls wrong" : "the last");
   return shown;
 }
 

@@ -220,23 +220,14 @@ std::string pytest_file(const std::string& replay, const CampaignOptions& o, con
 }
 
 template <class T>
-int write_test(const std::string& replay, const CampaignOptions& o, const Finding& f, const KernelCall& call,
-               const std::string& out_path) {
+void write_test(const std::string& replay, const CampaignOptions& o, const Finding& f, const KernelCall& call,
+                const std::string& why, const std::string& out_path) {
   std::istringstream text(call.case_text);
   std::string first;
   std::getline(text, first);
   const Case<T> c = case_from_text<T>(first, text);
   const Reference ref = reference(c.problem());
-  std::string why = call.fault.empty() ? "" : "the kernel " + call.fault;
   const bool with_lse = !call.lse.empty();
-  if (why.empty()) {
-    const std::vector<T> out(call.out.begin(), call.out.end()), lse(call.lse.begin(), call.lse.end());
-    Comparison result = compare(out.data(), ref.out);
-    if (result.ok() && with_lse) result = compare(lse.data(), ref.lse);
-    if (result.ok()) return -1;
-    const Mismatch& m = result.special ? result.first_special : result.worst;
-    why = m.where() + (result.special ? ": " + m.expected_got() : " outside the bound (error/bound " + show(m.ratio) + ")");
-  }
   const std::string file = o.command ? pytest_file(replay, o, f, c, ref, with_lse, why)
                                      : gtest_file(replay, o, f, c, ref, with_lse, why);
   if (out_path.empty()) {
@@ -248,7 +239,6 @@ int write_test(const std::string& replay, const CampaignOptions& o, const Findin
     std::fprintf(stderr, "attncheck repro: %s: a %s of Property.%s (%s)\n", out_path.c_str(),
                  o.command ? "pytest" : "GoogleTest", f.property.c_str(), why.c_str());
   }
-  return 0;
 }
 
 int repro(const FlagValues& flags) {
@@ -257,17 +247,17 @@ int repro(const FlagValues& flags) {
   const Finding finding = read_replay(replay, options, false, false);
   std::vector<KernelCall> calls;
   attncheck::replay(options, finding, &calls);
-  for (const KernelCall& call : calls) {
-    std::istringstream text(call.case_text);
-    std::string first;
-    std::getline(text, first);
-    const int written = case_text_holds<double>(first) ? write_test<double>(replay, options, finding, call, flags.text("out"))
-                                                        : write_test<float>(replay, options, finding, call, flags.text("out"));
-    if (written == 0) return 0;
-  }
-  throw std::runtime_error(replay + ": no call of Property." + finding.property +
-                           " is wrong by the oracle (it fails by comparing calls, or no longer fails): "
-                           "replay it with attncheck check --replay");
+  const WrongCall wrong = first_wrong_call(calls);
+  if (wrong.index == calls.size())
+    throw std::runtime_error(replay + ": no call of Property." + finding.property +
+                             " is wrong by the oracle (it fails by comparing calls, or no longer fails): "
+                             "replay it with attncheck check --replay");
+  const KernelCall& call = calls[wrong.index];
+  if (case_text_holds<double>(call.case_text.substr(0, call.case_text.find('\n'))))
+    write_test<double>(replay, options, finding, call, wrong.why, flags.text("out"));
+  else
+    write_test<float>(replay, options, finding, call, wrong.why, flags.text("out"));
+  return 0;
 }
 
 }  // namespace

@@ -92,6 +92,16 @@ struct KernelCall {
   std::string fault;  // a crash, hang, refusal...: IsolatedKernel's Outcome detail; empty when it returned
 };
 
+// The first of `calls` the oracle calls wrong (its out, then its lse: an element outside the bound
+// or a wrong special value) or that ended in a fault, and why ("out[0,0,1,0] outside the bound
+// (error/bound 44)", "the kernel crashed ..."); index calls.size() when each call is right (a
+// property that fails by comparing calls). What `attncheck repro` writes and the HTML report draws.
+struct WrongCall {
+  size_t index;
+  std::string why;
+};
+WrongCall first_wrong_call(const std::vector<KernelCall>& calls);
+
 // Runs one property once on a recorded finding (a replay file's: its kept case, or format 1's
 // choices); found = it still fails. The result's finding records the case the property got.
 // With `calls`, every forward call the property makes is kept there, in order.
