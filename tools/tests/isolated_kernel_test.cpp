@@ -35,12 +35,20 @@ TEST(Isolation, BuiltinRunsCleanly) {
   EXPECT_FLOAT_EQ(out[0], 1.0f);  // every value is 1, so every convex combination is 1
 }
 
+// A misbehaviour (a bad plugin's, or a command's mode), the outcome it must give and words of its cause.
+struct Misbehaviour {
+  const char* name;
+  Outcome::Kind kind;
+  const char* detail;
+};
+
+void expect_reported(const Misbehaviour& e, const Outcome& outcome) {
+  EXPECT_EQ(outcome.kind, e.kind) << e.name << ": " << outcome.detail;
+  EXPECT_NE(outcome.detail.find(e.detail), std::string::npos) << e.name << ": " << outcome.detail;
+}
+
 TEST(Isolation, EachMisbehaviourIsReportedWithItsCause) {
-  const struct {
-    const char* plugin;
-    Outcome::Kind kind;
-    const char* detail;
-  } expected[] = {
+  const Misbehaviour expected[] = {
       {"crash", Outcome::crashed, "crashed with SIG"},  // SIGSEGV, or SIGABRT where UBSan sees the null store first
       {"abort", Outcome::crashed, "SIGABRT"},
       {"hang", Outcome::hung, "hung: no answer within 0.5 s"},
@@ -51,21 +59,13 @@ TEST(Isolation, EachMisbehaviourIsReportedWithItsCause) {
       {"refuse", Outcome::refused, "returned 7"},
       {"exit", Outcome::exited, "exited with status 3"},
   };
-  for (const auto& e : expected) {
-    const Outcome outcome = run_plugin(plugin(e.plugin), e.kind == Outcome::hung ? 0.5 : 2);
-    EXPECT_EQ(outcome.kind, e.kind) << e.plugin << ": " << outcome.detail;
-    EXPECT_NE(outcome.detail.find(e.detail), std::string::npos) << e.plugin << ": " << outcome.detail;
-  }
+  for (const Misbehaviour& e : expected) expect_reported(e, run_plugin(plugin(e.name), e.kind == Outcome::hung ? 0.5 : 2));
 }
 
 // A command (`check --impl-cmd`) that misbehaves one way: each is an outcome with its cause, and
 // the checker lives on (the command is started again for the next call).
 TEST(Isolation, EachMisbehaviourOfACommandIsReportedWithItsCause) {
-  const struct {
-    const char* mode;
-    Outcome::Kind kind;
-    const char* detail;
-  } expected[] = {
+  const Misbehaviour expected[] = {
       {"crash", Outcome::crashed, "crashed with SIGSEGV while computing"},
       {"hang", Outcome::hung, "hung: no answer within 0.5 s while computing"},
       {"exit", Outcome::exited, "exited with status 3 while computing"},
@@ -77,14 +77,12 @@ TEST(Isolation, EachMisbehaviourOfACommandIsReportedWithItsCause) {
       {"refuse", Outcome::refused, "returned 7"},
       {"zeros", Outcome::ok, ""},
   };
-  for (const auto& e : expected) {
-    IsolatedKernel kernel(std::string(MISBEHAVING_CHILD) + " " + e.mode, e.kind == Outcome::hung ? 0.5 : 5, true);
+  for (const Misbehaviour& e : expected) {
+    IsolatedKernel kernel(std::string(MISBEHAVING_CHILD) + " " + e.name, e.kind == Outcome::hung ? 0.5 : 5, true);
     std::vector<float> out;
-    const Outcome outcome = kernel.run(small_case(), out);
-    EXPECT_EQ(outcome.kind, e.kind) << e.mode << ": " << outcome.detail;
-    EXPECT_NE(outcome.detail.find(e.detail), std::string::npos) << e.mode << ": " << outcome.detail;
+    expect_reported(e, kernel.run(small_case(), out));
     if (e.kind == Outcome::raised) {
-      EXPECT_NE(kernel.take_stderr().find("Traceback"), std::string::npos) << e.mode;
+      EXPECT_NE(kernel.take_stderr().find("Traceback"), std::string::npos) << e.name;
     }
     if (e.kind != Outcome::hung) kernel.run(small_case(), out);  // the checker lives on, the child restarted
   }
