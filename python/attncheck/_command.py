@@ -6,9 +6,6 @@ import numpy as np
 
 from . import _protocol as wire
 
-_DTYPES = {name: code for code, name in wire.DTYPES.items()}
-_CAUSAL = {name: code for code, name in wire.CAUSAL.items()}
-
 
 def run_command(command, *, dtype, q, k, v, allow=None, kv_lens=None, bias=None, causal="none", window=None,
                 scale=None, softcap=None, want_lse=False, timeout=60):
@@ -20,19 +17,11 @@ def run_command(command, *, dtype, q, k, v, allow=None, kv_lens=None, bias=None,
     broken frame is an AssertionError saying which."""
     B, H, Tq, dk = q.shape
     H_kv, Tk, dv = k.shape[1], k.shape[2], v.shape[3]
-    left, right = window if window is not None else (-1, -1)
-    flags = ((wire.HAS_ALLOW if allow is not None else 0) | (wire.HAS_KV_LENS if kv_lens is not None else 0) |
-             (wire.HAS_BIAS if bias is not None else 0) | (wire.WANT_LSE if want_lse else 0))
     element = wire.STORAGE[dtype]
-    payload = wire.HEADER.pack(_DTYPES[dtype], flags, B, H, H_kv, Tq, Tk, dk, dv, _CAUSAL[causal], left, right,
-                               scale or 0.0, softcap or 0.0)
-    payload += b"".join(np.ascontiguousarray(x, element).tobytes() for x in (q, k, v))
-    if allow is not None:
-        payload += np.ascontiguousarray(allow, np.uint8).tobytes()
-    if kv_lens is not None:
-        payload += np.ascontiguousarray(kv_lens, "<i4").tobytes()
-    if bias is not None:
-        payload += np.ascontiguousarray(bias, element).tobytes()
+    raw = lambda x, storage=element: None if x is None else np.ascontiguousarray(x, storage).tobytes()
+    payload = wire.problem_payload(dtype, (B, H, H_kv, Tq, Tk, dk, dv), causal, window, scale or 0.0, softcap or 0.0,
+                                   q=raw(q), k=raw(k), v=raw(v), allow=raw(allow, np.uint8), kv_lens=raw(kv_lens, "<i4"),
+                                   bias=raw(bias), want_lse=want_lse)
     child = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         hello = wire.read_frame(child.stdout)

@@ -18,11 +18,25 @@ CAPABILITIES = {
 }
 DTYPES = {0: "f32", 1: "f64", 2: "f16", 3: "bf16"}
 CAUSAL = {0: "none", 1: "upper-left", 2: "lower-right"}
+_DTYPE_CODES = {name: code for code, name in DTYPES.items()}
+_CAUSAL_CODES = {name: code for code, name in CAUSAL.items()}
 
 # A PROB's 64-byte header: dtype, flags, B, H, H_kv, Tq, Tk, dk, dv, causal, window_left,
 # window_right, scale, softcap.
 HEADER = struct.Struct("<iI7i3idd")
 HAS_ALLOW, HAS_KV_LENS, HAS_BIAS, WANT_LSE, BACKWARD = 1, 2, 4, 8, 16
+
+
+def problem_payload(dtype, dims, causal="none", window=None, scale=0.0, softcap=0.0, *, q, k, v, allow=None,
+                    kv_lens=None, bias=None, want_lse=False):
+    """A PROB frame's payload: the 64-byte header, then the buffers in their order (q, k, v, then
+    allow, kv_lens and bias when given). dtype and causal by name; dims (B, H, H_kv, Tq, Tk, dk,
+    dv); each buffer as bytes, in the format's storage (allow uint8, kv_lens int32)."""
+    left, right = window if window is not None else (-1, -1)
+    flags = ((HAS_ALLOW if allow is not None else 0) | (HAS_KV_LENS if kv_lens is not None else 0) |
+             (HAS_BIAS if bias is not None else 0) | (WANT_LSE if want_lse else 0))
+    header = HEADER.pack(_DTYPE_CODES[dtype], flags, *dims, _CAUSAL_CODES[causal], left, right, scale, softcap)
+    return header + b"".join(x for x in (q, k, v, allow, kv_lens, bias) if x is not None)
 
 
 def capability_bits(names):

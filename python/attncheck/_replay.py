@@ -5,9 +5,7 @@ import numpy as np
 from . import _protocol as wire
 from ._problem import Problem
 
-_FORMATS = {"float32": (0, "f32", "<u4"), "float64": (1, "f64", "<u8"), "float16": (2, "f16", "<u2"),
-            "bfloat16": (3, "bf16", "<u2")}
-_CAUSAL = {"none": 0, "upper-left": 1, "lower-right": 2}
+_FORMATS = {"float32": ("f32", "<u4"), "float64": ("f64", "<u8"), "float16": ("f16", "<u2"), "bfloat16": ("bf16", "<u2")}
 
 
 def problem_from_replay(path):
@@ -19,26 +17,20 @@ def problem_from_replay(path):
     fields = dict(line.split(" ", 1) if " " in line else (line, "") for line in lines[1:])
     if "case" not in fields:
         raise ValueError(f"{path}: the property draws no case, so there are no tensors to show")
-    dtype, name, bits = _FORMATS[fields["case"].split()[0]]
+    dtype, bits = _FORMATS[fields["case"].split()[0]]
     shape = fields["shape"].split()
     dims = {shape[i]: int(shape[i + 1]) for i in range(0, len(shape), 2)}
     options = fields["options"].split()
     opts = {options[i]: options[i + 1] for i in range(0, len(options), 2)}
-    left, right = (int(x) for x in fields.get("window", "-1 -1").split())
-    flags = ((wire.HAS_ALLOW if "allow" in fields else 0) | (wire.HAS_KV_LENS if "key-lengths" in fields else 0) |
-             (wire.HAS_BIAS if "bias" in fields else 0))
-    header = wire.HEADER.pack(dtype, flags, dims["B"], dims["H"], dims["H_kv"], dims["Tq"], dims["Tk"], dims["dk"],
-                              dims["dv"], _CAUSAL[opts["causal"]], left, right, float.fromhex(opts["scale"]),
-                              float.fromhex(fields.get("softcap", "0x0p+0")))
+    window = tuple(int(x) for x in fields.get("window", "-1 -1").split())
     words = lambda key: fields[key].split()
-    tensor = lambda key: np.array([int(w, 16) for w in words(key)], dtype=bits).tobytes()
-    payload = header + tensor("q") + tensor("k") + tensor("v")
-    if "allow" in fields:
-        payload += np.array([int(w) for w in words("allow")], np.uint8).tobytes()
-    if "key-lengths" in fields:
-        payload += np.array([int(w) for w in words("key-lengths")], "<i4").tobytes()
-    if "bias" in fields:
-        payload += tensor("bias")
+    tensor = lambda key: np.array([int(w, 16) for w in words(key)], dtype=bits).tobytes() if key in fields else None
+    payload = wire.problem_payload(
+        dtype, tuple(dims[d] for d in ("B", "H", "H_kv", "Tq", "Tk", "dk", "dv")), opts["causal"], window,
+        float.fromhex(opts["scale"]), float.fromhex(fields.get("softcap", "0x0p+0")), q=tensor("q"), k=tensor("k"),
+        v=tensor("v"), allow=np.array([int(w) for w in words("allow")], np.uint8).tobytes() if "allow" in fields else None,
+        kv_lens=np.array([int(w) for w in words("key-lengths")], "<i4").tobytes() if "key-lengths" in fields else None,
+        bias=tensor("bias"))
     return Problem(payload), fields.get("property", "")
 
 
