@@ -228,12 +228,9 @@ Finding shrink(IsolatedKernel& kernel, const CampaignOptions& options, const Pro
   const Clock::time_point start = Clock::now();
   auto in_time = [&] { return since(start) < options.shrink_seconds; };
   if (!best.case_text.empty()) {
-    std::istringstream text(best.case_text);
-    std::string first;
-    std::getline(text, first);
-    auto shrink_case = [&](auto zero) {
-      using T = decltype(zero);
-      for (Case<T> c = case_from_text<T>(first, text); in_time();) {
+    visit_case_text(best.case_text, [&](auto c) {
+      using T = typename decltype(c.q)::value_type;
+      while (in_time()) {
         std::optional<Case<T>> simpler;
         const bool found = offer_simpler<T>(c, kernel.capabilities(), [&](Case<T>&& candidate) {
           if (!in_time()) return false;
@@ -248,11 +245,8 @@ Finding shrink(IsolatedKernel& kernel, const CampaignOptions& options, const Pro
         if (!found) break;
         c = std::move(*simpler);
       }
-    };
-    if (case_text_holds<double>(first))
-      shrink_case(0.0);
-    else
-      shrink_case(0.0f);
+      return 0;
+    });
     return best;
   }
   for (bool improved = true; improved && in_time();) {
@@ -395,19 +389,14 @@ WrongCall first_wrong_call(const std::vector<KernelCall>& calls) {
   for (size_t n = 0; n < calls.size(); ++n) {
     const KernelCall& call = calls[n];
     if (!call.fault.empty()) return {n, "the kernel " + call.fault};
-    std::istringstream text(call.case_text);
-    std::string first;
-    std::getline(text, first);
-    auto judged = [&](auto zero) {
-      using T = decltype(zero);
-      const Case<T> c = case_from_text<T>(first, text);
+    const Comparison result = visit_case_text(call.case_text, [&](const auto& c) {
+      using T = typename std::decay_t<decltype(c.q)>::value_type;
       const Reference ref = reference(c.problem());
       const std::vector<T> out(call.out.begin(), call.out.end()), lse(call.lse.begin(), call.lse.end());
-      Comparison result = compare(out.data(), ref.out);
-      if (result.ok() && !lse.empty()) result = compare(lse.data(), ref.lse);
-      return result;
-    };
-    const Comparison result = case_text_holds<double>(first) ? judged(0.0) : judged(0.0f);
+      Comparison compared = compare(out.data(), ref.out);
+      if (compared.ok() && !lse.empty()) compared = compare(lse.data(), ref.lse);
+      return compared;
+    });
     if (result.ok()) continue;
     const Mismatch& m = result.special ? result.first_special : result.worst;
     return {n, m.where() + (result.special ? ": " + m.expected_got() : " outside the bound (error/bound " + show(m.ratio) + ")")};

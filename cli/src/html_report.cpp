@@ -512,11 +512,7 @@ void write_html_report(const std::string& path, const CampaignOptions& options, 
       html += "<p>Property." + esc(f.property) + " ran the kernel on no case: no heatmaps.</p>\n";
     } else {
       if (f.case_text.empty()) html += "<p>Property." + esc(f.property) + " builds its own cases.</p>\n";
-      std::istringstream lines(shown.text);
-      std::string first;
-      std::getline(lines, first);
-      html += case_text_holds<double>(first) ? case_section(options, shown, case_from_text<double>(first, lines))
-                                             : case_section(options, shown, case_from_text<float>(first, lines));
+      html += visit_case_text(shown.text, [&](auto c) { return case_section(options, shown, std::move(c)); });
     }
     html += "<h2>The failure report</h2>\n<pre id=\"report\">" + esc(f.message) + "</pre>\n";
   } else {

@@ -221,11 +221,7 @@ std::string pytest_file(const std::string& replay, const CampaignOptions& o, con
 
 template <class T>
 void write_test(const std::string& replay, const CampaignOptions& o, const Finding& f, const KernelCall& call,
-                const std::string& why, const std::string& out_path) {
-  std::istringstream text(call.case_text);
-  std::string first;
-  std::getline(text, first);
-  const Case<T> c = case_from_text<T>(first, text);
+                const Case<T>& c, const std::string& why, const std::string& out_path) {
   const Reference ref = reference(c.problem());
   const bool with_lse = !call.lse.empty();
   const std::string file = o.command ? pytest_file(replay, o, f, c, ref, with_lse, why)
@@ -253,11 +249,10 @@ int repro(const FlagValues& flags) {
                              " is wrong by the oracle (it fails by comparing calls, or no longer fails): "
                              "replay it with attncheck check --replay");
   const KernelCall& call = calls[wrong.index];
-  if (case_text_holds<double>(call.case_text.substr(0, call.case_text.find('\n'))))
-    write_test<double>(replay, options, finding, call, wrong.why, flags.text("out"));
-  else
-    write_test<float>(replay, options, finding, call, wrong.why, flags.text("out"));
-  return 0;
+  return visit_case_text(call.case_text, [&](const auto& c) {
+    write_test(replay, options, finding, call, c, wrong.why, flags.text("out"));
+    return 0;
+  });
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 
 #include <istream>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "attncheck/cases.hpp"
@@ -50,5 +51,15 @@ bool case_text_holds(const std::string& first_line);
 // out of range, a tensor of the wrong length, a bit pattern that is not hexadecimal.
 template <class T>
 Case<T> case_from_text(const std::string& first_line, std::istream& in);
+
+// A whole case text (case_to_text's) read as the Case<float> or Case<double> it holds, handed to
+// f: what f returns (the same type for both). Throws as case_from_text does.
+template <class F>
+auto visit_case_text(const std::string& text, F&& f) {
+  std::istringstream in(text);
+  std::string first;
+  std::getline(in, first);
+  return case_text_holds<double>(first) ? f(case_from_text<double>(first, in)) : f(case_from_text<float>(first, in));
+}
 
 }  // namespace attncheck
