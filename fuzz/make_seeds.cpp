@@ -157,7 +157,7 @@ void attention_seeds(const fs::path& dir) {
     return in.c.causal == Causal::upper_left && in.c.shape.Tq < in.c.shape.Tk && in.c.allow.empty();
   });
   attention_seed(dir, "key_padding_and_mask", [](const auto& in) {
-    return in.c.mix.find("allow mask, key padding") != std::string::npos && in.c.shape.B == 2;
+    return in.c.mix.find("allow mask, key lengths") != std::string::npos && in.c.shape.B == 2;
   });
   attention_seed(dir, "bias_nan_policy_double", [](const auto& in) {
     const bool f64 = std::is_same_v<std::decay_t<decltype(in.c.q[0])>, double>;

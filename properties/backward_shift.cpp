@@ -11,7 +11,6 @@
 namespace attncheck::properties {
 
 ATTNCHECK_PROPERTY(BackwardScoreRowsSumToZero, .order = 85, .catches = "d_from_other_output", .backward = true) {
-  if (!check.has_backward()) return;
   Case<float> c = check.draw<float>({.small_only = true});
   c.empty_rows = EmptyRows::zero;
   c.softcap = 0;  // a soft-cap bends the scores: no shift of them

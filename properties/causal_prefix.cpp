@@ -37,7 +37,7 @@ Case<T> truncate(const Case<T>& c, int64_t Tq, int64_t Tk) {
   return t;
 }
 
-ATTNCHECK_PROPERTY(CausalPrefixIgnoresTheFuture, .order = 110, .catches = "causal_swapped") {
+ATTNCHECK_PROPERTY(CausalPrefixIgnoresTheFuture, .order = 110, .catches = "causal_swapped", .needs = ATTNCHECK_CAP_CAUSAL) {
   Case<float> c = check.draw<float>({.min_len = 2});
   c.causal = check.coin() ? Causal::upper_left : Causal::lower_right;
   // A window is centred on the lower-right diagonal: dropping as many queries as keys keeps it, but

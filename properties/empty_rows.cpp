@@ -7,7 +7,8 @@
 
 namespace attncheck::properties {
 
-ATTNCHECK_PROPERTY(EmptyRowsFollowThePolicy, .order = 40, .catches = "empty_row_nan") {
+ATTNCHECK_PROPERTY(EmptyRowsFollowThePolicy, .order = 40, .catches = "empty_row_nan",
+                   .needs_one_of = ATTNCHECK_CAP_ALLOW | ATTNCHECK_CAP_KV_LENS) {
   Case<float> c = check.draw<float>();
   const Shape& s = c.shape;
   const int64_t b = check.in_range(0, s.B), i = check.in_range(0, s.Tq);
@@ -16,11 +17,9 @@ ATTNCHECK_PROPERTY(EmptyRowsFollowThePolicy, .order = 40, .catches = "empty_row_
   if (check.claims(ATTNCHECK_CAP_ALLOW)) {
     if (c.allow.empty()) c.allow.assign(size_t(s.allow_size()), 1);
     std::fill_n(c.allow.begin() + s.allow_at(b, i), s.Tk, uint8_t(0));
-  } else if (check.claims(ATTNCHECK_CAP_KV_LENS)) {
+  } else {  // key lengths (.needs_one_of)
     if (c.key_lengths.empty()) c.key_lengths.assign(size_t(s.B), int32_t(s.Tk));
     c.key_lengths[size_t(b)] = 0;
-  } else {
-    return;  // no mask to empty a row with
   }
   std::vector<float> lse;
   const std::vector<float> out = check.run_with_lse(c, lse);

@@ -7,8 +7,7 @@
 
 namespace attncheck::properties {
 
-ATTNCHECK_PROPERTY(AllTrueMaskEqualsNoMask, .order = 140, .catches = "inverted_polarity") {
-  if (!check.claims(ATTNCHECK_CAP_ALLOW)) return;  // the kernel takes no allow mask
+ATTNCHECK_PROPERTY(AllTrueMaskEqualsNoMask, .order = 140, .catches = "inverted_polarity", .needs = ATTNCHECK_CAP_ALLOW) {
   Case<float> c = check.draw<float>();
   c.allow.clear();
   const Reference no_mask = reference(c.problem());
@@ -16,8 +15,8 @@ ATTNCHECK_PROPERTY(AllTrueMaskEqualsNoMask, .order = 140, .catches = "inverted_p
   require_agreement(check, c, check.run(c), no_mask, "an all-true allow mask against no mask");
 }
 
-ATTNCHECK_PROPERTY(KeyPaddingMaskConvertsByFlipping, .order = 150, .catches = "inverted_polarity") {
-  if (!check.claims(ATTNCHECK_CAP_ALLOW)) return;  // the kernel takes no allow mask
+ATTNCHECK_PROPERTY(KeyPaddingMaskConvertsByFlipping, .order = 150, .catches = "inverted_polarity",
+                   .needs = ATTNCHECK_CAP_ALLOW) {
   Case<float> c = check.draw<float>();
   const Shape& s = c.shape;
   std::vector<uint8_t> key_padding_mask(size_t(s.B * s.Tk));  // true = padded, blocked

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "attncheck/case_shrink.hpp"
+#include "attncheck/features.hpp"
 #include "attncheck/kernel.hpp"
 #include "attncheck/property.hpp"
 
@@ -44,7 +45,7 @@ class InProcessChecker : public Checker {
   template <class T>
   std::vector<T> run_checked(const Case<T>& c, std::vector<T>* lse) {
     std::vector<T> out;
-    if (const int32_t status = run_kernel(kernel_from_environment(), c, out, lse); status != 0)
+    if (const int32_t status = claimed_call([&] { return run_kernel(kernel_from_environment(), c, out, lse); }); status != 0)
       fail("the kernel refused a valid problem (status " + std::to_string(status) + ")\n" + describe(c));
     // Each property sees a call that changed the process's floating-point mode (ctest runs each
     // property in a process of its own, so the last test alone would see only the loading).
@@ -53,9 +54,19 @@ class InProcessChecker : public Checker {
   }
   template <class T>
   void backward_checked(const Case<T>& c, const Grads<T>& g) {
-    if (const int32_t status = run_kernel_backward(kernel_from_environment(), c, g); status != 0)
+    if (const int32_t status = claimed_call([&] { return run_kernel_backward(kernel_from_environment(), c, g); }); status != 0)
       fail("the kernel's backward refused a valid problem (status " + std::to_string(status) + ")\n" + describe(c));
     fp_mode_unchanged(c);
+  }
+  // A call the harness should never have made (an unclaimed feature) fails the test as the
+  // harness's error, named so, not as the kernel's (RapidCheck and FixedChecker report the throw).
+  template <class Call>
+  int32_t claimed_call(Call call) {
+    try {
+      return call();
+    } catch (const UnclaimedFeature& unclaimed) {
+      throw std::runtime_error(harness_error(testing::UnitTest::GetInstance()->current_test_info()->name(), unclaimed));
+    }
   }
   template <class T>
   void fp_mode_unchanged(const Case<T>& c) {
@@ -123,12 +134,8 @@ class PropertyTest : public testing::Test {
  public:
   explicit PropertyTest(const Property& property) : property_(property) {}
   void TestBody() override {
-    const Kernel& kernel = kernel_from_environment();
-    const uint32_t formats = kernel.full_contract ? ~0u : kernel.plugin.capabilities;
-    const uint32_t needed = property_.double_precision ? ATTNCHECK_CAP_F64
-                            : property_.float32_cases  ? ATTNCHECK_CAP_F32
-                                                       : ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16;
-    if (!(formats & needed)) GTEST_SKIP() << "the kernel claims none of the formats this property checks";
+    if (const std::string why = not_applicable(property_, kernel_from_environment().claimed()); !why.empty())
+      GTEST_SKIP() << "not applicable: Property." << property_.name << " " << why << ", which the kernel does not claim";
     if (property_.generated) {
       EXPECT_TRUE(rc::check(std::string("Property.") + property_.name, [this] {
         RcChecker checker;

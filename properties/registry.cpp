@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <string>
 
+#include "attncheck/features.hpp"
 #include "attncheck/property.hpp"
 
 namespace attncheck {
@@ -18,6 +19,18 @@ std::vector<Property>& registered() {
 bool register_property(const Property& property) {
   registered().push_back(property);
   return true;
+}
+
+std::string not_applicable(const Property& p, uint32_t claimed) {
+  const uint32_t float_formats = ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16;
+  const uint32_t formats = p.double_precision ? uint32_t(ATTNCHECK_CAP_F64)
+                           : p.float32_cases  ? uint32_t(ATTNCHECK_CAP_F32)
+                                              : float_formats;
+  const uint32_t needs = p.needs | (p.backward ? uint32_t(ATTNCHECK_CAP_BACKWARD) : 0u);
+  if (!(claimed & formats)) return (formats == float_formats ? "checks one of " : "checks ") + feature_names(formats);
+  if (needs & ~claimed) return "needs " + feature_names(needs & ~claimed);
+  if (p.needs_one_of && !(claimed & p.needs_one_of)) return "needs one of " + feature_names(p.needs_one_of);
+  return "";
 }
 
 const std::vector<Property>& all_properties() {

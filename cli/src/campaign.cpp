@@ -12,6 +12,7 @@
 #include "attncheck/abi.hpp"
 #include "attncheck/case_shrink.hpp"
 #include "attncheck/case_text.hpp"
+#include "attncheck/features.hpp"
 #include "attncheck/isolated_kernel.hpp"
 #include "attncheck/oracle.hpp"
 #include "attncheck/plugin_loader.hpp"
@@ -193,6 +194,8 @@ Run run_once(IsolatedKernel& kernel, const CampaignOptions& options, const Prope
   kernel.take_stderr();  // an earlier run's
   try {
     property.check(checker);
+  } catch (const UnclaimedFeature& unclaimed) {
+    throw std::logic_error(harness_error(property.name, unclaimed));
   } catch (const Failed& failure) {
     run.failed = true;
     run.kind = failure.kind;
@@ -299,19 +302,17 @@ CampaignResult run_campaign(const CampaignOptions& options) {
   result.abi_version = kernel.version();
   result.capabilities = kernel.capabilities();
   const std::vector<Property>& properties = all_properties();
-  const uint32_t formats = options.formats & kernel.capabilities();
-  const bool backward = options.backward && (kernel.capabilities() & ATTNCHECK_CAP_BACKWARD);
-  auto runnable = [&](const Property& property) {
-    if (property.backward && !backward) return false;  // it would return at once, and count as a case
-    return property.double_precision ? bool(formats & ATTNCHECK_CAP_F64)
-                                     : bool(formats & (ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16)) &&
-                                           (!property.float32_cases || (formats & ATTNCHECK_CAP_F32));
-  };
+  // What the campaign checks: the kernel's claims, less the formats --dtype and the backward --backward leave out.
+  const uint32_t checked = kernel.capabilities() & (options.formats | ~kFormatCapabilities) &
+                           (options.backward ? ~0u : ~uint32_t(ATTNCHECK_CAP_BACKWARD));
+  for (const Property& property : properties)
+    if (std::string why = not_applicable(property, checked); !why.empty()) result.not_applicable[property.name] = why;
+  auto runnable = [&](const Property& property) { return !result.not_applicable.count(property.name); };
   if (options.require_backward && !(kernel.capabilities() & ATTNCHECK_CAP_BACKWARD))
     throw std::runtime_error(options.impl + ": claims no backward (ATTNCHECK_CAP_BACKWARD), and --backward on asks for it");
-  if (std::none_of(properties.begin(), properties.end(), runnable))
-    throw std::runtime_error(options.impl + ": claims none of the formats asked for (" + formats_named(options.formats) +
-                             "), so nothing to check");
+  if (!(checked & kFormatCapabilities))
+    throw std::runtime_error(options.impl + ": claims none of the formats asked for (" +
+                             feature_names(options.formats & kFormatCapabilities) + "), so nothing to check");
   // The runs are one sequence, fixed by the seed and the kernel's claims; the budget decides only
   // where it stops: after options.max_cases runs, or at the first run that would start once the
   // time is spent, or whose property has taken longer than what is left (later, cheaper runs do

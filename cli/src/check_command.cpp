@@ -15,6 +15,7 @@
 #include "attncheck/campaign.hpp"
 #include "attncheck/plugin.h"
 #include "attncheck/commands.hpp"
+#include "attncheck/features.hpp"
 #include "attncheck/flags.hpp"
 #include "attncheck/html_report.hpp"
 #include "attncheck/property.hpp"
@@ -35,19 +36,11 @@ std::string summary(const char* verdict, const CampaignResult& r) {
   return line;
 }
 
-// The features of ABI v2's capability bits, by name, as the summary and the JSON say them.
-const std::pair<uint32_t, const char*> kFeatures[] = {
-    {ATTNCHECK_CAP_F16, "f16"},        {ATTNCHECK_CAP_BF16, "bf16"},          {ATTNCHECK_CAP_F32, "f32"},
-    {ATTNCHECK_CAP_F64, "f64"},        {ATTNCHECK_CAP_ALLOW, "allow mask"},   {ATTNCHECK_CAP_CAUSAL, "causal"},
-    {ATTNCHECK_CAP_KV_LENS, "key lengths"}, {ATTNCHECK_CAP_GQA, "GQA"},    {ATTNCHECK_CAP_WINDOW, "window"},
-    {ATTNCHECK_CAP_SOFTCAP, "soft-cap"}, {ATTNCHECK_CAP_BIAS, "bias"},     {ATTNCHECK_CAP_LSE, "lse"},
-    {ATTNCHECK_CAP_BACKWARD, "backward"}};
-
-// The features among `bits`, by name.
-std::vector<std::string> features(uint32_t bits) {
+// The features among `bits`, by name (the feature table's order), as the JSON says them.
+std::vector<std::string> features_named(uint32_t bits) {
   std::vector<std::string> names;
-  for (const auto& [bit, name] : kFeatures)
-    if (bits & bit) names.push_back(name);
+  for (const Feature& f : features())
+    if (bits & f.capability) names.push_back(f.name);
   return names;
 }
 
@@ -57,16 +50,30 @@ struct Coverage {
   uint32_t checked, unchecked, not_claimed;
 };
 Coverage coverage(uint32_t claimed, const CampaignOptions& options) {
-  const uint32_t all = (ATTNCHECK_CAP_BACKWARD << 1) - 1;  // the bits ABI v2 defines
+  const uint32_t all = all_capabilities();
   const uint32_t left_out = options.backward ? 0 : uint32_t(ATTNCHECK_CAP_BACKWARD);
   const uint32_t exercised = claimed & ~left_out & (options.formats | ~kFormatCapabilities) & all;
   return {exercised, claimed & all & ~exercised, ~claimed & all};
 }
 
-std::string joined(const std::vector<std::string>& names) {
+// The properties a campaign skipped as not applicable to the kernel's claims, for the "checked" line,
+// grouped by why: "\nskipped, not applicable: needs causal: CausalPrefixIgnoresTheFuture; checks f64:
+// AgreesWithOracleInDouble, ..." (empty for none).
+std::string skipped(const CampaignResult& r) {
+  std::map<std::string, std::string> by_reason;
+  for (const auto& [property, why] : r.not_applicable) by_reason[why] += (by_reason[why].empty() ? "" : ", ") + property;
   std::string text;
-  for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
-  return text.empty() ? "none" : text;
+  for (const auto& [why, properties] : by_reason)
+    text += (text.empty() ? "\nskipped, not applicable: " : "; ") + why + ": " + properties;
+  return text;
+}
+
+// The --dtype words: the formats' rows.
+std::vector<std::string> format_words() {
+  std::vector<std::string> words;
+  for (const Feature& f : features())
+    if (f.capability & kFormatCapabilities) words.push_back(f.word);
+  return words;
 }
 
 // inf and NaN, which JSON cannot hold, are written as null (an infinite error/bound is common).
@@ -85,9 +92,10 @@ Json result_json(const std::string& verdict, const CampaignOptions& options, con
                {"arithmetic", r.found ? "FAIL" : "PASS"},
                {"floating_point_mode", r.fp_mode.empty() ? Json() : Json(r.fp_mode)},
                {"abi_version", r.abi_version},
-               {"checked", features(coverage(r.capabilities, options).checked)},
-               {"claimed_not_checked", features(coverage(r.capabilities, options).unchecked)},
-               {"not_claimed", features(coverage(r.capabilities, options).not_claimed)}};
+               {"checked", features_named(coverage(r.capabilities, options).checked)},
+               {"claimed_not_checked", features_named(coverage(r.capabilities, options).unchecked)},
+               {"not_claimed", features_named(coverage(r.capabilities, options).not_claimed)},
+               {"not_applicable", r.not_applicable}};
   if (r.found)
     json["finding"] = {{"property", r.finding.property}, {"message", r.finding.message}, {"replay", counterexample}};
   return json;
@@ -149,8 +157,8 @@ int check(const FlagValues& o) {
   if (o.given("dtype")) {
     options.formats = ~kFormatCapabilities;
     for (const std::string& dtype : o.all("dtype"))
-      for (Format f : {Format::f32, Format::f64, Format::f16, Format::bf16})
-        if (dtype == formats_named(capability_of(f))) options.formats |= capability_of(f);
+      for (const Feature& f : features())
+        if ((f.capability & kFormatCapabilities) && dtype == f.word) options.formats |= f.capability;
   }
   options.empty_rows = o.text("empty-rows") == "zero" ? EmptyRows::zero : EmptyRows::nan;
   options.backward = o.text("backward") != "off";
@@ -205,9 +213,9 @@ int check(const FlagValues& o) {
   }
   if (result.found) std::printf("%s\n", report.c_str());
   const Coverage covered = coverage(result.capabilities, options);
-  const std::string checked = "checked: " + joined(features(covered.checked)) + " (ABI v" + std::to_string(result.abi_version) +
-                              ")" + (covered.unchecked ? "; claimed, not checked: " + joined(features(covered.unchecked)) : "") +
-                              "; not claimed: " + joined(features(covered.not_claimed));
+  const std::string checked = "checked: " + feature_names(covered.checked) + " (ABI v" + std::to_string(result.abi_version) +
+                              ")" + (covered.unchecked ? "; claimed, not checked: " + feature_names(covered.unchecked) : "") +
+                              "; not claimed: " + feature_names(covered.not_claimed) + skipped(result);
   const std::string summary_line = summary(verdict.c_str(), result);
   std::printf("%s\n%s\n", checked.c_str(), summary_line.c_str());
   if (o.given("json")) write_json(o.text("json"), result_json(verdict, options, result, replay_file));
@@ -321,7 +329,7 @@ int check_command(const std::vector<std::string>& args) {
       .number("shrink-seconds", "N",
               "after a counterexample, this much more to make it small; a trial under way finishes", "10", 0, 1e9)
       .number("seed", "S", "the campaign's seed", "1", 0, 1e9)
-      .choice("dtype", {"f16", "bf16", "f32", "f64"},
+      .choice("dtype", format_words(),
               "check only these formats, of those the kernel claims (f16, bf16 and f32 run the float properties, f64 "
               "AgreesWithOracleInDouble); every claimed one when absent")
       .repeatable()

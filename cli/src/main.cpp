@@ -17,6 +17,7 @@ const Subcommand kSubcommands[] = {
     {"check", attncheck::check_command, "the property suite and an oracle-differential campaign against an implementation"},
     {"compare", attncheck::compare_command, "tensors dumped from PyTorch or anywhere else against the oracle"},
     {"mutants", attncheck::mutants_command, "every planted bug against the properties: the kill matrix"},
+    {"features", attncheck::features_command, "the features a kernel may claim, and their names (--python yes: the client's table)"},
     {"repro", attncheck::repro_command, "a replay file's finding as a standalone regression test (GoogleTest or pytest)"},
 };
 

@@ -17,6 +17,7 @@
 #include "attncheck/case_text.hpp"
 #include "attncheck/commands.hpp"
 #include "attncheck/compare.hpp"
+#include "attncheck/features.hpp"
 #include "attncheck/flags.hpp"
 #include "attncheck/oracle.hpp"
 
@@ -207,7 +208,7 @@ std::string pytest_file(const std::string& replay, const CampaignOptions& o, con
   };
   t << exact("", ref.out, d) << (with_lse ? exact("lse_", ref.lse, dims({s.B, s.H, s.Tq})) : "") << "\n\n"
     << "def test_" << f.property << "():\n"
-    << "    " << (with_lse ? "out, lse" : "out") << " = attncheck.run_command(COMMAND, dtype=\"" << formats_named(capability_of(c.format)) << "\", q=q, k=k, v=v, allow=allow, "
+    << "    " << (with_lse ? "out, lse" : "out") << " = attncheck.run_command(COMMAND, dtype=\"" << feature(capability_of(c.format)).word << "\", q=q, k=k, v=v, allow=allow, "
     << "kv_lens=kv_lens, bias=bias,\n                                causal=\"" << causal_name(c.causal) << "\", window="
     << (c.window_left < 0 && c.window_right < 0 ? std::string("None") : "(" + std::to_string(c.window_left) + ", " + std::to_string(c.window_right) + ")")
     << ", scale=" << (c.scale == 0 ? std::string("None") : "float.fromhex('" + hex(c.scale) + "')")

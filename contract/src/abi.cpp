@@ -41,14 +41,6 @@ Problem<T> from_abi(const attncheck_problem& a) {
 static_assert(int32_t(Format::f32) == ATTNCHECK_F32 && int32_t(Format::f64) == ATTNCHECK_F64 &&
               int32_t(Format::f16) == ATTNCHECK_F16 && int32_t(Format::bf16) == ATTNCHECK_BF16);
 
-std::string formats_named(uint32_t capabilities) {
-  std::string names;
-  for (Format f : {Format::f32, Format::f64, Format::f16, Format::bf16})
-    if (capabilities & capability_of(f))
-      names += (names.empty() ? "" : ", ") + std::string(visit_format(f, [](auto zero) { return Precision<decltype(zero)>::short_name; }));
-  return names.empty() ? "none" : names;
-}
-
 namespace {
 
 // x [n] as bit patterns of format F, and back.

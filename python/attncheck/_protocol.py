@@ -7,24 +7,19 @@ import struct
 
 import numpy as np
 
+# The feature table (capability bits, flag bits, dtypes, storage), generated from the C++ one.
+from ._features import CAPABILITIES, CAUSAL, DTYPES, FLAGS, LSE_STORAGE, STORAGE
+
 VERSION = 1
 ABI = 2
 
-# ABI v2's capability bits (contract/include/attncheck/plugin.h), named without the prefix.
-CAPABILITIES = {
-    "f32": 1 << 0, "f64": 1 << 1, "f16": 1 << 2, "bf16": 1 << 3, "allow": 1 << 4, "causal": 1 << 5,
-    "kv_lens": 1 << 6, "gqa": 1 << 7, "window": 1 << 8, "softcap": 1 << 9, "bias": 1 << 10, "lse": 1 << 11,
-    "backward": 1 << 12,
-}
-DTYPES = {0: "f32", 1: "f64", 2: "f16", 3: "bf16"}
-CAUSAL = {0: "none", 1: "upper-left", 2: "lower-right"}
 _DTYPE_CODES = {name: code for code, name in DTYPES.items()}
 _CAUSAL_CODES = {name: code for code, name in CAUSAL.items()}
 
 # A PROB's 64-byte header: dtype, flags, B, H, H_kv, Tq, Tk, dk, dv, causal, window_left,
 # window_right, scale, softcap.
 HEADER = struct.Struct("<iI7i3idd")
-HAS_ALLOW, HAS_KV_LENS, HAS_BIAS, WANT_LSE, BACKWARD = 1, 2, 4, 8, 16
+HAS_ALLOW, HAS_KV_LENS, HAS_BIAS, WANT_LSE, BACKWARD = (FLAGS[n] for n in ("allow", "kv_lens", "bias", "lse", "backward"))
 
 
 def problem_payload(dtype, dims, causal="none", window=None, scale=0.0, softcap=0.0, *, q, k, v, allow=None,
@@ -97,10 +92,6 @@ def to_bf16_bits(x):
         nan = np.isnan(bits.view(np.float32))
         rounded[nan] = ((bits[nan] >> 16) | 0x0040).astype(np.uint16)
     return rounded
-
-
-STORAGE = {"f32": "<f4", "f64": "<f8", "f16": "<f2", "bf16": "<u2"}
-LSE_STORAGE = {"f32": "<f4", "f64": "<f8", "f16": "<f4", "bf16": "<f4"}
 
 
 def decode(dtype, data, shape):

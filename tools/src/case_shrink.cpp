@@ -6,6 +6,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "attncheck/abi.hpp"
+#include "attncheck/features.hpp"
+
 namespace attncheck {
 namespace {
 
@@ -113,17 +116,8 @@ std::vector<T> plainer(T x) {
 // What a shrunk case still has, for its `mix` line (the drawn case's no longer describes it).
 template <class T>
 std::string features(const Case<T>& c) {
-  std::string text = "shrunk";
-  auto add = [&](bool present, const char* name) {
-    if (present) text += std::string(", ") + name;
-  };
-  add(!c.allow.empty(), "allow mask");
-  add(!c.key_lengths.empty(), "key padding");
-  add(c.shape.kv_heads() != c.shape.H, "grouped KV heads");
-  add(!c.bias.empty(), "bias");
-  add(c.window_left >= 0 || c.window_right >= 0, "window");
-  add(c.softcap != 0, "soft-cap");
-  return text;
+  const uint32_t used = features_used(call_view(c.problem(), false, false)) & ~kFormatCapabilities;
+  return used ? "shrunk, " + feature_names(used) : "shrunk";
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "attncheck/cases.hpp"
 
 #include "attncheck/abi.hpp"
+#include "attncheck/features.hpp"
 #include "attncheck/precision.hpp"
 
 #include <algorithm>
@@ -11,6 +12,12 @@
 
 namespace attncheck {
 namespace {
+
+// Adds a feature's name to what the case's mix says was drawn.
+template <class T>
+void mixed(Case<T>& c, uint32_t capability) {
+  c.mix += ", " + std::string(feature(capability).name);
+}
 
 // How a tensor's values are drawn; the order is from simplest to hardest, so shrinking goes left.
 enum class Values { ties, normal, wide, tiny, bits };
@@ -135,13 +142,13 @@ void draw_large_masks(Chooser& choose, Case<T>& c, uint32_t can) {
     const uint64_t quarters = choose.below(5);  // the allowed fraction, 0 to 4 quarters
     SeededChooser seeded(choose.below(std::numeric_limits<uint64_t>::max()));
     for (uint8_t& a : c.allow) a = seeded.below(4) < quarters ? 1 : 0;
-    c.mix += ", allow mask";
+    mixed(c, ATTNCHECK_CAP_ALLOW);
   }
   if ((can & ATTNCHECK_CAP_KV_LENS) && choose.below(3) == 0) {
     c.key_lengths.resize(size_t(s.B));
     for (int32_t& length : c.key_lengths)
       length = int32_t(choose.below(2) ? ladder_length(choose, s.Tk) : int64_t(choose.below(uint64_t(s.Tk) + 1)));
-    c.mix += ", key padding";
+    mixed(c, ATTNCHECK_CAP_KV_LENS);
   }
 }
 
@@ -164,7 +171,7 @@ void draw_kv_groups(Chooser& choose, Case<T>& c, const CaseLimits& limits, bool 
     fill(choose, c.k, size_t(s.k_size()), qk_kind, false, c.format);
     fill(choose, c.v, size_t(s.v_size()), v_kind, false, c.format);
   }
-  c.mix += ", grouped KV heads";
+  mixed(c, ATTNCHECK_CAP_GQA);
 }
 
 // The format of a case: for float, one of f32, f16 and bf16 that the capabilities claim (choice 0
@@ -255,12 +262,12 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
     c.allow.resize(size_t(s.allow_size()));
     for (uint8_t& a : c.allow) a = choose.below(4) < quarters ? 1 : 0;
     if (choose.below(3) == 0) std::fill_n(c.allow.begin() + s.allow_at(0, int64_t(choose.below(uint64_t(s.Tq)))), s.Tk, uint8_t(0));
-    c.mix += ", allow mask";
+    mixed(c, ATTNCHECK_CAP_ALLOW);
   }
   if ((can & ATTNCHECK_CAP_KV_LENS) && choose.below(3) == 0) {
     c.key_lengths.resize(size_t(s.B));
     for (int32_t& length : c.key_lengths) length = int32_t(choose.below(uint64_t(s.Tk) + 1));
-    c.mix += ", key padding";
+    mixed(c, ATTNCHECK_CAP_KV_LENS);
   }
   draw_kv_groups(choose, c, limits, false, qk_kind, v_kind);
   if ((can & ATTNCHECK_CAP_BIAS) && choose.below(3) == 0) {
@@ -275,7 +282,7 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
       c.mix += ", ALiBi bias";
     } else {
       for (T& x : c.bias) x = choose.below(4) == 0 ? extreme_logit<T>(choose) : T(standard_normal(choose));
-      c.mix += ", bias";
+      mixed(c, ATTNCHECK_CAP_BIAS);
     }
   }
   if (choose.below(4) == 0) c.scale = double(value<T>(choose, Values::normal));
@@ -285,11 +292,11 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
     auto side = [&] { return (const int64_t[]){-1, 0, 1, 2, 3, 5, s.Tk + 2}[choose.below(7)]; };
     c.window_left = side();
     c.window_right = side();
-    c.mix += ", window";
+    mixed(c, ATTNCHECK_CAP_WINDOW);
   }
   if ((can & ATTNCHECK_CAP_SOFTCAP) && choose.below(4) == 3) {  // caps that bite (1 to 5) and Gemma 2's (30, 50)
     c.softcap = (const double[]){1, 2, 5, 30, 50}[choose.below(5)];
-    c.mix += ", soft-cap";
+    mixed(c, ATTNCHECK_CAP_SOFTCAP);
   }
   round_bias(c);
   return c;

@@ -470,9 +470,10 @@ namespace {
 template <class T>
 ProblemHeader request_for(const Case<T>& c, const attncheck_problem_v2& abi, bool want_lse, bool backward) {
   const Shape& s = c.shape;
-  auto flag = [](bool set, Flags f) { return set ? uint32_t(f) : 0u; };
-  const uint32_t flags = flag(!c.allow.empty(), kHasAllow) | flag(!c.key_lengths.empty(), kHasKvLens) |
-                         flag(!c.bias.empty(), kHasBias) | flag(want_lse, kWantLse) | flag(backward, kBackward);
+  uint32_t flags = 0;
+  const CallView call = call_view(c.problem(), want_lse, backward);
+  for (const Feature& f : features())
+    if (f.used(call)) flags |= f.protocol_flag;
   return {abi.dtype,        flags,
           int32_t(s.B),     int32_t(s.H),
           int32_t(s.kv_heads()), int32_t(s.Tq),
@@ -508,14 +509,12 @@ Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out, std::vector<T
   // [B,H,Tq,Tk]; out [B,H,Tq,dv] and, when asked, lse [B,H,Tq].
   if (child_ < 0) start();
   const Shape& s = c.shape;
-  // A case that does not fill its shape, or asks what the plugin does not take, is the harness's
+  // A case that does not fill its shape, or uses what the plugin does not claim, is the harness's
   // fault: say so, never blame the kernel.
   if (int64_t(c.q.size()) != s.q_size() || int64_t(c.k.size()) != s.k_size() || int64_t(c.v.size()) != s.v_size())
     throw std::logic_error("a case whose tensors do not fit its shape");
-  if (version_ == 1 && (is_narrow(c.format) || s.kv_heads() != s.H || !c.bias.empty() || c.window_left >= 0 ||
-                        c.window_right >= 0 || c.softcap != 0 || lse))
-    throw std::logic_error("a case beyond plugin ABI v1 for a v1 plugin");
   const Problem<T> problem = c.problem();
+  require_claimed(call_view(problem, lse != nullptr, false), capabilities_);  // a v1 plugin's: what ABI v1 carries
   out.resize(size_t(s.out_size()));
   if (lse) lse->resize(size_t(s.lse_size()));
   NarrowBuffers narrow;  // f16 and bf16 as bit patterns
@@ -533,8 +532,8 @@ Outcome IsolatedKernel::run_backward(const Case<T>& c, const Grads<T>& grads) {
   // c as run's; grads: out, dout [B,H,Tq,dv] and lse [B,H,Tq] in, dq [B,H,Tq,dk], dk [B,H_kv,Tk,dk]
   // and dv [B,H_kv,Tk,dv] out.
   if (child_ < 0) start();
-  if (!(capabilities_ & ATTNCHECK_CAP_BACKWARD)) throw std::logic_error("a backward for a plugin that claims none");
   const Problem<T> problem = c.problem();
+  require_claimed(call_view(problem, false, true), capabilities_);
   NarrowBuffers narrow;
   NarrowGrads narrow_grads;
   attncheck_problem_v2 forward;

@@ -9,6 +9,7 @@
 #include "attncheck/abi.hpp"
 #include "attncheck/attention.hpp"
 #include "attncheck/attention_backward.hpp"
+#include "attncheck/features.hpp"
 
 namespace attncheck {
 
@@ -17,6 +18,8 @@ CaseLimits Kernel::limits(CaseLimits base) const {
   if (!full_contract) base.capabilities &= plugin.capabilities;
   return base;
 }
+
+uint32_t Kernel::claimed() const { return full_contract ? all_capabilities() : plugin.capabilities; }
 
 Kernel load_kernel(const std::string& which) {
   const FpMode before = current_fp_mode();
@@ -52,16 +55,15 @@ int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out, 
   if (lse) lse->assign(size_t(s.lse_size()), std::numeric_limits<T>::quiet_NaN());
   T* lse_data = lse ? lse->data() : nullptr;
   const Problem<T> problem = c.problem();
+  require_claimed(call_view(problem, lse != nullptr, false), kernel.claimed());
   if (kernel.full_contract) {
     attention(problem, Result<T>{out.data(), nullptr, lse_data});
     return 0;
   }
   const bool f32 = std::is_same_v<T, float>;
   const Plugin& plugin = kernel.plugin;
-  if (!(plugin.capabilities & capability_of(problem.format))) return -1;
   std::vector<uint8_t> allow;  // v1: key lengths folded in
   const attncheck_problem v1 = plugin.version == 1 ? to_abi(problem, out.data(), allow) : attncheck_problem{};
-  if (lse && (plugin.version == 1 || !(plugin.capabilities & ATTNCHECK_CAP_LSE))) return -1;
   NarrowBuffers narrow;  // f16 and bf16 as bit patterns
   const attncheck_problem_v2 v2 = plugin.version == 1 ? attncheck_problem_v2{} : to_abi_v2(problem, out.data(), lse_data, narrow);
   const FpMode caller = current_fp_mode();
@@ -78,6 +80,7 @@ int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out, 
 template <class T>
 int32_t run_kernel_backward(const Kernel& kernel, const Case<T>& c, const Grads<T>& grads) {
   const Problem<T> problem = c.problem();
+  require_claimed(call_view(problem, false, true), kernel.claimed());
   if (kernel.full_contract) {
     attention_backward(problem, grads);
     return 0;

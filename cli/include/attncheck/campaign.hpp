@@ -77,6 +77,7 @@ struct CampaignResult {
   std::string fp_mode;                         // how the library changed the process's floating-point mode, or empty
   int32_t abi_version = 0;                     // the kernel's plugin ABI (the built-in: 2)
   uint32_t capabilities = 0;                   // what it claims, ABI v2's bits: the features the campaign drew from
+  std::map<std::string, std::string> not_applicable;  // the properties skipped, and why (not_applicable)
 };
 
 // Runs the campaign. Throws std::runtime_error with a one-line reason if the implementation

@@ -12,5 +12,6 @@ int compare_command(const std::vector<std::string>& args);  // tensors dumped as
 int check_command(const std::vector<std::string>& args);    // the campaign against a kernel, or a replay
 int mutants_command(const std::vector<std::string>& args);  // the kill matrix
 int repro_command(const std::vector<std::string>& args);    // a finding as a regression test
+int features_command(const std::vector<std::string>& args); // the feature table
 
 }  // namespace attncheck

@@ -28,7 +28,7 @@ class FlagValues {
 };
 
 // A subcommand's flags, all of the form `--name value`, e.g.
-//   Flags("check").number("seconds", "N", "the search's budget", "60", 0, 1e9).choice("precision", {"f32", "f64"}, "...")
+//   Flags("check").number("seconds", "N", "the search's budget", "60", 0, 1e9).choice("empty-rows", {"zero", "nan"}, "...")
 class Flags {
  public:
   static constexpr double kUnbounded = std::numeric_limits<double>::infinity();

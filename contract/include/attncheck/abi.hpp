@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "attncheck/contract.hpp"
+#include "attncheck/features.hpp"
 #include "attncheck/plugin.h"
 
 namespace attncheck {
@@ -20,19 +21,11 @@ attncheck_problem to_abi(const Problem<T>& problem, T* out, std::vector<uint8_t>
 template <class T>
 Problem<T> from_abi(const attncheck_problem& p);
 
-// The capability bit that claims a format: ATTNCHECK_CAP_F32 .. ATTNCHECK_CAP_BF16.
-inline uint32_t capability_of(Format format) { return 1u << uint32_t(format); }
-static_assert(ATTNCHECK_CAP_F32 == 1u << ATTNCHECK_F32 && ATTNCHECK_CAP_F64 == 1u << ATTNCHECK_F64 &&
-              ATTNCHECK_CAP_F16 == 1u << ATTNCHECK_F16 && ATTNCHECK_CAP_BF16 == 1u << ATTNCHECK_BF16);
-
 // Whether an ABI dtype names a format and `capabilities` claim it.
 inline bool claims_dtype(uint32_t capabilities, int32_t dtype) {
   return dtype >= ATTNCHECK_F32 && dtype <= ATTNCHECK_BF16 && (capabilities & capability_of(Format(dtype)));
 }
 
-// The four format bits, and their short names joined ("f32, bf16"; "none").
-inline constexpr uint32_t kFormatCapabilities = ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16;
-std::string formats_named(uint32_t capabilities);
 
 // q, k, v and bias of a problem in a 2-byte format as bit patterns, and out [B,H,Tq,dv] as the
 // kernel writes it in that format: what ABI v2 carries for ATTNCHECK_F16 and ATTNCHECK_BF16.

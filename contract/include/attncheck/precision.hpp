@@ -149,6 +149,8 @@ struct Precision<Half> : detail::TwoByte<Half, 5, 10> {
   static constexpr const char* label = "float16, u = 2^-11";
   static constexpr Format format = Format::f16;
   static constexpr const char* short_name = "f16";
+  static constexpr const char* capability_name = "ATTNCHECK_CAP_F16";  // its capability bit in plugin.h
+  static constexpr const char* numpy = "<f2";  // its storage as NumPy reads the protocol's bytes
 };
 
 template <>
@@ -160,6 +162,8 @@ struct Precision<BFloat16> : detail::TwoByte<BFloat16, 8, 7> {
   static constexpr const char* label = "bfloat16, u = 2^-8";
   static constexpr Format format = Format::bf16;
   static constexpr const char* short_name = "bf16";
+  static constexpr const char* capability_name = "ATTNCHECK_CAP_BF16";  // its capability bit in plugin.h
+  static constexpr const char* numpy = "<u2";  // its storage as NumPy reads the protocol's bytes
 };
 
 template <>
@@ -174,6 +178,8 @@ struct Precision<float> {
   static constexpr const char* label = "float32, u = 2^-24";
   static constexpr Format format = Format::f32;
   static constexpr const char* short_name = "f32";
+  static constexpr const char* capability_name = "ATTNCHECK_CAP_F32";  // its capability bit in plugin.h
+  static constexpr const char* numpy = "<f4";  // its storage as NumPy reads the protocol's bytes
   using Layout = detail::BinaryFormat<exponent_bits, fraction_bits>;
   static Bits to_bits(float x) { return std::bit_cast<Bits>(x); }
   static float from_bits(Bits b) { return std::bit_cast<float>(b); }
@@ -195,6 +201,8 @@ struct Precision<double> {
   static constexpr const char* label = "float64, u = 2^-53";
   static constexpr Format format = Format::f64;
   static constexpr const char* short_name = "f64";
+  static constexpr const char* capability_name = "ATTNCHECK_CAP_F64";  // its capability bit in plugin.h
+  static constexpr const char* numpy = "<f8";  // its storage as NumPy reads the protocol's bytes
   static Bits to_bits(double x) { return detail::bits_of_double(x); }
   static double from_bits(Bits b) { return detail::double_of_bits(b); }
   static double to_double(double x) { return x; }    // the identity: no arithmetic, nothing to flush

@@ -130,7 +130,14 @@ struct Property {
   bool float32_cases = false;     // builds float32 cases of its own: runs only on a kernel that claims f32
   int first_round = 0;            // the campaign round it joins: heavy ones after the cheap ones
   bool backward = false;          // checks the backward: the campaign runs it only when the kernel's is checked
+  uint32_t needs = 0;             // features it cannot do without (ATTNCHECK_CAP_* bits), every one of them
+  uint32_t needs_one_of = 0;      // and, when set, at least one of these
 };
+
+// Why `property` does not apply to a kernel that claims `claimed` (ABI v2's bits; a format or the
+// backward left out of a campaign is not claimed): "needs causal", "checks f64"; empty when it
+// applies. A property that does not apply is skipped, and said to be (check, properties_test).
+std::string not_applicable(const Property& property, uint32_t claimed);
 
 // Adds a property to the registry; ATTNCHECK_PROPERTY calls it during static initialization.
 bool register_property(const Property& property);

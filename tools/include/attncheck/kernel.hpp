@@ -25,10 +25,12 @@ struct Kernel {
   mutable std::string fp_mode_call_finding;  // the first change a call made and left, or empty
   // Limits for draw_case so that every case drawn is one this kernel can take.
   CaseLimits limits(CaseLimits base = {}) const;
+  // What it claims, ABI v2's bits: the built-in one, everything.
+  uint32_t claimed() const;
   // Whether it returns the log-sum-exp: the built-in one, or a plugin claiming ATTNCHECK_CAP_LSE.
-  bool has_lse() const { return full_contract || (plugin.capabilities & ATTNCHECK_CAP_LSE); }
+  bool has_lse() const { return claimed() & ATTNCHECK_CAP_LSE; }
   // Whether it has a backward: the built-in one, or a plugin claiming ATTNCHECK_CAP_BACKWARD.
-  bool has_backward() const { return full_contract || (plugin.capabilities & ATTNCHECK_CAP_BACKWARD); }
+  bool has_backward() const { return claimed() & ATTNCHECK_CAP_BACKWARD; }
 };
 
 // "builtin" (the C++ API) or a plugin's path; throws std::runtime_error with a one-line reason.
@@ -38,12 +40,13 @@ Kernel load_kernel(const std::string& which);
 const Kernel& kernel_from_environment();
 
 // Runs the kernel on case c into out [B,H,Tq,dv] and, when given (has_lse()), lse [B,H,Tq]: 0, or
-// the plugin's non-zero refusal, or -1 when it has no entry point for T.
+// the plugin's non-zero refusal. A case that uses a feature the kernel does not claim is never
+// sent: UnclaimedFeature (features.hpp), the harness's fault.
 template <class T>
 int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out, std::vector<T>* lse = nullptr);
 
 // Runs the kernel's backward (has_backward()) on case c: grads' out, lse and dout in, dq, dk and dv
-// written. 0, or the plugin's non-zero refusal.
+// written. 0, or the plugin's non-zero refusal; UnclaimedFeature as run_kernel.
 template <class T>
 int32_t run_kernel_backward(const Kernel& kernel, const Case<T>& c, const Grads<T>& grads);
 

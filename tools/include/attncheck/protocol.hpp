@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "attncheck/features.hpp"
+
 namespace attncheck::protocol {
 
 static_assert(std::endian::native == std::endian::little, "the protocol's numbers are written as the machine holds them");
@@ -43,7 +45,14 @@ static_assert(sizeof(Hello) == 12);
 enum Buffer { Q, K, V, ALLOW, KV_LENS, BIAS, DOUT, OUT, LSE, DQ, DK, DV, kBuffers };
 extern const char* const kBufferNames[kBuffers];
 
-enum Flags : uint32_t { kHasAllow = 1, kHasKvLens = 2, kHasBias = 4, kWantLse = 8, kBackward = 16 };
+// The PROB flags: each the protocol_flag of its feature's row (features.hpp).
+enum Flags : uint32_t {
+  kHasAllow = protocol_flag(ATTNCHECK_CAP_ALLOW),
+  kHasKvLens = protocol_flag(ATTNCHECK_CAP_KV_LENS),
+  kHasBias = protocol_flag(ATTNCHECK_CAP_BIAS),
+  kWantLse = protocol_flag(ATTNCHECK_CAP_LSE),
+  kBackward = protocol_flag(ATTNCHECK_CAP_BACKWARD)
+};
 
 // A PROB's first 64 bytes: the problem's fields as ABI v2 gives them.
 struct ProblemHeader {

@@ -1,0 +1,80 @@
+// attncheck features: the feature table (contract/include/attncheck/features.hpp) as a person reads
+// it, or as the Python client's module (--python), which python/attncheck/_features.py must equal.
+#include <bit>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "attncheck/abi.hpp"
+#include "attncheck/cases.hpp"
+#include "attncheck/commands.hpp"
+#include "attncheck/features.hpp"
+#include "attncheck/flags.hpp"
+
+namespace attncheck {
+namespace {
+
+// A Python dict literal of `pairs` (keys and values already written as Python).
+std::string dict(const std::vector<std::pair<std::string, std::string>>& pairs) {
+  std::string text = "{";
+  for (const auto& [key, value] : pairs) text += (text.size() > 1 ? ", " : "") + key + ": " + value;
+  return text + "}";
+}
+std::string quoted(const std::string& word) { return "\"" + word + "\""; }
+
+std::string python_module() {
+  std::vector<std::pair<std::string, std::string>> bits, names, flags, dtypes, storage, lse_storage, causal;
+  for (const Feature& f : features()) {
+    bits.push_back({quoted(f.word), std::to_string(f.capability)});
+    names.push_back({quoted(f.word), quoted(f.name)});
+    if (f.protocol_flag) flags.push_back({quoted(f.word), std::to_string(f.protocol_flag)});
+  }
+  for (const Feature& f : features())
+    if (f.capability & kFormatCapabilities) {
+      const Format format = Format(std::countr_zero(f.capability));
+      dtypes.push_back({std::to_string(int(format)), quoted(f.word)});
+      visit_format(format, [&](auto zero) {
+        using P = Precision<decltype(zero)>;
+        storage.push_back({quoted(f.word), quoted(P::numpy)});
+        // The log-sum-exp is float for every format but f64 (plugin.h).
+        lse_storage.push_back({quoted(f.word), quoted(format == Format::f64 ? P::numpy : Precision<float>::numpy)});
+      });
+    }
+  for (Causal c : {Causal::none, Causal::upper_left, Causal::lower_right})
+    causal.push_back({std::to_string(int(c)), quoted(causal_name(c))});
+  return "\"\"\"The feature table of contract/include/attncheck/features.hpp, for the Python client.\n\n"
+         "Written by `attncheck features --python`; ctest (python.FeatureTableIsTheContracts) checks that\n"
+         "it is what that prints. Do not edit it by hand.\n\"\"\"\n\n"
+         "# ABI v2's capability bits, by the name a served function claims them with.\n"
+         "CAPABILITIES = " + dict(bits) + "\n"
+         "# What reports call each.\n"
+         "NAMES = " + dict(names) + "\n"
+         "# The PROB header's flag bits.\n"
+         "FLAGS = " + dict(flags) + "\n"
+         "# ABI v2's dtype codes, each format's storage in the protocol's bytes, and its log-sum-exp's.\n"
+         "DTYPES = " + dict(dtypes) + "\n"
+         "STORAGE = " + dict(storage) + "\n"
+         "LSE_STORAGE = " + dict(lse_storage) + "\n"
+         "# The causal modes' codes.\n"
+         "CAUSAL = " + dict(causal) + "\n";
+}
+
+int features_table(const FlagValues& o) {
+  if (o.text("python") == "yes") {
+    std::fputs(python_module().c_str(), stdout);
+    return 0;
+  }
+  std::printf("%-6s %-24s %-9s %s\n", "bit", "C name", "word", "name");
+  for (const Feature& f : features()) std::printf("0x%04x %-24s %-9s %s\n", f.capability, f.c_name, f.word, f.name);
+  return 0;
+}
+
+}  // namespace
+
+int features_command(const std::vector<std::string>& args) {
+  return Flags("features")
+      .choice("python", {"yes", "no"}, "print the Python client's module of the table (python/attncheck/_features.py)", "no")
+      .run(args, features_table);
+}
+
+}  // namespace attncheck

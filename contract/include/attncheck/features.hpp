@@ -1,0 +1,134 @@
+// The features a kernel may claim, one row each: the four formats and every mask, option and
+// output beyond plain attention. Each row holds the capability bit (plugin.h) and every name the
+// feature goes by, and says whether a call uses it; the reports' "checked / not claimed" lines, the
+// harness's refusal of an unclaimed feature (require_claimed), the protocol's flag bits, a shrunk
+// case's description and the Python client's tables (python/attncheck/_features.py, written by
+// `attncheck features --python` and checked against it in ctest) all come from here.
+//
+// Adding a feature: a row here (a capability bit in plugin.h, a predicate below), its field in
+// Problem, Case and attncheck_problem_v2, and where it is drawn (cases.cpp), honoured (impl/,
+// oracles/) and carried (abi.cpp, the case text, the PROB header or a buffer). docs/contract.md,
+// "Adding a feature", keeps that list.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+
+#include "attncheck/contract.hpp"
+#include "attncheck/plugin.h"
+#include "attncheck/precision.hpp"
+
+namespace attncheck {
+
+// The capability bit that claims a format: ATTNCHECK_CAP_F32 .. ATTNCHECK_CAP_BF16.
+constexpr uint32_t capability_of(Format format) { return 1u << uint32_t(format); }
+static_assert(ATTNCHECK_CAP_F32 == 1u << ATTNCHECK_F32 && ATTNCHECK_CAP_F64 == 1u << ATTNCHECK_F64 &&
+              ATTNCHECK_CAP_F16 == 1u << ATTNCHECK_F16 && ATTNCHECK_CAP_BF16 == 1u << ATTNCHECK_BF16);
+
+// The four format bits.
+inline constexpr uint32_t kFormatCapabilities = ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16;
+
+// What one kernel call carries, as the feature table reads it: the problem's format, shape, masks
+// and options, whether the log-sum-exp is asked, and whether it is the backward (whose lse is an
+// input, not asked).
+struct CallView {
+  Format format = Format::f32;
+  Shape shape;
+  Masks masks;
+  bool bias = false;
+  double softcap = 0;
+  bool lse = false;
+  bool backward = false;
+};
+
+template <class T>
+CallView call_view(const Problem<T>& problem, bool lse, bool backward) {
+  return {problem.format, problem.shape, problem.masks, problem.bias != nullptr, problem.softcap, lse && !backward, backward};
+}
+CallView call_view(const attncheck_problem_v2& problem, bool backward);
+
+struct Feature {
+  uint32_t capability;     // its ATTNCHECK_CAP_* bit
+  const char* c_name;      // "ATTNCHECK_CAP_KV_LENS"
+  const char* word;        // the Python client's capability name and the JSON report's: "kv_lens"
+  const char* name;        // what reports and a case's description call it: "key lengths"
+  const char* text;        // the case text's line (or word of the options line) that carries it; "" for none
+  uint32_t protocol_flag;  // the PROB header's flag bit saying it is there; 0 when a field says it
+  bool (*used)(const CallView&);
+};
+
+namespace detail {
+
+// A format's row, from its trait (Precision<F>): a new format adds no row here.
+template <class F>
+constexpr Feature format_row() {
+  using P = Precision<F>;
+  return {capability_of(P::format), P::capability_name, P::short_name, P::short_name, P::name, 0,
+          [](const CallView& c) { return c.format == P::format; }};
+}
+
+}  // namespace detail
+
+// The table itself (constexpr, so that the protocol's flag bits are read off it at compile time).
+inline constexpr Feature kFeatures[] = {
+    detail::format_row<float>(),
+    detail::format_row<double>(),
+    detail::format_row<Half>(),
+    detail::format_row<BFloat16>(),
+    {ATTNCHECK_CAP_ALLOW, "ATTNCHECK_CAP_ALLOW", "allow", "allow mask", "allow", 1,
+     [](const CallView& c) { return c.masks.allow != nullptr; }},
+    {ATTNCHECK_CAP_CAUSAL, "ATTNCHECK_CAP_CAUSAL", "causal", "causal", "causal", 0,
+     [](const CallView& c) { return c.masks.causal != Causal::none; }},
+    {ATTNCHECK_CAP_KV_LENS, "ATTNCHECK_CAP_KV_LENS", "kv_lens", "key lengths", "key-lengths", 2,
+     [](const CallView& c) { return c.masks.key_lengths != nullptr; }},
+    {ATTNCHECK_CAP_GQA, "ATTNCHECK_CAP_GQA", "gqa", "grouped KV heads", "H_kv", 0,
+     [](const CallView& c) { return c.shape.kv_heads() != c.shape.H; }},
+    {ATTNCHECK_CAP_WINDOW, "ATTNCHECK_CAP_WINDOW", "window", "window", "window", 0,
+     [](const CallView& c) { return c.masks.window_left >= 0 || c.masks.window_right >= 0; }},
+    {ATTNCHECK_CAP_SOFTCAP, "ATTNCHECK_CAP_SOFTCAP", "softcap", "soft-cap", "softcap", 0,
+     [](const CallView& c) { return c.softcap != 0; }},
+    {ATTNCHECK_CAP_BIAS, "ATTNCHECK_CAP_BIAS", "bias", "bias", "bias", 4, [](const CallView& c) { return c.bias; }},
+    {ATTNCHECK_CAP_LSE, "ATTNCHECK_CAP_LSE", "lse", "lse", "", 8, [](const CallView& c) { return c.lse; }},
+    {ATTNCHECK_CAP_BACKWARD, "ATTNCHECK_CAP_BACKWARD", "backward", "backward", "", 16,
+     [](const CallView& c) { return c.backward; }},
+};
+
+// Every feature, formats first (f32, f64, f16, bf16: ABI v2's dtype order), then by capability bit.
+inline std::span<const Feature> features() { return kFeatures; }
+
+// The PROB flag bit of a feature (0: none), at compile time.
+constexpr uint32_t protocol_flag(uint32_t capability) {
+  for (const Feature& f : kFeatures)
+    if (f.capability == capability) return f.protocol_flag;
+  return 0;
+}
+
+// The row of a capability bit; throws std::logic_error for a bit no row has.
+const Feature& feature(uint32_t capability);
+
+// Every bit a row defines.
+uint32_t all_capabilities();
+
+// The names of the features among `bits`, in table order, joined by ", " ("none" for none).
+std::string feature_names(uint32_t bits);
+
+// The features `call` uses, as capability bits.
+uint32_t features_used(const CallView& call);
+
+// A call that uses a feature the kernel does not claim: the harness's fault, never the kernel's
+// (a kernel is never sent what it does not claim). what() names the features and their bits.
+struct UnclaimedFeature : std::logic_error {
+  using std::logic_error::logic_error;
+};
+
+// The one line that reports it: "harness error: Property.X sent a problem using ...: a bug of
+// attncheck's, not of the kernel".
+std::string harness_error(const std::string& property, const UnclaimedFeature& unclaimed);
+
+// The one choke point every kernel call passes (in process, through the plugin host, through a
+// command): throws UnclaimedFeature when `call` uses a feature `capabilities` do not claim.
+void require_claimed(const CallView& call, uint32_t capabilities);
+
+}  // namespace attncheck

@@ -1,0 +1,89 @@
+// The feature table: every row's predicate sees its own use and no other row's, and the choke point
+// refuses exactly the features not claimed, naming them.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <set>
+#include <string>
+
+#include "attncheck/abi.hpp"
+#include "attncheck/features.hpp"
+
+namespace attncheck {
+namespace {
+
+// A plain call (f32, no mask, no option) changed to use the feature of `capability` alone.
+CallView using_only(uint32_t capability) {
+  static const uint8_t allow[1] = {1};
+  static const int32_t lengths[1] = {1};
+  CallView call;
+  call.shape = {1, 2, 1, 1, 1, 1};
+  if (capability & kFormatCapabilities) call.format = Format(std::countr_zero(capability));
+  switch (capability) {
+    case ATTNCHECK_CAP_ALLOW: call.masks.allow = allow; break;
+    case ATTNCHECK_CAP_CAUSAL: call.masks.causal = Causal::lower_right; break;
+    case ATTNCHECK_CAP_KV_LENS: call.masks.key_lengths = lengths; break;
+    case ATTNCHECK_CAP_GQA: call.shape.H_kv = 1; break;
+    case ATTNCHECK_CAP_WINDOW: call.masks.window_right = 0; break;
+    case ATTNCHECK_CAP_SOFTCAP: call.softcap = 30; break;
+    case ATTNCHECK_CAP_BIAS: call.bias = true; break;
+    case ATTNCHECK_CAP_LSE: call.lse = true; break;
+    case ATTNCHECK_CAP_BACKWARD: call.backward = true; break;
+    default: break;
+  }
+  return call;
+}
+
+TEST(Features, EachRowSeesItsOwnUseAlone) {
+  for (const Feature& f : features()) {
+    const uint32_t base = f.capability & kFormatCapabilities ? 0u : uint32_t(ATTNCHECK_CAP_F32);
+    EXPECT_EQ(features_used(using_only(f.capability)), f.capability | base) << f.name;
+  }
+}
+
+TEST(Features, BitsNamesAndFlagsAreEachUsedOnce) {
+  std::set<uint32_t> bits, flags;
+  std::set<std::string> words, names;
+  for (const Feature& f : features()) {
+    EXPECT_TRUE(bits.insert(f.capability).second) << f.name;
+    EXPECT_TRUE(words.insert(f.word).second) << f.word;
+    EXPECT_TRUE(names.insert(f.name).second) << f.name;
+    EXPECT_TRUE(f.protocol_flag == 0 || flags.insert(f.protocol_flag).second) << f.name;
+    EXPECT_EQ(std::string(f.c_name).rfind("ATTNCHECK_CAP_", 0), 0u) << f.c_name;
+  }
+  EXPECT_EQ(all_capabilities(), (uint32_t(ATTNCHECK_CAP_BACKWARD) << 1) - 1);  // every bit plugin.h defines
+}
+
+TEST(Features, TheChokePointRefusesWhatIsNotClaimedAndNamesIt) {
+  for (const Feature& f : features()) {
+    const CallView call = using_only(f.capability);
+    EXPECT_NO_THROW(require_claimed(call, all_capabilities())) << f.name;
+    try {
+      require_claimed(call, all_capabilities() & ~f.capability);
+      ADD_FAILURE() << f.name << " was let through unclaimed";
+    } catch (const UnclaimedFeature& e) {
+      EXPECT_NE(std::string(e.what()).find(f.c_name), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(f.name), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Features, TheAbiViewReadsWhatTheProblemCarries) {
+  float x[2] = {0, 0}, lse[2];
+  const int32_t lengths[1] = {1};
+  attncheck_problem_v2 p{};
+  p.dtype = ATTNCHECK_BF16;
+  p.batch = 1, p.heads = 2, p.kv_heads = 1, p.q_len = 1, p.kv_len = 1, p.d_k = 1, p.d_v = 1;
+  p.q = p.k = p.v = x;
+  p.kv_lens = lengths;
+  p.window_left = 3, p.window_right = -1;
+  p.lse = lse;
+  EXPECT_EQ(features_used(call_view(p, false)),
+            uint32_t(ATTNCHECK_CAP_BF16 | ATTNCHECK_CAP_KV_LENS | ATTNCHECK_CAP_GQA | ATTNCHECK_CAP_WINDOW | ATTNCHECK_CAP_LSE));
+  // In a backward the lse is the forward's, an input: not asked.
+  EXPECT_EQ(features_used(call_view(p, true)),
+            uint32_t(ATTNCHECK_CAP_BF16 | ATTNCHECK_CAP_KV_LENS | ATTNCHECK_CAP_GQA | ATTNCHECK_CAP_WINDOW | ATTNCHECK_CAP_BACKWARD));
+}
+
+}  // namespace
+}  // namespace attncheck
