@@ -1,9 +1,10 @@
 // fuzz_attention checks the kernel under test ($ATTNCHECK_IMPL=plugin.so, else the built-in
 // implementation) on cases draw_case decodes from the input: B and H up to 2, Tq, Tk, dk and dv up
 // to 8, Tq != Tk, every value mix (ties, normal, wide logits past +-88 and +-1e4, tiny and
-// subnormal, arbitrary bits), allow masks of every density with emptied rows, key padding, both
-// causal alignments, and, where the kernel takes them, a bias with -inf and finite sentinels and
-// both empty-row policies; float, and double when the kernel has it. Two claims: the output agrees
+// subnormal, arbitrary bits), and every feature the kernel claims (feature table): allow masks of
+// every density with emptied rows, key lengths, both causal alignments, grouped KV heads, windows,
+// soft-caps, a bias with -inf and finite sentinels, every format it claims; both empty-row
+// policies for the built-in implementation. Two claims: the output agrees
 // with the oracle within its bound; and poisoning the keys and values one query may not see (NaN,
 // +-inf, +-1e30) leaves that query's outputs unchanged in every head where it has a permitted key
 // (compare.hpp's rule: any NaN equals any NaN, bits otherwise).
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "attncheck/compare.hpp"
+#include "attncheck/features.hpp"
 #include "attncheck/kernel.hpp"
 #include "attncheck/oracle.hpp"
 #include "fuzz_input.hpp"
@@ -21,15 +23,13 @@
 namespace attncheck::fuzz {
 namespace {
 
-// Why plugin ABI v1 cannot carry case c to this kernel, or "".
+// Why this kernel cannot take case c, or "": a feature it does not claim (the feature table's
+// rule, as require_claimed's), or the NaN empty-row policy, which only the built-in one follows.
 template <class T>
 std::string cannot_take(const Kernel& kernel, const Case<T>& c) {
-  if (kernel.full_contract) return "";
-  if (std::is_same_v<T, double> && !kernel.plugin.has_f64()) return "it has no float64 entry point";
-  if (!c.bias.empty()) return "plugin ABI v1 has no bias";
-  if (c.empty_rows != EmptyRows::zero) return "plugin ABI v1 has only the zero empty-row policy";
-  if (c.shape.kv_heads() != c.shape.H) return "plugin ABI v1 has no grouped KV heads";
-  return "";
+  if (c.empty_rows != EmptyRows::zero && !kernel.full_contract) return "a plugin has only the zero empty-row policy";
+  const uint32_t unclaimed = features_used(call_view(c.problem(), false, false)) & ~kernel.claimed();
+  return unclaimed ? "it does not claim " + feature_names(unclaimed) : "";
 }
 
 template <class T>
