@@ -279,6 +279,16 @@ Finding shrink(IsolatedKernel& kernel, const CampaignOptions& options, const Pro
   return best;
 }
 
+// The case of the kernel call `finding` is about (Finding::failed_call): its run once more, every
+// call kept.
+std::string failed_call(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property,
+                        const Finding& finding) {
+  std::vector<KernelCall> calls;
+  run_once(kernel, options, property, 0, nullptr, false, ~0u, &finding, false, &calls);
+  if (calls.empty()) return "";
+  return calls[std::min(first_wrong_call(calls).index, calls.size() - 1)].case_text;
+}
+
 uint64_t mix(uint64_t x) {  // splitmix64's finalizer: distinct seeds per (campaign seed, property, round)
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -349,6 +359,7 @@ CampaignResult run_campaign(const CampaignOptions& options) {
         const Clock::time_point shrink_start = Clock::now();
         result.finding = shrink(kernel, options, property, run.finding, run.kind, run.worst_ratio);
         result.shrink_seconds = since(shrink_start);
+        if (run.kind != Outcome::hung) result.finding.failed_call = failed_call(kernel, options, property, result.finding);
         result.fp_mode = kernel.fp_mode_finding();
         return result;
       }
@@ -380,6 +391,7 @@ CampaignResult replay(const CampaignOptions& options, const Finding& recorded, s
   result.per_property[recorded.property] = 1;
   result.found = run.failed;
   result.finding = run.finding;
+  if (run.failed && run.kind != Outcome::hung) result.finding.failed_call = failed_call(kernel, both, property, run.finding);
   result.worst_ratio = run.worst_ratio;
   result.seconds = since(start);
   result.fp_mode = kernel.fp_mode_finding();
@@ -413,6 +425,8 @@ void write_replay(const std::string& path, const CampaignOptions& options, const
        << finding.case_text << "choices";
   for (uint64_t choice : finding.kept_choices) file << ' ' << choice;
   file << '\n';
+  std::istringstream failed(finding.failed_call);
+  for (std::string line; std::getline(failed, line);) file << "failed-call " << line << '\n';
   if (!file) throw std::runtime_error(path + ": cannot write the replay file");
 }
 
@@ -457,6 +471,7 @@ Finding read_replay(const std::string& path, CampaignOptions& options, bool keep
         throw std::runtime_error(path + ": " + e.what());
       }
     }
+    if (key == "failed-call") finding.failed_call += value + "\n";  // checked below, kept for reports
     if (key == "choices") {
       std::istringstream numbers(value);
       std::vector<uint64_t>& into = finding.kept ? finding.kept_choices : finding.choices;
@@ -465,6 +480,11 @@ Finding read_replay(const std::string& path, CampaignOptions& options, bool keep
     }
   }
   property_named(finding.property);  // a clear error for an unknown property
+  if (!finding.failed_call.empty()) try {
+      visit_case_text(finding.failed_call, [](const auto&) { return 0; });
+    } catch (const std::exception& e) {
+      throw std::runtime_error(path + ": its failed-call lines: " + e.what());
+    }
   return finding;
 }
 

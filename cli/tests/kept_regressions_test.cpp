@@ -7,9 +7,13 @@
 // format-2 twin's case over the generator it was made with, and another case over the reordered one.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <sstream>
 
 #include "attncheck/campaign.hpp"
+#include "attncheck/case_text.hpp"
 
 namespace attncheck {
 namespace {
@@ -59,6 +63,32 @@ TEST(KeptRegressions, ReplayTheIdenticalCaseStillFailingOnTheirKernel) {
     EXPECT_EQ(on_builtin.finding.case_text, finding.case_text) << file;
   }
   EXPECT_GE(replayed, 4);
+}
+
+// A property that changes its case before the call it judges (forbidden keys poisoned) keeps the
+// problem the kernel failed on beside the drawn case, and the replay file carries it: what the
+// Python client pastes as NumPy arrays.
+TEST(KeptRegressions, AFindingKeepsTheProblemTheKernelFailedOn) {
+  const fs::path file = fs::path(REGRESSIONS_DIR) / "mutant_multiply_forbidden_values.replay";
+  const CampaignResult on_kernel = replay_file(file);
+  ASSERT_TRUE(on_kernel.found);
+  const Finding& finding = on_kernel.finding;
+  ASSERT_EQ(finding.property, "ForbiddenKeysAndValuesCannotChangeValidOutputs");
+  const auto finite = [](const std::string& text) {
+    std::istringstream in(text);
+    std::string first;
+    std::getline(in, first);
+    const Case<float> c = case_from_text<float>(first, in);
+    return std::all_of(c.v.begin(), c.v.end(), [](float x) { return std::isfinite(x); }) &&
+           std::all_of(c.k.begin(), c.k.end(), [](float x) { return std::isfinite(x); });
+  };
+  EXPECT_TRUE(finite(finding.case_text)) << finding.case_text;
+  EXPECT_FALSE(finite(finding.failed_call)) << "the failed call is not the poisoned one:\n" << finding.failed_call;
+  const fs::path written = fs::temp_directory_path() / "attncheck_failed_call.replay";
+  CampaignOptions options;
+  write_replay(written.string(), options, finding);
+  EXPECT_EQ(read_replay(written.string(), options, false, false).failed_call, finding.failed_call);
+  fs::remove(written);
 }
 
 TEST(KeptRegressions, AFormat1FileMeansWhatTheGeneratorMakesOfIt) {

@@ -9,12 +9,17 @@ _FORMATS = {"float32": ("f32", "<u4"), "float64": ("f64", "<u8"), "float16": ("f
 
 
 def problem_from_replay(path):
-    """The case a replay file keeps (`attncheck-replay 2`), as the Problem the function was given,
-    and the property it broke."""
+    """The problem a replay file (`attncheck-replay 2`) says the function failed on, as the Problem
+    it was given: its `failed-call` lines when it has them (a property may have changed the drawn
+    case: an emptied row, poisoned keys), else its case; and the property it broke."""
     lines = open(path).read().splitlines()
     if not lines or lines[0] != "attncheck-replay 2":
         raise ValueError(f"{path}: not a replay file of format 2 (its first line is not 'attncheck-replay 2')")
-    fields = dict(line.split(" ", 1) if " " in line else (line, "") for line in lines[1:])
+    split = lambda line: line.split(" ", 1) if " " in line else (line, "")
+    fields = dict(split(line) for line in lines[1:])
+    failed = [line[len("failed-call "):] for line in lines[1:] if line.startswith("failed-call ")]
+    if failed:
+        fields = dict(split(line) for line in failed) | {"property": fields.get("property", "")}
     if "case" not in fields:
         raise ValueError(f"{path}: the property draws no case, so there are no tensors to show")
     dtype, bits = _FORMATS[fields["case"].split()[0]]

@@ -115,6 +115,19 @@ def test_a_kept_regression_reads_back_bit_for_bit():
     assert np.array_equal(scope["mask"], p.mask())
 
 
+def test_the_problem_the_kernel_failed_on_is_what_a_replay_pastes(tmp_path):
+    kept = (ROOT / "corpus/regressions/check/mutant_softmax_bf16_in_bf16.replay").read_text()
+    drawn, _ = problem_from_replay(ROOT / "corpus/regressions/check/mutant_softmax_bf16_in_bf16.replay")
+    case = kept[kept.index("case "):kept.index("end\n") + 4].splitlines()
+    poisoned = [" ".join(["v", "7f80"] + line.split()[2:]) if line.startswith("v ") else line for line in case]
+    path = tmp_path / "poisoned.replay"
+    path.write_text(kept + "".join(f"failed-call {line}\n" for line in poisoned))
+    p, prop = problem_from_replay(path)
+    assert prop  # the property, still read from the file
+    assert np.isinf(p.v.reshape(-1)[0]) and not np.isinf(drawn.v.reshape(-1)[0])
+    assert np.array_equal(p.v.reshape(-1)[1:], drawn.v.reshape(-1)[1:]) and np.array_equal(p.q, drawn.q)
+
+
 def test_unknown_capabilities_are_named():
     with pytest.raises(ValueError, match="unknown capability 'flash'; the names are f32, f64"):
         wire.capability_bits({"f32", "flash"})

@@ -56,6 +56,11 @@ struct Finding {
   // A property that draws no case (a fixed one): the last case it ran the kernel on, its own, as
   // text, for reports (the mutants table, the HTML heatmaps); replay never reads it.
   std::string last_call_case;
+  // The problem the kernel failed on, as text: the call first_wrong_call picks on the finding's run
+  // (the last call when a relation between calls broke), which may differ from the drawn case (an
+  // emptied row, poisoned keys). The replay file keeps it (`failed-call` lines) for what pastes the
+  // counterexample (the Python client's NumPy arrays); replay never reads it. Empty for a hang.
+  std::string failed_call;
 };
 
 // What a finding's heading says of its case: "shrunk", or "its own fixed case" when the property
