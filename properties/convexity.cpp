@@ -17,7 +17,7 @@ ATTNCHECK_PROPERTY(OutputsLieBetweenPermittedValues, .order = 90, .catches = "on
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.H; ++h)
       for (int64_t i = 0; i < s.Tq; ++i) {
-        if (!ref.out.row_is_exact((b * s.H + h) * s.Tq + i)) continue;  // a large case's unsampled row
+        if (!ref.out.row_is_exact(s.lse_at(b, h, i))) continue;  // a large case's unsampled row
         const std::vector<int64_t> keys = exact_row(c.problem(), b, h, i).keys;  // those that carry weight
         for (int64_t col = 0; col < s.dv; ++col) {
           const size_t n = size_t(s.out_at(b, h, i) + col);
@@ -49,10 +49,10 @@ ATTNCHECK_PROPERTY(SelectionAndAveragePooling, .order = 100, .catches = "naive_s
   const bool select = check.coin();
   std::fill(c.q.begin(), c.q.end(), 0.0f);
   if (select) {
-    for (int64_t i = 0; i < s.Tq; ++i) c.q[size_t(i * s.dk)] = 1;
+    for (int64_t i = 0; i < s.Tq; ++i) c.q[size_t(s.q_at(0, 0, i))] = 1;
     std::fill(c.k.begin(), c.k.end(), 0.0f);
     c.scale = 1;
-    c.k[size_t(chosen * s.dk)] = 200;  // exp(-200) of the others' weight: below float's smallest subnormal
+    c.k[size_t(s.k_at(0, 0, chosen))] = 200;  // exp(-200) of the others' weight: below float's smallest subnormal
   }
   check.classify(select, "selection");
   const std::vector<float> out = check.run(c);
@@ -60,9 +60,9 @@ ATTNCHECK_PROPERTY(SelectionAndAveragePooling, .order = 100, .catches = "naive_s
   for (int64_t i = 0; i < s.Tq; ++i)
     for (int64_t col = 0; col < s.dv; ++col) {
       double expected = 0;
-      for (int64_t j = 0; j < s.Tk; ++j) expected += c.v[size_t(j * s.dv + col)];
-      expected = select ? double(c.v[size_t(chosen * s.dv + col)]) : expected / double(s.Tk);
-      const size_t n = size_t(i * s.dv + col);
+      for (int64_t j = 0; j < s.Tk; ++j) expected += c.v[size_t(s.v_at(0, 0, j) + col)];
+      expected = select ? double(c.v[size_t(s.v_at(0, 0, chosen) + col)]) : expected / double(s.Tk);
+      const size_t n = size_t(s.out_at(0, 0, i) + col);
       if (!std::isfinite(ref.out.bound[n]) || !std::isfinite(ref.out.exact[n]) || !std::isfinite(expected)) continue;
       // Within the bound of the exact value, which is the mean, or the chosen value up to exp(-200)
       // of the others: |exact - expected| is that, and the double rounding of the mean.

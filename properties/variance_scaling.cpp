@@ -40,15 +40,17 @@ Case<float> score_probe(int64_t d, uint64_t seed) {
 // T/N: (1/N) sum_i d s_i^2 / |k_i|^2 with s_i read off the outputs, or (q.k_i)^2/|k_i|^2 unscaled
 // from the inputs alone. c: the probe; out [1,N,1,2] or empty.
 double statistic(const Case<float>& c, const std::vector<float>& out) {
-  const int64_t d = c.shape.dk;
+  const Shape& shape = c.shape;
+  const int64_t d = shape.dk;
   double total = 0;
   for (int64_t h = 0; h < kN; ++h) {
     double qk = 0, k_norm2 = 0;
     for (int64_t k = 0; k < d; ++k) {
-      qk += double(c.q[size_t(h * d + k)]) * c.k[size_t(h * 2 * d + k)];
-      k_norm2 += double(c.k[size_t(h * 2 * d + k)]) * c.k[size_t(h * 2 * d + k)];
+      qk += double(c.q[size_t(shape.q_at(0, h, 0) + k)]) * c.k[size_t(shape.k_at(0, h, 0) + k)];
+      k_norm2 += double(c.k[size_t(shape.k_at(0, h, 0) + k)]) * c.k[size_t(shape.k_at(0, h, 0) + k)];
     }
-    const double s = out.empty() ? qk : std::log(double(out[size_t(2 * h)]) / double(out[size_t(2 * h + 1)]));
+    const size_t row = size_t(shape.out_at(0, h, 0));
+    const double s = out.empty() ? qk : std::log(double(out[row]) / double(out[row + 1]));
     total += (out.empty() ? 1.0 : double(d)) * s * s / k_norm2;
   }
   return total / double(kN);
@@ -91,7 +93,8 @@ ATTNCHECK_PROPERTY(ScaleReadOffTwoKeys, .order = 177, .catches = "model_width_sc
   }
   const std::vector<float> out = check.run(c);
   for (int64_t h = 0; h < kHeads; ++h) {
-    const double read = std::log(double(out[size_t(2 * h)]) / out[size_t(2 * h + 1)]);
+    const size_t row = size_t(c.shape.out_at(0, h, 0));
+    const double read = std::log(double(out[row]) / out[row + 1]);
     ATTNCHECK_REQUIRE(check, std::fabs(read - 0.5) <= 1e-5,
                       "head " + std::to_string(h) + ": log(out_1/out_2) = " + show(read) +
                           ", not the scale 1/sqrt(dk) = 1/sqrt(4) = 0.5 (0.354 would be 1/sqrt(H dk), 0.25 1/dk)\n" +

@@ -258,9 +258,12 @@ int repro(const FlagValues& flags) {
 
 }  // namespace
 
-int repro_command(const std::vector<std::string>& args) {
+int repro_command(const std::vector<std::string>& given) {
+  // `attncheck repro FILE.replay`: a first word that is no flag is the replay file.
+  std::vector<std::string> args = given;
+  if (!args.empty() && args[0].rfind("-", 0) != 0) args.insert(args.begin(), "--replay");
   return Flags("repro")
-      .text("replay", "FILE", "the replay file of a finding (attncheck check --counterexample)")
+      .text("replay", "FILE", "the replay file of a finding (attncheck check --counterexample); also the first word, as FILE alone")
       .required()
       .text("out", "FILE", "where the test goes (default: standard output)", "")
       .run(args, repro);

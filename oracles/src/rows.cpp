@@ -19,12 +19,12 @@ std::vector<uint8_t> sample_rows(const Problem<T>& p, int64_t extra) {
     for (int64_t i = 0; i < s.Tq; ++i)
       for (int64_t j = 0; j < s.Tk; ++j)
         if (permits(p.masks, s, b, i, j)) {
-          ++count[size_t(b * s.Tq + i)];
-          last[size_t(b * s.Tq + i)] = j;
+          ++count[size_t(s.query_row(b, i))];
+          last[size_t(s.query_row(b, i))] = j;
         }
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.H; ++h)
-      for (int64_t i : {int64_t(0), s.Tq - 1}) rows[size_t((b * s.H + h) * s.Tq + i)] = 1;
+      for (int64_t i : {int64_t(0), s.Tq - 1}) rows[size_t(s.lse_at(b, h, i))] = 1;
 
   // Candidate queries (b, i), best first; candidate number n goes to head n mod H.
   std::vector<int64_t> candidates;  // b Tq + i
@@ -34,13 +34,13 @@ std::vector<uint8_t> sample_rows(const Problem<T>& p, int64_t extra) {
       for (int64_t b = 0; b < s.B; ++b)
         for (int64_t edge : {t - 1, t, t + 1}) {
           for (int64_t i = 0; i < s.Tq; ++i) {  // the first query whose keys number or end there
-            const int64_t at = b * s.Tq + i;
+            const int64_t at = s.query_row(b, i);
             if (count[size_t(at)] == edge || last[size_t(at)] + 1 == edge) {
               candidates.push_back(at);
               break;
             }
           }
-          if (edge < s.Tq && edge >= 0) candidates.push_back(b * s.Tq + edge);  // a query-tile edge
+          if (edge < s.Tq && edge >= 0) candidates.push_back(s.query_row(b, edge));  // a query-tile edge
         }
     }
   };
@@ -48,7 +48,7 @@ std::vector<uint8_t> sample_rows(const Problem<T>& p, int64_t extra) {
   edges(false);
   for (int64_t b = 0; b < s.B; ++b)  // both sides of a jump in the permitted keys
     for (int64_t i = 1; i < s.Tq; ++i) {
-      const int64_t at = b * s.Tq + i;
+      const int64_t at = s.query_row(b, i);
       const int64_t grew = count[size_t(at)] - count[size_t(at - 1)], moved = last[size_t(at)] - last[size_t(at - 1)];
       if (grew < 0 || grew > 1 || moved < 0 || moved > 1) {
         candidates.push_back(at - 1);
@@ -62,7 +62,7 @@ std::vector<uint8_t> sample_rows(const Problem<T>& p, int64_t extra) {
   int64_t taken = 0;
   for (size_t n = 0; n < candidates.size() && taken < extra; ++n) {
     const int64_t b = candidates[n] / s.Tq, i = candidates[n] % s.Tq, h = int64_t(n) % s.H;
-    uint8_t& row = rows[size_t((b * s.H + h) * s.Tq + i)];
+    uint8_t& row = rows[size_t(s.lse_at(b, h, i))];
     taken += row == 0;
     row = 1;
   }
@@ -99,7 +99,7 @@ std::vector<uint8_t> screen(const Problem<T>& p, const T* computed, const T* pla
           }
       }
       for (int64_t i = 0; i < s.Tq; ++i) {
-        const int64_t row = (b * s.H + h) * s.Tq + i;
+        const int64_t row = s.lse_at(b, h, i);
         if (out.exact_rows[size_t(row)]) continue;
         const T* x = computed + s.out_at(b, h, i);
         const T* y = plain + s.out_at(b, h, i);

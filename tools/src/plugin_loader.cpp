@@ -1,6 +1,7 @@
 #include "attncheck/plugin_loader.hpp"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <stdexcept>
 
@@ -10,8 +11,11 @@ Plugin load_plugin(const std::string& which) {
   if (which == "builtin")
     return {"builtin", 2, attncheck_capabilities(), nullptr, nullptr, &attncheck_forward_v2, &attncheck_backward_v2};
 
+  // A path that names an existing file is that file: dlopen would search the library path for a
+  // name without a slash ("my.so"), and miss the one right here.
+  const std::string path = which.find('/') == std::string::npos && access(which.c_str(), F_OK) == 0 ? "./" + which : which;
   // The handle is never closed: a plugin's code must stay mapped for the whole run.
-  void* handle = dlopen(which.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) throw std::runtime_error("cannot load plugin: " + std::string(dlerror()));
   auto version = reinterpret_cast<int32_t (*)()>(dlsym(handle, "attncheck_abi_version"));
   if (!version) throw std::runtime_error(which + ": no attncheck_abi_version symbol (is it an attncheck plugin?)");

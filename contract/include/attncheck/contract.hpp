@@ -30,6 +30,8 @@ struct Shape {
   int64_t scores_at(int64_t b, int64_t h, int64_t i) const { return ((b * H + h) * Tq + i) * Tk; }
   int64_t lse_at(int64_t b, int64_t h, int64_t i) const { return (b * H + h) * Tq + i; }
   int64_t allow_at(int64_t b, int64_t i) const { return (b * Tq + i) * Tk; }
+  // The index of query i of batch b among the B * Tq (batch, query) rows: allow's rows, one per query.
+  int64_t query_row(int64_t b, int64_t i) const { return b * Tq + i; }
 
   int64_t q_size() const { return B * H * Tq * dk; }
   int64_t k_size() const { return B * kv_heads() * Tk * dk; }

@@ -31,8 +31,11 @@ int32_t attncheck_forward_f64(const attncheck_problem *p);  /* optional */
 /* ---- ABI v2: formats, grouped KV heads, windows, soft-caps, bias, key lengths, the log-sum-exp.
  * A v2 plugin returns 2 from attncheck_abi_version and exports attncheck_capabilities and
  * attncheck_forward_v2 (the v1 entry points are then not read). A key is permitted when every mask
- * permits it (allow, kv_lens, causal, window, a bias that is not -inf). A row with no permitted key
- * gets out 0 and lse -inf; a row with a NaN or +inf permitted score gets out NaN and lse NaN. */
+ * permits it (allow, kv_lens, causal, window, a bias that is not -inf). A key whose score is -inf
+ * (an inf in q or k, a soft-capped or biased score of -inf) gets weight 0 as a forbidden one does,
+ * and a row whose every permitted score is -inf counts as a row with no permitted key: out 0 and
+ * lse -inf. A row with a NaN or +inf permitted score gets out NaN and lse NaN. Capabilities a
+ * kernel does not claim are never used in a problem it is sent. */
 #define ATTNCHECK_ABI_VERSION_2 2
 
 enum { ATTNCHECK_F32 = 0, ATTNCHECK_F64 = 1, ATTNCHECK_F16 = 2, ATTNCHECK_BF16 = 3 };

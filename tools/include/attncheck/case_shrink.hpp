@@ -1,8 +1,10 @@
 // Simpler neighbours of a case, for making a counterexample small and plain (the campaign's
 // shrinking, after the generator's choices): whole batches, heads, queries, keys and columns
-// removed (halves first, then smaller ranges, then one at a time), masks and options cleared, then
-// tensors and single values moved to 0, +-1, +-2 and powers of two. Working on the case itself, not
-// on the choices that drew it, a removal leaves every other value where it was.
+// removed (halves first, then smaller ranges, then one at a time; members of every KV group too), a
+// window narrowed, masks and options cleared, causal and window masks folded into one allow mask
+// (for a kernel that takes one), then whole tensors set to 0 and single values moved to 0, +-1,
+// +-2, +-3, the power of two below them and their integer part. Working on the case itself, not on
+// the choices that drew it, a removal leaves every other value where it was.
 #pragma once
 
 #include <functional>

@@ -33,7 +33,7 @@ struct Outcome {
 
 class IsolatedKernel {
  public:
-  // `which`: "builtin" (the built-in implementation through ABI v1) or a plugin's path; with
+  // `which`: "builtin" (the built-in implementation through ABI v2) or a plugin's path; with
   // `command`, a shell command line that speaks the protocol on its stdin and stdout.
   IsolatedKernel(std::string which, double case_timeout_seconds, bool command = false);
   ~IsolatedKernel();
