@@ -15,6 +15,7 @@ def attention(p):
     # p.q [B,H,Tq,dk], p.k [B,H,Tk,dk], p.v [B,H,Tk,dv]; out [B,H,Tq,dv]
     mask = p.mask()                                             # [B,H,Tq,Tk], True = may attend
     scores = p.q @ np.swapaxes(p.k, -1, -2) * p.softmax_scale   # [B,H,Tq,Tk]
+    mask = mask & (scores != -np.inf)  # a -inf score (an inf in q or k) weighs nothing, as a masked key
     scores = np.where(mask, scores, -np.inf)
     with np.errstate(invalid="ignore"):  # -inf - -inf in a row with no permitted key; 0 * inf below
         scores = scores - scores.max(axis=-1, keepdims=True)

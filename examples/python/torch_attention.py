@@ -31,15 +31,17 @@ def attention(p, q, k, v):
         mask = mask & (bias != float("-inf"))
     # Each query meets only the keys and values it may see: a forbidden one, even NaN or inf, never
     # enters its arithmetic (0 * NaN is NaN, forwards and backwards).
-    seen, zero = mask.unsqueeze(-1), torch.zeros((), dtype=q.dtype)          # seen [B,H,Tq,Tk,1]
-    k_seen = torch.where(seen, k.unsqueeze(2), zero)                          # [B,H,Tq,Tk,dk]
-    v_seen = torch.where(seen, v.unsqueeze(2), zero)                          # [B,H,Tq,Tk,dv]
+    zero = torch.zeros((), dtype=q.dtype)
+    k_seen = torch.where(mask.unsqueeze(-1), k.unsqueeze(2), zero)            # [B,H,Tq,Tk,dk]
     scores = (q.unsqueeze(3) @ k_seen.transpose(-1, -2)).squeeze(3) * p.softmax_scale  # [B,H,Tq,Tk]
     scores = torch.where(mask, scores, zero)  # a NaN q times a zeroed key must not reach tanh's derivative
     if p.softcap is not None:
         scores = p.softcap * torch.tanh(scores / p.softcap)
     if bias is not None:
         scores = scores + torch.where(mask, bias, zero)
+    # A -inf score (an inf in q or k) weighs nothing, as a masked key: a row of only such keys is empty.
+    mask = mask & (scores != float("-inf")).detach()
+    v_seen = torch.where(mask.unsqueeze(-1), v.unsqueeze(2), zero)            # [B,H,Tq,Tk,dv]
     scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1).masked_fill(~mask, 0)  # a row with no permitted key: 0, not NaN
     out = (weights.unsqueeze(3) @ v_seen).squeeze(3)

@@ -333,7 +333,10 @@ void run(const Problem<T>& p, T* out, T* lse, const Variant& v) {
           }
           n = int64_t(keys.size());
           if (!any_weight) {
-            const bool nan = p.empty_rows == EmptyRows::nan || v.mutation == M::empty_row_nan;
+            bool nan = p.empty_rows == EmptyRows::nan || v.mutation == M::empty_row_nan;
+            if (v.mutation == M::max_minus_infinity_nan)  // a row the masks leave keys: not "empty" to it
+              for (int64_t j = 0; j < key_end; ++j)
+                nan |= permits(p.masks, s, b, i, j) && !(p.bias && p.bias[s.scores_at(b, h, i) + j] == minus_inf);
             for (int64_t col = 0; col < s.dv; ++col) out_i[col] = nan ? std::numeric_limits<T>::quiet_NaN() : T(0);
             if (lse)
               lse[s.lse_at(b, h, i)] = nan ? std::numeric_limits<T>::quiet_NaN()

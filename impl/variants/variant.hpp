@@ -33,6 +33,8 @@ enum class Mutation {
   online_max_clamped,         // running max set to 0 after a fully masked first block (flash-attention 2082)
   nan_row_zeroed,             // the empty-row guard l > 0 ? acc / l : 0 of an online softmax: a NaN or +inf
                               // score makes l NaN, NaN > 0 is false, and the row comes out 0 (lse -inf)
+  max_minus_infinity_nan,     // a row empty by its scores alone (permitted keys, each scoring -inf: an inf in
+                              // q or k) taken through the softmax: m = -inf, exp(-inf + inf) = NaN
   multiply_forbidden_values,  // forbidden values multiplied by weight 0: NaN or inf in padding leaks
   shared_kv_heads,            // every head reads head 0's keys and values (a stride bug)
   bf16_weights,               // weights rounded to bfloat16 before the weighted sum (two-pass form)
