@@ -23,11 +23,12 @@ std::string dict(const std::vector<std::pair<std::string, std::string>>& pairs) 
 std::string quoted(const std::string& word) { return "\"" + word + "\""; }
 
 std::string python_module() {
-  std::vector<std::pair<std::string, std::string>> bits, names, flags, dtypes, storage, lse_storage, causal;
+  std::vector<std::pair<std::string, std::string>> bits, names, flags, lines, dtypes, storage, lse_storage, causal;
   for (const Feature& f : features()) {
     bits.push_back({quoted(f.word), std::to_string(f.capability)});
     names.push_back({quoted(f.word), quoted(f.name)});
     if (f.protocol_flag) flags.push_back({quoted(f.word), std::to_string(f.protocol_flag)});
+    if (!(f.capability & kFormatCapabilities) && *f.text) lines.push_back({quoted(f.word), quoted(f.text)});
   }
   for (const Feature& f : features())
     if (f.capability & kFormatCapabilities) {
@@ -51,6 +52,8 @@ std::string python_module() {
          "NAMES = " + dict(names) + "\n"
          "# The PROB header's flag bits.\n"
          "FLAGS = " + dict(flags) + "\n"
+         "# The case text's line (or word) that carries each.\n"
+         "LINES = " + dict(lines) + "\n"
          "# ABI v2's dtype codes, each format's storage in the protocol's bytes, and its log-sum-exp's.\n"
          "DTYPES = " + dict(dtypes) + "\n"
          "STORAGE = " + dict(storage) + "\n"

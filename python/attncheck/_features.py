@@ -10,6 +10,8 @@ CAPABILITIES = {"f32": 1, "f64": 2, "f16": 4, "bf16": 8, "allow": 16, "causal": 
 NAMES = {"f32": "f32", "f64": "f64", "f16": "f16", "bf16": "bf16", "allow": "allow mask", "causal": "causal", "kv_lens": "key lengths", "gqa": "grouped KV heads", "window": "window", "softcap": "soft-cap", "bias": "bias", "lse": "lse", "backward": "backward"}
 # The PROB header's flag bits.
 FLAGS = {"allow": 1, "kv_lens": 2, "bias": 4, "lse": 8, "backward": 16}
+# The case text's line (or word) that carries each.
+LINES = {"allow": "allow", "causal": "causal", "kv_lens": "key-lengths", "gqa": "H_kv", "window": "window", "softcap": "softcap", "bias": "bias"}
 # ABI v2's dtype codes, each format's storage in the protocol's bytes, and its log-sum-exp's.
 DTYPES = {0: "f32", 1: "f64", 2: "f16", 3: "bf16"}
 STORAGE = {"f32": "<f4", "f64": "<f8", "f16": "<f2", "bf16": "<u2"}

@@ -8,7 +8,7 @@ import struct
 import numpy as np
 
 # The feature table (capability bits, flag bits, dtypes, storage), generated from the C++ one.
-from ._features import CAPABILITIES, CAUSAL, DTYPES, FLAGS, LSE_STORAGE, STORAGE
+from ._features import CAPABILITIES, CAUSAL, DTYPES, FLAGS, LINES, LSE_STORAGE, STORAGE
 
 VERSION = 1
 ABI = 2

@@ -27,15 +27,17 @@ def problem_from_replay(path):
     dims = {shape[i]: int(shape[i + 1]) for i in range(0, len(shape), 2)}
     options = fields["options"].split()
     opts = {options[i]: options[i + 1] for i in range(0, len(options), 2)}
-    window = tuple(int(x) for x in fields.get("window", "-1 -1").split())
+    carries = wire.LINES  # the case text's line of each feature
+    window = tuple(int(x) for x in fields.get(carries["window"], "-1 -1").split())
     words = lambda key: fields[key].split()
     tensor = lambda key: np.array([int(w, 16) for w in words(key)], dtype=bits).tobytes() if key in fields else None
     payload = wire.problem_payload(
         dtype, tuple(dims[d] for d in ("B", "H", "H_kv", "Tq", "Tk", "dk", "dv")), opts["causal"], window,
-        float.fromhex(opts["scale"]), float.fromhex(fields.get("softcap", "0x0p+0")), q=tensor("q"), k=tensor("k"),
-        v=tensor("v"), allow=np.array([int(w) for w in words("allow")], np.uint8).tobytes() if "allow" in fields else None,
-        kv_lens=np.array([int(w) for w in words("key-lengths")], "<i4").tobytes() if "key-lengths" in fields else None,
-        bias=tensor("bias"))
+        float.fromhex(opts["scale"]), float.fromhex(fields.get(carries["softcap"], "0x0p+0")), q=tensor("q"),
+        k=tensor("k"), v=tensor("v"),
+        allow=np.array([int(w) for w in words(carries["allow"])], np.uint8).tobytes() if carries["allow"] in fields else None,
+        kv_lens=np.array([int(w) for w in words(carries["kv_lens"])], "<i4").tobytes() if carries["kv_lens"] in fields else None,
+        bias=tensor(carries["bias"]))
     return Problem(payload), fields.get("property", "")
 
 

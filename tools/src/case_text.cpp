@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "attncheck/features.hpp"
 #include "attncheck/precision.hpp"
 
 namespace attncheck {
@@ -16,6 +17,9 @@ namespace {
 constexpr int kVersion = 1;
 
 [[noreturn]] void bad(const std::string& what) { throw std::runtime_error("kept case: " + what); }
+
+// The line that carries a feature in a case text: its row's `text` (features.hpp).
+std::string line_of(uint32_t capability) { return feature(capability).text; }
 
 // A tensor value of a kept case, or the reason it is not one.
 template <class T>
@@ -26,7 +30,7 @@ T value_from_hex(const std::string& word) {
 }
 
 template <class X, class F>
-void line(std::string& text, const char* name, const std::vector<X>& x, F word) {
+void line(std::string& text, const std::string& name, const std::vector<X>& x, F word) {
   if (x.empty()) return;
   text += name;
   for (const X& e : x) text += " " + word(e);
@@ -118,20 +122,20 @@ std::string case_to_text(const Case<T>& c) {
   text += std::string("options causal ") + causal_name(c.causal) + " scale " + scale + " empty-rows " +
           (c.empty_rows == EmptyRows::zero ? "zero" : "nan") + "\n";
   if (c.window_left >= 0 || c.window_right >= 0)  // lines beyond ABI v1's features appear only when used
-    text += "window " + std::to_string(c.window_left) + " " + std::to_string(c.window_right) + "\n";
+    text += line_of(ATTNCHECK_CAP_WINDOW) + " " + std::to_string(c.window_left) + " " + std::to_string(c.window_right) + "\n";
   if (c.softcap != 0) {
     char softcap[40];
     std::snprintf(softcap, sizeof softcap, "%a", c.softcap);
-    text += std::string("softcap ") + softcap + "\n";
+    text += line_of(ATTNCHECK_CAP_SOFTCAP) + " " + softcap + "\n";
   }
   text += "mix " + c.mix + "\n";
   const auto word = [&](T x) { return format_hex(c.format, x); };
   line(text, "q", c.q, word);
   line(text, "k", c.k, word);
   line(text, "v", c.v, word);
-  line(text, "allow", c.allow, [](uint8_t a) { return std::to_string(int(a)); });
-  line(text, "key-lengths", c.key_lengths, [](int32_t n) { return std::to_string(n); });
-  line(text, "bias", c.bias, word);
+  line(text, line_of(ATTNCHECK_CAP_ALLOW), c.allow, [](uint8_t a) { return std::to_string(int(a)); });
+  line(text, line_of(ATTNCHECK_CAP_KV_LENS), c.key_lengths, [](int32_t n) { return std::to_string(n); });
+  line(text, line_of(ATTNCHECK_CAP_BIAS), c.bias, word);
   return text + "end\n";
 }
 
@@ -187,7 +191,8 @@ Case<T> case_from_text(const std::string& first_line, std::istream& in) {
         if (*dims[n] < 1 || *dims[n] > 4096) bad(std::string(keys[n]) + " = " + value + " is outside 1..4096");
       }
       shaped = true;
-    } else if (!shaped && name != "options" && name != "mix" && name != "window" && name != "softcap") {
+    } else if (!shaped && name != "options" && name != "mix" && name != line_of(ATTNCHECK_CAP_WINDOW) &&
+               name != line_of(ATTNCHECK_CAP_SOFTCAP)) {
       bad("'" + name + "' before the shape line");
     } else if (name == "options") {
       std::string causal, scale, policy, k1, k2, k3;
@@ -202,12 +207,12 @@ Case<T> case_from_text(const std::string& first_line, std::istream& in) {
       c.scale = std::strtod(scale.c_str(), &end);
       if (scale.empty() || *end != '\0') bad("scale '" + scale + "' is not a number");
       c.empty_rows = policy == "nan" ? EmptyRows::nan : EmptyRows::zero;
-    } else if (name == "window") {
+    } else if (name == line_of(ATTNCHECK_CAP_WINDOW)) {
       std::string left, right;
       words >> left >> right;
       c.window_left = integer(left);
       c.window_right = integer(right);
-    } else if (name == "softcap") {
+    } else if (name == line_of(ATTNCHECK_CAP_SOFTCAP)) {
       std::string cap;
       words >> cap;
       char* end = nullptr;
@@ -221,11 +226,11 @@ Case<T> case_from_text(const std::string& first_line, std::istream& in) {
       c.k = values<T>(words, name, s.k_size(), value);
     } else if (name == "v") {
       c.v = values<T>(words, name, s.v_size(), value);
-    } else if (name == "bias") {
+    } else if (name == line_of(ATTNCHECK_CAP_BIAS)) {
       c.bias = values<T>(words, name, s.scores_size(), value);
-    } else if (name == "allow") {
+    } else if (name == line_of(ATTNCHECK_CAP_ALLOW)) {
       c.allow = values<uint8_t>(words, name, s.allow_size(), [&](const std::string& w) { return uint8_t(integer(w) != 0); });
-    } else if (name == "key-lengths") {
+    } else if (name == line_of(ATTNCHECK_CAP_KV_LENS)) {
       c.key_lengths = values<int32_t>(words, name, s.B, [&](const std::string& w) {
         const long long n = integer(w);
         if (n < 0 || n > s.Tk) bad("key length " + w + " is outside 0..Tk");
