@@ -304,6 +304,11 @@ const Property& property_named(const std::string& name) {
 
 }  // namespace
 
+uint32_t checked_capabilities(uint32_t claimed, const CampaignOptions& options) {
+  return claimed & all_capabilities() & (options.formats | ~kFormatCapabilities) &
+         (options.backward ? ~0u : ~uint32_t(ATTNCHECK_CAP_BACKWARD));
+}
+
 CampaignResult run_campaign(const CampaignOptions& options) {
   IsolatedKernel kernel(options.impl, options.case_timeout, options.command);
   kernel.start();
@@ -312,9 +317,7 @@ CampaignResult run_campaign(const CampaignOptions& options) {
   result.abi_version = kernel.version();
   result.capabilities = kernel.capabilities();
   const std::vector<Property>& properties = all_properties();
-  // What the campaign checks: the kernel's claims, less the formats --dtype and the backward --backward leave out.
-  const uint32_t checked = kernel.capabilities() & (options.formats | ~kFormatCapabilities) &
-                           (options.backward ? ~0u : ~uint32_t(ATTNCHECK_CAP_BACKWARD));
+  const uint32_t checked = checked_capabilities(kernel.capabilities(), options);
   for (const Property& property : properties)
     if (std::string why = not_applicable(property, checked); !why.empty()) result.not_applicable[property.name] = why;
   auto runnable = [&](const Property& property) { return !result.not_applicable.count(property.name); };

@@ -50,9 +50,7 @@ struct Coverage {
   uint32_t checked, unchecked, not_claimed;
 };
 Coverage coverage(uint32_t claimed, const CampaignOptions& options) {
-  const uint32_t all = all_capabilities();
-  const uint32_t left_out = options.backward ? 0 : uint32_t(ATTNCHECK_CAP_BACKWARD);
-  const uint32_t exercised = claimed & ~left_out & (options.formats | ~kFormatCapabilities) & all;
+  const uint32_t all = all_capabilities(), exercised = checked_capabilities(claimed, options);
   return {exercised, claimed & all & ~exercised, ~claimed & all};
 }
 

@@ -3,7 +3,9 @@
    values. docs/checking.md measures the campaign's speed and case counts on it, built at -O1.
 
    Its first draft took a row whose maximum stayed -inf for an empty row, and so zeroed a row with a
-   NaN score (NaN > max is false): the NaN property caught it in the first round.
+   NaN score (NaN > max is false): the NaN property caught it in the first round. Its second took
+   exp(s - max) of a row whose every score was -inf (an inf in k), NaN where the row is empty:
+   ANegativeInfiniteScoreWeighsNothing caught that.
 
    cc -O1 -shared -fPIC -I contract/include examples/plugins/plain_f32.c -o plain_f32.so -lm */
 #include <math.h>
@@ -45,6 +47,7 @@ int32_t attncheck_forward_f32(const attncheck_problem *p) {
           float dot = 0;
           for (int64_t c = 0; c < dk; ++c) dot += q_i[c] * k_bh[j * dk + c];
           s[j] = dot * scale;
+          if (s[j] == -INFINITY) continue; /* weight 0, as a masked key: a row of only such keys is empty */
           if (!(s[j] <= max)) max = s[j];
           any = 1;
         }
@@ -53,7 +56,7 @@ int32_t attncheck_forward_f32(const attncheck_problem *p) {
         /* Pass 2: l = sum exp(s - max), out = sum exp(s - max) v / l. */
         float l = 0;
         for (int64_t j = 0; j < Tk; ++j) {
-          if (!permitted(p, b, i, j)) continue;
+          if (!permitted(p, b, i, j) || s[j] == -INFINITY) continue;
           const float e = expf(s[j] - max);
           l += e;
           for (int64_t c = 0; c < dv; ++c) out_i[c] += e * v_bh[j * dv + c];

@@ -85,6 +85,10 @@ struct CampaignResult {
   std::map<std::string, std::string> not_applicable;  // the properties skipped, and why (not_applicable)
 };
 
+// What a campaign checks of what a kernel claims (ABI v2's bits): its claims, less the formats
+// options.formats (--dtype) and the backward options.backward (--backward off) leave out.
+uint32_t checked_capabilities(uint32_t claimed, const CampaignOptions& options);
+
 // Runs the campaign. Throws std::runtime_error with a one-line reason if the implementation
 // cannot be loaded.
 CampaignResult run_campaign(const CampaignOptions& options);
