@@ -1,7 +1,13 @@
 #include "attncheck/campaign.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <optional>
@@ -362,7 +368,8 @@ CampaignResult run_campaign(const CampaignOptions& options) {
         const Clock::time_point shrink_start = Clock::now();
         result.finding = shrink(kernel, options, property, run.finding, run.kind, run.worst_ratio);
         result.shrink_seconds = since(shrink_start);
-        if (run.kind != Outcome::hung) result.finding.failed_call = failed_call(kernel, options, property, result.finding);
+        result.finding.hung = run.kind == Outcome::hung;
+        if (!result.finding.hung) result.finding.failed_call = failed_call(kernel, options, property, result.finding);
         result.fp_mode = kernel.fp_mode_finding();
         return result;
       }
@@ -421,16 +428,29 @@ WrongCall first_wrong_call(const std::vector<KernelCall>& calls) {
 }
 
 void write_replay(const std::string& path, const CampaignOptions& options, const Finding& finding) {
-  std::ofstream file(path);
+  // Into a file of its own, renamed over `path` once whole and closed, so that a full disk leaves
+  // no empty or partial file behind a report that names it, and two checks writing one path never
+  // mix; a path that is no regular file (/dev/full, a pipe) is written in place.
+  struct stat st;
+  const bool in_place = stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+  const std::string target = in_place ? path : path + ".tmp." + std::to_string(getpid());
+  const auto failed = [&](const std::string& why) {
+    if (!in_place) std::remove(target.c_str());
+    return std::runtime_error(path + ": cannot write the replay file (" + why + ")");
+  };
+  std::ofstream file(target);
+  if (!file) throw failed(std::strerror(errno));
   file << "attncheck-replay 2\nproperty " << finding.property << (options.command ? "\nimpl-cmd " : "\nimpl ")
        << options.impl << "\nempty-rows "
        << (options.empty_rows == EmptyRows::zero ? "zero" : "nan") << "\n"
        << finding.case_text << "choices";
   for (uint64_t choice : finding.kept_choices) file << ' ' << choice;
   file << '\n';
-  std::istringstream failed(finding.failed_call);
-  for (std::string line; std::getline(failed, line);) file << "failed-call " << line << '\n';
-  if (!file) throw std::runtime_error(path + ": cannot write the replay file");
+  std::istringstream failed_call(finding.failed_call);
+  for (std::string line; std::getline(failed_call, line);) file << "failed-call " << line << '\n';
+  file.close();
+  if (!file) throw failed(std::strerror(errno));
+  if (!in_place && std::rename(target.c_str(), path.c_str()) != 0) throw failed(std::strerror(errno));
 }
 
 Finding read_replay(const std::string& path, CampaignOptions& options, bool keep_impl, bool keep_policy) {

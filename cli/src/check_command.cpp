@@ -2,7 +2,10 @@
 // a time budget; and attncheck mutants: the same against every planted bug (the kill matrix).
 #include <algorithm>
 #include <cstdio>
+#include <cerrno>
+#include <cstring>
 #include <dirent.h>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -66,6 +69,15 @@ std::string skipped(const CampaignResult& r) {
   return text;
 }
 
+// Throws a one-line error unless `path` can be written: the file, when it is there, or else its
+// folder.
+void require_writable(const std::string& flag, const std::string& path) {
+  const std::string folder = std::filesystem::path(path).has_parent_path() ? std::filesystem::path(path).parent_path().string() : ".";
+  const bool there = access(path.c_str(), F_OK) == 0;
+  if (access(there ? path.c_str() : folder.c_str(), W_OK) != 0)
+    throw std::runtime_error("--" + flag + " " + path + ": cannot write there (" + std::strerror(errno) + ")");
+}
+
 // The --dtype words: the formats' rows.
 std::vector<std::string> format_words() {
   std::vector<std::string> words;
@@ -79,6 +91,7 @@ Json result_json(const std::string& verdict, const CampaignOptions& options, con
                  const std::string& counterexample) {
   Json json = {{"verdict", verdict},
                {options.command ? "impl_cmd" : "impl", options.impl},
+               {"seed", options.seed},
                {"cases", r.cases},
                {"properties", r.per_property.size()},
                {"seconds", r.seconds},
@@ -162,6 +175,10 @@ int check(const FlagValues& o) {
   options.backward = o.text("backward") != "off";
   options.require_backward = o.text("backward") == "on";
   const std::string& counterexample = o.text("counterexample");
+  // Every file the run writes, checked before the campaign: a path that cannot be written would
+  // otherwise cost the whole budget, then hide the verdict behind exit 2.
+  for (const char* flag : {"json", "junit", "html", "counterexample"})
+    if (o.given(flag) || (std::string(flag) == "counterexample" && !o.given("replay"))) require_writable(flag, o.text(flag));
 
   // On a terminal, one line rewritten in place at most four times a second (and as shrinking
   // starts), erased before the verdict; into a pipe or a file, nothing.
@@ -280,7 +297,8 @@ int mutants(const FlagValues& o) {
                 (long long)r.cases, r.seconds, shape.c_str(), shrinking);
     matrix.push_back({{"mutant", mutant},
                       {"killed_by", r.found ? Json(r.finding.property) : Json()},
-                      {"cases", r.cases},
+                      {"seed", options.seed},
+               {"cases", r.cases},
                       {"seconds", r.seconds},
                       {"shrunk_shape", shape},
                       {"shrink_seconds", r.shrink_seconds}});

@@ -61,11 +61,13 @@ struct Finding {
   // emptied row, poisoned keys). The replay file keeps it (`failed-call` lines) for what pastes the
   // counterexample (the Python client's NumPy arrays); replay never reads it. Empty for a hang.
   std::string failed_call;
+  bool hung = false;  // the call hung: not shrunk (every trial would cost the whole case timeout)
 };
 
-// What a finding's heading says of its case: "shrunk", or "its own fixed case" when the property
-// draws none and made no choice (nothing to shrink).
+// What a finding's heading says of its case: "shrunk", "its own fixed case" when the property
+// draws none and made no choice (nothing to shrink), or "not shrunk: it hung".
 inline const char* case_note(const Finding& finding) {
+  if (finding.hung) return "not shrunk: it hung";
   return finding.case_text.empty() && finding.choices.empty() ? "its own fixed case" : "shrunk";
 }
 
