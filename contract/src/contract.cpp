@@ -1,6 +1,7 @@
 #include "attncheck/contract.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -55,6 +56,9 @@ std::string problem_error(const Problem<T>& p, const Result<T>& r) {
   if (!std::isfinite(p.scale)) return "scale must be finite (0 = default 1/sqrt(dk))";
   if (!(p.softcap >= 0) || !std::isfinite(p.softcap)) return "softcap must be finite and at least 0 (0 = none)";
   if (p.masks.window_left < -1 || p.masks.window_right < -1) return "a window side must be -1 (unbounded) or at least 0";
+  // ABI v2 carries int32: a wider side would reach the kernel as another window.
+  if (p.masks.window_left > INT32_MAX || p.masks.window_right > INT32_MAX)
+    return "a window side past 2^31 - 1, more than plugin ABI v2 carries";
   if (p.masks.key_lengths)
     for (int64_t b = 0; b < s.B; ++b)
       if (p.masks.key_lengths[b] < 0) return "key_lengths[" + std::to_string(b) + "] is negative";

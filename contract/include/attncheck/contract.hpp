@@ -116,7 +116,7 @@ bool permits(const Masks& masks, const Shape& shape, int64_t b, int64_t i, int64
 
 // Empty when the problem is well formed; otherwise a one-line reason (a dim below 1 or too
 // large, a missing buffer, an unknown causal mode, a non-finite scale, a negative key length, a
-// window side below -1, a soft-cap that is negative or not finite, a format that is not T's own or
+// window side below -1 or past 2^31 - 1 (what ABI v2 carries), a soft-cap that is negative or not finite, a format that is not T's own or
 // a 2-byte one over float, a value of q, k, v or bias that its format cannot hold).
 template <class T>
 std::string problem_error(const Problem<T>& problem, const Result<T>& result);
