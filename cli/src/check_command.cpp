@@ -78,6 +78,16 @@ void require_writable(const std::string& flag, const std::string& path) {
     throw std::runtime_error("--" + flag + " " + path + ": cannot write there (" + std::strerror(errno) + ")");
 }
 
+// Capability bits the kernel claims that no feature has, for the "checked" line: "; claimed bits
+// this attncheck does not know, ignored: 0xffff0000" (empty when there are none).
+std::string unknown_bits(uint32_t claimed) {
+  const uint32_t unknown = claimed & ~all_capabilities();
+  if (!unknown) return "";
+  char bits[16];
+  std::snprintf(bits, sizeof bits, "0x%08x", unknown);
+  return std::string("; claimed bits this attncheck does not know, ignored: ") + bits;
+}
+
 // The --dtype words: the formats' rows.
 std::vector<std::string> format_words() {
   std::vector<std::string> words;
@@ -230,7 +240,8 @@ int check(const FlagValues& o) {
   const Coverage covered = coverage(result.capabilities, options);
   const std::string checked = "checked: " + feature_names(covered.checked) + " (ABI v" + std::to_string(result.abi_version) +
                               ")" + (covered.unchecked ? "; claimed, not checked: " + feature_names(covered.unchecked) : "") +
-                              "; not claimed: " + feature_names(covered.not_claimed) + skipped(result);
+                              "; not claimed: " + feature_names(covered.not_claimed) + unknown_bits(result.capabilities) +
+                              skipped(result);
   const std::string summary_line = summary(verdict.c_str(), result);
   std::printf("%s\n%s\n", checked.c_str(), summary_line.c_str());
   if (o.given("json")) write_json(o.text("json"), result_json(verdict, options, result, replay_file));
