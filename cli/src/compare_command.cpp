@@ -169,6 +169,12 @@ int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& optio
     std::printf("attncheck compare: FAIL: %s", verdict.report().c_str());
     return 1;
   }
+  // Nothing checked is no verdict (every element outside the checkable range: a q of 3e38, NaN
+  // everywhere): exit 3, never PASS.
+  if (verdict.bound.checked == 0) {
+    std::printf("attncheck compare: NO VERDICT: %s\n", verdict.bound.summary().c_str());
+    return 3;
+  }
   std::string summaries = verdict.summary();
   // The log-sum-exp, when given: judged on the rows the output's verdict computed.
   if (arrays.count("lse")) {

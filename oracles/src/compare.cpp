@@ -136,8 +136,9 @@ std::string Comparison::summary() const {
                          : format(" in %lld of %lld rows computed exactly (the other %lld screened against the plain implementation)",
                                   (long long)exact_rows, (long long)rows, (long long)(rows - exact_rows));
   // worst_ratio is over finite exact values: beside a wrong special value it would read as if all were well.
-  const std::string largest = special > 0 ? "inf at " + first_special.where() + " (" + first_special.expected_got() + ")"
-                                          : format("%.3g at %s", worst_ratio, worst.where().c_str());
+  const std::string largest = special > 0   ? "inf at " + first_special.where() + " (" + first_special.expected_got() + ")"
+                              : checked == 0 ? std::string("none: no element checked")
+                                             : format("%.3g at %s", worst_ratio, worst.where().c_str());
   return format("%lld %s elements checked%s, %lld outside the checkable range, largest error/bound %s",
                 (long long)checked, worst.tensor, rows_text.c_str(), (long long)unchecked, largest.c_str());
 }
