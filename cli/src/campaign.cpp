@@ -11,6 +11,7 @@
 #include <fstream>
 #include <limits>
 #include <optional>
+#include <set>
 #include <type_traits>
 #include <sstream>
 #include <stdexcept>
@@ -463,10 +464,14 @@ Finding read_replay(const std::string& path, CampaignOptions& options, bool keep
   finding.kept = header == "attncheck-replay 2";  // 1: the generator's choices; 2: the case itself
   // Format 1 predates ABI v2: its choices were drawn with what v1 carries.
   if (!finding.kept) finding.capabilities = kAbiV1Capabilities | ATTNCHECK_CAP_F64;
+  std::set<std::string> seen;  // a file that is not whole is an error, never a replay of something else
   for (std::string line; std::getline(file, line);) {
     const size_t space = line.find(' ');
     key = line.substr(0, space);
     value = space == std::string::npos ? "" : line.substr(space + 1);  // the rest: a path may hold spaces
+    seen.insert(key == "impl-cmd" ? "impl" : key);
+    if (key == "case" && !finding.kept)
+      throw std::runtime_error(path + ": a format-1 file holds no case (is its first line damaged?)");
     if (key == "property") finding.property = value;
     if ((key == "impl" || key == "impl-cmd") && !keep_impl) {
       options.impl = value;
@@ -502,6 +507,8 @@ Finding read_replay(const std::string& path, CampaignOptions& options, bool keep
       if (!numbers.eof()) throw std::runtime_error(path + ": the choices line holds something that is not a number");
     }
   }
+  for (const char* needed : {"property", "impl", "empty-rows", "choices"})
+    if (!seen.count(needed)) throw std::runtime_error(path + ": no '" + needed + "' line: the file is not whole");
   property_named(finding.property);  // a clear error for an unknown property
   if (!finding.failed_call.empty()) try {
       visit_case_text(finding.failed_call, [](const auto&) { return 0; });

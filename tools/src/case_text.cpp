@@ -152,7 +152,7 @@ Case<T> case_from_text(const std::string& first_line, std::istream& in) {
   Case<T> c;
   c.format = *format;
   Shape& s = c.shape;
-  bool shaped = false;
+  bool shaped = false, optioned = false;  // both lines are required: a case without either means another case
   const auto value = [&](const std::string& w) { return format_from_hex<T>(c.format, w); };
   auto integer = [](const std::string& w) {
     char* end = nullptr;
@@ -166,6 +166,7 @@ Case<T> case_from_text(const std::string& first_line, std::istream& in) {
     words >> name;
     if (name == "end") {
       if (!shaped) bad("no shape line");
+      if (!optioned) bad("no options line");
       if (c.q.empty() || c.k.empty() || c.v.empty()) bad("q, k and v are required");
       // Every tensor against the one shape (a shape line comes once, before them: checked below too).
       const std::pair<size_t, int64_t> sizes[] = {{c.q.size(), s.q_size()},         {c.k.size(), s.k_size()},
@@ -207,6 +208,7 @@ Case<T> case_from_text(const std::string& first_line, std::istream& in) {
       c.scale = std::strtod(scale.c_str(), &end);
       if (scale.empty() || *end != '\0') bad("scale '" + scale + "' is not a number");
       c.empty_rows = policy == "nan" ? EmptyRows::nan : EmptyRows::zero;
+      optioned = true;
     } else if (name == line_of(ATTNCHECK_CAP_WINDOW)) {
       std::string left, right;
       words >> left >> right;
