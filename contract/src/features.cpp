@@ -2,18 +2,6 @@
 
 namespace attncheck {
 
-CallView call_view(const attncheck_problem_v2& p, bool backward) {
-  CallView view;
-  view.format = Format(p.dtype);
-  view.shape = {p.batch, p.heads, p.q_len, p.kv_len, p.d_k, p.d_v, p.kv_heads};
-  view.masks = {p.allow, Causal(p.causal), p.kv_lens, p.window_left, p.window_right};
-  view.bias = p.bias != nullptr;
-  view.softcap = p.softcap;
-  view.lse = p.lse != nullptr && !backward;
-  view.backward = backward;
-  return view;
-}
-
 const Feature& feature(uint32_t capability) {
   for (const Feature& f : kFeatures)
     if (f.capability == capability) return f;

@@ -68,20 +68,19 @@ TEST(Features, TheChokePointRefusesWhatIsNotClaimedAndNamesIt) {
   }
 }
 
-TEST(Features, TheAbiViewReadsWhatTheProblemCarries) {
-  float x[2] = {0, 0}, lse[2];
+TEST(Features, TheViewReadsWhatTheProblemCarries) {
+  float x[2] = {0, 0};
   const int32_t lengths[1] = {1};
-  attncheck_problem_v2 p{};
-  p.dtype = ATTNCHECK_BF16;
-  p.batch = 1, p.heads = 2, p.kv_heads = 1, p.q_len = 1, p.kv_len = 1, p.d_k = 1, p.d_v = 1;
+  Problem<float> p;
+  p.format = Format::bf16;
+  p.shape = {1, 2, 1, 1, 1, 1, 1};
   p.q = p.k = p.v = x;
-  p.kv_lens = lengths;
-  p.window_left = 3, p.window_right = -1;
-  p.lse = lse;
-  EXPECT_EQ(features_used(call_view(p, false)),
+  p.masks.key_lengths = lengths;
+  p.masks.window_left = 3;
+  EXPECT_EQ(features_used(call_view(p, true, false)),
             uint32_t(ATTNCHECK_CAP_BF16 | ATTNCHECK_CAP_KV_LENS | ATTNCHECK_CAP_GQA | ATTNCHECK_CAP_WINDOW | ATTNCHECK_CAP_LSE));
   // In a backward the lse is the forward's, an input: not asked.
-  EXPECT_EQ(features_used(call_view(p, true)),
+  EXPECT_EQ(features_used(call_view(p, true, true)),
             uint32_t(ATTNCHECK_CAP_BF16 | ATTNCHECK_CAP_KV_LENS | ATTNCHECK_CAP_GQA | ATTNCHECK_CAP_WINDOW | ATTNCHECK_CAP_BACKWARD));
 }
 

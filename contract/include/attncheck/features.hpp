@@ -3,12 +3,12 @@
 // feature goes by, and says whether a call uses it; the reports' "checked / not claimed" lines, the
 // harness's refusal of an unclaimed feature (require_claimed), the protocol's flag bits, a shrunk
 // case's description and the Python client's tables (python/attncheck/_features.py, written by
-// `attncheck features --python` and checked against it in ctest) all come from here.
+// `attncheck features --python yes` and checked against it in ctest) all come from here.
 //
 // Adding a feature: a row here (a capability bit in plugin.h, a predicate below), its field in
 // Problem, Case and attncheck_problem_v2, and where it is drawn (cases.cpp), honoured (impl/,
 // oracles/) and carried (abi.cpp, the case text, the PROB header or a buffer). docs/contract.md,
-// "Adding a feature", keeps that list.
+// "Features and claims", keeps that list.
 #pragma once
 
 #include <cstdint>
@@ -47,7 +47,6 @@ template <class T>
 CallView call_view(const Problem<T>& problem, bool lse, bool backward) {
   return {problem.format, problem.shape, problem.masks, problem.bias != nullptr, problem.softcap, lse && !backward, backward};
 }
-CallView call_view(const attncheck_problem_v2& problem, bool backward);
 
 struct Feature {
   uint32_t capability;     // its ATTNCHECK_CAP_* bit
