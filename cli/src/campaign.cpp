@@ -213,7 +213,7 @@ Run run_once(IsolatedKernel& kernel, const CampaignOptions& options, const Prope
   }
   const std::string case_text = run.failed || with_text ? checker.case_text() : "";
   run.finding = {property.name, message, checker.choices, true, case_text, checker.kept_choices, ladder, capabilities,
-                 run.failed && case_text.empty() ? checker.last_call_text() : ""};
+                 run.failed && case_text.empty() ? checker.last_call_text() : "", /*failed_call, set by the caller*/ "", false};
   run.worst_ratio = checker.worst_ratio;
   return run;
 }

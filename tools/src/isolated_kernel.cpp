@@ -24,6 +24,7 @@
 #include "attncheck/abi.hpp"
 #include "attncheck/fp_mode.hpp"
 #include "attncheck/plugin_loader.hpp"
+#include "attncheck/printable.hpp"
 #include "attncheck/protocol.hpp"
 
 namespace attncheck {
@@ -32,31 +33,40 @@ namespace {
 using namespace protocol;
 constexpr uint8_t kCanary = 0xA5;
 constexpr size_t kLongestFail = 1 << 16;  // a FAIL's text; longer is a broken protocol, not an allocation
+constexpr size_t kShownFail = 400;        // of it, on one line
+constexpr size_t kShownStderr = 8192;     // of a command's stderr after a call, its last bytes
 
 // ---- The plugin host: the child that loads a plugin and speaks the protocol ----
 
-// n bytes between two guard pages, 64-byte aligned and flush with the trailing guard (or, at_start,
-// with the leading one), canary bytes in the slack. Calls alternate the two placements, so that
-// reads past either end meet a guard page in one call or the other.
+// n bytes between two guard regions (PROT_NONE, kGuard bytes each), 64-byte aligned and flush with
+// the trailing guard (or, at_start, with the leading one), canary bytes in the slack of its pages.
+// Calls alternate the two placements, so that reads past either end meet a guard in one call or the
+// other. A guard is wide enough that an overrun by a stride lands in the buffer's own guard, so a
+// fault there is the buffer's. An absent buffer (n 0) is not mapped: no fault can name it.
+constexpr size_t kGuard = size_t(1) << 20;
 struct Guarded {
   uint8_t *base = nullptr, *pages = nullptr, *data = nullptr;
-  size_t page = 0, data_pages_bytes = 0, n = 0;
-  Guarded(size_t bytes, bool at_start) : page(size_t(sysconf(_SC_PAGESIZE))), n(bytes) {
-    const size_t rounded = (n + 63) / 64 * 64;
-    data_pages_bytes = (std::max<size_t>(rounded, 1) + page - 1) / page * page;
-    void* mem = mmap(nullptr, data_pages_bytes + 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  size_t data_pages_bytes = 0, n = 0;
+  Guarded(size_t bytes, bool at_start) : n(bytes) {
+    if (n == 0) return;
+    const size_t page = size_t(sysconf(_SC_PAGESIZE)), rounded = (n + 63) / 64 * 64;
+    data_pages_bytes = (rounded + page - 1) / page * page;
+    void* mem = mmap(nullptr, data_pages_bytes + 2 * kGuard, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (mem == MAP_FAILED) _exit(70);
     base = static_cast<uint8_t*>(mem);
-    pages = base + page;
+    pages = base + kGuard;
+    if (mprotect(pages, data_pages_bytes, PROT_READ | PROT_WRITE) != 0) _exit(70);
     data = at_start ? pages : pages + data_pages_bytes - rounded;
     std::memset(pages, kCanary, data_pages_bytes);
-    mprotect(base, page, PROT_NONE);
-    mprotect(pages + data_pages_bytes, page, PROT_NONE);
   }
-  ~Guarded() { munmap(base, data_pages_bytes + 2 * page); }
+  ~Guarded() {
+    if (base) munmap(base, data_pages_bytes + 2 * kGuard);
+  }
   Guarded(const Guarded&) = delete;
   Guarded& operator=(const Guarded&) = delete;
-  void read_only() { mprotect(pages, data_pages_bytes, PROT_READ); }
+  void read_only() {
+    if (n) mprotect(pages, data_pages_bytes, PROT_READ);
+  }
   // Which canary slack was written: 0 before the data, 1 after it, -1 none.
   int damaged() const {
     for (const uint8_t* p = pages; p < data; ++p)
@@ -73,24 +83,34 @@ Guarded* volatile g_buffers[kBuffers];
 volatile bool g_written[kBuffers];
 int g_answer_fd = -1;
 
-// A FALT frame (the signal, the buffer whose guard or read-only page was touched or -1, and where:
-// 0 before its start, 1 past its end, 2 inside a read-only input), written in one write, then the
-// signal's default action.
-void on_fault(int signal, siginfo_t* info, void*) {
-  const auto* address = static_cast<const uint8_t*>(info->si_addr);
-  int32_t fault[3] = {signal, -1, -1};
+// Where a faulting address lies among the call's buffers (async-signal-safe: arithmetic alone).
+Fault locate(int signal, const siginfo_t& info) {
+  const auto* address = static_cast<const uint8_t*>(info.si_addr);
+  Fault fault{signal, -1, Fault::unknown, 0, 0, uint64_t(uintptr_t(address))};
+  if (info.si_code <= 0 || info.si_code == SI_KERNEL) return fault;  // no address: sent, or a general protection fault
+  fault.where = Fault::outside;
   for (int b = 0; b < kBuffers; ++b) {
     const Guarded* g = g_buffers[b];
-    if (!g) continue;
-    if (address >= g->base && address < g->pages) fault[1] = b, fault[2] = 0;
-    if (address >= g->pages + g->data_pages_bytes && address < g->pages + g->data_pages_bytes + g->page)
-      fault[1] = b, fault[2] = 1;
-    if (address >= g->pages && address < g->pages + g->data_pages_bytes && !g_written[b]) fault[1] = b, fault[2] = 2;
+    if (!g || !g->base) continue;
+    const uint8_t *start = g->data, *end = g->data + g->n;
+    if (address >= g->base && address < g->pages) return {signal, b, Fault::before, 0, int64_t(start - address), fault.address};
+    if (address >= g->pages + g->data_pages_bytes && address < g->pages + g->data_pages_bytes + kGuard)
+      return {signal, b, Fault::past, 0, int64_t(address - end), fault.address};
+    if (address >= g->pages && address < g->pages + g->data_pages_bytes && !g_written[b])
+      return {signal, b, Fault::read_only, 0, 0, fault.address};
+    if (address >= end && (fault.buffer < 0 || address - end < fault.distance))
+      fault.buffer = b, fault.distance = int64_t(address - end);
   }
+  return fault;
+}
+
+// A FALT frame (where the fault lies), written in one write, then the signal's default action.
+void on_fault(int signal, siginfo_t* info, void*) {
+  const Fault fault = locate(signal, *info);
   uint8_t frame[sizeof(FrameHeader) + sizeof fault];
   const FrameHeader header{kFault, sizeof fault};
   std::memcpy(frame, &header, sizeof header);
-  std::memcpy(frame + sizeof header, fault, sizeof fault);
+  std::memcpy(frame + sizeof header, &fault, sizeof fault);
   ssize_t ignored = write(g_answer_fd, frame, sizeof frame);
   (void)ignored;
   ::signal(signal, SIG_DFL);
@@ -203,9 +223,10 @@ void send_mode(int fd) {
         break;
       }
     const FrameHeader result{kResult, uint32_t(status == 0 ? result_payload(r) : sizeof status)};
-    if (!write_all(answers, &result, sizeof result) || !write_all(answers, &status, sizeof status)) _exit(0);
+    if (write_all(answers, &result, sizeof result, forever) != Io::ok || write_all(answers, &status, sizeof status, forever) != Io::ok)
+      _exit(0);
     for (int b = 0; b < kBuffers && status == 0; ++b)
-      if (written(r, b) && !write_all(answers, all[b]->data, sizes[b])) _exit(0);
+      if (written(r, b) && write_all(answers, all[b]->data, sizes[b], forever) != Io::ok) _exit(0);
   }
   _exit(0);
 }
@@ -213,6 +234,24 @@ void send_mode(int fd) {
 std::string signal_name(int signal) {
   const char* name = sigabbrev_np(signal);
   return name ? std::string("SIG") + name : "signal " + std::to_string(signal);
+}
+
+// Where a fault lay, as a finding says it ("" when the signal gave no address).
+std::string fault_place(const Fault& f) {
+  constexpr int64_t kNear = int64_t(64) << 20;  // farther past a buffer than this is not that buffer's overrun
+  const bool named = f.buffer >= 0 && f.buffer < kBuffers && f.distance >= 0;
+  const std::string name = named ? kBufferNames[f.buffer] : "",
+                    bytes = std::to_string(f.distance) + (f.distance == 1 ? " byte " : " bytes ");
+  char address[40];
+  std::snprintf(address, sizeof address, "0x%llx", static_cast<unsigned long long>(f.address));
+  if (named && f.where == Fault::before) return "it touched the guard before the start of " + name + " (" + bytes + "before it)";
+  if (named && f.where == Fault::past) return "it touched the guard past the end of " + name + " (" + bytes + "past it)";
+  if (named && f.where == Fault::read_only) return "it wrote into the read-only input " + name;
+  if (named && f.where == Fault::outside && f.distance <= kNear)
+    return "it touched memory outside every buffer, " + bytes + "past the end of " + name;
+  if (f.where == Fault::outside && f.address < 65536) return std::string("it dereferenced a null pointer (address ") + address + ")";
+  if (f.where == Fault::outside) return std::string("it touched memory outside every buffer, at ") + address;
+  return "";
 }
 
 // A child process's stderr: a file of its own (unlinked), read back after each call.
@@ -283,7 +322,7 @@ std::string IsolatedKernel::take_stderr() {
   if (stderr_fd_ < 0) return "";
   struct stat info {};
   fstat(stderr_fd_, &info);
-  const size_t size = size_t(info.st_size), kept = std::min<size_t>(size, 8192);
+  const size_t size = size_t(info.st_size), kept = std::min<size_t>(size, kShownStderr);
   std::string text(kept, '\0');
   const ssize_t got = pread(stderr_fd_, text.data(), kept, off_t(size - kept));
   text.resize(got > 0 ? size_t(got) : 0);
@@ -291,6 +330,7 @@ std::string IsolatedKernel::take_stderr() {
     const size_t cut = text.find('\n') == std::string::npos ? 0 : text.find('\n') + 1;
     text = "[... " + std::to_string(size - kept + cut) + " bytes before]\n" + text.substr(cut);
   }
+  text = printable(text, text.size(), true);  // its escape sequences never reach the terminal
   if (ftruncate(stderr_fd_, 0) != 0) text += "\n[cannot truncate the stderr file]";
   return text;
 }
@@ -299,13 +339,7 @@ std::string IsolatedKernel::take_stderr() {
 std::optional<Outcome> IsolatedKernel::receive(const char* during, double deadline, const void* request,
                                                void* const (&into)[kBuffers], const char* entry_point, Hello* hello) {
   // The end of the call when the child closes its output (its fate) or stops answering (a hang).
-  auto lost = [&](Io io) {
-    if (io == Io::closed) return fate(during);
-    stop();
-    char detail[120];
-    std::snprintf(detail, sizeof detail, "hung: no answer within %g s while %s (the child was killed)", timeout_, during);
-    return Outcome{Outcome::hung, 0, detail};
-  };
+  auto lost = [&](Io io) { return io == Io::closed ? fate(during) : hung(during); };
   FrameHeader frame;
   if (const Io io = read_all(from_child_, &frame, sizeof frame, deadline); io != Io::ok) return lost(io);
   // A payload whose length this frame cannot have is a broken protocol; nothing is allocated for it.
@@ -329,6 +363,9 @@ std::optional<Outcome> IsolatedKernel::receive(const char* during, double deadli
     if (const Io io = read_all(from_child_, into_bytes, n, deadline); io != Io::ok) return lost(io);
     return std::nullopt;
   };
+  // The plugin host's own frames: a command that sends one forges what only the host can see.
+  if (command_ && (frame.tag == kMode || frame.tag == kStray || frame.tag == kFault))
+    return broken("a " + std::string(frame.tag.name, 4) + " frame, which only attncheck's plugin host sends");
   if (frame.tag == kMode) {
     uint64_t control;
     if (auto end = payload(&control, sizeof control)) return end;
@@ -344,6 +381,7 @@ std::optional<Outcome> IsolatedKernel::receive(const char* during, double deadli
     if (frame.length > kLongestFail) return broken("a FAIL frame of at most 65536 bytes");
     std::string text(frame.length, '\0');
     if (auto end = payload(text.data(), text.size())) return end;
+    text = printable(text, kShownFail);
     if (hello) {
       stop();
       return Outcome{Outcome::refused, 0, text};
@@ -351,7 +389,7 @@ std::optional<Outcome> IsolatedKernel::receive(const char* during, double deadli
     return Outcome{Outcome::raised, 0, "raised " + text};
   }
   if (hello) {
-    if (!(frame.tag == kHello)) return broken("expected HELO (or FAIL, MODE)");
+    if (!(frame.tag == kHello)) return broken(command_ ? "expected HELO (or FAIL)" : "expected HELO (or FAIL, MODE)");
     if (auto end = payload(hello, sizeof *hello)) return end;
     if (hello->protocol != kVersion)
       return broken("it speaks protocol version " + std::to_string(hello->protocol) + ", this checker " + std::to_string(kVersion));
@@ -366,13 +404,11 @@ std::optional<Outcome> IsolatedKernel::receive(const char* during, double deadli
     return std::nullopt;
   }
   if (frame.tag == kFault) {
-    int32_t fault[3];
-    if (auto end = payload(fault, sizeof fault)) return end;
+    Fault fault;
+    if (auto end = payload(&fault, sizeof fault)) return end;
     Outcome dead = fate(during);
-    const char* wheres[] = {"it touched the guard page before the start of ", "it touched the guard page past the end of ",
-                            "it wrote into the read-only input "};
-    if (fault[1] >= 0 && fault[1] < kBuffers && fault[2] >= 0 && fault[2] < 3)
-      dead.detail = "crashed with " + signal_name(fault[0]) + ": " + wheres[fault[2]] + kBufferNames[fault[1]];
+    if (const std::string where = fault_place(fault); !where.empty())
+      dead.detail = "crashed with " + signal_name(fault.signal) + ": " + where;
     return dead;
   }
   if (!(frame.tag == kResult)) return broken("expected RSLT (or FAIL" + std::string(command_ ? ")" : ", MODE, STRY, FALT)"));
@@ -426,6 +462,7 @@ void IsolatedKernel::start() {
   close(requests[0]);
   close(answers[1]);
   to_child_ = requests[1];
+  fcntl(to_child_, F_SETFL, O_NONBLOCK);  // writes are bounded by the case's deadline (exchange)
   from_child_ = answers[0];
   have_mode_ = false;
   Hello hello{};
@@ -441,6 +478,13 @@ void IsolatedKernel::start() {
   }
   version_ = int32_t(hello.abi);
   capabilities_ = hello.capabilities;
+}
+
+Outcome IsolatedKernel::hung(const char* during) {
+  stop();
+  char detail[120];
+  std::snprintf(detail, sizeof detail, "hung: no answer within %g s while %s (the child was killed)", timeout_, during);
+  return Outcome{Outcome::hung, 0, detail};
 }
 
 Outcome IsolatedKernel::fate(const char* waiting_for) {
@@ -490,13 +534,17 @@ Outcome IsolatedKernel::exchange(const void* request_bytes, const void* const (&
   const ProblemHeader& request = *static_cast<const ProblemHeader*>(request_bytes);
   size_t sizes[kBuffers];
   buffer_sizes(request, sizes);
-  const FrameHeader frame{kProblem, uint32_t(problem_payload(request))};
-  bool sent = write_all(to_child_, &frame, sizeof frame) && write_all(to_child_, &request, sizeof request);
-  for (int b = 0; b < kBuffers && sent; ++b)
-    if (!written(request, b)) sent = sizes[b] == 0 || write_all(to_child_, buffers[b], sizes[b]);
-  if (!sent) return fate("reading its input");
-  stray_ = {-1, -1};
+  // One deadline for the whole exchange: a child that stops reading its problem hangs as surely as
+  // one that never answers (to_child_ is non-blocking, so a full pipe cannot block the checker).
   const double deadline = deadline_after(timeout_);
+  const FrameHeader frame{kProblem, uint32_t(problem_payload(request))};
+  Io sent = write_all(to_child_, &frame, sizeof frame, deadline);
+  if (sent == Io::ok) sent = write_all(to_child_, &request, sizeof request, deadline);
+  for (int b = 0; b < kBuffers && sent == Io::ok; ++b)
+    if (!written(request, b) && sizes[b] > 0) sent = write_all(to_child_, buffers[b], sizes[b], deadline);
+  if (sent == Io::closed) return fate("reading its problem");
+  if (sent == Io::timed_out) return hung("reading its problem");
+  stray_ = {-1, -1};
   std::optional<Outcome> outcome;
   while (!(outcome = receive("computing", deadline, &request, into, entry_point, nullptr))) {
   }

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "attncheck/printable.hpp"
+
 namespace attncheck {
 namespace {
 
@@ -49,25 +51,6 @@ const char* descr(NpyDtype dtype) {
     case NpyDtype::i16: return "<i2";
     default: return "|b1";
   }
-}
-
-// Text from a file, made safe for a one-line message: control and non-ASCII bytes become \xNN and
-// long text is cut, so a hostile header cannot produce a multi-line or megabyte error.
-std::string printable(std::string_view text) {
-  constexpr size_t kMaxShown = 40;
-  std::string out;
-  for (size_t i = 0; i < text.size() && i < kMaxShown; ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c < 0x7f) {
-      out += char(c);
-    } else {
-      char hex[5];
-      std::snprintf(hex, sizeof hex, "\\x%02x", c);
-      out += hex;
-    }
-  }
-  if (text.size() > kMaxShown) out += "...";
-  return out;
 }
 
 // Dimensions' decimal text as NumPy prints a shape: "()", "(5,)", "(2, 3)".

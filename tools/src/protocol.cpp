@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "attncheck/plugin.h"
 
@@ -55,16 +56,31 @@ size_t payload(const ProblemHeader& p, bool writes) {
 size_t problem_payload(const ProblemHeader& p) { return sizeof(ProblemHeader) + payload(p, false); }
 size_t result_payload(const ProblemHeader& p) { return sizeof(int32_t) + payload(p, true); }
 
-bool write_all(int fd, const void* data, size_t n) {
+namespace {
+// Waits until fd is ready for `events` or the deadline passes (an infinite deadline never passes).
+bool ready_within(int fd, short events, double deadline) {
+  pollfd wait{fd, events, 0};
+  int ready;
+  do ready = poll(&wait, 1, std::isfinite(deadline) ? int(std::clamp(deadline - deadline_after(0), 0.0, 86400.0) * 1000) : -1);
+  while (ready < 0 && errno == EINTR);
+  return ready != 0;
+}
+}  // namespace
+
+Io write_all(int fd, const void* data, size_t n, double deadline) {
   auto* p = static_cast<const uint8_t*>(data);
   while (n > 0) {
     const ssize_t w = write(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
+    if (w < 0 && errno == EAGAIN) {  // a non-blocking pipe that is full: the reader is behind
+      if (!ready_within(fd, POLLOUT, deadline)) return Io::timed_out;
+      continue;
+    }
+    if (w <= 0) return Io::closed;
     p += w;
     n -= size_t(w);
   }
-  return true;
+  return Io::ok;
 }
 
 double deadline_after(double seconds) {
@@ -75,14 +91,7 @@ double deadline_after(double seconds) {
 Io read_all(int fd, void* data, size_t n, double deadline) {
   auto* p = static_cast<uint8_t*>(data);
   while (n > 0) {
-    if (std::isfinite(deadline)) {
-      const double left = deadline - deadline_after(0);
-      pollfd wait{fd, POLLIN, 0};
-      int ready;
-      do ready = poll(&wait, 1, int(std::clamp(left, 0.0, 86400.0) * 1000));
-      while (ready < 0 && errno == EINTR);
-      if (ready == 0) return Io::timed_out;
-    }
+    if (std::isfinite(deadline) && !ready_within(fd, POLLIN, deadline)) return Io::timed_out;
     const ssize_t r = read(fd, p, n);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return Io::closed;
@@ -94,7 +103,8 @@ Io read_all(int fd, void* data, size_t n, double deadline) {
 
 bool write_frame(int fd, Tag tag, const void* payload, size_t n) {
   const FrameHeader header{tag, uint32_t(n)};
-  return write_all(fd, &header, sizeof header) && write_all(fd, payload, n);
+  const double forever = std::numeric_limits<double>::infinity();
+  return write_all(fd, &header, sizeof header, forever) == Io::ok && write_all(fd, payload, n, forever) == Io::ok;
 }
 
 std::string show_bytes(const void* data, size_t n) {

@@ -49,12 +49,14 @@ void expect_reported(const Misbehaviour& e, const Outcome& outcome) {
 
 TEST(Isolation, EachMisbehaviourIsReportedWithItsCause) {
   const Misbehaviour expected[] = {
-      {"crash", Outcome::crashed, "crashed with SIG"},  // SIGSEGV, or SIGABRT where UBSan sees the null store first
+      {"crash", Outcome::crashed, "crashed with SIG"},  // SIGSEGV (a null pointer), or SIGABRT where UBSan sees the null store first
       {"abort", Outcome::crashed, "SIGABRT"},
       {"hang", Outcome::hung, "hung: no answer within 0.5 s"},
       {"write_past_end", Outcome::stray_write, "past the end of out"},
       {"write_before_start", Outcome::stray_write, "before the start of out"},
-      {"read_past_end", Outcome::crashed, "guard page past the end of k"},
+      {"read_past_end", Outcome::crashed, "it touched the guard past the end of k (64 bytes past it)"},
+      {"write_far_past_end", Outcome::crashed, "it touched the guard past the end of out (20480 bytes past it)"},
+      {"write_far_outside", Outcome::crashed, "it touched memory outside every buffer, at 0x"},
       {"write_into_input", Outcome::crashed, "wrote into the read-only input q"},
       {"refuse", Outcome::refused, "returned 7"},
       {"exit", Outcome::exited, "exited with status 3"},
@@ -75,6 +77,9 @@ TEST(Isolation, EachMisbehaviourOfACommandIsReportedWithItsCause) {
       {"half_a_result", Outcome::hung, "hung"},
       {"raise", Outcome::raised, "raised ZeroDivisionError: division by zero"},
       {"refuse", Outcome::refused, "returned 7"},
+      {"forges_mode", Outcome::broke_protocol, "a MODE frame, which only attncheck's plugin host sends"},
+      {"forges_stray", Outcome::broke_protocol, "a STRY frame, which only attncheck's plugin host sends"},
+      {"forges_fault", Outcome::broke_protocol, "a FALT frame, which only attncheck's plugin host sends"},
       {"zeros", Outcome::ok, ""},
   };
   for (const Misbehaviour& e : expected) {
@@ -86,6 +91,19 @@ TEST(Isolation, EachMisbehaviourOfACommandIsReportedWithItsCause) {
     }
     if (e.kind != Outcome::hung) kernel.run(small_case(), out);  // the checker lives on, the child restarted
   }
+}
+
+// A command that stops reading its stdin: the problem (256 KiB of q, more than a pipe holds) cannot
+// be sent whole, and the send is bounded by the case's deadline like the answer.
+TEST(Isolation, ACommandThatStopsReadingHangsWithinTheDeadline) {
+  IsolatedKernel kernel(std::string(MISBEHAVING_CHILD) + " stops_reading", 0.5, true);
+  Case<float> c;
+  c.shape = {1, 4, 256, 16, 64, 8};
+  c.q.assign(size_t(c.shape.q_size()), 0.5f);
+  c.k.assign(size_t(c.shape.k_size()), 0.25f);
+  c.v.assign(size_t(c.shape.v_size()), 1.0f);
+  std::vector<float> out;
+  expect_reported({"stops_reading", Outcome::hung, "hung: no answer within 0.5 s while reading its problem"}, kernel.run(c, out));
 }
 
 TEST(Isolation, ACommandsStderrIsKeptToItsLast8KiBFromAWholeLine) {
@@ -102,8 +120,9 @@ TEST(Isolation, ACommandsStderrIsKeptToItsLast8KiBFromAWholeLine) {
 
 TEST(Isolation, ACommandThatCannotStartIsAnErrorWithItsStderr) {
   for (const auto& [mode, reason] : {std::pair{"cannot_start", "exited with status 1 while starting"},
-                                     std::pair{"garbage_first", "expected HELO (or FAIL, MODE); it sent 'Loading "},
-                                     std::pair{"old_protocol", "it speaks protocol version 9, this checker 1"}}) {
+                                     std::pair{"garbage_first", "expected HELO (or FAIL); it sent 'Loading "},
+                                     std::pair{"old_protocol", "it speaks protocol version 9, this checker 1"},
+                                     std::pair{"hostile_fail", "\\x1b[2J\\x1b[31mcannot start\\x0d\\x0aAAA"}}) {
     IsolatedKernel kernel(std::string(MISBEHAVING_CHILD) + " " + mode, 5, true);
     try {
       kernel.start();
@@ -111,6 +130,12 @@ TEST(Isolation, ACommandThatCannotStartIsAnErrorWithItsStderr) {
     } catch (const std::runtime_error& e) {
       const std::string what = e.what();
       EXPECT_NE(what.find(reason), std::string::npos) << what;
+      if (std::string(mode) == "hostile_fail") {  // escaped and cut: one line, no escape byte
+        EXPECT_EQ(what.find('\x1b'), std::string::npos);
+        EXPECT_EQ(what.find('\n'), std::string::npos);
+        EXPECT_LT(what.size(), 600u);
+        EXPECT_NE(what.find("... (65023 bytes)"), std::string::npos) << what;
+      }
       if (std::string(mode) == "cannot_start") {
         EXPECT_NE(what.find("ImportError: No module named 'my_kernel'"), std::string::npos) << what;
       }

@@ -72,7 +72,8 @@ class IsolatedKernel {
   std::optional<Outcome> receive(const char* during, double deadline, const void* request,
                                  void* const (&into)[protocol::kBuffers], const char* entry_point, protocol::Hello* hello);
   void stop();
-  Outcome fate(const char* waiting_for);
+  Outcome fate(const char* waiting_for);  // how the child ended, once it closed its end of a pipe
+  Outcome hung(const char* during);       // kills the child that passed the case's deadline
 
   std::string which_;
   double timeout_;

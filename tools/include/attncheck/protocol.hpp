@@ -54,6 +54,18 @@ enum Flags : uint32_t {
   kBackward = protocol_flag(ATTNCHECK_CAP_BACKWARD)
 };
 
+// A FALT's payload: where the faulting address lay among the call's buffers.
+struct Fault {
+  enum Where : int32_t { unknown = -1, before, past, read_only, outside };
+  int32_t signal;
+  int32_t buffer;    // Buffer: the one whose guard or pages it is in, or (outside) the nearest ending below; or -1
+  Where where;       // unknown: the signal gave no address (a null pointer, a non-canonical one)
+  int32_t unused;
+  int64_t distance;  // bytes before the buffer's start (before) or past its end (past, outside)
+  uint64_t address;
+};
+static_assert(sizeof(Fault) == 32);
+
 // A PROB's first 64 bytes: the problem's fields as ABI v2 gives them.
 struct ProblemHeader {
   int32_t dtype;  // ATTNCHECK_F32 .. ATTNCHECK_BF16
@@ -72,10 +84,11 @@ void buffer_sizes(const ProblemHeader& p, size_t (&sizes)[kBuffers]);
 size_t problem_payload(const ProblemHeader& p);
 size_t result_payload(const ProblemHeader& p);
 
-// Blocking I/O on a pipe; EINTR is retried. A deadline (seconds from the steady clock's epoch, or
-// infinity) bounds a read as a whole.
+// I/O on a pipe; EINTR is retried. A deadline (seconds from the steady clock's epoch, or infinity)
+// bounds a read or a write as a whole; a write is bounded only on a non-blocking fd (O_NONBLOCK),
+// since a blocking write of more than the pipe holds waits for the reader whatever poll says.
 enum class Io { ok, closed, timed_out };
-bool write_all(int fd, const void* data, size_t n);
+Io write_all(int fd, const void* data, size_t n, double deadline);
 Io read_all(int fd, void* data, size_t n, double deadline);
 double deadline_after(double seconds);
 bool write_frame(int fd, Tag tag, const void* payload, size_t n);

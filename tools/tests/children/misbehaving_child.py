@@ -24,7 +24,12 @@ if MODE == "garbage_first":
 if MODE == "old_protocol":
     frame(b"HELO", struct.pack("<3I", 9, 2, 1))
     time.sleep(60)
+if MODE == "hostile_fail":  # a refusal to start whose text would paint the terminal and fill it
+    frame(b"FAIL", b"\x1b[2J\x1b[31mcannot start\r\n" + b"A" * 65000)
+    sys.exit(0)
 frame(b"HELO", struct.pack("<3I", 1, 2, 1))  # protocol 1, ABI 2, float32 alone
+if MODE == "stops_reading":  # never reads its problem: a problem larger than the pipe holds fills it
+    time.sleep(60)
 while True:
     header = sys.stdin.buffer.read(8)
     if len(header) < 8:
@@ -60,6 +65,15 @@ while True:
             print(f"progress line {line:4d} of the kernel's log", file=sys.stderr)
         sys.stderr.flush()
         frame(b"FAIL", b"RuntimeError: gave up")
+    elif MODE == "forges_mode":  # frames only the plugin host may send
+        frame(b"MODE", struct.pack("<Q", 0x8040))
+        frame(b"RSLT", struct.pack("<i", 0) + bytes(out_bytes))
+    elif MODE == "forges_stray":
+        frame(b"STRY", struct.pack("<2i", 7, 1))
+        frame(b"RSLT", struct.pack("<i", 0) + bytes(out_bytes))
+    elif MODE == "forges_fault":
+        frame(b"FALT", struct.pack("<4iqQ", 11, 0, 2, 0, 0, 0))
+        time.sleep(60)
     elif MODE == "refuse":
         frame(b"RSLT", struct.pack("<i", 7))
     elif MODE == "half_a_result":

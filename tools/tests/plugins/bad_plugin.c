@@ -35,6 +35,10 @@ int32_t attncheck_forward_f32(const attncheck_problem *p) {
   exit(3);
 #elif BAD == 10 /* change the rounding mode of the whole process and leave it so */
   fesetround(FE_TOWARDZERO);
+#elif BAD == 11 /* write 20 KiB past the end of out: in its own guard, not some other buffer's */
+  out[n_out + 5120] = 1;
+#elif BAD == 12 /* write 1 TiB before out: outside every buffer */
+  *(volatile float *)((char *)out - ((size_t)1 << 40)) = 1;
 #endif
   (void)sink;
   (void)n_k;

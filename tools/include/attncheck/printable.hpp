@@ -1,0 +1,15 @@
+// Text that came from outside (a file, a child process) made safe to print: a hostile header or
+// child cannot put escape sequences on the terminal, split a one-line message or fill the screen.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace attncheck {
+
+// Control and non-ASCII bytes become \xNN (newlines and tabs stay when `lines`), and text past
+// `longest` bytes is cut with "... (N bytes)".
+std::string printable(std::string_view text, size_t longest = 40, bool lines = false);
+
+}  // namespace attncheck
