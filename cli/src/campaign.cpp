@@ -25,6 +25,7 @@
 #include "attncheck/plugin_loader.hpp"
 #include "attncheck/precision.hpp"
 #include "attncheck/property.hpp"
+#include "attncheck/replay_file.hpp"
 
 namespace attncheck {
 namespace {
@@ -212,8 +213,16 @@ Run run_once(IsolatedKernel& kernel, const CampaignOptions& options, const Prope
       message += "\nthe implementation wrote to stderr:\n" + err + (err.back() == '\n' ? "" : "\n");
   }
   const std::string case_text = run.failed || with_text ? checker.case_text() : "";
-  run.finding = {property.name, message, checker.choices, true, case_text, checker.kept_choices, ladder, capabilities,
-                 run.failed && case_text.empty() ? checker.last_call_text() : "", /*failed_call, set by the caller*/ "", false};
+  Finding& f = run.finding;  // its failed call is the caller's to find (keep_failed_call)
+  f.property = property.name;
+  f.message = message;
+  f.choices = checker.choices;
+  f.kept = true;
+  f.case_text = case_text;
+  f.kept_choices = checker.kept_choices;
+  f.ladder = ladder;
+  f.capabilities = capabilities;
+  f.last_call_case = run.failed && case_text.empty() ? checker.last_call_text() : "";
   run.worst_ratio = checker.worst_ratio;
   return run;
 }
@@ -288,12 +297,15 @@ Finding shrink(IsolatedKernel& kernel, const CampaignOptions& options, const Pro
 
 // The case of the kernel call `finding` is about (Finding::failed_call): its run once more, every
 // call kept.
-std::string failed_call(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property,
-                        const Finding& finding) {
+void keep_failed_call(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, Finding& finding) {
   std::vector<KernelCall> calls;
   run_once(kernel, options, property, 0, nullptr, false, ~0u, &finding, false, &calls);
-  if (calls.empty()) return "";
-  return calls[std::min(first_wrong_call(calls).index, calls.size() - 1)].case_text;
+  if (calls.empty()) return;
+  const WrongCall wrong = first_wrong_call(calls);
+  const KernelCall& call = calls[std::min(wrong.index, calls.size() - 1)];
+  finding.failed_call = call.case_text;
+  finding.failed_call_why = wrong.index < calls.size() ? wrong.why : "";  // a relation between calls broke: no call is wrong
+  finding.failed_call_lse = !call.lse.empty();
 }
 
 uint64_t mix(uint64_t x) {  // splitmix64's finalizer: distinct seeds per (campaign seed, property, round)
@@ -370,7 +382,7 @@ CampaignResult run_campaign(const CampaignOptions& options) {
         result.finding = shrink(kernel, options, property, run.finding, run.kind, run.worst_ratio);
         result.shrink_seconds = since(shrink_start);
         result.finding.hung = run.kind == Outcome::hung;
-        if (!result.finding.hung) result.finding.failed_call = failed_call(kernel, options, property, result.finding);
+        if (!result.finding.hung) keep_failed_call(kernel, options, property, result.finding);
         result.fp_mode = kernel.fp_mode_finding();
         return result;
       }
@@ -402,7 +414,7 @@ CampaignResult replay(const CampaignOptions& options, const Finding& recorded, s
   result.per_property[recorded.property] = 1;
   result.found = run.failed;
   result.finding = run.finding;
-  if (run.failed && run.kind != Outcome::hung) result.finding.failed_call = failed_call(kernel, both, property, run.finding);
+  if (run.failed && run.kind != Outcome::hung) keep_failed_call(kernel, both, property, result.finding);
   result.worst_ratio = run.worst_ratio;
   result.seconds = since(start);
   result.fp_mode = kernel.fp_mode_finding();
@@ -429,92 +441,34 @@ WrongCall first_wrong_call(const std::vector<KernelCall>& calls) {
 }
 
 void write_replay(const std::string& path, const CampaignOptions& options, const Finding& finding) {
-  // Into a file of its own, renamed over `path` once whole and closed, so that a full disk leaves
-  // no empty or partial file behind a report that names it, and two checks writing one path never
-  // mix; a path that is no regular file (/dev/full, a pipe) is written in place.
-  struct stat st;
-  const bool in_place = stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
-  const std::string target = in_place ? path : path + ".tmp." + std::to_string(getpid());
-  const auto failed = [&](const std::string& why) {
-    if (!in_place) std::remove(target.c_str());
-    return std::runtime_error(path + ": cannot write the replay file (" + why + ")");
-  };
-  std::ofstream file(target);
-  if (!file) throw failed(std::strerror(errno));
-  file << "attncheck-replay 2\nproperty " << finding.property << (options.command ? "\nimpl-cmd " : "\nimpl ")
-       << options.impl << "\nempty-rows "
-       << (options.empty_rows == EmptyRows::zero ? "zero" : "nan") << "\n"
-       << finding.case_text << "choices";
-  for (uint64_t choice : finding.kept_choices) file << ' ' << choice;
-  file << '\n';
-  std::istringstream failed_call(finding.failed_call);
-  for (std::string line; std::getline(failed_call, line);) file << "failed-call " << line << '\n';
-  file.close();
-  if (!file) throw failed(std::strerror(errno));
-  if (!in_place && std::rename(target.c_str(), path.c_str()) != 0) throw failed(std::strerror(errno));
+  ReplayFile r;
+  r.property = finding.property;
+  r.impl = options.impl;
+  r.command = options.command;
+  r.empty_rows = options.empty_rows;
+  r.case_text = finding.case_text;
+  r.choices = finding.kept_choices;
+  r.failed_call = finding.failed_call;
+  r.failed_call_why = finding.failed_call_why;
+  r.failed_call_lse = finding.failed_call_lse;
+  write_replay_file(path, r);
 }
 
 Finding read_replay(const std::string& path, CampaignOptions& options, bool keep_impl, bool keep_policy) {
-  std::ifstream file(path);
-  if (!file) throw std::runtime_error(path + ": cannot open the replay file");
-  std::string header, key, value;
+  const ReplayFile r = read_replay_file(path);
+  property_named(r.property);  // a clear error for an unknown property
+  if (!keep_impl) options.impl = r.impl, options.command = r.command;
+  if (!keep_policy) options.empty_rows = r.empty_rows;
   Finding finding;
-  if (!std::getline(file, header) || (header != "attncheck-replay 1" && header != "attncheck-replay 2"))
-    throw std::runtime_error(path + ": not an attncheck replay file (first line is not 'attncheck-replay 1' or 2)");
-  finding.kept = header == "attncheck-replay 2";  // 1: the generator's choices; 2: the case itself
+  finding.property = r.property;
+  finding.kept = r.format == 2;  // 1: the generator's choices; 2: the case itself
   // Format 1 predates ABI v2: its choices were drawn with what v1 carries.
   if (!finding.kept) finding.capabilities = kAbiV1Capabilities | ATTNCHECK_CAP_F64;
-  std::set<std::string> seen;  // a file that is not whole is an error, never a replay of something else
-  for (std::string line; std::getline(file, line);) {
-    const size_t space = line.find(' ');
-    key = line.substr(0, space);
-    value = space == std::string::npos ? "" : line.substr(space + 1);  // the rest: a path may hold spaces
-    seen.insert(key == "impl-cmd" ? "impl" : key);
-    if (key == "case" && !finding.kept)
-      throw std::runtime_error(path + ": a format-1 file holds no case (is its first line damaged?)");
-    if (key == "property") finding.property = value;
-    if ((key == "impl" || key == "impl-cmd") && !keep_impl) {
-      options.impl = value;
-      options.command = key == "impl-cmd";
-    }
-    if (key == "empty-rows" && !keep_policy) {
-      if (value != "zero" && value != "nan") throw std::runtime_error(path + ": empty-rows must be zero or nan");
-      options.empty_rows = value == "nan" ? EmptyRows::nan : EmptyRows::zero;
-    }
-    if (key == "case") {  // checked as it is read, kept as text for the property's draw
-      finding.case_text = line + "\n";
-      std::ostringstream body;
-      for (std::string item; std::getline(file, item);) {
-        body << item << '\n';
-        if (item == "end") break;
-      }
-      finding.case_text += body.str();
-      std::istringstream check(body.str());
-      try {
-        if (case_text_holds<double>(line))
-          case_from_text<double>(line, check);
-        else
-          case_from_text<float>(line, check);
-      } catch (const std::exception& e) {
-        throw std::runtime_error(path + ": " + e.what());
-      }
-    }
-    if (key == "failed-call") finding.failed_call += value + "\n";  // checked below, kept for reports
-    if (key == "choices") {
-      std::istringstream numbers(value);
-      std::vector<uint64_t>& into = finding.kept ? finding.kept_choices : finding.choices;
-      for (uint64_t choice; numbers >> choice;) into.push_back(choice);
-      if (!numbers.eof()) throw std::runtime_error(path + ": the choices line holds something that is not a number");
-    }
-  }
-  for (const char* needed : {"property", "impl", "empty-rows", "choices"})
-    if (!seen.count(needed)) throw std::runtime_error(path + ": no '" + needed + "' line: the file is not whole");
-  property_named(finding.property);  // a clear error for an unknown property
-  if (!finding.failed_call.empty()) try {
-      visit_case_text(finding.failed_call, [](const auto&) { return 0; });
-    } catch (const std::exception& e) {
-      throw std::runtime_error(path + ": its failed-call lines: " + e.what());
-    }
+  finding.case_text = r.case_text;
+  (finding.kept ? finding.kept_choices : finding.choices) = r.choices;
+  finding.failed_call = r.failed_call;
+  finding.failed_call_why = r.failed_call_why;
+  finding.failed_call_lse = r.failed_call_lse;
   return finding;
 }
 

@@ -21,6 +21,7 @@
 #include "attncheck/features.hpp"
 #include "attncheck/flags.hpp"
 #include "attncheck/html_report.hpp"
+#include "attncheck/implementation.hpp"
 #include "attncheck/property.hpp"
 
 namespace attncheck {
@@ -167,9 +168,7 @@ void write_junit(const std::string& path, const CampaignResult& r, const std::st
 
 int check(const FlagValues& o) {
   CampaignOptions options;
-  if (o.given("impl") && o.given("impl-cmd")) throw std::runtime_error("give --impl or --impl-cmd, not both");
-  options.command = o.given("impl-cmd");
-  options.impl = options.command ? o.text("impl-cmd") : o.text("impl");
+  const bool named = named_implementation(o, options);
   options.seconds = o.number("seconds");
   options.max_cases = int64_t(o.number("cases"));
   options.shrink_seconds = o.number("shrink-seconds");
@@ -209,7 +208,8 @@ int check(const FlagValues& o) {
 
   CampaignResult result;
   if (o.given("replay")) {
-    const Finding recorded = read_replay(o.text("replay"), options, o.given("impl") || o.given("impl-cmd"), o.given("empty-rows"));
+    const Finding recorded = read_replay(o.text("replay"), options, named, o.given("empty-rows"));
+    if (!named) require_trusted(o, o.text("replay"), options);
     result = replay(options, recorded);
     result.per_property_seconds[recorded.property] = result.seconds;  // its one run
   } else {
@@ -339,11 +339,8 @@ int mutants(const FlagValues& o) {
 }  // namespace
 
 int check_command(const std::vector<std::string>& args) {
-  return Flags("check")
-      .text("impl", "builtin|PATH.so", "the implementation: the built-in one, or a plugin built against contract/include/attncheck/plugin.h", "builtin")
-      .text("impl-cmd", "COMMAND",
-            "the implementation: a command (run by /bin/sh) that speaks the child protocol of docs/protocol.md on its "
-            "stdin and stdout, e.g. 'python3 my_attention.py' serving a function with attncheck.serve")
+  Flags flags("check");
+  return implementation_flags(flags)
       .number("seconds", "N",
               "the search's budget, from the kernel's loading on: the runs are one sequence for a seed, and it stops at "
               "the first that would start after the budget or whose property has taken longer than what is left; a case "
@@ -372,7 +369,9 @@ int check_command(const std::vector<std::string>& args) {
       .text("html", "FILE",
             "also write a self-contained HTML report: heatmaps of the finding's mask, exact weights and error/bound, "
             "its tensors, the replay command, per-property counts")
-      .text("replay", "FILE", "run a replay file's counterexample again, not a campaign (--impl, --empty-rows override its own)")
+      .text("replay", "FILE",
+            "run a replay file's counterexample again, not a campaign, on --impl or --impl-cmd (or, with --trust-replay "
+            "yes, the one it names); --empty-rows overrides its own")
       .text("counterexample", "FILE", "where the replay file of a counterexample goes", "attncheck-counterexample.replay")
       .number("case-timeout", "S", "seconds one call may take before it counts as a hang", "30", 0.01, 1e9)
       .run(args, check);

@@ -44,6 +44,9 @@ std::string shape_text(const Dims& d) {
   return "[" + std::to_string(d.B) + "," + std::to_string(d.H) + "," + std::to_string(d.T) + "," + std::to_string(d.d) + "]";
 }
 
+// Every tensor file compare reads.
+constexpr const char* kTensors[] = {"q", "k", "v", "out", "allow", "kv-lens", "bias", "lse", "dout", "dq", "dk", "dv"};
+
 // The tensors in --q's format (or --dtype's): the inputs, the bias, the output and the backward's.
 constexpr const char* kInFormat[] = {"q", "k", "v", "bias", "out", "dout", "dq", "dk", "dv"};
 
@@ -226,9 +229,11 @@ int run(const FlagValues& options) {
   if (options.given("dout") && options.text("empty-rows") == "nan")
     throw InputError("--empty-rows nan: the backward's empty rows are zero (dq 0, nothing to any key); "
                      "leave it out with --dout");
+  // Every header first, and every check of dtypes and shapes on them, before any data is read: a
+  // small file whose header claims 2^31 elements costs nothing until the shapes are known to fit.
   std::map<std::string, NpyArray> arrays;
-  for (const char* name : {"q", "k", "v", "out", "allow", "kv-lens", "bias", "lse", "dout", "dq", "dk", "dv"})
-    if (options.given(name)) arrays.emplace(name, read_npy(options.text(name)));
+  for (const char* name : kTensors)
+    if (options.given(name)) arrays.emplace(name, read_npy_header(options.text(name)));
   if (options.given("window")) window_of(options.text("window"));  // a bad window: one line, before any work
 
   // Formats: one for q, k, v, bias, out and the gradients, --dtype's or else q's; the lse in
@@ -286,16 +291,6 @@ int run(const FlagValues& options) {
          std::to_string(shape.H) + "," + std::to_string(shape.Tq) + "," + std::to_string(shape.Tk) + "]");
   expect("lse", shape.lse_size(), {shape.Tq}, "[B,H,Tq] = [" + std::to_string(shape.B) + "," + std::to_string(shape.H) +
          "," + std::to_string(shape.Tq) + "]");
-  if (arrays.count("kv-lens")) {
-    const NpyArray& lens = arrays.at("kv-lens");
-    for (int64_t b = 0; b < shape.B; ++b) {
-      const int32_t n = reinterpret_cast<const int32_t*>(lens.data.data())[b];
-      if (n < 0 || n > shape.Tk)
-        throw InputError(options.text("kv-lens") + ": length " + std::to_string(n) + " of batch " + std::to_string(b) +
-                         " is outside 0..Tk = " + std::to_string(shape.Tk));
-    }
-  }
-
   if (auto it = arrays.find("allow"); it != arrays.end()) {
     const NpyArray& mask = it->second;
     if (mask.dtype != NpyDtype::b1 && mask.dtype != NpyDtype::u8)
@@ -312,6 +307,22 @@ int run(const FlagValues& options) {
   if (options.given("softcap")) probe.softcap = options.number("softcap");
   if (const std::string error = problem_error(probe, Result<float>{}); error.rfind("shape", 0) == 0 || error.rfind("softcap", 0) == 0)
     throw InputError(error);
+  for (auto& [name, array] : arrays) {  // the shapes fit: now the data
+    NpyArray whole = read_npy(options.text(name));
+    if (whole.dtype != array.dtype || whole.shape != array.shape)
+      throw InputError(options.text(name) + ": changed while being read");
+    array = std::move(whole);
+  }
+  if (arrays.count("kv-lens")) {
+    const NpyArray& lens = arrays.at("kv-lens");
+    for (int64_t b = 0; b < shape.B; ++b) {
+      const int32_t n = reinterpret_cast<const int32_t*>(lens.data.data())[b];
+      if (n < 0 || n > shape.Tk)
+        throw InputError(options.text("kv-lens") + ": length " + std::to_string(n) + " of batch " + std::to_string(b) +
+                         " is outside 0..Tk = " + std::to_string(shape.Tk));
+    }
+  }
+
   // A 2-byte format is checked as its values held in float, the problem saying the format.
   if (is_narrow(format))
     for (const char* name : kInFormat)

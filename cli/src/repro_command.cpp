@@ -19,7 +19,9 @@
 #include "attncheck/compare.hpp"
 #include "attncheck/features.hpp"
 #include "attncheck/flags.hpp"
+#include "attncheck/implementation.hpp"
 #include "attncheck/oracle.hpp"
+#include "attncheck/printable.hpp"
 
 namespace attncheck {
 namespace {
@@ -46,12 +48,26 @@ std::string literal(double x, Format format, bool python) {
   return hex(x) + (format == Format::f32 ? "f" : "");
 }
 
-// A Python string literal holding `text`.
-std::string python_string(const std::string& text) {
+// A string literal of C++ (octal escapes) or Python (hex escapes) holding `text` exactly, whatever
+// it holds: a path or command is data, and a quote in it must not end the literal. Bytes past ASCII
+// stay as they are (UTF-8 in, UTF-8 out).
+std::string string_literal(const std::string& text, bool python) {
   std::string quoted = "\"";
-  for (char ch : text) quoted += ch == '"' || ch == '\\' ? std::string("\\") + ch : std::string(1, ch);
+  for (const char ch : text) {
+    const auto byte = static_cast<unsigned char>(ch);
+    char escaped[8];
+    if (ch == '"' || ch == '\\')
+      quoted += std::string("\\") + ch;
+    else if (byte < 0x20 || byte == 0x7f)
+      quoted += (std::snprintf(escaped, sizeof escaped, python ? "\\x%02x" : "\\%03o", byte), escaped);
+    else
+      quoted += ch;
+  }
   return quoted + "\"";
 }
+
+// Text for a comment line of the generated file: one line, however the file or finding spelled it.
+std::string comment(const std::string& text) { return printable(text, 400); }
 
 template <class V, class F>
 std::string joined(const std::vector<V>& values, F each) {
@@ -87,8 +103,8 @@ std::string gtest_file(const std::string& replay, const CampaignOptions& o, cons
   const Shape& s = c.shape;
   const char* e = storage(c.format);
   std::ostringstream t;
-  t << "// A regression test written by `attncheck repro --replay " << replay << "` (attncheck-repro 1):\n"
-    << "// Property." << f.property << " on " << o.impl << ": " << why << ".\n"
+  t << "// A regression test written by `attncheck repro --replay " << comment(replay) << "` (attncheck-repro 1):\n"
+    << "// Property." << f.property << " on " << comment(o.impl) << ": " << comment(why) << ".\n"
     << "// The case is the call the oracle found wrong; `exact` is the oracle's out (hi + lo), `bound` the\n"
     << "// largest error of any correct kernel. Build: c++ -std=c++17 THIS.cpp -I attncheck/contract/include\n"
     << "// -lgtest -lgtest_main -ldl -pthread; run with ATTNCHECK_REPRO_PLUGIN=path/to/plugin.so.\n"
@@ -131,7 +147,7 @@ std::string gtest_file(const std::string& replay, const CampaignOptions& o, cons
     << "  return std::isfinite(x) && std::fabs(x - exact) <= bound;\n}\n\n}  // namespace\n\n"
     << "TEST(AttncheckRegression, " << f.property << ") {\n"
     << "  const char* path = std::getenv(\"ATTNCHECK_REPRO_PLUGIN\");\n"
-    << "  void* plugin = dlopen(path ? path : \"" << o.impl << "\", RTLD_NOW | RTLD_LOCAL);\n"
+    << "  void* plugin = dlopen(path ? path : " << string_literal(o.impl, false) << ", RTLD_NOW | RTLD_LOCAL);\n"
     << "  ASSERT_NE(plugin, nullptr) << dlerror();\n"
     << "  auto forward = reinterpret_cast<int32_t (*)(const attncheck_problem_v2*)>(dlsym(plugin, \"attncheck_forward_v2\"));\n"
     << "  ASSERT_NE(forward, nullptr) << \"not an ABI v2 plugin: no attncheck_forward_v2\";\n"
@@ -182,12 +198,13 @@ std::string pytest_file(const std::string& replay, const CampaignOptions& o, con
     return text;
   };
   std::ostringstream t;
-  t << "\"\"\"A regression test written by `attncheck repro --replay " << replay << "` (attncheck-repro 1):\n"
-    << "Property." << f.property << ": " << why << ".\n"
+  t << "\"\"\"A regression test written by `attncheck repro` (attncheck-repro 1), of the finding below.\n"
     << "The case is the call the oracle found wrong; `exact` is the oracle's out (hi + lo), `bound` the\n"
     << "largest error of any correct kernel. Run: python3 -m pytest THIS.py (ATTNCHECK_REPRO_COMMAND\n"
-    << "overrides the command).\"\"\"\nimport os\n\nimport numpy as np\n\nimport attncheck\n\n"
-    << "COMMAND = os.environ.get(\"ATTNCHECK_REPRO_COMMAND\", " << python_string(o.impl) << ")\n"
+    << "overrides the command).\"\"\"\n"
+    << "# attncheck repro --replay " << comment(replay) << "\n# Property." << f.property << ": " << comment(why) << ".\n"
+    << "import os\n\nimport numpy as np\n\nimport attncheck\n\n"
+    << "COMMAND = os.environ.get(\"ATTNCHECK_REPRO_COMMAND\", " << string_literal(o.impl, true) << ")\n"
     << "# B " << s.B << ", H " << s.H << ", H_kv " << s.kv_heads() << ", Tq " << s.Tq << ", Tk " << s.Tk << ", dk "
     << s.dk << ", dv " << s.dv << "; " << format_name(c.format) << (bits ? " (bit patterns)" : "") << "\n"
     << tensor("q", c.q, dims({s.B, s.H, s.Tq, s.dk}), "[B,H,Tq,dk]")
@@ -221,10 +238,9 @@ std::string pytest_file(const std::string& replay, const CampaignOptions& o, con
 }
 
 template <class T>
-void write_test(const std::string& replay, const CampaignOptions& o, const Finding& f, const KernelCall& call,
-                const Case<T>& c, const std::string& why, const std::string& out_path) {
+void write_test(const std::string& replay, const CampaignOptions& o, const Finding& f, bool with_lse, const Case<T>& c,
+                const std::string& why, const std::string& out_path) {
   const Reference ref = reference(c.problem());
-  const bool with_lse = !call.lse.empty();
   const std::string file = o.command ? pytest_file(replay, o, f, c, ref, with_lse, why)
                                      : gtest_file(replay, o, f, c, ref, with_lse, why);
   if (out_path.empty()) {
@@ -238,10 +254,22 @@ void write_test(const std::string& replay, const CampaignOptions& o, const Findi
   }
 }
 
+// The test is written from the call the replay file kept (its failed-call lines), running nothing;
+// a file without one (a hang, or written before they were kept) needs the property run once more,
+// on an implementation the user names (or trusts).
 int repro(const FlagValues& flags) {
   CampaignOptions options;
   const std::string& replay = flags.text("replay");
-  const Finding finding = read_replay(replay, options, false, false);
+  const bool named = named_implementation(flags, options);
+  const Finding finding = read_replay(replay, options, named, false);
+  auto write = [&](const std::string& case_text, bool with_lse, const std::string& why) {
+    return visit_case_text(case_text, [&](const auto& c) {
+      write_test(replay, options, finding, with_lse, c, why, flags.text("out"));
+      return 0;
+    });
+  };
+  if (!named && !finding.failed_call_why.empty()) return write(finding.failed_call, finding.failed_call_lse, finding.failed_call_why);
+  if (!named) require_trusted(flags, replay, options);
   std::vector<KernelCall> calls;
   attncheck::replay(options, finding, &calls);
   const WrongCall wrong = first_wrong_call(calls);
@@ -249,11 +277,7 @@ int repro(const FlagValues& flags) {
     throw std::runtime_error(replay + ": no call of Property." + finding.property +
                              " is wrong by the oracle (it fails by comparing calls, or no longer fails): "
                              "replay it with attncheck check --replay");
-  const KernelCall& call = calls[wrong.index];
-  return visit_case_text(call.case_text, [&](const auto& c) {
-    write_test(replay, options, finding, call, c, wrong.why, flags.text("out"));
-    return 0;
-  });
+  return write(calls[wrong.index].case_text, !calls[wrong.index].lse.empty(), wrong.why);
 }
 
 }  // namespace
@@ -262,8 +286,12 @@ int repro_command(const std::vector<std::string>& given) {
   // `attncheck repro FILE.replay`: a first word that is no flag is the replay file.
   std::vector<std::string> args = given;
   if (!args.empty() && args[0].rfind("-", 0) != 0) args.insert(args.begin(), "--replay");
-  return Flags("repro")
-      .text("replay", "FILE", "the replay file of a finding (attncheck check --counterexample); also the first word, as FILE alone")
+  Flags flags("repro");
+  return implementation_flags(flags)
+      .text("replay", "FILE",
+            "the replay file of a finding (attncheck check --counterexample); also the first word, as FILE alone. The "
+            "test is written from the call it kept, running nothing; with --impl or --impl-cmd the property runs once "
+            "more on that implementation, and the test is of its first wrong call")
       .required()
       .text("out", "FILE", "where the test goes (default: standard output)", "")
       .run(args, repro);

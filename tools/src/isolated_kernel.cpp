@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -294,6 +295,41 @@ void track(pid_t child, bool alive) {
   }
 }
 
+// The keeper of a command's process group: the checker's child, which runs the command as its own
+// child and ends as it ends (the same exit status, or the same signal). When the checker dies,
+// killed even by SIGKILL, the keeper is told (PR_SET_PDEATHSIG) and kills the group: the shell and
+// whatever it started, which would otherwise outlive the checker.
+void on_checker_death(int) { kill(0, SIGKILL); }
+
+[[noreturn]] void keep_command(const std::string& command, int requests, int answers, int stderr_fd) {
+  signal(SIGTERM, on_checker_death);
+  prctl(PR_SET_PDEATHSIG, SIGTERM);  // in place of start()'s SIGKILL, which covered the moment before
+  const pid_t run = fork();
+  if (run < 0) _exit(126);
+  if (run == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // the keeper killed: so is the command
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);  // the checker's own choice, not the command's
+    // The protocol on its stdin and stdout, its stderr kept for the findings.
+    dup2(requests, 0);
+    dup2(answers, 1);
+    dup2(stderr_fd, 2);
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close_range(0, ~0u, 0);  // holds no pipe end: the checker sees the command's end of the protocol alone
+  const rlimit no_core{0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
+  int status = 0;
+  while (waitpid(run, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status)) {
+    signal(WTERMSIG(status), SIG_DFL);
+    raise(WTERMSIG(status));
+  }
+  _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 126);
+}
+
 }  // namespace
 
 // ---- The checker's side ----
@@ -450,12 +486,7 @@ void IsolatedKernel::start() {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != checker) _exit(0);
     if (!command_) host_plugin(which_, requests[0], answers[1]);
-    // A command: the protocol on its stdin and stdout, its stderr kept for the findings.
-    dup2(requests[0], 0);
-    dup2(answers[1], 1);
-    dup2(stderr_fd_, 2);
-    execl("/bin/sh", "sh", "-c", which_.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
+    keep_command(which_, requests[0], answers[1], stderr_fd_);
   }
   setpgid(child_, child_);  // also here: stop() may come before the child has run
   track(child_, true);

@@ -329,26 +329,43 @@ NpyArray parse_npy(const uint8_t* bytes, size_t size, const std::string& name) {
   return to_array(std::move(h), std::move(data));
 }
 
-// A regular file: reads at most the preamble and a 1 MiB header first, and allocates for the data
-// only once the header's shape has been checked against the file's size.
-NpyArray read_npy(const std::string& path) {
-  struct Fd {
-    int fd;
-    ~Fd() {
-      if (fd >= 0) ::close(fd);
-    }
-  } file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+namespace {
+
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// A regular file opened and its header checked against its size: reads at most the preamble and a
+// 1 MiB header. Opened without blocking, so that a FIFO is refused rather than waited on.
+Header open_npy(const std::string& path, Fd& file) {
+  file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (file.fd < 0) throw NpyError(path + ": cannot open (" + std::strerror(errno) + ")");
   struct stat st{};
   if (::fstat(file.fd, &st) != 0) throw NpyError(path + ": cannot open (" + std::strerror(errno) + ")");
   // A pipe or device has no size to check the header against and might never end.
   if (S_ISDIR(st.st_mode)) throw NpyError(path + ": cannot open (" + std::strerror(EISDIR) + ")");
   if (!S_ISREG(st.st_mode)) throw NpyError(path + ": cannot open (not a regular file)");
-
   const uint64_t size = uint64_t(st.st_size);
   std::vector<unsigned char> head(std::min<uint64_t>(size, kMaxPreamble + kMaxHeader));
   read_at(file.fd, head.data(), head.size(), 0, path);
-  Header h = parse_header(head.data(), head.size(), size, path);
+  return parse_header(head.data(), head.size(), size, path);
+}
+
+}  // namespace
+
+NpyArray read_npy_header(const std::string& path) {
+  Fd file{-1};
+  Header h = open_npy(path, file);
+  return NpyArray{h.dtype, std::move(h.shape), {}};
+}
+
+// Memory for the data only once the header's shape has been checked against the file's size.
+NpyArray read_npy(const std::string& path) {
+  Fd file{-1};
+  Header h = open_npy(path, file);
   std::vector<unsigned char> data(h.data_bytes);
   read_at(file.fd, data.data(), data.size(), h.data_offset, path);
   return to_array(std::move(h), std::move(data));

@@ -59,8 +59,10 @@ struct Finding {
   // The problem the kernel failed on, as text: the call first_wrong_call picks on the finding's run
   // (the last call when a relation between calls broke), which may differ from the drawn case (an
   // emptied row, poisoned keys). The replay file keeps it (`failed-call` lines) for what pastes the
-  // counterexample (the Python client's NumPy arrays); replay never reads it. Empty for a hang.
-  std::string failed_call;
+  // counterexample (the Python client's NumPy arrays, `attncheck repro`); replay never reads it.
+  // Empty for a hang. With it, why the oracle called it wrong and whether it asked for lse.
+  std::string failed_call, failed_call_why;
+  bool failed_call_lse = false;
   bool hung = false;  // the call hung: not shrunk (every trial would cost the whole case timeout)
 };
 
@@ -119,12 +121,10 @@ WrongCall first_wrong_call(const std::vector<KernelCall>& calls);
 // With `calls`, every forward call the property makes is kept there, in order.
 CampaignResult replay(const CampaignOptions& options, const Finding& recorded, std::vector<KernelCall>* calls = nullptr);
 
-// A replay file, format 2: the property, the implementation (`impl PATH` or `impl-cmd COMMAND`), the empty-row policy, the case as
-// exact bits and the property's other choices (`attncheck-replay 2`). Format 1 files (the
-// generator's choices alone) still load.
+// A finding as a replay file (replay_file.hpp) and back: into `options` go the file's
+// implementation and empty-row policy, unless the caller set them (keep_impl, keep_policy).
+// Reading runs nothing; errors are one line (std::runtime_error).
 void write_replay(const std::string& path, const CampaignOptions& options, const Finding& finding);
-// Reads one back into `options` (impl or command and policy, unless the caller set them: keep_impl,
-// keep_policy) and the finding; throws std::runtime_error with a one-line reason.
 Finding read_replay(const std::string& path, CampaignOptions& options, bool keep_impl, bool keep_policy);
 
 }  // namespace attncheck

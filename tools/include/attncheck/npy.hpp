@@ -34,9 +34,13 @@ struct NpyError : std::runtime_error {
 // data is transposed into C order.
 NpyArray parse_npy(const uint8_t* bytes, size_t size, const std::string& name);
 
-// Reads a regular file; a missing/unreadable file is an NpyError "PATH: cannot open (reason)".
-// Memory is allocated only after the header has been checked against the file's size.
+// Reads a regular file; a missing/unreadable file is an NpyError "PATH: cannot open (reason)", and
+// so is a FIFO or device (never waited on). Memory is allocated only after the header has been
+// checked against the file's size.
 NpyArray read_npy(const std::string& path);
+// Its header alone (data empty), checked as read_npy checks it: to check that files fit together
+// before any of their data is read.
+NpyArray read_npy_header(const std::string& path);
 
 // Writes format version 1.0 (C order), the data starting at a multiple of 64 bytes as NumPy
 // does; throws NpyError if the array is inconsistent or the file cannot be written.

@@ -1,0 +1,132 @@
+#include "attncheck/replay_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "attncheck/case_text.hpp"
+#include "attncheck/printable.hpp"
+
+namespace attncheck {
+namespace {
+
+// A case text's body after its first line, up to its `end` line, checked by the case reader.
+std::string read_case(std::istream& in, const std::string& first, const std::string& name, const char* what) {
+  std::string text = first + "\n";
+  for (std::string item; std::getline(in, item);) {
+    text += item + "\n";
+    if (item == "end") break;
+  }
+  try {
+    visit_case_text(text, [](const auto&) { return 0; });
+  } catch (const std::exception& e) {
+    throw std::runtime_error(name + ": " + what + e.what());
+  }
+  return text;
+}
+
+}  // namespace
+
+ReplayFile parse_replay(std::istream& in, const std::string& name) {
+  auto error = [&](const std::string& why) { return std::runtime_error(name + ": " + why); };
+  ReplayFile r;
+  std::string header;
+  if (!std::getline(in, header) || (header != "attncheck-replay 1" && header != "attncheck-replay 2"))
+    throw error("not an attncheck replay file (first line is not 'attncheck-replay 1' or 2)");
+  r.format = header == "attncheck-replay 2" ? 2 : 1;
+  std::set<std::string> seen;  // a file that is not whole is an error, never a replay of something else
+  std::string failed_call;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    const size_t space = line.find(' ');
+    const std::string key = line.substr(0, space);
+    const std::string value = space == std::string::npos ? "" : line.substr(space + 1);  // the rest: a path may hold spaces
+    if (key != "failed-call" && !seen.insert(key == "impl-cmd" ? "impl" : key).second)
+      throw error("a second '" + printable(key) + "' line");
+    if (key == "property") {
+      r.property = value;
+    } else if (key == "impl" || key == "impl-cmd") {
+      r.impl = value;
+      r.command = key == "impl-cmd";
+    } else if (key == "empty-rows") {
+      if (value != "zero" && value != "nan") throw error("empty-rows must be zero or nan");
+      r.empty_rows = value == "nan" ? EmptyRows::nan : EmptyRows::zero;
+    } else if (key == "case") {
+      if (r.format == 1) throw error("a format-1 file holds no case (is its first line damaged?)");
+      r.case_text = read_case(in, line, name, "");
+    } else if (key == "choices") {
+      std::istringstream numbers(value);
+      for (uint64_t choice; numbers >> choice;) r.choices.push_back(choice);
+      if (!numbers.eof()) throw error("the choices line holds something that is not a number");
+    } else if (key == "failed-call") {
+      failed_call += value + "\n";  // checked once whole
+    } else if (key == "failed-call-why") {
+      r.failed_call_why = printable(value, 400);
+    } else if (key == "failed-call-lse") {
+      if (value != "yes" && value != "no") throw error("failed-call-lse must be yes or no");
+      r.failed_call_lse = value == "yes";
+    } else {
+      throw error("an unknown line '" + printable(line) + "'");
+    }
+  }
+  for (const char* needed : {"property", "impl", "empty-rows", "choices"})
+    if (!seen.count(needed)) throw error(std::string("no '") + needed + "' line: the file is not whole");
+  if (!failed_call.empty()) {
+    std::istringstream call(failed_call);
+    std::string first;
+    std::getline(call, first);
+    r.failed_call = read_case(call, first, name, "its failed-call lines: ");
+  }
+  return r;
+}
+
+ReplayFile read_replay_file(const std::string& path) {
+  // Opened without blocking and checked before a byte is read: a FIFO would wait for a writer, a
+  // device (/dev/zero) never end.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw std::runtime_error(path + ": cannot open the replay file (" + std::strerror(errno) + ")");
+  struct stat st {};
+  const bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  close(fd);
+  if (!regular) throw std::runtime_error(path + ": cannot open the replay file (not a regular file)");
+  if (uint64_t(st.st_size) > kLongestReplayFile)
+    throw std::runtime_error(path + ": " + std::to_string(st.st_size) + " bytes, larger than any replay file (" +
+                             std::to_string(kLongestReplayFile) + ")");
+  std::ifstream file(path);
+  if (!file) throw std::runtime_error(path + ": cannot open the replay file");
+  return parse_replay(file, path);
+}
+
+void write_replay_file(const std::string& path, const ReplayFile& r) {
+  struct stat st;
+  const bool in_place = stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+  const std::string target = in_place ? path : path + ".tmp." + std::to_string(getpid());
+  const auto failed = [&](const std::string& why) {
+    if (!in_place) std::remove(target.c_str());
+    return std::runtime_error(path + ": cannot write the replay file (" + why + ")");
+  };
+  std::ofstream file(target);
+  if (!file) throw failed(std::strerror(errno));
+  file << "attncheck-replay " << r.format << "\nproperty " << r.property << (r.command ? "\nimpl-cmd " : "\nimpl ") << r.impl
+       << "\nempty-rows " << (r.empty_rows == EmptyRows::zero ? "zero" : "nan") << "\n"
+       << r.case_text << "choices";
+  for (uint64_t choice : r.choices) file << ' ' << choice;
+  file << '\n';
+  std::istringstream failed_call(r.failed_call);
+  for (std::string line; std::getline(failed_call, line);) file << "failed-call " << line << '\n';
+  if (!r.failed_call.empty() && !r.failed_call_why.empty())
+    file << "failed-call-why " << r.failed_call_why << "\nfailed-call-lse " << (r.failed_call_lse ? "yes" : "no") << '\n';
+  file.close();
+  if (!file) throw failed(std::strerror(errno));
+  if (!in_place && std::rename(target.c_str(), path.c_str()) != 0) throw failed(std::strerror(errno));
+}
+
+}  // namespace attncheck
