@@ -105,6 +105,20 @@ ReplayFile read_replay_file(const std::string& path) {
   return parse_replay(file, path);
 }
 
+std::string replay_text(const ReplayFile& r) {
+  std::ostringstream text;
+  text << "attncheck-replay " << r.format << "\nproperty " << r.property << (r.command ? "\nimpl-cmd " : "\nimpl ") << r.impl
+       << "\nempty-rows " << (r.empty_rows == EmptyRows::zero ? "zero" : "nan") << "\n"
+       << r.case_text << "choices";
+  for (uint64_t choice : r.choices) text << ' ' << choice;
+  text << '\n';
+  std::istringstream failed_call(r.failed_call);
+  for (std::string line; std::getline(failed_call, line);) text << "failed-call " << line << '\n';
+  if (!r.failed_call.empty() && !r.failed_call_why.empty())
+    text << "failed-call-why " << r.failed_call_why << "\nfailed-call-lse " << (r.failed_call_lse ? "yes" : "no") << '\n';
+  return text.str();
+}
+
 void write_replay_file(const std::string& path, const ReplayFile& r) {
   struct stat st;
   const bool in_place = stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
@@ -115,15 +129,7 @@ void write_replay_file(const std::string& path, const ReplayFile& r) {
   };
   std::ofstream file(target);
   if (!file) throw failed(std::strerror(errno));
-  file << "attncheck-replay " << r.format << "\nproperty " << r.property << (r.command ? "\nimpl-cmd " : "\nimpl ") << r.impl
-       << "\nempty-rows " << (r.empty_rows == EmptyRows::zero ? "zero" : "nan") << "\n"
-       << r.case_text << "choices";
-  for (uint64_t choice : r.choices) file << ' ' << choice;
-  file << '\n';
-  std::istringstream failed_call(r.failed_call);
-  for (std::string line; std::getline(failed_call, line);) file << "failed-call " << line << '\n';
-  if (!r.failed_call.empty() && !r.failed_call_why.empty())
-    file << "failed-call-why " << r.failed_call_why << "\nfailed-call-lse " << (r.failed_call_lse ? "yes" : "no") << '\n';
+  file << replay_text(r);
   file.close();
   if (!file) throw failed(std::strerror(errno));
   if (!in_place && std::rename(target.c_str(), path.c_str()) != 0) throw failed(std::strerror(errno));

@@ -23,6 +23,7 @@
 namespace attncheck {
 
 struct ReplayFile {
+  bool operator==(const ReplayFile&) const = default;
   int format = 2;
   std::string property;
   std::string impl;      // a plugin's path or "builtin"; with command, a command line
@@ -42,6 +43,8 @@ inline constexpr uint64_t kLongestReplayFile = uint64_t(1) << 31;
 ReplayFile parse_replay(std::istream& in, const std::string& name);
 // Reads a regular file (a FIFO or device is refused, never waited on) of at most kLongestReplayFile bytes.
 ReplayFile read_replay_file(const std::string& path);
+// Its text, as write_replay_file writes it; parse_replay reads it back to `r` (fuzz_replay checks).
+std::string replay_text(const ReplayFile& r);
 // Writes `r` into a file of its own renamed over `path` once whole and closed, so that a full disk
 // leaves no empty or partial file behind a report that names it, and two checks writing one path
 // never mix; a path that is no regular file (/dev/full, a pipe) is written in place.
