@@ -24,6 +24,7 @@
 #include "attncheck/oracle.hpp"
 #include "attncheck/plugin_loader.hpp"
 #include "attncheck/precision.hpp"
+#include "attncheck/printable.hpp"
 #include "attncheck/property.hpp"
 #include "attncheck/replay_file.hpp"
 
@@ -318,7 +319,7 @@ uint64_t mix(uint64_t x) {  // splitmix64's finalizer: distinct seeds per (campa
 const Property& property_named(const std::string& name) {
   for (const Property& p : all_properties())
     if (name == p.name) return p;
-  throw std::runtime_error("no property named '" + name + "'");
+  throw std::runtime_error("no property named '" + printable(name, 80) + "'");
 }
 
 }  // namespace

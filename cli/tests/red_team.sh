@@ -76,8 +76,13 @@ impl builtin" ;;
     expect 1 "a MODE frame, which only attncheck's plugin host sends" "$attncheck" check --impl-cmd "$child forges_mode" --seconds 10 ;;
 
   # ---- Hangs and processes ----
-  command_stops_reading)
-    expect 1 "hung: no answer within 1 s" "$attncheck" check --impl-cmd "$child stops_reading" --seconds 60 --case-timeout 1 ;;
+  command_stops_reading)  # a case of 256 KiB: more than the pipe holds, so sending it needs the child to read
+    "$python" -c "
+words = lambda n: ' '.join(['3f800000'] * n)
+print('attncheck-replay 2\nproperty AgreesWithOracleInFloat\nimpl builtin\nempty-rows zero\ncase float32 1')
+print('shape B 1 H 4 H_kv 4 Tq 256 Tk 16 dk 64 dv 8\noptions causal none scale 0x0p+0 empty-rows zero\nmix qk normal, v normal')
+print('q', words(4 * 256 * 64)); print('k', words(4 * 16 * 64)); print('v', words(4 * 16 * 8)); print('end\nchoices')" >large.replay
+    expect 1 "hung: no answer within 1 s while reading its problem" "$attncheck" check --impl-cmd "$child stops_reading" --replay large.replay --case-timeout 1 ;;
   checker_killed)  # SIGKILL, which no handler sees: nothing the command started outlives the checker
     "$root/tools/tests/children/stopped_checker_takes_its_child.sh" "$attncheck" "$python" KILL || fail "orphaned" ;;
   command_start_text_paints_the_terminal)

@@ -10,13 +10,15 @@
 
 #include "attncheck/features.hpp"
 #include "attncheck/precision.hpp"
+#include "attncheck/printable.hpp"
 
 namespace attncheck {
 namespace {
 
 constexpr int kVersion = 1;
 
-[[noreturn]] void bad(const std::string& what) { throw std::runtime_error("kept case: " + what); }
+// One printable line, whatever the file held (a hostile word quoted in it is escaped and cut).
+[[noreturn]] void bad(const std::string& what) { throw std::runtime_error("kept case: " + printable(what, 400)); }
 
 // The line that carries a feature in a case text: its row's `text` (features.hpp).
 std::string line_of(uint32_t capability) { return feature(capability).text; }
