@@ -1,17 +1,10 @@
 #include "attncheck/campaign.hpp"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <limits>
 #include <optional>
-#include <set>
 #include <type_traits>
 #include <sstream>
 #include <stdexcept>
@@ -224,6 +217,7 @@ Run run_once(IsolatedKernel& kernel, const CampaignOptions& options, const Prope
   f.ladder = ladder;
   f.capabilities = capabilities;
   f.last_call_case = run.failed && case_text.empty() ? checker.last_call_text() : "";
+  f.ratio = checker.worst_ratio;
   run.worst_ratio = checker.worst_ratio;
   return run;
 }

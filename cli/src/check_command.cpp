@@ -1,6 +1,7 @@
 // attncheck check: the whole property suite against an implementation, in a child process, within
 // a time budget; and attncheck mutants: the same against every planted bug (the kill matrix).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cerrno>
 #include <cstring>
@@ -29,14 +30,16 @@ namespace {
 
 using Json = nlohmann::ordered_json;  // ordered: the keys in the order written, for people reading the file
 
-// The one-line summary of a campaign: verdict, cases, properties, seconds, rate, largest error/bound.
+// The one-line summary of a campaign: verdict, cases, properties, seconds, rate, largest error/bound
+// (the finding's, when there is one).
 std::string summary(const char* verdict, const CampaignResult& r) {
   char line[400], shrinking[48] = "";
   if (r.found && !r.replayed) std::snprintf(shrinking, sizeof shrinking, " + %.1f s shrinking", r.shrink_seconds);
   std::snprintf(line, sizeof line,
-                "attncheck check: %s: %lld cases, %zu properties, %.1f s%s, %.0f cases/s, largest error/bound %.3g",
+                "attncheck check: %s: %lld cases, %zu properties, %.1f s%s, %.0f cases/s, largest error/bound %.3g%s",
                 verdict, (long long)r.cases, r.per_property.size(), r.seconds, shrinking,
-                r.seconds > 0 ? double(r.cases) / r.seconds : 0.0, r.worst_ratio);
+                r.seconds > 0 ? double(r.cases) / r.seconds : 0.0, r.reported_ratio(),
+                r.found && r.finding.ratio < 1 ? " (not how the finding fails)" : "");
   return line;
 }
 
@@ -97,7 +100,10 @@ std::vector<std::string> format_words() {
   return words;
 }
 
-// inf and NaN, which JSON cannot hold, are written as null (an infinite error/bound is common).
+// An error/bound as JSON: a number, or the string "inf" (a wrong special value), which JSON's
+// numbers cannot hold.
+Json ratio_json(double ratio) { return std::isfinite(ratio) ? Json(ratio) : Json(std::isnan(ratio) ? "nan" : "inf"); }
+
 Json result_json(const std::string& verdict, const CampaignOptions& options, const CampaignResult& r,
                  const std::string& counterexample) {
   Json json = {{"verdict", verdict},
@@ -108,7 +114,7 @@ Json result_json(const std::string& verdict, const CampaignOptions& options, con
                {"seconds", r.seconds},
                {"shrink_seconds", r.shrink_seconds},
                {"cases_per_second", r.seconds > 0 ? double(r.cases) / r.seconds : 0.0},
-               {"largest_error_bound_ratio", r.worst_ratio},
+               {"largest_error_bound_ratio", ratio_json(r.reported_ratio())},
                {"per_property", r.per_property},
                {"per_property_seconds", r.per_property_seconds},
                {"arithmetic", r.found ? "FAIL" : "PASS"},
@@ -119,7 +125,10 @@ Json result_json(const std::string& verdict, const CampaignOptions& options, con
                {"not_claimed", features_named(coverage(r.capabilities, options).not_claimed)},
                {"not_applicable", r.not_applicable}};
   if (r.found)
-    json["finding"] = {{"property", r.finding.property}, {"message", r.finding.message}, {"replay", counterexample}};
+    json["finding"] = {{"property", r.finding.property},
+                       {"error_bound_ratio", ratio_json(r.finding.ratio)},
+                       {"message", r.finding.message},
+                       {"replay", counterexample}};
   return json;
 }
 

@@ -64,6 +64,7 @@ struct Finding {
   std::string failed_call, failed_call_why;
   bool failed_call_lse = false;
   bool hung = false;  // the call hung: not shrunk (every trial would cost the whole case timeout)
+  double ratio = 0;   // the largest error/bound of the finding's run (inf: a wrong special value)
 };
 
 // What a finding's heading says of its case: "shrunk", "its own fixed case" when the property
@@ -82,7 +83,9 @@ struct CampaignResult {
   double seconds = 0;                          // searching
   double shrink_seconds = 0;                   // shrinking the counterexample
   bool replayed = false;                       // a replay file's one run: no search, no shrinking
-  double worst_ratio = 0;                      // the largest error/bound seen
+  double worst_ratio = 0;                      // the largest error/bound seen in any run
+  // What a report gives as the largest error/bound: the finding's (its shrunk run), else the campaign's.
+  double reported_ratio() const { return found ? finding.ratio : worst_ratio; }
   std::string fp_mode;                         // how the library changed the process's floating-point mode, or empty
   int32_t abi_version = 0;                     // the kernel's plugin ABI (the built-in: 2)
   uint32_t capabilities = 0;                   // what it claims, ABI v2's bits: the features the campaign drew from
