@@ -3,6 +3,7 @@ import importlib
 import importlib.util
 import json
 import os
+import re
 import shlex
 import shutil
 import site
@@ -48,6 +49,14 @@ def _own_path():
     return own
 
 
+def replay_name(fn):
+    """The default replay file of a finding of fn: attncheck-MODULE.NAME.replay, so that two tests'
+    functions of one name (each module's `forward`) keep a file each."""
+    spec = spec_of(fn).split(":")[-2:]  # a masked function's own module and name
+    module = os.path.splitext(os.path.basename(spec[0]))[0] if spec[0].endswith(".py") else spec[0]
+    return "attncheck-" + re.sub(r"[^A-Za-z0-9_.-]", "_", module + "." + spec[1]) + ".replay"
+
+
 def spec_of(fn):
     """Where a child process finds fn again: 'MODULE:NAME' or 'FILE.py:NAME', with masked: in front."""
     if isinstance(fn, masked):
@@ -88,9 +97,10 @@ def check(forward, seconds=20, capabilities=None, seed=None, backward=None, empt
     forward and backward are found again by name in the child process, so they must be defined at
     the top level of a module. seed: the campaign's (None: $ATTNCHECK_SEED, else 1; printed in
     the report). counterexample: where the replay file of a finding goes (default
-    attncheck-<name>.replay in the current directory). args: more options for `attncheck check`.
+    attncheck-MODULE.NAME.replay in the current directory, replay_name). args: more options for `attncheck check`.
     In the child itself (while it imports the module that calls check) this returns None at once.
     """
+    __tracebackhide__ = True  # pytest shows the report it raises, not this function's source
     if os.environ.get(SERVING):
         return None
     names = sorted(default_capabilities(forward) if capabilities is None else capabilities)
@@ -102,7 +112,7 @@ def check(forward, seconds=20, capabilities=None, seed=None, backward=None, empt
     if backward is not None:
         child += ["--backward", spec_of(backward)]
     seed = int(os.environ.get("ATTNCHECK_SEED", "1")) if seed is None else seed
-    counterexample = counterexample or f"attncheck-{getattr(forward, '__name__', 'forward')}.replay"
+    counterexample = counterexample or replay_name(forward)
     with tempfile.TemporaryDirectory() as scratch:
         report_path = os.path.join(scratch, "report.json")
         command = [find_binary(), "check", "--impl-cmd", shlex.join(child), "--seconds", str(seconds),

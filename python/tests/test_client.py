@@ -131,3 +131,17 @@ def test_the_problem_the_kernel_failed_on_is_what_a_replay_pastes(tmp_path):
 def test_unknown_capabilities_are_named():
     with pytest.raises(ValueError, match="unknown capability 'flash'; the names are f32, f64"):
         wire.capability_bits({"f32", "flash"})
+
+
+def _forward_of(module):
+    def forward(q, k, v):
+        return v
+    forward.__module__, forward.__qualname__ = module, "forward"
+    return forward
+
+
+def test_two_modules_forward_keep_a_replay_file_each():
+    """Two tests whose functions are both `forward` overwrote one attncheck-forward.replay (issue 24)."""
+    from attncheck._check import replay_name
+    assert replay_name(_forward_of("tests.test_gqa")) == "attncheck-tests.test_gqa.forward.replay"
+    assert replay_name(_forward_of("tests.test_gqa")) != replay_name(_forward_of("tests.test_window"))
