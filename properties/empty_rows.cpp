@@ -1,5 +1,6 @@
-// Claim: a query with no permitted key follows the empty-row policy (output 0 and log-sum-exp -inf
-// under `zero`, never NaN; both NaN under `nan`), and the other rows are undisturbed.
+// Claim: a query with no permitted key follows the empty-row policy (output 0 and log-sum-exp -inf,
+// or 0 under --lse-empty zero, under `zero`, never NaN; both NaN under `nan`; the mean of its values
+// within the bound under `mean`; anything under `any`), and the other rows are undisturbed.
 
 #include <cmath>
 
@@ -23,23 +24,31 @@ ATTNCHECK_PROPERTY(EmptyRowsFollowThePolicy, .order = 40, .catches = "empty_row_
   }
   std::vector<float> lse;
   const std::vector<float> out = check.run_with_lse(c, lse);
-  const bool zero = c.empty_rows == EmptyRows::zero;
-  for (int64_t h = 0; h < s.H; ++h) {
+  // zero and nan are exact values, checked here by name; mean (a mean of values within its bound)
+  // and any (nothing) are the oracle's, checked below with the other rows.
+  const bool zero = c.empty_rows == EmptyRows::zero, nan = c.empty_rows == EmptyRows::nan;
+  const float empty_lse = c.lse_empty == LseEmpty::zero ? 0.0f : -INFINITY;
+  for (int64_t h = 0; h < s.H && (zero || nan); ++h) {
     const std::string row = "[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "]";
+    const std::string policy = std::string(" under --empty-rows ") + empty_rows_word(c.empty_rows);
     if (!lse.empty()) {
       const float x = lse[size_t(s.lse_at(b, h, i))];
-      ATTNCHECK_REQUIRE(check, zero ? x == -INFINITY : std::isnan(x),
-                        "the emptied row " + row + " has log-sum-exp " + show(x) + " under the " +
-                            (zero ? "zero policy (expected -inf)" : "nan policy") + "\n" + describe_failure(c, b, h, i));
+      ATTNCHECK_REQUIRE(check, zero ? x == empty_lse : std::isnan(x),
+                        "the emptied row " + row + " has log-sum-exp " + show(x) + policy +
+                            (zero ? " --lse-empty " + std::string(c.lse_empty == LseEmpty::zero ? "zero (expected 0)" : "ninf (expected -inf)") : "") +
+                            "\n" + describe_failure(c, b, h, i));
     }
     for (int64_t col = 0; col < s.dv; ++col) {
       const float x = out[size_t(s.out_at(b, h, i) + col)];
+      // What a user may have meant: the other exact policy, when it would accept the value.
+      const char* other = zero && std::isnan(x) ? " (--empty-rows nan would accept it)"
+                          : nan && x == 0       ? " (--empty-rows zero would accept it)"
+                                                : "";
       ATTNCHECK_REQUIRE(check, zero ? x == 0 : std::isnan(x),
-                        "the emptied row " + row + " gives " + show(x) + " under the " + (zero ? "zero" : "nan") +
-                            " policy\n" + describe_failure(c, b, h, i));
+                        "the emptied row " + row + " gives " + show(x) + policy + other + "\n" + describe_failure(c, b, h, i));
     }
   }
-  require_agreement(check, c, out, reference(c.problem()), "the other rows", lse_if_any(lse));
+  require_agreement(check, c, out, reference(c.problem()), zero || nan ? "the other rows" : "the rows", lse_if_any(lse));
 }
 
 }  // namespace attncheck::properties

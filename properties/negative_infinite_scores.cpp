@@ -19,7 +19,7 @@ Case<float> with_infinite_keys(const Checker& check, Format format, int64_t Tk, 
   Case<float> c;
   c.shape = {1, 1, 2, Tk, 2, 2};
   c.format = format;
-  c.empty_rows = check.empty_rows();  // a row of -inf scores is empty
+  check.follow_policies(c);  // a row of -inf scores is empty
   c.mix = std::to_string(minus_infinite) + " of " + std::to_string(Tk) + " keys scoring -inf";
   c.q = {1, 1, 1, 2};
   for (int64_t j = 0; j < Tk; ++j) {

@@ -1,5 +1,7 @@
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <type_traits>
 
 #include "attncheck/attention.hpp"
@@ -139,5 +141,13 @@ template void require_agreement(Checker&, const Case<float>&, const std::vector<
                                 const std::vector<float>*);
 template void require_agreement(Checker&, const Case<double>&, const std::vector<double>&, Reference, const std::string&,
                                 const std::vector<double>*);
+
+std::vector<float> forbidden_poisons(const Checker& check, Format format) {
+  const double largest = visit_format(format, [](auto zero) { return Precision<decltype(zero)>::largest_finite; });
+  const float big = float(largest / 2), huge = float(std::min(1e30, largest));
+  if (check.policies().masked_inputs == MaskedInputs::finite) return {huge, -huge, big, -big};
+  const float inf = std::numeric_limits<float>::infinity();
+  return {std::numeric_limits<float>::quiet_NaN(), inf, -inf, float(round_to(format, 1e30)), float(round_to(format, -1e30))};
+}
 
 }  // namespace attncheck

@@ -21,7 +21,12 @@ bool register_property(const Property& property) {
   return true;
 }
 
-std::string not_applicable(const Property& p, uint32_t claimed) {
+std::string not_applicable(const Property& p, uint32_t claimed, const Policies& policies) {
+  // The backward's contract gives an empty row nothing (dq 0, no key's gradient): of a row whose
+  // forward is a mean of values, or anything, it says nothing.
+  if (p.backward && (policies.empty_rows == EmptyRows::mean || policies.empty_rows == EmptyRows::any))
+    return std::string("checks the backward, whose empty rows give nothing, not under --empty-rows ") +
+           empty_rows_word(policies.empty_rows);
   const uint32_t float_formats = ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16;
   const uint32_t formats = p.double_precision ? uint32_t(ATTNCHECK_CAP_F64)
                            : p.float32_cases  ? uint32_t(ATTNCHECK_CAP_F32)

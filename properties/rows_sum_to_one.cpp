@@ -25,9 +25,12 @@ ATTNCHECK_PROPERTY(RowsSumToOne, .order = 70, .catches = "softmax_over_queries")
           carries_weight |= ref.out.exact[row + j] != 0;
         }
         if (!checkable) continue;
+        // A row with no permitted key under --empty-rows mean weighs every key alike, by its policy.
+        bool mean_row = c.empty_rows == EmptyRows::mean;
+        for (int64_t j = 0; j < s.Tk; ++j) mean_row &= !c.permits(b, i, j);
         double sum = 0, sum_bounds = 0;
         for (int64_t j = 0; j < s.Tk; ++j) {
-          ATTNCHECK_REQUIRE(check, c.permits(b, i, j) || w[row + j] == 0,
+          ATTNCHECK_REQUIRE(check, c.permits(b, i, j) || mean_row || w[row + j] == 0,
                             "forbidden key " + std::to_string(j) + " of " + where + " has weight " +
                                 show(w[row + j]) + "\n" + describe(c));
           ATTNCHECK_REQUIRE(check, w[row + j] >= -ref.out.bound[row + j] && w[row + j] <= 1 + ref.out.bound[row + j],

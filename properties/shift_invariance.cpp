@@ -17,7 +17,7 @@ ATTNCHECK_PROPERTY(ShiftInvarianceOfSoftmax, .order = 60, .catches = "naive_soft
   logits.shape = {1, 1, 1, n, 1, 1};
   logits.q = {1};
   logits.scale = 1;
-  logits.empty_rows = check.empty_rows();  // every logit may be masked
+  check.follow_policies(logits);  // every logit may be masked
   logits.mix = "logits";
   for (int64_t j = 0; j < n; ++j) {
     logits.k.push_back(float(check.in_range(-600, 600)) / 8);

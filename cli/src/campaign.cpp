@@ -83,7 +83,7 @@ class CampaignChecker : public Checker {
   bool has_backward() const override { return options_.backward && (kernel_.capabilities() & ATTNCHECK_CAP_BACKWARD); }
   void run_backward(const Case<float>& c, const Grads<float>& g) override { backward_isolated(c, g); }
   void run_backward(const Case<double>& c, const Grads<double>& g) override { backward_isolated(c, g); }
-  EmptyRows empty_rows() const override { return options_.empty_rows; }
+  Policies policies() const override { return options_.policies; }
   CaseLimits limits(CaseLimits base) const override {
     base.abi_only = true;
     base.capabilities &= kernel_.capabilities() & capabilities_ & (options_.formats | ~kFormatCapabilities);
@@ -137,7 +137,8 @@ class CampaignChecker : public Checker {
       c = draw_case<T>(via, limits);
       in_draw_ = false;
     }
-    c.empty_rows = options_.empty_rows;  // what the implementation says it does with empty rows
+    follow_policies(c);  // what the implementation says it does with empty rows
+    if (options_.policies.masked_inputs == MaskedInputs::finite) c = with_finite_inputs(std::move(c));
     drawn_.keep(c);
     return c;
   }
@@ -333,7 +334,8 @@ CampaignResult run_campaign(const CampaignOptions& options) {
   const std::vector<Property>& properties = all_properties();
   const uint32_t checked = checked_capabilities(kernel.capabilities(), options);
   for (const Property& property : properties)
-    if (std::string why = not_applicable(property, checked); !why.empty()) result.not_applicable[property.name] = why;
+    if (std::string why = not_applicable(property, checked, options.policies); !why.empty())
+      result.not_applicable[property.name] = why;
   auto runnable = [&](const Property& property) { return !result.not_applicable.count(property.name); };
   if (options.require_backward && !(kernel.capabilities() & ATTNCHECK_CAP_BACKWARD))
     throw std::runtime_error(options.impl + ": claims no backward (ATTNCHECK_CAP_BACKWARD), and --backward on asks for it");
@@ -440,7 +442,7 @@ void write_replay(const std::string& path, const CampaignOptions& options, const
   r.property = finding.property;
   r.impl = options.impl;
   r.command = options.command;
-  r.empty_rows = options.empty_rows;
+  r.policies = options.policies;
   r.case_text = finding.case_text;
   r.choices = finding.kept_choices;
   r.failed_call = finding.failed_call;
@@ -449,11 +451,11 @@ void write_replay(const std::string& path, const CampaignOptions& options, const
   write_replay_file(path, r);
 }
 
-Finding read_replay(const std::string& path, CampaignOptions& options, bool keep_impl, bool keep_policy) {
+Finding read_replay(const std::string& path, CampaignOptions& options, bool keep_impl) {
   const ReplayFile r = read_replay_file(path);
   property_named(r.property);  // a clear error for an unknown property
   if (!keep_impl) options.impl = r.impl, options.command = r.command;
-  if (!keep_policy) options.empty_rows = r.empty_rows;
+  options.policies = r.policies;
   Finding finding;
   finding.property = r.property;
   finding.kept = r.format == 2;  // 1: the generator's choices; 2: the case itself

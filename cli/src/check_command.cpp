@@ -23,6 +23,7 @@
 #include "attncheck/flags.hpp"
 #include "attncheck/html_report.hpp"
 #include "attncheck/implementation.hpp"
+#include "attncheck/policy_flags.hpp"
 #include "attncheck/property.hpp"
 
 namespace attncheck {
@@ -32,7 +33,7 @@ using Json = nlohmann::ordered_json;  // ordered: the keys in the order written,
 
 // The one-line summary of a campaign: verdict, cases, properties, seconds, rate, largest error/bound
 // (the finding's, when there is one).
-std::string summary(const char* verdict, const CampaignResult& r) {
+std::string summary(const char* verdict, const CampaignResult& r, const Policies& policies) {
   char line[400], shrinking[48] = "";
   if (r.found && !r.replayed) std::snprintf(shrinking, sizeof shrinking, " + %.1f s shrinking", r.shrink_seconds);
   std::snprintf(line, sizeof line,
@@ -40,7 +41,8 @@ std::string summary(const char* verdict, const CampaignResult& r) {
                 verdict, (long long)r.cases, r.per_property.size(), r.seconds, shrinking,
                 r.seconds > 0 ? double(r.cases) / r.seconds : 0.0, r.reported_ratio(),
                 r.found && r.finding.ratio < 1 ? " (not how the finding fails)" : "");
-  return line;
+  const std::string relaxed = relaxed_flags(policies);
+  return line + (relaxed.empty() ? "" : "; under " + relaxed);
 }
 
 // The features among `bits`, by name (the feature table's order), as the JSON says them.
@@ -59,6 +61,12 @@ struct Coverage {
 Coverage coverage(uint32_t claimed, const CampaignOptions& options) {
   const uint32_t all = all_capabilities(), exercised = checked_capabilities(claimed, options);
   return {exercised, claimed & all & ~exercised, ~claimed & all};
+}
+
+// What a verdict assumed: the strict contract, or each policy that relaxes one of its rules.
+std::string policies_said(const Policies& policies) {
+  const std::string relaxed = relaxed_text(policies);
+  return relaxed.empty() ? "the strict contract (" + policies_text(policies) + ")" : relaxed;
 }
 
 // The properties a campaign skipped as not applicable to the kernel's claims, for the "checked" line,
@@ -104,6 +112,12 @@ std::vector<std::string> format_words() {
 // numbers cannot hold.
 Json ratio_json(double ratio) { return std::isfinite(ratio) ? Json(ratio) : Json(std::isnan(ratio) ? "nan" : "inf"); }
 
+Json policies_json(const Policies& policies) {
+  Json json = Json::object();
+  for (const Policy& p : kPolicies) json[p.flag] = policy_word(p, policies);
+  return json;
+}
+
 Json result_json(const std::string& verdict, const CampaignOptions& options, const CampaignResult& r,
                  const std::string& counterexample) {
   Json json = {{"verdict", verdict},
@@ -123,7 +137,8 @@ Json result_json(const std::string& verdict, const CampaignOptions& options, con
                {"checked", features_named(coverage(r.capabilities, options).checked)},
                {"claimed_not_checked", features_named(coverage(r.capabilities, options).unchecked)},
                {"not_claimed", features_named(coverage(r.capabilities, options).not_claimed)},
-               {"not_applicable", r.not_applicable}};
+               {"not_applicable", r.not_applicable},
+               {"policies", policies_json(options.policies)}};
   if (r.found)
     json["finding"] = {{"property", r.finding.property},
                        {"error_bound_ratio", ratio_json(r.finding.ratio)},
@@ -189,7 +204,7 @@ int check(const FlagValues& o) {
       for (const Feature& f : features())
         if ((f.capability & kFormatCapabilities) && dtype == f.word) options.formats |= f.capability;
   }
-  options.empty_rows = o.text("empty-rows") == "zero" ? EmptyRows::zero : EmptyRows::nan;
+  read_policy_flags(o, options.policies);
   options.backward = o.text("backward") != "off";
   options.require_backward = o.text("backward") == "on";
   const std::string& counterexample = o.text("counterexample");
@@ -217,7 +232,8 @@ int check(const FlagValues& o) {
 
   CampaignResult result;
   if (o.given("replay")) {
-    const Finding recorded = read_replay(o.text("replay"), options, named, o.given("empty-rows"));
+    const Finding recorded = read_replay(o.text("replay"), options, named);
+    read_policy_flags(o, options.policies);  // a policy given overrides the file's
     if (!named) require_trusted(o, o.text("replay"), options);
     result = replay(options, recorded);
     result.per_property_seconds[recorded.property] = result.seconds;  // its one run
@@ -250,8 +266,8 @@ int check(const FlagValues& o) {
   const std::string checked = "checked: " + feature_names(covered.checked) + " (ABI v" + std::to_string(result.abi_version) +
                               ")" + (covered.unchecked ? "; claimed, not checked: " + feature_names(covered.unchecked) : "") +
                               "; not claimed: " + feature_names(covered.not_claimed) + unknown_bits(result.capabilities) +
-                              skipped(result);
-  const std::string summary_line = summary(verdict.c_str(), result);
+                              skipped(result) + "\npolicies: " + policies_said(options.policies);
+  const std::string summary_line = summary(verdict.c_str(), result, options.policies);
   std::printf("%s\n%s\n", checked.c_str(), summary_line.c_str());
   if (o.given("json")) write_json(o.text("json"), result_json(verdict, options, result, replay_file));
   if (o.given("junit")) write_junit(o.text("junit"), result, report, checked + "\n" + summary_line);
@@ -349,7 +365,8 @@ int mutants(const FlagValues& o) {
 
 int check_command(const std::vector<std::string>& args) {
   Flags flags("check");
-  return implementation_flags(flags)
+  implementation_flags(flags);
+  return policy_flags(flags)
       .number("seconds", "N",
               "the search's budget, from the kernel's loading on: the runs are one sequence for a seed, and it stops at "
               "the first that would start after the budget or whose property has taken longer than what is left; a case "
@@ -366,7 +383,6 @@ int check_command(const std::vector<std::string>& args) {
               "check only these formats, of those the kernel claims (f16, bf16 and f32 run the float properties, f64 "
               "AgreesWithOracleInDouble); every claimed one when absent")
       .repeatable()
-      .choice("empty-rows", {"zero", "nan"}, "what the implementation gives a row with no permitted key", "zero")
       .choice("backward", {"auto", "on", "off"},
               "check the backward pass (dq, dk, dv) too: when the kernel claims ATTNCHECK_CAP_BACKWARD (auto), always "
               "(on: a kernel without one is an error), or never (off)",
@@ -380,7 +396,7 @@ int check_command(const std::vector<std::string>& args) {
             "its tensors, the replay command, per-property counts")
       .text("replay", "FILE",
             "run a replay file's counterexample again, not a campaign, on --impl or --impl-cmd (or, with --trust-replay "
-            "yes, the one it names); --empty-rows overrides its own")
+            "yes, the one it names); a policy flag given overrides its own")
       .text("counterexample", "FILE", "where the replay file of a counterexample goes", "attncheck-counterexample.replay")
       .number("case-timeout", "S", "seconds one call may take before it counts as a hang", "30", 0.01, 1e9)
       .run(args, check);

@@ -15,6 +15,7 @@
 #include "attncheck/flags.hpp"
 #include "attncheck/npy.hpp"
 #include "attncheck/oracle.hpp"
+#include "attncheck/policy_flags.hpp"
 #include "attncheck/rows.hpp"
 
 namespace attncheck {
@@ -137,7 +138,10 @@ int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& optio
   }
   const std::string& causal = options.text("causal");
   p.masks.causal = causal == "none" ? Causal::none : causal == "upper-left" ? Causal::upper_left : Causal::lower_right;
-  p.empty_rows = options.text("empty-rows") == "nan" ? EmptyRows::nan : EmptyRows::zero;
+  Policies policies;
+  read_policy_flags(options, policies);
+  p.empty_rows = policies.empty_rows;
+  p.lse_empty = policies.lse_empty;
   if (options.given("scale")) p.scale = options.number("scale");
   if (options.given("softcap")) p.softcap = options.number("softcap");
   if (options.given("window")) std::tie(p.masks.window_left, p.masks.window_right) = window_of(options.text("window"));
@@ -226,8 +230,8 @@ int run(const FlagValues& options) {
   }
   if (any && !missing.empty())
     throw InputError("the backward needs --dout, --dq, --dk and --dv: missing " + missing);
-  if (options.given("dout") && options.text("empty-rows") == "nan")
-    throw InputError("--empty-rows nan: the backward's empty rows are zero (dq 0, nothing to any key); "
+  if (options.given("dout") && options.text("empty-rows") != "zero")
+    throw InputError("--empty-rows " + options.text("empty-rows") + ": the backward's empty rows are zero (dq 0, nothing to any key); "
                      "leave it out with --dout");
   // Every header first, and every check of dtypes and shapes on them, before any data is read: a
   // small file whose header claims 2^31 elements costs nothing until the shapes are known to fit.
@@ -334,8 +338,8 @@ int run(const FlagValues& options) {
 }  // namespace
 
 int compare_command(const std::vector<std::string>& args) {
-  return Flags("compare")
-      .text("q", "Q.npy", "the queries: [Tq,dk], [B,Tq,dk] or [B,H,Tq,dk]; float32, float64, float16, or bfloat16 "
+  Flags flags("compare");
+  flags.text("q", "Q.npy", "the queries: [Tq,dk], [B,Tq,dk] or [B,H,Tq,dk]; float32, float64, float16, or bfloat16 "
             "bit patterns as uint16/int16 with --dtype bf16")
       .required()
       .text("k", "K.npy", "the keys: [Tk,dk], [B,Tk,dk] or [B,H_kv,Tk,dk] (H_kv dividing H: grouped heads), the format of --q")
@@ -347,7 +351,6 @@ int compare_command(const std::vector<std::string>& args) {
       .text("allow", "MASK.npy", "which keys each query may attend (true = may): [Tq,Tk] or [B,Tq,Tk], bool or uint8")
       .choice("causal", {"none", "upper-left", "lower-right"}, "the causal mask: key j <= i, or j <= i + Tk - Tq", "none")
       .number("scale", "S", "the scores' scale; 1/sqrt(dk) when absent")
-      .choice("empty-rows", {"zero", "nan"}, "what a row with no permitted key must be", "zero")
       .text("window", "L,R", "a sliding window, FlashAttention's inclusive convention: key j within i + Tk - Tq - L .. i + Tk - Tq + R; -1 = unbounded")
       .number("softcap", "C", "a soft-cap: score = C tanh(scale q.k / C), before bias and masks", std::nullopt, 0, 1e300)
       .text("kv-lens", "LENS.npy", "key lengths [B], int32: keys j >= LENS[b] are padding")
@@ -375,8 +378,8 @@ int compare_command(const std::vector<std::string>& args) {
             "row: the backward's dk and dv sum over all of them",
             "auto")
       .number("sample-above", "PAIRS", "with --rows auto: sample above this many query-key pairs (B H Tq Tk)", "16777216",
-              1, 1e18)
-      .run(args, run);  // an input error (InputError, NpyError, out of memory) is one line too
+              1, 1e18);
+  return policy_flags(flags, false).run(args, run);  // an input error (InputError, NpyError, out of memory) is one line too
 }
 
 }  // namespace attncheck

@@ -242,7 +242,8 @@ Shown problem_shown(const CampaignOptions& options, const Finding& finding) {
 template <class T>
 std::string case_section(const CampaignOptions& options, const Shown& shown, Case<T> c) {
   // q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], allow [B,Tq,Tk], bias [B,H,Tq,Tk] in; out [B,H,Tq,dv].
-  c.empty_rows = options.empty_rows;  // as the campaign ran it
+  c.empty_rows = options.policies.empty_rows;  // as the campaign ran it
+  c.lse_empty = options.policies.lse_empty;
   const Shape& s = c.shape;
   const Problem<T> problem = c.problem();
   const std::vector<T> out(shown.out.begin(), shown.out.end());

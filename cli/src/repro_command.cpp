@@ -261,7 +261,7 @@ int repro(const FlagValues& flags) {
   CampaignOptions options;
   const std::string& replay = flags.text("replay");
   const bool named = named_implementation(flags, options);
-  const Finding finding = read_replay(replay, options, named, false);
+  const Finding finding = read_replay(replay, options, named);
   auto write = [&](const std::string& case_text, bool with_lse, const std::string& why) {
     return visit_case_text(case_text, [&](const auto& c) {
       write_test(replay, options, finding, with_lse, c, why, flags.text("out"));

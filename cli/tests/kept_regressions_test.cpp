@@ -37,7 +37,7 @@ std::vector<fs::path> kept(const fs::path& dir) {
 
 CampaignResult replay_file(const fs::path& file, const std::string& impl = "") {
   CampaignOptions options;
-  const Finding finding = read_replay(file.string(), options, false, false);
+  const Finding finding = read_replay(file.string(), options, false);
   options.impl = impl.empty() ? plugin_path(options.impl) : impl;
   return replay(options, finding);
 }
@@ -46,7 +46,7 @@ TEST(KeptRegressions, ReplayTheIdenticalCaseStillFailingOnTheirKernel) {
   int replayed = 0;
   for (const fs::path& file : kept(REGRESSIONS_DIR)) {
     CampaignOptions options;
-    const Finding finding = read_replay(file.string(), options, false, false);
+    const Finding finding = read_replay(file.string(), options, false);
     ASSERT_TRUE(finding.kept) << file << " is not format 2";
     // Only a third-party plugin may be missing (its Debian package absent); a planted bug never.
     if (plugin_path(options.impl).empty()) {
@@ -87,7 +87,7 @@ TEST(KeptRegressions, AFindingKeepsTheProblemTheKernelFailedOn) {
   const fs::path written = fs::temp_directory_path() / "attncheck_failed_call.replay";
   CampaignOptions options;
   write_replay(written.string(), options, finding);
-  EXPECT_EQ(read_replay(written.string(), options, false, false).failed_call, finding.failed_call);
+  EXPECT_EQ(read_replay(written.string(), options, false).failed_call, finding.failed_call);
   fs::remove(written);
 }
 

@@ -132,6 +132,39 @@ DD softcapped(DD scale, DD qk, double cap) {
 }
 
 template <class T>
+ExactRow mean_row(const Problem<T>& p, int64_t b, int64_t h);
+
+// Row (b, h) with no permitted key, as the empty-row policy says (`row` holds its out [dv], 0, and
+// bounds). zero and nan: exact, so the bound is 0 (inside T's range); any: nothing checked; mean:
+// the row of equal scores over all keys, its lse unchecked.
+template <class T>
+ExactRow empty_row(const Problem<T>& p, int64_t b, int64_t h, ExactRow row) {
+  row.empty = true;
+  switch (p.empty_rows) {
+    case EmptyRows::zero:
+      row.lse = p.lse_empty == LseEmpty::zero ? 0 : -kInf;
+      return row;
+    case EmptyRows::nan:
+      row.lse = kNaN;
+      row.out.assign(row.out.size(), kNaN);
+      return row;
+    case EmptyRows::mean:
+      row = mean_row(p, b, h);
+      break;
+    case EmptyRows::any:
+      row.out.assign(row.out.size(), kNaN);
+      row.bound.assign(row.out.size(), kInf);
+      row.natural.assign(row.out.size(), kNaN);
+      break;
+  }
+  row.lse = kNaN;
+  row.lse_bound = kInf;
+  row.lse_natural = kNaN;
+  row.empty = true;
+  return row;
+}
+
+template <class T>
 [[gnu::always_inline]] inline ExactRow row_body(const Problem<T>& p, const KeyFacts& keys, DD scale, int64_t b,
                                                 int64_t h, int64_t i) {
   // Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk] in; row (b, h, i) out.
@@ -207,12 +240,7 @@ template <class T>
   row.bound.assign(size_t(s.dv), facts.scores_in_range ? 0 : kInf);
   row.lse_bound = facts.scores_in_range ? 0 : kInf;
   row.natural.assign(size_t(s.dv), 0);
-  if (n == 0) {  // the empty-row policy: exact, so the bound is 0 (inside T's range)
-    const bool zero = p.empty_rows == EmptyRows::zero;
-    row.lse = zero ? -kInf : kNaN;
-    if (!zero) row.out.assign(size_t(s.dv), kNaN);
-    return row;
-  }
+  if (n == 0) return empty_row(p, b, h, std::move(row));
   if (special) {  // exp(inf - inf) or a NaN reaches every weight: special exact outputs, matched exactly
     row.lse = kNaN;
     row.out.assign(size_t(s.dv), kNaN);
@@ -334,6 +362,22 @@ ATTNCHECK_FMA_CLONES ExactRow row_of(const Problem<float>& p, const KeyFacts& ke
 ATTNCHECK_FMA_CLONES ExactRow row_of(const Problem<double>& p, const KeyFacts& keys, DD scale, int64_t b, int64_t h,
                                      int64_t i) {
   return row_body(p, keys, scale, b, h, i);
+}
+
+// The mean of the values of row (b, h)'s KV head over all Tk keys, with its bound: the row of a
+// problem whose one query sees every key with the score 0 (q and k zero), the softmax of equal
+// scores that a finite mask value gives every key of an empty row. V [B,H_kv,Tk,dv] in.
+template <class T>
+ExactRow mean_row(const Problem<T>& p, int64_t b, int64_t h) {
+  const std::vector<T> zeros(size_t(p.shape.Tk), T(0));
+  Problem<T> equal;
+  equal.shape = {1, 1, 1, p.shape.Tk, 1, p.shape.dv};
+  equal.q = zeros.data();
+  equal.k = zeros.data();
+  equal.v = p.v + p.shape.v_at(b, h, 0);
+  equal.scale = 1;
+  equal.format = p.format;
+  return row_of(equal, key_facts(equal, 0, 0, Arithmetic::of(p.format).tiny), scale_of(equal.shape, 1), 0, 0, 0);
 }
 
 // ATTNCHECK_THREADS if set, else every core.

@@ -89,7 +89,7 @@ std::vector<Bug> torch_bugs() {
   Case<float> big_q = key_zero_masked();
   big_q.q = {1e10f, 0};  // key 0 poisoned with 1e30 scores 7e39: +inf in float, and +inf + -inf = NaN
   return {
-      {"a row with no permitted key gives NaN", "EmptyRowsFollowThePolicy", empty, {0, 0}, "gives -nan under the zero policy"},
+      {"a row with no permitted key gives NaN", "EmptyRowsFollowThePolicy", empty, {0, 0}, "gives -nan under --empty-rows zero (--empty-rows nan would accept it)"},
       {"NaN in a masked-out value leaks through 0 * NaN", "ForbiddenKeysAndValuesCannotChangeValidOutputs",
        key_zero_masked(), {0, 0, 0}, "the values of keys it may not see were poisoned (key 0: nan): out[0,0,0,0] 2 became "},
       {"inf in a masked-out value leaks through 0 * inf", "ForbiddenKeysAndValuesCannotChangeValidOutputs",

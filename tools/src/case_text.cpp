@@ -121,8 +121,9 @@ std::string case_to_text(const Case<T>& c) {
   text += "shape B " + std::to_string(s.B) + " H " + std::to_string(s.H) + " H_kv " + std::to_string(s.kv_heads()) +
           " Tq " + std::to_string(s.Tq) + " Tk " +
           std::to_string(s.Tk) + " dk " + std::to_string(s.dk) + " dv " + std::to_string(s.dv) + "\n";
+  // lse-empty only when it is not the default, so that every case written before it reads the same.
   text += std::string("options causal ") + causal_name(c.causal) + " scale " + scale + " empty-rows " +
-          (c.empty_rows == EmptyRows::zero ? "zero" : "nan") + "\n";
+          empty_rows_word(c.empty_rows) + (c.lse_empty == LseEmpty::zero ? " lse-empty zero" : "") + "\n";
   if (c.window_left >= 0 || c.window_right >= 0)  // lines beyond ABI v1's features appear only when used
     text += line_of(ATTNCHECK_CAP_WINDOW) + " " + std::to_string(c.window_left) + " " + std::to_string(c.window_right) + "\n";
   if (c.softcap != 0) {
@@ -198,18 +199,23 @@ Case<T> case_from_text(const std::string& first_line, std::istream& in) {
                name != line_of(ATTNCHECK_CAP_SOFTCAP)) {
       bad("'" + name + "' before the shape line");
     } else if (name == "options") {
-      std::string causal, scale, policy, k1, k2, k3;
-      words >> k1 >> causal >> k2 >> scale >> k3 >> policy;
+      std::string causal, scale, empty, k1, k2, k3, k4, lse_empty, more;
+      words >> k1 >> causal >> k2 >> scale >> k3 >> empty >> k4 >> lse_empty >> more;
       int mode = -1;
       for (int m = 0; m < 3; ++m)
         if (causal == causal_name(Causal(m))) mode = m;
-      if (k1 != "causal" || k2 != "scale" || k3 != "empty-rows" || mode < 0 || (policy != "zero" && policy != "nan"))
-        bad("the options line must read 'options causal none|upper-left|lower-right scale X empty-rows zero|nan'");
+      const auto empty_choice = policy_choice(policy("empty-rows"), empty);
+      const auto lse_choice = k4.empty() ? std::optional<int>(0) : policy_choice(policy("lse-empty"), lse_empty);
+      if (k1 != "causal" || k2 != "scale" || k3 != "empty-rows" || mode < 0 || !empty_choice ||
+          (!k4.empty() && k4 != "lse-empty") || !lse_choice || !more.empty())
+        bad("the options line must read 'options causal none|upper-left|lower-right scale X empty-rows "
+            "zero|nan|mean|any [lse-empty ninf|zero]'");
       c.causal = Causal(mode);
       char* end = nullptr;
       c.scale = std::strtod(scale.c_str(), &end);
       if (scale.empty() || *end != '\0') bad("scale '" + scale + "' is not a number");
-      c.empty_rows = policy == "nan" ? EmptyRows::nan : EmptyRows::zero;
+      c.empty_rows = EmptyRows(*empty_choice);
+      c.lse_empty = LseEmpty(*lse_choice);
       optioned = true;
     } else if (name == line_of(ATTNCHECK_CAP_WINDOW)) {
       std::string left, right;

@@ -214,6 +214,7 @@ Problem<T> Case<T>::problem() const {
   p.scale = scale;
   p.softcap = softcap;
   p.empty_rows = empty_rows;
+  p.lse_empty = lse_empty;
   p.format = format;
   return p;
 }
@@ -353,7 +354,8 @@ std::string describe(const Case<T>& c) {
   std::snprintf(line, sizeof line, "B %lld, H %lld%s, Tq %lld, Tk %lld, dk %lld, dv %lld; scale %s; causal %s%s; empty rows %s; %s\n",
                 (long long)s.B, (long long)s.H, kv_heads.c_str(), (long long)s.Tq, (long long)s.Tk, (long long)s.dk,
                 (long long)s.dv, c.scale == 0 ? "default" : show(c.scale).c_str(), causal_name(c.causal), extras.c_str(),
-                c.empty_rows == EmptyRows::zero ? "zero" : "nan", c.mix.c_str());
+                (empty_rows_word(c.empty_rows) + std::string(c.lse_empty == LseEmpty::zero ? ", their lse 0" : "")).c_str(),
+                c.mix.c_str());
   std::string text = line;
   const bool grid = s.Tq <= 64 && s.Tk <= 96;  // else a line per batch: a grid would not be read
   for (int64_t b = 0; b < s.B; ++b) {
@@ -424,5 +426,19 @@ template std::string describe(const Case<float>&);
 template std::string describe(const Case<double>&);
 template std::string describe_row(const Case<float>&, int64_t, int64_t, int64_t);
 template std::string describe_row(const Case<double>&, int64_t, int64_t, int64_t);
+
+template <class T>
+Case<T> with_finite_inputs(Case<T> c) {
+  // q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], bias [B,H,Tq,Tk]: rewritten in place.
+  const T big = T(visit_format(c.format, [](auto zero) { return Precision<decltype(zero)>::largest_finite; }) / 2);
+  for (std::vector<T>* x : {&c.q, &c.k, &c.v, &c.bias})
+    for (T& e : *x)
+      if (!std::isfinite(e) && !(x == &c.bias && e == -std::numeric_limits<T>::infinity()))
+        e = std::isnan(e) ? big : std::copysign(big, e);
+  return c;
+}
+
+template Case<float> with_finite_inputs(Case<float>);
+template Case<double> with_finite_inputs(Case<double>);
 
 }  // namespace attncheck

@@ -56,9 +56,10 @@ ReplayFile parse_replay(std::istream& in, const std::string& name) {
     } else if (key == "impl" || key == "impl-cmd") {
       r.impl = value;
       r.command = key == "impl-cmd";
-    } else if (key == "empty-rows") {
-      if (value != "zero" && value != "nan") throw error("empty-rows must be zero or nan");
-      r.empty_rows = value == "nan" ? EmptyRows::nan : EmptyRows::zero;
+    } else if (const Policy* p = policy_named(key)) {
+      const auto choice = policy_choice(*p, value);
+      if (!choice) throw error(key + " must be one of " + choices_text(*p));
+      p->set(r.policies, *choice);
     } else if (key == "case") {
       if (r.format == 1) throw error("a format-1 file holds no case (is its first line damaged?)");
       r.case_text = read_case(in, line, name, "");
@@ -108,8 +109,9 @@ ReplayFile read_replay_file(const std::string& path) {
 std::string replay_text(const ReplayFile& r) {
   std::ostringstream text;
   text << "attncheck-replay " << r.format << "\nproperty " << r.property << (r.command ? "\nimpl-cmd " : "\nimpl ") << r.impl
-       << "\nempty-rows " << (r.empty_rows == EmptyRows::zero ? "zero" : "nan") << "\n"
-       << r.case_text << "choices";
+       << "\n";
+  for (const Policy& p : kPolicies) text << p.flag << ' ' << policy_word(p, r.policies) << '\n';
+  text << r.case_text << "choices";
   for (uint64_t choice : r.choices) text << ' ' << choice;
   text << '\n';
   std::istringstream failed_call(r.failed_call);

@@ -24,7 +24,7 @@ struct CampaignOptions {
   uint32_t formats = ~0u;
   bool backward = true;           // check the backward too, when the plugin claims one (--backward)
   bool require_backward = false;  // and a plugin without one is an error (--backward on)
-  EmptyRows empty_rows = EmptyRows::zero;  // what the implementation gives a row with no permitted key
+  Policies policies;               // the conventions it is checked against (policies.hpp); the strict contract by default
   double case_timeout = 30;       // seconds one call may take before it counts as a hang (slow kernels under sanitizers too)
   double shrink_seconds = 10;     // the budget for making a counterexample small, after the search's
   // Where the search stands, told after every run (and as shrinking starts): the caller draws it
@@ -125,9 +125,9 @@ WrongCall first_wrong_call(const std::vector<KernelCall>& calls);
 CampaignResult replay(const CampaignOptions& options, const Finding& recorded, std::vector<KernelCall>* calls = nullptr);
 
 // A finding as a replay file (replay_file.hpp) and back: into `options` go the file's
-// implementation and empty-row policy, unless the caller set them (keep_impl, keep_policy).
+// implementation, unless the caller set it (keep_impl), and the policies it was checked under.
 // Reading runs nothing; errors are one line (std::runtime_error).
 void write_replay(const std::string& path, const CampaignOptions& options, const Finding& finding);
-Finding read_replay(const std::string& path, CampaignOptions& options, bool keep_impl, bool keep_policy);
+Finding read_replay(const std::string& path, CampaignOptions& options, bool keep_impl);
 
 }  // namespace attncheck

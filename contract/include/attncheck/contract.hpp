@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "attncheck/policies.hpp"
 #include "attncheck/precision.hpp"
 
 namespace attncheck {
@@ -46,8 +47,6 @@ struct Shape {
 // lower_right: j <= i + Tk - Tq (FlashAttention 2.1+). Values match plugin ABI v1.
 enum class Causal : int32_t { none = 0, upper_left = 1, lower_right = 2 };
 
-// The output of a query row with no permitted key: zero (out 0, lse -inf) or nan (out NaN, lse NaN).
-enum class EmptyRows { zero, nan };
 
 // The masks, combined by AND: key j is permitted for query i of batch b when all of them allow it
 // (permits, below).
@@ -71,7 +70,8 @@ struct Problem {
   const T* bias = nullptr;  // [B,H,Tq,Tk], added to the scores (after the soft-cap); -inf forbids; null = none
   double scale = 0;         // 0 = default 1/sqrt(dk), the width of one head
   double softcap = 0;       // 0 = none; else a score is softcap tanh(scale q.k / softcap), before bias and masks
-  EmptyRows empty_rows = EmptyRows::zero;
+  EmptyRows empty_rows = EmptyRows::zero;  // the policies a row with no permitted key follows (policies.hpp)
+  LseEmpty lse_empty = LseEmpty::ninf;
   // The format the kernel's buffers are in: T's own, or (T = float) a 2-byte one, f16 or bf16,
   // whose values q, k, v and bias hold exactly. A kernel then computes in float or better and
   // rounds out to the format; lse stays float (docs/error-bound.md, "Low precision").

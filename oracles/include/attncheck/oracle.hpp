@@ -15,7 +15,8 @@ namespace attncheck {
 
 // One query row (b, h, i): its weights, log-sum-exp and output, with their bounds.
 struct ExactRow {
-  std::vector<int64_t> keys;     // [n] the keys that carry weight: permitted, score not -inf
+  bool empty = false;            // no key carries weight: the empty-row policy gave the row
+  std::vector<int64_t> keys;     // [n] the keys that carry weight: permitted, score not -inf (mean: every key)
   std::vector<long double> weights;  // [n] p_ij to long double, within 2^-62 relative (0 where it underflows double)
   long double lse = 0;           // log sum_j exp(s_ij)
   std::vector<long double> out;  // [dv] sum_j p_ij v_jc, to long double (2^-64 relative)

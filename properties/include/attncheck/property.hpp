@@ -53,8 +53,14 @@ class Checker {
   // Whether the implementation takes a feature (ABI v2's capability bits), for cases a property
   // changes itself: an allow mask it adds, key lengths it sets.
   bool claims(uint32_t capability) const { return limits({}).capabilities & capability; }
-  // What the implementation gives a row with no permitted key, for cases a property builds itself.
-  virtual EmptyRows empty_rows() const { return EmptyRows::zero; }
+  // The policies the implementation is checked under (policies.hpp), for cases a property builds
+  // itself: follow_policies sets a case's empty-row ones.
+  virtual Policies policies() const { return {}; }
+  template <class T>
+  void follow_policies(Case<T>& c) const {
+    c.empty_rows = policies().empty_rows;
+    c.lse_empty = policies().lse_empty;
+  }
   // Ends the property as failed with `message`; never returns.
   [[noreturn]] virtual void fail(const std::string& message) = 0;
   // Counts a feature of the cases in the run's distribution.
@@ -111,6 +117,12 @@ struct ShiftedCase {
 };
 ShiftedCase with_scores_shifted(const Case<float>& c, double shift);
 
+// The values a property puts where a query may not look (a forbidden key's k and v), in `format`:
+// NaN, +-inf and +-1e30, or under --masked-inputs finite the finite extremes alone (+-1e30 and
+// +-max/2 of the format; 1e30 is inf in f16, so its largest finite value there), which still catch
+// a soft mask value and an overflowing score.
+std::vector<float> forbidden_poisons(const Checker& check, Format format);
+
 // What run_with_lse returned as lse, for require_agreement: null when there is none.
 template <class T>
 const std::vector<T>* lse_if_any(const std::vector<T>& lse) {
@@ -135,9 +147,9 @@ struct Property {
 };
 
 // Why `property` does not apply to a kernel that claims `claimed` (ABI v2's bits; a format or the
-// backward left out of a campaign is not claimed): "needs causal", "checks f64"; empty when it
+// backward left out of a campaign is not claimed) under `policies`: "needs causal", "checks f64"; empty when it
 // applies. A property that does not apply is skipped, and said to be (check, properties_test).
-std::string not_applicable(const Property& property, uint32_t claimed);
+std::string not_applicable(const Property& property, uint32_t claimed, const Policies& policies = {});
 
 // Adds a property to the registry; ATTNCHECK_PROPERTY calls it during static initialization.
 bool register_property(const Property& property);

@@ -71,7 +71,8 @@ struct Case {
   int64_t window_left = -1, window_right = -1;  // a sliding window (Masks); -1 = unbounded
   double scale = 0;
   double softcap = 0;                            // 0 = none
-  EmptyRows empty_rows = EmptyRows::zero;
+  EmptyRows empty_rows = EmptyRows::zero;  // the empty-row policies the case is checked under (policies.hpp)
+  LseEmpty lse_empty = LseEmpty::ninf;
   Format format = Precision<T>::format;  // T's, or f16 or bf16 holding exactly q, k, v and bias (Problem)
   std::string mix;                     // what was drawn, for RC_CLASSIFY and reports
   Problem<T> problem() const;
@@ -99,6 +100,14 @@ Case<T> with_identity_values(Case<T> c) {
 // keys, B H Tq dk dv 1; q the largest float subnormal, k = [1e34, 0], v = [1, 0]. Exact 0.5000294;
 // a kernel that reads q as 0 gives 0.5, within the bound and the precision gate.
 Case<float> flushed_subnormal_case();
+
+// c's inputs made finite, for --masked-inputs finite (policies.hpp): every NaN and inf of q, k, v
+// and bias becomes a finite extreme of its sign (max_finite / 2 of the format; NaN becomes +), so
+// that overflowing scores are still drawn; a -inf bias, which forbids, stays. Every one: a property
+// may yet change the masks of a drawn case. The NaN and inf rules of permitted keys are checked on
+// the fixed cases, built where every query sees the poisoned key.
+template <class T>
+Case<T> with_finite_inputs(Case<T> c);
 
 // Head h of batch b alone, as a B 1, H 1 case with that batch's masks.
 template <class T>

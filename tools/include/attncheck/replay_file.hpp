@@ -3,7 +3,9 @@
 //   attncheck-replay 2
 //   property ShiftInvarianceOfSoftmax
 //   impl build/my_plugin.so             (or: impl-cmd python3 my_kernel.py)
-//   empty-rows zero
+//   empty-rows zero                     (a line per policy, policies.hpp)
+//   lse-empty ninf
+//   masked-inputs any
 //   case float32 1 ... end              (the case as exact bits, case_text.hpp; none for a fixed property)
 //   choices 3 0 1                       (the property's other choices)
 //   failed-call case ... end            (the call the oracle found wrong, each line prefixed; optional)
@@ -28,7 +30,7 @@ struct ReplayFile {
   std::string property;
   std::string impl;      // a plugin's path or "builtin"; with command, a command line
   bool command = false;
-  EmptyRows empty_rows = EmptyRows::zero;
+  Policies policies;  // a line each (empty-rows required; the others, from later files, optional)
   std::string case_text;  // "case ... end\n", checked; empty for a property that draws no case
   std::vector<uint64_t> choices;
   std::string failed_call, failed_call_why;  // the case text (checked) and why; both empty when not kept
