@@ -46,6 +46,8 @@ ATTNCHECK_PROPERTY(CausalPrefixIgnoresTheFuture, .order = 110, .catches = "causa
   const Shape& s = c.shape;
   // Lower-right keeps Tk - dropped >= 1 keys: drop fewer than Tk.
   const int64_t most = c.causal == Causal::upper_left ? s.Tq - 1 : std::min(s.Tq, s.Tk) - 1;
+  // A kept case (a shrinking trial's) may be smaller than min_len: with nothing to drop, no claim.
+  if (most < 1) return;
   const int64_t dropped = 1 + check.in_range(0, most);
   const int64_t Tq = s.Tq - dropped;
   const int64_t Tk = c.causal == Causal::upper_left ? std::min(s.Tk, Tq) : s.Tk - dropped;

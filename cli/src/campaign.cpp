@@ -223,6 +223,22 @@ Run run_once(IsolatedKernel& kernel, const CampaignOptions& options, const Prope
   return run;
 }
 
+// What broke, in words: an implementation fault's kind, else how the property failed (a wrong
+// special value: error/bound inf; a wrong value: beyond the bound; else a relation between calls
+// or an identity).
+std::string finding_kind(int kind, double ratio) {
+  switch (kind) {
+    case Outcome::refused: return "refused";
+    case Outcome::crashed: return "crashed";
+    case Outcome::hung: return "hung";
+    case Outcome::exited: return "exited";
+    case Outcome::stray_write: return "wrote outside its output";
+    case Outcome::raised: return "raised";
+    case Outcome::broke_protocol: return "broke the protocol";
+    default: return !(ratio < std::numeric_limits<double>::infinity()) ? "wrong special value" : ratio >= 1 ? "wrong value" : "broke a relation";
+  }
+}
+
 // A trial that fails as the counterexample did: the same kind of failure (a property's, or the
 // same kind of fault), and clearly: a largest error/bound of at least 2 (or the found case's, if
 // smaller), or a failure of another kind than the bound (a wrong special value, a broken identity:
@@ -317,6 +333,51 @@ const Property& property_named(const std::string& name) {
   throw std::runtime_error("no property named '" + printable(name, 80) + "'");
 }
 
+// Whether a failure of `property` (of `kind`) is one of `earlier`'s again: the same property failing
+// the same way, or, for a property that draws its case, the property failing on an earlier
+// finding's shrunk case too (the bug found there shows here as well: one bug, many properties). A
+// heuristic, stated in docs/checking.md: a second bug that every earlier case also shows is said
+// once the first is fixed.
+// Whether `property` fails on `case_text` (a case text; empty: no) as `kind` says, its other choices its first.
+bool fails_on(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, const std::string& case_text,
+              const std::string& kind) {
+  if (!property.generated || case_text.empty()) return false;  // a fixed property runs its own cases only
+  Finding probe;
+  probe.property = property.name;
+  probe.case_text = case_text;
+  try {
+    const Run run = run_once(kernel, options, property, 0, nullptr, false, ~0u, &probe);
+    return run.failed && finding_kind(run.kind, run.worst_ratio) == kind;
+  } catch (const std::runtime_error&) {  // a case of another format than the property draws
+    return false;
+  }
+}
+
+// The problem a finding failed on: its failed call (what the kernel got, a property's changes to the
+// drawn case in it), else the case it was shrunk to, or a fixed property's own last one.
+const std::string& case_of(const Finding& f) {
+  return !f.failed_call.empty() ? f.failed_call : f.case_text.empty() ? f.last_call_case : f.case_text;
+}
+
+// Whether a failure of `property` (of `kind`) is one of `earlier`'s again: the same property failing
+// the same way, or the property failing the same way on an earlier finding's shrunk case too (the
+// bug found there shows here as well: one bug, many properties). A heuristic (docs/checking.md): a second bug
+// that every earlier case also shows is said once the first is fixed.
+bool explained_by_earlier(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property,
+                          const std::string& kind, const std::vector<Finding>& earlier) {
+  for (const Finding& f : earlier)
+    if ((f.property == property.name && f.kind == kind) || fails_on(kernel, options, property, case_of(f), kind)) return true;
+  return false;
+}
+
+// And once shrunk: whether an earlier finding's property fails on the new finding's case as it did.
+bool explains_earlier(IsolatedKernel& kernel, const CampaignOptions& options, const Finding& found,
+                      const std::vector<Finding>& earlier) {
+  for (const Finding& f : earlier)
+    if (fails_on(kernel, options, property_named(f.property), case_of(found), f.kind)) return true;
+  return false;
+}
+
 }  // namespace
 
 uint32_t checked_capabilities(uint32_t claimed, const CampaignOptions& options) {
@@ -327,7 +388,7 @@ uint32_t checked_capabilities(uint32_t claimed, const CampaignOptions& options) 
 CampaignResult run_campaign(const CampaignOptions& options) {
   IsolatedKernel kernel(options.impl, options.case_timeout, options.command);
   kernel.start();
-  const Clock::time_point start = Clock::now();
+  Clock::time_point start = Clock::now();  // of the search: moved on by each shrinking, which has a budget of its own
   CampaignResult result;
   result.abi_version = kernel.version();
   result.capabilities = kernel.capabilities();
@@ -372,17 +433,33 @@ CampaignResult run_campaign(const CampaignOptions& options) {
       result.per_property_seconds[property.name] += took;
       result.worst_ratio = std::max(result.worst_ratio, run.worst_ratio);
       if (options.progress) options.progress({result.cases, result.per_property.size(), since(start), run.failed});
-      if (run.failed) {
-        result.found = true;
-        result.seconds = since(start);
-        const Clock::time_point shrink_start = Clock::now();
-        result.finding = shrink(kernel, options, property, run.finding, run.kind, run.worst_ratio);
-        result.shrink_seconds = since(shrink_start);
-        result.finding.hung = run.kind == Outcome::hung;
-        if (!result.finding.hung) keep_failed_call(kernel, options, property, result.finding);
+      if (!run.failed) continue;
+      // A finding: shrunk (each in --shrink-seconds of its own), its failed call kept. The first
+      // ends the search, or with keep_going each distinct one is kept (explained_by_earlier).
+      const std::string kind = finding_kind(run.kind, run.worst_ratio);
+      if (explained_by_earlier(kernel, options, property, kind, result.findings)) continue;
+      result.found = true;
+      const double searched = since(start);
+      const Clock::time_point shrink_start = Clock::now();
+      Finding finding = shrink(kernel, options, property, run.finding, run.kind, run.worst_ratio);
+      finding.hung = run.kind == Outcome::hung;
+      finding.kind = finding_kind(run.kind, finding.ratio);  // the shrunk run's, which may show it plainer
+      if (!finding.hung) keep_failed_call(kernel, options, property, finding);
+      const bool again = options.keep_going && explains_earlier(kernel, options, finding, result.findings);
+      result.shrink_seconds += since(shrink_start);
+      if (again) {
+        start += Clock::now() - shrink_start;
+        continue;
+      }
+      result.findings.push_back(std::move(finding));
+      result.finding = result.findings.front();
+      if (options.progress) options.progress({result.cases, result.per_property.size(), since(start), true});
+      if (!options.keep_going) {
+        result.seconds = searched;
         result.fp_mode = kernel.fp_mode_finding();
         return result;
       }
+      start += Clock::now() - shrink_start;
     }
   }
   result.seconds = since(start);
@@ -411,7 +488,9 @@ CampaignResult replay(const CampaignOptions& options, const Finding& recorded, s
   result.per_property[recorded.property] = 1;
   result.found = run.failed;
   result.finding = run.finding;
+  if (run.failed) result.finding.kind = finding_kind(run.kind, run.worst_ratio);
   if (run.failed && run.kind != Outcome::hung) keep_failed_call(kernel, both, property, result.finding);
+  if (run.failed) result.findings = {result.finding};
   result.worst_ratio = run.worst_ratio;
   result.seconds = since(start);
   result.fp_mode = kernel.fp_mode_finding();

@@ -112,6 +112,34 @@ std::vector<std::string> format_words() {
 // numbers cannot hold.
 Json ratio_json(double ratio) { return std::isfinite(ratio) ? Json(ratio) : Json(std::isnan(ratio) ? "nan" : "inf"); }
 
+// The shape line of a finding's case ("B 1 H 1 H_kv 1 Tq 1 Tk 2 dk 1 dv 1"), or what it has instead.
+std::string shrunk_shape(const Finding& f) {
+  const size_t at = f.case_text.find("\nshape ");
+  if (at == std::string::npos) return f.hung ? "not shrunk: it hung" : "its own fixed case";
+  return f.case_text.substr(at + 7, f.case_text.find('\n', at + 1) - at - 7);
+}
+
+// Where --keep-going writes a finding's replay file: DIR/Property.kind.replay, the kind's words joined by '-'.
+std::string finding_file(const std::string& dir, const Finding& f) {
+  std::string kind = f.kind;
+  for (char& c : kind) c = c == ' ' ? '-' : c;
+  return (std::filesystem::path(dir) / (f.property + "." + kind + ".replay")).string();
+}
+
+// Every finding of a --keep-going campaign at a glance: what broke, the property, the shrunk shape,
+// the error/bound.
+std::string findings_table(const CampaignResult& r) {
+  std::string table = "findings: " + std::to_string(r.findings.size()) + (r.findings.empty() ? "\n" : "\n");
+  char line[512];
+  for (size_t n = 0; n < r.findings.size(); ++n) {
+    const Finding& f = r.findings[n];
+    std::snprintf(line, sizeof line, "  %2zu  %-26s %-52s %-42s %.3g\n", n + 1, f.kind.c_str(), ("Property." + f.property).c_str(),
+                  shrunk_shape(f).c_str(), f.ratio);
+    table += line;
+  }
+  return table;
+}
+
 Json policies_json(const Policies& policies) {
   Json json = Json::object();
   for (const Policy& p : kPolicies) json[p.flag] = policy_word(p, policies);
@@ -119,7 +147,7 @@ Json policies_json(const Policies& policies) {
 }
 
 Json result_json(const std::string& verdict, const CampaignOptions& options, const CampaignResult& r,
-                 const std::string& counterexample) {
+                 const std::vector<std::string>& replay_files) {
   Json json = {{"verdict", verdict},
                {options.command ? "impl_cmd" : "impl", options.impl},
                {"seed", options.seed},
@@ -139,11 +167,18 @@ Json result_json(const std::string& verdict, const CampaignOptions& options, con
                {"not_claimed", features_named(coverage(r.capabilities, options).not_claimed)},
                {"not_applicable", r.not_applicable},
                {"policies", policies_json(options.policies)}};
-  if (r.found)
-    json["finding"] = {{"property", r.finding.property},
-                       {"error_bound_ratio", ratio_json(r.finding.ratio)},
-                       {"message", r.finding.message},
-                       {"replay", counterexample}};
+  Json findings = Json::array();
+  for (size_t n = 0; n < r.findings.size(); ++n) {
+    const Finding& f = r.findings[n];
+    findings.push_back({{"property", f.property},
+                        {"kind", f.kind},
+                        {"shrunk_to", shrunk_shape(f)},
+                        {"error_bound_ratio", ratio_json(f.ratio)},
+                        {"message", f.message},
+                        {"replay", n < replay_files.size() ? replay_files[n] : ""}});
+  }
+  if (r.found) json["finding"] = findings.front();  // the first, as before --keep-going
+  json["findings"] = findings;
   return json;
 }
 
@@ -165,27 +200,40 @@ void write_json(const std::string& path, const Json& json) {
 // JUnit XML for CI: one test case per property that ran (its seconds summed over its runs), the
 // finding as its property's failure with the report as printed, and a floating-point-mode finding
 // as a failing test case of its own.
-void write_junit(const std::string& path, const CampaignResult& r, const std::string& report, const std::string& summary) {
+void write_junit(const std::string& path, const CampaignResult& r, const std::vector<std::string>& reports,
+                 const std::string& summary) {
   std::string cases;
-  int failures = 0;
+  int failures = 0, tests = 0;
   auto failure = [&](const std::string& headline, const std::string& text) {
     ++failures;
     return "\n    <failure message=\"" + markup_escaped(headline.substr(0, headline.find('\n'))) + "\">" +
            markup_escaped(text) + "</failure>\n  ";
   };
   char seconds[32];
+  auto testcase = [&](const std::string& name, const char* time, const std::string& failed) {
+    ++tests;
+    cases += "  <testcase classname=\"attncheck\" name=\"" + markup_escaped(name) + "\" time=\"" + time + "\">" + failed +
+             "</testcase>\n";
+  };
   for (const auto& [name, count] : r.per_property) {
     const auto time = r.per_property_seconds.find(name);
     std::snprintf(seconds, sizeof seconds, "%.3f", time == r.per_property_seconds.end() ? 0.0 : time->second);
-    cases += "  <testcase classname=\"attncheck\" name=\"" + markup_escaped(name) + "\" time=\"" + seconds + "\">" +
-             (r.found && name == r.finding.property ? failure(r.finding.message, report) : "") + "</testcase>\n";
+    // The property's first finding is its failure; another of it (another kind) is a test case of its own.
+    bool first = true;
+    std::string failed;
+    for (size_t n = 0; n < r.findings.size() && n < reports.size(); ++n) {
+      if (r.findings[n].property != name) continue;
+      if (first) failed = failure(r.findings[n].message, reports[n]);
+      else testcase(name + " (" + r.findings[n].kind + ")", "0", failure(r.findings[n].message, reports[n]));
+      first = false;
+    }
+    testcase(name, seconds, failed);
   }
-  if (!r.fp_mode.empty())
-    cases += "  <testcase classname=\"attncheck\" name=\"floating-point mode\" time=\"0\">" + failure(r.fp_mode, r.fp_mode) + "</testcase>\n";
+  if (!r.fp_mode.empty()) testcase("floating-point mode", "0", failure(r.fp_mode, r.fp_mode));
   std::snprintf(seconds, sizeof seconds, "%.3f", r.seconds + r.shrink_seconds);
   std::ofstream file(path);
   file << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n<testsuite name=\"attncheck check\" tests=\""
-       << r.per_property.size() + !r.fp_mode.empty() << "\" failures=\"" << failures << "\" errors=\"0\" skipped=\"0\" time=\""
+       << tests << "\" failures=\"" << failures << "\" errors=\"0\" skipped=\"0\" time=\""
        << seconds << "\">\n" << cases << "  <system-out>" << markup_escaped(summary) << "</system-out>\n</testsuite>\n</testsuites>\n";
   if (!file) throw std::runtime_error(path + ": cannot write");
 }
@@ -205,13 +253,20 @@ int check(const FlagValues& o) {
         if ((f.capability & kFormatCapabilities) && dtype == f.word) options.formats |= f.capability;
   }
   read_policy_flags(o, options.policies);
+  options.keep_going = o.text("keep-going") == "yes";
   options.backward = o.text("backward") != "off";
   options.require_backward = o.text("backward") == "on";
   const std::string& counterexample = o.text("counterexample");
   // Every file the run writes, checked before the campaign: a path that cannot be written would
   // otherwise cost the whole budget, then hide the verdict behind exit 2.
   for (const char* flag : {"json", "junit", "html", "counterexample"})
-    if (o.given(flag) || (std::string(flag) == "counterexample" && !o.given("replay"))) require_writable(flag, o.text(flag));
+    if (o.given(flag) || (std::string(flag) == "counterexample" && !o.given("replay") && !options.keep_going))
+      require_writable(flag, o.text(flag));
+  if (options.keep_going && !o.given("replay")) {
+    std::error_code ignored;  // a folder that cannot be made is said by the check below
+    std::filesystem::create_directories(o.text("counterexample-dir"), ignored);
+    require_writable("counterexample-dir", o.text("counterexample-dir"));
+  }
 
   // On a terminal, one line rewritten in place at most four times a second (and as shrinking
   // starts), erased before the verdict; into a pipe or a file, nothing.
@@ -246,22 +301,32 @@ int check(const FlagValues& o) {
                               : std::string("FAIL: the floating-point mode (the arithmetic: ") +
                                     (result.found ? "FAIL" : "PASS") + ")";
   if (!result.fp_mode.empty()) std::printf("floating-point mode: %s\n", result.fp_mode.c_str());
-  // The finding's report as printed; JUnit's failure carries it too.
-  const std::string replay_file = o.given("replay") ? o.text("replay") : counterexample;  // the one written, or replayed
-  const std::string replay_command = std::string("attncheck check ") + (options.command ? "--impl-cmd " : "--impl ") +
-                                     shell_quoted(options.impl) + " --replay " + shell_quoted(replay_file);
-  std::string report;
+  // Each finding's report as printed, its replay file and the command that replays it; JUnit's
+  // failures carry them too. A replay's one finding is the file's; a campaign's are written now.
+  std::vector<std::string> reports, replay_files;
+  auto replay_command = [&](const std::string& file) {
+    return std::string("attncheck check ") + (options.command ? "--impl-cmd " : "--impl ") + shell_quoted(options.impl) +
+           " --replay " + shell_quoted(file);
+  };
   if (result.found && o.given("replay")) {
-    report = result.finding.message;
+    reports.push_back(result.finding.message);
+    replay_files.push_back(o.text("replay"));
   } else if (result.found) {
-    write_replay(counterexample, options, result.finding);
-    report = "counterexample to Property." + result.finding.property + " (" + case_note(result.finding) + "):\n" +
-             result.finding.message +
-             "\nreplay it: " + replay_command;
+    for (size_t n = 0; n < result.findings.size(); ++n) {
+      const Finding& f = result.findings[n];
+      const std::string file = options.keep_going ? finding_file(o.text("counterexample-dir"), f) : counterexample;
+      write_replay(file, options, f);
+      const std::string heading = options.keep_going ? "finding " + std::to_string(n + 1) + " of " +
+                                                           std::to_string(result.findings.size()) + " (" + f.kind + "): " : "";
+      reports.push_back(heading + "counterexample to Property." + f.property + " (" + case_note(f) + "):\n" + f.message +
+                        "\nreplay it: " + replay_command(file));
+      replay_files.push_back(file);
+    }
   } else if (o.given("replay")) {
     std::printf("the recorded counterexample to Property.%s no longer fails\n", result.per_property.begin()->first.c_str());
   }
-  if (result.found) std::printf("%s\n", report.c_str());
+  for (const std::string& report : reports) std::printf("%s\n", report.c_str());
+  if (options.keep_going) std::printf("%s", findings_table(result).c_str());
   const Coverage covered = coverage(result.capabilities, options);
   const std::string checked = "checked: " + feature_names(covered.checked) + " (ABI v" + std::to_string(result.abi_version) +
                               ")" + (covered.unchecked ? "; claimed, not checked: " + feature_names(covered.unchecked) : "") +
@@ -269,10 +334,11 @@ int check(const FlagValues& o) {
                               skipped(result) + "\npolicies: " + policies_said(options.policies);
   const std::string summary_line = summary(verdict.c_str(), result, options.policies);
   std::printf("%s\n%s\n", checked.c_str(), summary_line.c_str());
-  if (o.given("json")) write_json(o.text("json"), result_json(verdict, options, result, replay_file));
-  if (o.given("junit")) write_junit(o.text("junit"), result, report, checked + "\n" + summary_line);
+  if (o.given("json")) write_json(o.text("json"), result_json(verdict, options, result, replay_files));
+  if (o.given("junit")) write_junit(o.text("junit"), result, reports, checked + "\n" + summary_line);
   if (o.given("html"))
-    write_html_report(o.text("html"), options, result, {verdict, summary_line, checked, result.found ? replay_command : ""});
+    write_html_report(o.text("html"), options, result,
+                      {verdict, summary_line, checked, result.found ? replay_command(replay_files.front()) : ""});
   return result.found || !result.fp_mode.empty() ? 1 : 0;
 }
 
@@ -398,6 +464,13 @@ int check_command(const std::vector<std::string>& args) {
             "run a replay file's counterexample again, not a campaign, on --impl or --impl-cmd (or, with --trust-replay "
             "yes, the one it names); a policy flag given overrides its own")
       .text("counterexample", "FILE", "where the replay file of a counterexample goes", "attncheck-counterexample.replay")
+      .choice("keep-going", {"yes", "no"},
+              "yes: run the whole budget and report every distinct finding (by property and kind) once, each shrunk in "
+              "--shrink-seconds of its own, each with its replay file in --counterexample-dir; no: the first finding "
+              "stops the run",
+              "no")
+      .text("counterexample-dir", "DIR", "with --keep-going yes, where each finding's replay file goes (made if missing)",
+            "attncheck-findings")
       .number("case-timeout", "S", "seconds one call may take before it counts as a hang", "30", 0.01, 1e9)
       .run(args, check);
 }

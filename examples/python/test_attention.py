@@ -8,6 +8,7 @@ import pytest
 
 import cs336_adapter
 import student_numpy
+import textbook_numpy
 import torch_attention
 
 STUDENT = {"f32", "f64", "allow", "causal", "kv_lens", "window"}
@@ -48,3 +49,15 @@ def test_a_nested_function_is_refused_with_the_reason():
 def test_an_unknown_capability_is_refused():
     with pytest.raises(ValueError, match="unknown capability 'flash'"):
         attncheck.check(student_numpy.attention, capabilities={"f32", "flash"}, seconds=1)
+
+
+def test_textbook_weights_at_v_passes_when_masked_inputs_are_finite():
+    report = attncheck.check(textbook_numpy.attention, seconds=5, capabilities=STUDENT, masked_inputs="finite")
+    assert report["verdict"] == "PASS" and report["policies"]["masked-inputs"] == "finite"
+
+
+def test_textbook_weights_at_v_is_flagged_under_the_strict_contract(tmp_path):
+    with pytest.raises(AssertionError) as finding:
+        attncheck.check(textbook_numpy.attention, seconds=5, capabilities=STUDENT,
+                        counterexample=str(tmp_path / "textbook.replay"))
+    assert "attncheck check: FAIL" in str(finding.value)

@@ -89,14 +89,18 @@ def load(spec):
     return fn
 
 
-def check(forward, seconds=20, capabilities=None, seed=None, backward=None, empty_rows="zero",
-          counterexample=None, args=()):
+def check(forward, seconds=20, capabilities=None, seed=None, backward=None, empty_rows="zero", lse_empty="ninf",
+          masked_inputs="any", counterexample=None, args=()):
     """Runs `attncheck check --impl-cmd` on forward (and backward): returns the JSON report on a
     pass; raises AssertionError carrying the report on a finding, RuntimeError when it cannot run.
 
     forward and backward are found again by name in the child process, so they must be defined at
     the top level of a module. seed: the campaign's (None: $ATTNCHECK_SEED, else 1; printed in
-    the report). counterexample: where the replay file of a finding goes (default
+    the report). empty_rows, lse_empty, masked_inputs: the policies, the conventions forward is
+    checked against (`attncheck check --help`, docs/contract.md "Policies"): empty_rows "zero",
+    "nan", "mean" (the mean of V, what a finite mask value gives) or "any"; lse_empty "ninf" or
+    "zero"; masked_inputs "any" or "finite" (NaN and inf only where every query looks: a
+    textbook `weights @ v`). The report says which it assumed. counterexample: where the replay file of a finding goes (default
     attncheck-MODULE.NAME.replay in the current directory, replay_name). args: more options for `attncheck check`.
     In the child itself (while it imports the module that calls check) this returns None at once.
     """
@@ -116,7 +120,8 @@ def check(forward, seconds=20, capabilities=None, seed=None, backward=None, empt
     with tempfile.TemporaryDirectory() as scratch:
         report_path = os.path.join(scratch, "report.json")
         command = [find_binary(), "check", "--impl-cmd", shlex.join(child), "--seconds", str(seconds),
-                   "--seed", str(seed), "--empty-rows", empty_rows, "--counterexample", counterexample,
+                   "--seed", str(seed), "--empty-rows", empty_rows, "--lse-empty", lse_empty,
+                   "--masked-inputs", masked_inputs, "--counterexample", counterexample,
                    "--json", report_path, *args]
         run = subprocess.run(command, capture_output=True, text=True)
         report = json.load(open(report_path)) if os.path.exists(report_path) else None

@@ -17,6 +17,7 @@ struct CampaignOptions {
   std::string impl = "builtin";   // "builtin" or a plugin's path; with command, a command line
   bool command = false;           // impl is a command speaking the child protocol (--impl-cmd)
   double seconds = 60;            // the search's budget, from the kernel's loading on
+  bool keep_going = false;        // on through the budget after a finding, keeping each distinct one
   int64_t max_cases = 0;          // and a count of runs, whichever ends first (0: no count): the same on any machine
   uint64_t seed = 1;
   // The formats to check, ABI v2's ATTNCHECK_CAP_F32 .. ATTNCHECK_CAP_BF16 bits (--dtype): each one
@@ -65,6 +66,8 @@ struct Finding {
   bool failed_call_lse = false;
   bool hung = false;  // the call hung: not shrunk (every trial would cost the whole case timeout)
   double ratio = 0;   // the largest error/bound of the finding's run (inf: a wrong special value)
+  // What broke, in words (finding_kind): with the property, what makes a finding distinct.
+  std::string kind;
 };
 
 // What a finding's heading says of its case: "shrunk", "its own fixed case" when the property
@@ -76,7 +79,8 @@ inline const char* case_note(const Finding& finding) {
 
 struct CampaignResult {
   bool found = false;
-  Finding finding;
+  Finding finding;                 // the first
+  std::vector<Finding> findings;   // every distinct one (--keep-going), the first first; else that one
   int64_t cases = 0;                           // property runs
   std::map<std::string, int64_t> per_property;  // runs of each
   std::map<std::string, double> per_property_seconds;  // and their seconds, summed (the search's only)
