@@ -90,7 +90,7 @@ def load(spec):
 
 
 def check(forward, seconds=20, capabilities=None, seed=None, backward=None, empty_rows="zero", lse_empty="ninf",
-          masked_inputs="any", counterexample=None, args=()):
+          masked_inputs="any", keep_going=False, counterexample=None, args=()):
     """Runs `attncheck check --impl-cmd` on forward (and backward): returns the JSON report on a
     pass; raises AssertionError carrying the report on a finding, RuntimeError when it cannot run.
 
@@ -100,7 +100,9 @@ def check(forward, seconds=20, capabilities=None, seed=None, backward=None, empt
     checked against (`attncheck check --help`, docs/contract.md "Policies"): empty_rows "zero",
     "nan", "mean" (the mean of V, what a finite mask value gives) or "any"; lse_empty "ninf" or
     "zero"; masked_inputs "any" or "finite" (NaN and inf only where every query looks: a
-    textbook `weights @ v`). The report says which it assumed. counterexample: where the replay file of a finding goes (default
+    textbook `weights @ v`). The report says which it assumed. keep_going: run the whole budget
+    and raise with every distinct finding, each with its replay file in attncheck-MODULE.NAME/
+    (counterexample then names that folder). counterexample: where the replay file of a finding goes (default
     attncheck-MODULE.NAME.replay in the current directory, replay_name). args: more options for `attncheck check`.
     In the child itself (while it imports the module that calls check) this returns None at once.
     """
@@ -116,12 +118,13 @@ def check(forward, seconds=20, capabilities=None, seed=None, backward=None, empt
     if backward is not None:
         child += ["--backward", spec_of(backward)]
     seed = int(os.environ.get("ATTNCHECK_SEED", "1")) if seed is None else seed
-    counterexample = counterexample or replay_name(forward)
+    counterexample = counterexample or (replay_name(forward)[:-len(".replay")] if keep_going else replay_name(forward))
     with tempfile.TemporaryDirectory() as scratch:
         report_path = os.path.join(scratch, "report.json")
         command = [find_binary(), "check", "--impl-cmd", shlex.join(child), "--seconds", str(seconds),
                    "--seed", str(seed), "--empty-rows", empty_rows, "--lse-empty", lse_empty,
-                   "--masked-inputs", masked_inputs, "--counterexample", counterexample,
+                   "--masked-inputs", masked_inputs,
+                   *(["--keep-going", "yes", "--counterexample-dir"] if keep_going else ["--counterexample"]), counterexample,
                    "--json", report_path, *args]
         run = subprocess.run(command, capture_output=True, text=True)
         report = json.load(open(report_path)) if os.path.exists(report_path) else None
@@ -129,7 +132,7 @@ def check(forward, seconds=20, capabilities=None, seed=None, backward=None, empt
     if run.returncode == 0:
         return report
     if run.returncode == 1:
-        if os.path.exists(counterexample):
+        if os.path.isfile(counterexample):
             try:
                 text += "\nthe counterexample as NumPy arrays, to paste into a test:\n" + numpy_source(
                     *problem_from_replay(counterexample)) + "\n"
