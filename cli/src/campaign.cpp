@@ -333,11 +333,6 @@ const Property& property_named(const std::string& name) {
   throw std::runtime_error("no property named '" + printable(name, 80) + "'");
 }
 
-// Whether a failure of `property` (of `kind`) is one of `earlier`'s again: the same property failing
-// the same way, or, for a property that draws its case, the property failing on an earlier
-// finding's shrunk case too (the bug found there shows here as well: one bug, many properties). A
-// heuristic, stated in docs/checking.md: a second bug that every earlier case also shows is said
-// once the first is fixed.
 // Whether `property` fails on `case_text` (a case text; empty: no) as `kind` says, its other choices its first.
 bool fails_on(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, const std::string& case_text,
               const std::string& kind) {
@@ -360,9 +355,9 @@ const std::string& case_of(const Finding& f) {
 }
 
 // Whether a failure of `property` (of `kind`) is one of `earlier`'s again: the same property failing
-// the same way, or the property failing the same way on an earlier finding's shrunk case too (the
-// bug found there shows here as well: one bug, many properties). A heuristic (docs/checking.md): a second bug
-// that every earlier case also shows is said once the first is fixed.
+// the same way, or the property failing the same way on an earlier finding's failed call too (the
+// bug found there shows here as well: one bug, many properties). A heuristic (docs/checking.md): a
+// second bug that every earlier case also shows is said once the first is fixed.
 bool explained_by_earlier(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property,
                           const std::string& kind, const std::vector<Finding>& earlier) {
   for (const Finding& f : earlier)
@@ -488,9 +483,11 @@ CampaignResult replay(const CampaignOptions& options, const Finding& recorded, s
   result.per_property[recorded.property] = 1;
   result.found = run.failed;
   result.finding = run.finding;
-  if (run.failed) result.finding.kind = finding_kind(run.kind, run.worst_ratio);
-  if (run.failed && run.kind != Outcome::hung) keep_failed_call(kernel, both, property, result.finding);
-  if (run.failed) result.findings = {result.finding};
+  if (run.failed) {
+    result.finding.kind = finding_kind(run.kind, run.worst_ratio);
+    if (run.kind != Outcome::hung) keep_failed_call(kernel, both, property, result.finding);
+    result.findings = {result.finding};
+  }
   result.worst_ratio = run.worst_ratio;
   result.seconds = since(start);
   result.fp_mode = kernel.fp_mode_finding();
