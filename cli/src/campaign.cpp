@@ -12,6 +12,7 @@
 #include "attncheck/abi.hpp"
 #include "attncheck/case_shrink.hpp"
 #include "attncheck/case_text.hpp"
+#include "attncheck/diagnosis.hpp"
 #include "attncheck/features.hpp"
 #include "attncheck/isolated_kernel.hpp"
 #include "attncheck/oracle.hpp"
@@ -223,10 +224,11 @@ Run run_once(IsolatedKernel& kernel, const CampaignOptions& options, const Prope
   return run;
 }
 
-// What broke, in words: an implementation fault's kind, else how the property failed (a wrong
-// special value: error/bound inf; a wrong value: beyond the bound; else a relation between calls
-// or an identity).
-std::string finding_kind(int kind, double ratio) {
+// What broke, in words: an implementation fault's kind; else what the failed call shows (a poisoned
+// input no query may see changed it, a wrong special value, a wrong value); else how the property
+// failed (error/bound inf: a wrong special value; beyond the bound: a wrong value; the precision
+// gate: imprecise; else a relation between calls or an identity).
+std::string finding_kind(int kind, double ratio, const std::string& message, const Diagnosis& d = {}) {
   switch (kind) {
     case Outcome::refused: return "refused";
     case Outcome::crashed: return "crashed";
@@ -235,8 +237,12 @@ std::string finding_kind(int kind, double ratio) {
     case Outcome::stray_write: return "wrote outside its output";
     case Outcome::raised: return "raised";
     case Outcome::broke_protocol: return "broke the protocol";
-    default: return !(ratio < std::numeric_limits<double>::infinity()) ? "wrong special value" : ratio >= 1 ? "wrong value" : "broke a relation";
+    default: break;
   }
+  if (d.wrong) return d.poisoned ? "changed by a poisoned forbidden input" : d.element.special() ? "wrong special value" : "wrong value";
+  if (!(ratio < std::numeric_limits<double>::infinity())) return "wrong special value";
+  if (ratio >= 1) return "wrong value";
+  return message.find("imprecise: ") != std::string::npos ? "imprecise" : "broke a relation";
 }
 
 // A trial that fails as the counterexample did: the same kind of failure (a property's, or the
@@ -333,44 +339,23 @@ const Property& property_named(const std::string& name) {
   throw std::runtime_error("no property named '" + printable(name, 80) + "'");
 }
 
-// Whether `property` fails on `case_text` (a case text; empty: no) as `kind` says, its other choices its first.
-bool fails_on(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, const std::string& case_text,
-              const std::string& kind) {
-  if (!property.generated || case_text.empty()) return false;  // a fixed property runs its own cases only
-  Finding probe;
-  probe.property = property.name;
-  probe.case_text = case_text;
-  try {
-    const Run run = run_once(kernel, options, property, 0, nullptr, false, ~0u, &probe);
-    return run.failed && finding_kind(run.kind, run.worst_ratio) == kind;
-  } catch (const std::runtime_error&) {  // a case of another format than the property draws
-    return false;
-  }
-}
-
-// The problem a finding failed on: its failed call (what the kernel got, a property's changes to the
-// drawn case in it), else the case it was shrunk to, or a fixed property's own last one.
-const std::string& case_of(const Finding& f) {
-  return !f.failed_call.empty() ? f.failed_call : f.case_text.empty() ? f.last_call_case : f.case_text;
-}
-
-// Whether a failure of `property` (of `kind`) is one of `earlier`'s again: the same property failing
-// the same way, or the property failing the same way on an earlier finding's failed call too (the
-// bug found there shows here as well: one bug, many properties). A heuristic (docs/checking.md): a
-// second bug that every earlier case also shows is said once the first is fixed.
-bool explained_by_earlier(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property,
-                          const std::string& kind, const std::vector<Finding>& earlier) {
+// Whether `found` is an earlier finding again: the same property failing the same way, or a call
+// that fails as an earlier finding's does and needs the same features (Diagnosis::signature): one
+// bug seen through many properties. A heuristic (docs/checking.md): a second bug whose calls fail
+// exactly as the first's is said once the first is fixed.
+bool seen_before(const Finding& found, const std::vector<Finding>& earlier) {
+  const std::string signature = found.diagnosis.signature();
   for (const Finding& f : earlier)
-    if ((f.property == property.name && f.kind == kind) || fails_on(kernel, options, property, case_of(f), kind)) return true;
+    if ((f.property == found.property && f.kind == found.kind) || (!signature.empty() && signature == f.diagnosis.signature()))
+      return true;
   return false;
 }
 
-// And once shrunk: whether an earlier finding's property fails on the new finding's case as it did.
-bool explains_earlier(IsolatedKernel& kernel, const CampaignOptions& options, const Finding& found,
-                      const std::vector<Finding>& earlier) {
-  for (const Finding& f : earlier)
-    if (fails_on(kernel, options, property_named(f.property), case_of(found), f.kind)) return true;
-  return false;
+// Its failed call kept (keep_failed_call), what it shows (diagnose), and its kind from them.
+void examine(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, Finding& f, int fault) {
+  if (fault != Outcome::hung) keep_failed_call(kernel, options, property, f);
+  diagnose(kernel, options, f);
+  f.kind = finding_kind(fault, f.ratio, f.message, f.diagnosis);
 }
 
 }  // namespace
@@ -429,27 +414,25 @@ CampaignResult run_campaign(const CampaignOptions& options) {
       result.worst_ratio = std::max(result.worst_ratio, run.worst_ratio);
       if (options.progress) options.progress({result.cases, result.per_property.size(), since(start), run.failed});
       if (!run.failed) continue;
-      // A finding: shrunk (each in --shrink-seconds of its own), its failed call kept. The first
-      // ends the search, or with keep_going each distinct one is kept (explained_by_earlier).
-      const std::string kind = finding_kind(run.kind, run.worst_ratio);
-      if (explained_by_earlier(kernel, options, property, kind, result.findings)) continue;
-      result.found = true;
-      const double searched = since(start);
+      // A finding: shrunk (each in --shrink-seconds of its own), its failed call kept and examined.
+      // The first ends the search; with keep_going each distinct one is kept (seen_before), judged
+      // before shrinking and again after.
       const Clock::time_point shrink_start = Clock::now();
-      Finding finding = shrink(kernel, options, property, run.finding, run.kind, run.worst_ratio);
-      finding.hung = run.kind == Outcome::hung;
-      finding.kind = finding_kind(run.kind, finding.ratio);  // the shrunk run's, which may show it plainer
-      if (!finding.hung) keep_failed_call(kernel, options, property, finding);
-      const bool again = options.keep_going && explains_earlier(kernel, options, finding, result.findings);
-      result.shrink_seconds += since(shrink_start);
-      if (again) {
-        start += Clock::now() - shrink_start;
-        continue;
+      const double searched = since(start);
+      Finding finding = run.finding;
+      if (options.keep_going) examine(kernel, options, property, finding, run.kind);
+      if (!options.keep_going || !seen_before(finding, result.findings)) {
+        finding = shrink(kernel, options, property, run.finding, run.kind, run.worst_ratio);
+        finding.hung = run.kind == Outcome::hung;
+        examine(kernel, options, property, finding, run.kind);  // the shrunk run's, which may show it plainer
+        if (!options.keep_going || !seen_before(finding, result.findings)) {
+          result.found = true;
+          result.findings.push_back(std::move(finding));
+          result.finding = result.findings.front();
+        }
       }
-      result.findings.push_back(std::move(finding));
-      result.finding = result.findings.front();
-      if (options.progress) options.progress({result.cases, result.per_property.size(), since(start), true});
-      if (!options.keep_going) {
+      result.shrink_seconds += since(shrink_start);
+      if (result.found && !options.keep_going) {
         result.seconds = searched;
         result.fp_mode = kernel.fp_mode_finding();
         return result;
@@ -484,8 +467,7 @@ CampaignResult replay(const CampaignOptions& options, const Finding& recorded, s
   result.found = run.failed;
   result.finding = run.finding;
   if (run.failed) {
-    result.finding.kind = finding_kind(run.kind, run.worst_ratio);
-    if (run.kind != Outcome::hung) keep_failed_call(kernel, both, property, result.finding);
+    examine(kernel, both, property, result.finding, run.kind);
     result.findings = {result.finding};
   }
   result.worst_ratio = run.worst_ratio;
@@ -500,11 +482,7 @@ WrongCall first_wrong_call(const std::vector<KernelCall>& calls) {
     if (!call.fault.empty()) return {n, "the kernel " + call.fault};
     const Comparison result = visit_case_text(call.case_text, [&](const auto& c) {
       using T = typename std::decay_t<decltype(c.q)>::value_type;
-      const Reference ref = reference(c.problem());
-      const std::vector<T> out(call.out.begin(), call.out.end()), lse(call.lse.begin(), call.lse.end());
-      Comparison compared = compare(out.data(), ref.out);
-      if (compared.ok() && !lse.empty()) compared = compare(lse.data(), ref.lse);
-      return compared;
+      return judged(c, std::vector<T>(call.out.begin(), call.out.end()), std::vector<T>(call.lse.begin(), call.lse.end()));
     });
     if (result.ok()) continue;
     const Mismatch& m = result.special ? result.first_special : result.worst;

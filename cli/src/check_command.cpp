@@ -19,6 +19,7 @@
 #include "attncheck/campaign.hpp"
 #include "attncheck/plugin.h"
 #include "attncheck/commands.hpp"
+#include "attncheck/diagnosis.hpp"
 #include "attncheck/features.hpp"
 #include "attncheck/flags.hpp"
 #include "attncheck/html_report.hpp"
@@ -108,9 +109,9 @@ std::vector<std::string> format_words() {
   return words;
 }
 
-// An error/bound as JSON: a number, or the string "inf" (a wrong special value), which JSON's
-// numbers cannot hold.
-Json ratio_json(double ratio) { return std::isfinite(ratio) ? Json(ratio) : Json(std::isnan(ratio) ? "nan" : "inf"); }
+// A number as JSON, NaN and inf as strings (JSON's numbers hold neither): an error/bound of a wrong
+// special value is "inf".
+Json number_json(double x) { return std::isfinite(x) ? Json(x) : Json(std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf"); }
 
 // The shape line of a finding's case ("B 1 H 1 H_kv 1 Tq 1 Tk 2 dk 1 dv 1"), or what it has instead.
 std::string shrunk_shape(const Finding& f) {
@@ -146,6 +147,31 @@ Json policies_json(const Policies& policies) {
   return json;
 }
 
+// A finding as the JSON's fields: what broke and where (the failed call's wrong element: its tensor,
+// index, computed and exact values and bound; null when no call was wrong), the call's shape and
+// features, what it needs and which policies would accept it, then the report and its replay file.
+Json finding_json(const Finding& f, const std::string& replay_file) {
+  const Diagnosis& d = f.diagnosis;
+  const Mismatch& m = d.element;
+  Json index = Json::array();
+  for (int r = 0; d.wrong && r < m.rank; ++r) index.push_back(m.at[r]);
+  return {{"property", f.property},
+          {"kind", f.kind},
+          {"tensor", d.wrong ? Json(m.tensor) : Json()},
+          {"index", d.wrong ? index : Json()},
+          {"computed", d.wrong ? number_json(m.computed) : Json()},
+          {"exact", d.wrong ? number_json(double(m.exact)) : Json()},
+          {"bound", d.wrong ? number_json(m.bound) : Json()},
+          {"shape", d ? Json(d.shape) : Json()},
+          {"features", d.features},
+          {"fails_only_with", d.needs},
+          {"accepted_under", d.accepted_under},
+          {"shrunk_to", shrunk_shape(f)},
+          {"error_bound_ratio", number_json(f.ratio)},
+          {"message", f.message},
+          {"replay", replay_file}};
+}
+
 Json result_json(const std::string& verdict, const CampaignOptions& options, const CampaignResult& r,
                  const std::vector<std::string>& replay_files) {
   Json json = {{"verdict", verdict},
@@ -156,7 +182,7 @@ Json result_json(const std::string& verdict, const CampaignOptions& options, con
                {"seconds", r.seconds},
                {"shrink_seconds", r.shrink_seconds},
                {"cases_per_second", r.seconds > 0 ? double(r.cases) / r.seconds : 0.0},
-               {"largest_error_bound_ratio", ratio_json(r.reported_ratio())},
+               {"largest_error_bound_ratio", number_json(r.reported_ratio())},
                {"per_property", r.per_property},
                {"per_property_seconds", r.per_property_seconds},
                {"arithmetic", r.found ? "FAIL" : "PASS"},
@@ -170,12 +196,7 @@ Json result_json(const std::string& verdict, const CampaignOptions& options, con
   Json findings = Json::array();
   for (size_t n = 0; n < r.findings.size(); ++n) {
     const Finding& f = r.findings[n];
-    findings.push_back({{"property", f.property},
-                        {"kind", f.kind},
-                        {"shrunk_to", shrunk_shape(f)},
-                        {"error_bound_ratio", ratio_json(f.ratio)},
-                        {"message", f.message},
-                        {"replay", n < replay_files.size() ? replay_files[n] : ""}});
+    findings.push_back(finding_json(f, n < replay_files.size() ? replay_files[n] : ""));
   }
   if (r.found) json["finding"] = findings.front();  // the first, as before --keep-going
   json["findings"] = findings;
@@ -318,8 +339,8 @@ int check(const FlagValues& o) {
       write_replay(file, options, f);
       const std::string heading = options.keep_going ? "finding " + std::to_string(n + 1) + " of " +
                                                            std::to_string(result.findings.size()) + " (" + f.kind + "): " : "";
-      reports.push_back(heading + "counterexample to Property." + f.property + " (" + case_note(f) + "):\n" + f.message +
-                        "\nreplay it: " + replay_command(file));
+      reports.push_back(heading + "counterexample to Property." + f.property + " (" + case_note(f) + "):\n" +
+                        diagnosis_text(f.diagnosis) + f.message + "\nreplay it: " + replay_command(file));
       replay_files.push_back(file);
     }
   } else if (o.given("replay")) {

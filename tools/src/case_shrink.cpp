@@ -94,23 +94,64 @@ Case<T> without(const Case<T>& c, Axis axis, int64_t from, int64_t to) {
 }
 
 // Plainer values than x, plainest first: 0, then +-1, +-2 and +-3, then the power of two next below
-// |x|, then x's integer part: each closer to 0 than x (NaN and inf try 0 and the small integers).
-// 3 and the integer part are there for bugs that a power of two hides (a factor that cancels exactly).
+// |x|, then x's integer part, each closer to 0 than x; and for x below 1 in magnitude +-1, +-2, +-3
+// and +-0.5 in its place, not ever smaller powers of two: a wrong weight shows as 1 against 0, not as
+// 3.9e-31 against 0 (NaN and inf try 0 and the small integers). 3 and the integer part are there for
+// bugs that a power of two hides (a factor that cancels exactly). Each value leads to 0 in a few
+// steps: one below 1 only to a plain one, one of 1 or more only closer to 0.
 template <class T>
 std::vector<T> plainer(T x) {
   if (x == T(0)) return {};
   const T sign = std::signbit(x) ? T(-1) : T(1);
+  const bool small = std::fabs(x) < T(1);
   std::vector<T> values = {T(0)};
   auto add = [&](T plain) {
-    if ((!std::isfinite(x) || std::fabs(plain) < std::fabs(x)) && std::find(values.begin(), values.end(), plain) == values.end())
+    if ((!std::isfinite(x) || small || std::fabs(plain) < std::fabs(x)) && plain != x &&
+        std::find(values.begin(), values.end(), plain) == values.end())
       values.push_back(plain);
   };
-  for (T small : {T(1), T(2), T(3)}) add(sign * small);
-  if (std::isfinite(x)) {
+  for (T plain : {T(1), T(2), T(3)}) add(sign * plain);
+  if (small) add(sign * T(0.5));
+  if (std::isfinite(x) && !small) {
     add(sign * std::exp2(std::floor(std::log2(std::fabs(x)))));
     add(std::trunc(x));
   }
   return values;
+}
+
+// The masks among `which` (ATTNCHECK_CAP_CAUSAL, _WINDOW, _KV_LENS bits) folded into c's allow mask:
+// the same keys permitted, through the allow mask alone for those.
+constexpr uint32_t kRelativeMasks = ATTNCHECK_CAP_CAUSAL | ATTNCHECK_CAP_WINDOW | ATTNCHECK_CAP_KV_LENS;
+template <class T>
+Case<T> folded(const Case<T>& c, uint32_t which) {
+  const Shape& s = c.shape;
+  Case<T> r = c;
+  if (which & ATTNCHECK_CAP_CAUSAL) r.causal = Causal::none;
+  if (which & ATTNCHECK_CAP_WINDOW) r.window_left = r.window_right = -1;
+  if (which & ATTNCHECK_CAP_KV_LENS) r.key_lengths.clear();
+  // r keeps the masks not folded: where r permits what c does not, the allow mask forbids it.
+  r.allow.assign(size_t(s.allow_size()), 0);
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t i = 0; i < s.Tq; ++i)
+      for (int64_t j = 0; j < s.Tk; ++j) r.allow[size_t(s.allow_at(b, i) + j)] = c.permits(b, i, j);
+  return r;
+}
+
+// c with its grouped KV heads repeated, each query head its own: k, v [B,H_kv,Tk,*] become [B,H,Tk,*].
+template <class T>
+Case<T> with_full_heads(const Case<T>& c) {
+  const Shape& s = c.shape;
+  Case<T> r = c;
+  r.shape.H_kv = 0;
+  r.k.assign(size_t(r.shape.k_size()), T(0));
+  r.v.assign(size_t(r.shape.v_size()), T(0));
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.H; ++h)
+      for (int64_t j = 0; j < s.Tk; ++j) {
+        std::copy_n(c.k.begin() + s.k_at(b, h, j), s.dk, r.k.begin() + r.shape.k_at(b, h, j));
+        std::copy_n(c.v.begin() + s.v_at(b, h, j), s.dv, r.v.begin() + r.shape.v_at(b, h, j));
+      }
+  return r;
 }
 
 // What a shrunk case still has, for its `mix` line (the drawn case's no longer describes it).
@@ -177,16 +218,7 @@ bool offer_simpler(const Case<T>& c, uint32_t capabilities, const std::function<
   // causal masks are drawn from the diagonal, which moves when a key or query is removed, so a
   // case that needs them only as a pattern of hidden keys shrinks past them once folded.
   const bool relative = c.causal != Causal::none || c.window_left >= 0 || c.window_right >= 0;
-  if (relative && (capabilities & ATTNCHECK_CAP_ALLOW) && cleared([&](Case<T>& r) {
-        r.allow.assign(size_t(s.allow_size()), 0);
-        for (int64_t b = 0; b < s.B; ++b)
-          for (int64_t i = 0; i < s.Tq; ++i)
-            for (int64_t j = 0; j < s.Tk; ++j) r.allow[size_t(s.allow_at(b, i) + j)] = c.permits(b, i, j);
-        r.causal = Causal::none;
-        r.window_left = r.window_right = -1;
-        r.key_lengths.clear();
-      }))
-    return true;
+  if (relative && (capabilities & ATTNCHECK_CAP_ALLOW) && accept(folded(c, kRelativeMasks))) return true;
 
   // Values: a whole tensor at 0, then one value at a time (small tensors only: a trial each).
   std::vector<T> Case<T>::*const tensors[] = {&Case<T>::q, &Case<T>::k, &Case<T>::v, &Case<T>::bias};
@@ -206,6 +238,29 @@ bool offer_simpler(const Case<T>& c, uint32_t capabilities, const std::function<
   return false;
 }
 
+template <class T>
+std::vector<WithoutFeature<T>> without_each_feature(const Case<T>& c, uint32_t capabilities) {
+  std::vector<WithoutFeature<T>> without;
+  auto add = [&](const std::string& name, Case<T> r) { without.push_back({name, std::move(r)}); };
+  auto changed = [&](auto change) {
+    Case<T> r = c;
+    change(r);
+    return r;
+  };
+  if (c.shape.kv_heads() != c.shape.H) add(feature(ATTNCHECK_CAP_GQA).name, with_full_heads(c));
+  for (uint32_t mask : {ATTNCHECK_CAP_CAUSAL, ATTNCHECK_CAP_WINDOW, ATTNCHECK_CAP_KV_LENS})
+    if ((capabilities & ATTNCHECK_CAP_ALLOW) && feature(mask).used(call_view(c.problem(), false, false)))
+      add(feature(mask).name, folded(c, mask));
+  if (c.softcap != 0) add(feature(ATTNCHECK_CAP_SOFTCAP).name, changed([](Case<T>& r) { r.softcap = 0; }));
+  if (!c.bias.empty()) add(feature(ATTNCHECK_CAP_BIAS).name, changed([](Case<T>& r) { r.bias.clear(); }));
+  if (c.format != Precision<T>::format && (capabilities & ATTNCHECK_CAP_F32))
+    add(feature(capability_of(c.format)).name, changed([](Case<T>& r) { r.format = Precision<T>::format; }));
+  if (c.scale != 0 && c.scale != effective_scale(c.shape, 0)) add("explicit scale", changed([](Case<T>& r) { r.scale = 0; }));
+  return without;
+}
+
+template std::vector<WithoutFeature<float>> without_each_feature(const Case<float>&, uint32_t);
+template std::vector<WithoutFeature<double>> without_each_feature(const Case<double>&, uint32_t);
 template bool offer_simpler(const Case<float>&, uint32_t, const std::function<bool(Case<float>&&)>&);
 template bool offer_simpler(const Case<double>&, uint32_t, const std::function<bool(Case<double>&&)>&);
 

@@ -441,4 +441,46 @@ Case<T> with_finite_inputs(Case<T> c) {
 template Case<float> with_finite_inputs(Case<float>);
 template Case<double> with_finite_inputs(Case<double>);
 
+template <class T>
+Case<T> with_unseen_inputs(Case<T> c, Unseen how) {
+  // q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], bias [B,H,Tq,Tk]: rewritten in place.
+  const Shape& s = c.shape;
+  const T big = T(visit_format(c.format, [](auto zero) { return Precision<decltype(zero)>::largest_finite; }) / 2);
+  const T ninf = -std::numeric_limits<T>::infinity();
+  auto change = [&](T* x, int64_t n, bool bias = false) {  // a -inf bias forbids: finite leaves it
+    for (int64_t d = 0; d < n; ++d)
+      if (how == Unseen::zero) x[d] = T(0);
+      else if (!std::isfinite(x[d]) && !(bias && x[d] == ninf)) x[d] = std::isnan(x[d]) ? big : std::copysign(big, x[d]);
+  };
+  const Problem<T> p = c.problem();
+  auto sees = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+    return c.permits(b, i, j) && (c.bias.empty() || p.bias[s.scores_at(b, h, i) + j] != ninf);
+  };
+  const int64_t group = s.H / s.kv_heads();
+  for (int64_t b = 0; b < s.B; ++b) {
+    for (int64_t h = 0; h < s.H; ++h)
+      for (int64_t i = 0; i < s.Tq; ++i) {
+        bool any = false;
+        for (int64_t j = 0; j < s.Tk; ++j) {
+          any = any || sees(b, h, i, j);
+          if (!c.bias.empty() && !c.permits(b, i, j)) change(&c.bias[size_t(s.scores_at(b, h, i) + j)], 1, true);
+        }
+        if (!any) change(&c.q[size_t(s.q_at(b, h, i))], s.dk);
+      }
+    for (int64_t g = 0; g < s.kv_heads(); ++g)
+      for (int64_t j = 0; j < s.Tk; ++j) {
+        bool seen = false;
+        for (int64_t h = g * group; h < (g + 1) * group && !seen; ++h)
+          for (int64_t i = 0; i < s.Tq && !seen; ++i) seen = sees(b, h, i, j);
+        if (seen) continue;
+        change(&c.k[size_t(s.k_at(b, g * group, j))], s.dk);
+        change(&c.v[size_t(s.v_at(b, g * group, j))], s.dv);
+      }
+  }
+  return c;
+}
+
+template Case<float> with_unseen_inputs(Case<float>, Unseen);
+template Case<double> with_unseen_inputs(Case<double>, Unseen);
+
 }  // namespace attncheck

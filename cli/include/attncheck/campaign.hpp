@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "attncheck/compare.hpp"
 #include "attncheck/contract.hpp"
 
 namespace attncheck {
@@ -37,6 +38,22 @@ struct CampaignOptions {
     bool shrinking = false; // the run just told failed: shrinking starts
   };
   std::function<void(const Progress&)> progress;  // empty: nobody is told
+};
+
+// What a finding's failed call shows (diagnosis.hpp): empty when it has no call the oracle calls
+// wrong or that ended in a fault.
+struct Diagnosis {
+  bool wrong = false;        // the oracle calls the call's results wrong; `element` is where
+  Mismatch element{};        // the first wrong special value, else the largest error/bound
+  int fault = -1;            // or the call ended in a fault: its Outcome::Kind
+  std::string shape;         // the call's "B 1 H 1 H_kv 1 Tq 1 Tk 2 dk 1 dv 1"
+  std::vector<std::string> features;       // the features it uses (the feature table's names, "explicit scale")
+  std::vector<std::string> needs;          // those without which it passes: "fails only with"
+  bool poisoned = false;     // it passes once the inputs no query may see are 0
+  std::vector<std::string> accepted_under; // other policies under which it passes: "--empty-rows nan"
+  // What tells two findings apart: how the call fails and what it needs ("" when there is no call).
+  std::string signature() const;
+  explicit operator bool() const { return wrong || fault >= 0; }
 };
 
 // A counterexample: the property it breaks, why (the failure report and the case, as a person
@@ -68,6 +85,7 @@ struct Finding {
   double ratio = 0;   // the largest error/bound of the finding's run (inf: a wrong special value)
   // What broke, in words (finding_kind): with the property, what makes a finding distinct.
   std::string kind;
+  Diagnosis diagnosis;
 };
 
 // What a finding's heading says of its case: "shrunk", "its own fixed case" when the property

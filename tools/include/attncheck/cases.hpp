@@ -109,6 +109,14 @@ Case<float> flushed_subnormal_case();
 template <class T>
 Case<T> with_finite_inputs(Case<T> c);
 
+// c with every input no query may see changed: the k and v of a key that no query of its KV head
+// may see, the q of a query that may see no key, and a bias entry where the masks forbid. `zero`
+// sets them to 0 (whether a finding needs what was put there); `finite` makes only their NaN and
+// inf finite extremes, as with_finite_inputs does (whether --masked-inputs finite accepts it).
+enum class Unseen { zero, finite };
+template <class T>
+Case<T> with_unseen_inputs(Case<T> c, Unseen how);
+
 // Head h of batch b alone, as a B 1, H 1 case with that batch's masks.
 template <class T>
 Case<T> slice(const Case<T>& c, int64_t b, int64_t h);

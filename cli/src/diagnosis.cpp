@@ -1,0 +1,123 @@
+#include "attncheck/diagnosis.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "attncheck/case_shrink.hpp"
+#include "attncheck/features.hpp"
+#include "attncheck/policies.hpp"
+
+namespace attncheck {
+namespace {
+
+// Whether the kernel gets c right: no fault, and its results within the bound.
+template <class T>
+bool right_on(IsolatedKernel& kernel, const Case<T>& c, bool with_lse) {
+  std::vector<T> out, lse;
+  const Outcome outcome = kernel.run(c, out, with_lse ? &lse : nullptr);
+  return outcome.kind == Outcome::ok && judged(c, out, lse).ok();
+}
+
+// Whether a and b hold the same inputs, bit for bit (NaN included).
+template <class T>
+bool same_inputs(const Case<T>& a, const Case<T>& b) {
+  auto same = [](const std::vector<T>& x, const std::vector<T>& y) {
+    return x.size() == y.size() && (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(T)) == 0);
+  };
+  return same(a.q, b.q) && same(a.k, b.k) && same(a.v, b.v) && same(a.bias, b.bias);
+}
+
+// Whether row (b, h, i) of c may see a key: one the masks permit and no -inf bias forbids.
+template <class T>
+bool sees_a_key(const Case<T>& c, int64_t b, int64_t h, int64_t i) {
+  for (int64_t j = 0; j < c.shape.Tk; ++j)
+    if (c.permits(b, i, j) && (c.bias.empty() || c.bias[size_t(c.shape.scores_at(b, h, i) + j)] != -std::numeric_limits<T>::infinity()))
+      return true;
+  return false;
+}
+
+std::string joined(const std::vector<std::string>& words) {
+  std::string text;
+  for (const std::string& w : words) text += (text.empty() ? "" : ", ") + w;
+  return text;
+}
+
+// The call c once more, and what its variants show; `call` is how the kernel did on c itself.
+template <class T>
+void diagnose_call(IsolatedKernel& kernel, const CampaignOptions& options, const Case<T>& c, bool with_lse, Diagnosis& d) {
+  std::vector<T> out, lse;
+  const Outcome outcome = kernel.run(c, out, with_lse ? &lse : nullptr);
+  if (outcome.kind != Outcome::ok) {
+    d.fault = outcome.kind;
+  } else {
+    const Comparison compared = judged(c, out, lse);
+    if (compared.ok()) return;  // right this time: nothing to say of it
+    d.wrong = true;
+    d.element = compared.special ? compared.first_special : compared.worst;
+  }
+  const Shape& s = c.shape;
+  d.shape = "B " + std::to_string(s.B) + " H " + std::to_string(s.H) + " H_kv " + std::to_string(s.kv_heads()) + " Tq " +
+            std::to_string(s.Tq) + " Tk " + std::to_string(s.Tk) + " dk " + std::to_string(s.dk) + " dv " + std::to_string(s.dv);
+  for (const WithoutFeature<T>& without : without_each_feature(c, kernel.capabilities())) {
+    d.features.push_back(without.name);
+    if (right_on(kernel, without.c, with_lse)) d.needs.push_back(without.name);
+  }
+  // A wrong valid row (one that sees a key) that is right once no unseen input holds anything: an
+  // empty row's value comes from unseen inputs by its nature (the mean of V), so it is never this.
+  const Case<T> clean = with_unseen_inputs(c, Unseen::zero);
+  d.poisoned = d.wrong && sees_a_key(c, d.element.at[0], d.element.at[1], d.element.at[2]) && !same_inputs(clean, c) &&
+               right_on(kernel, clean, with_lse);
+  // Each other choice of each policy, the first that accepts the call: the same results judged by
+  // its rule, or the call run again on the inputs it would send.
+  for (const Policy& policy : kPolicies) {
+    for (int choice = 0; choice < policy.count; ++choice) {
+      if (choice == policy.get(options.policies)) continue;
+      Policies other = options.policies;
+      policy.set(other, choice);
+      Case<T> under = c;
+      under.empty_rows = other.empty_rows;
+      under.lse_empty = other.lse_empty;
+      if (other.masked_inputs == MaskedInputs::finite) under = with_unseen_inputs(std::move(under), Unseen::finite);
+      const bool accepts = same_inputs(under, c) ? outcome.kind == Outcome::ok && judged(under, out, lse).ok()
+                                                 : right_on(kernel, under, with_lse);
+      if (!accepts) continue;
+      d.accepted_under.push_back(std::string("--") + policy.flag + " " + policy.choices[choice].word);
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+std::string Diagnosis::signature() const {
+  if (!*this) return "";
+  const std::string how = fault >= 0 ? "fault " + std::to_string(fault)
+                          : poisoned   ? "poisoned"
+                                       : element.special() ? "special" : "value";
+  return how + (element.tensor && wrong ? std::string(" ") + element.tensor : "") + "; needs " + joined(needs);
+}
+
+void diagnose(IsolatedKernel& kernel, const CampaignOptions& options, Finding& finding) {
+  finding.diagnosis = {};
+  if (finding.failed_call.empty() || finding.failed_call_why.empty()) return;
+  visit_case_text(finding.failed_call, [&](const auto& c) {
+    diagnose_call(kernel, options, c, finding.failed_call_lse, finding.diagnosis);
+    return 0;
+  });
+}
+
+std::string diagnosis_text(const Diagnosis& d) {
+  std::string text;
+  if (!d.needs.empty()) text += "fails only with: " + joined(d.needs) + "\n";
+  std::vector<std::string> also;
+  for (const std::string& f : d.features)
+    if (std::find(d.needs.begin(), d.needs.end(), f) == d.needs.end()) also.push_back(f);
+  if (!also.empty()) text += "fails without each of these as well: " + joined(also) + "\n";
+  if (d.poisoned) text += "passes once the inputs no query may see are 0: a NaN, inf or extreme there changed it\n";
+  if (!d.accepted_under.empty()) text += "accepted under: " + joined(d.accepted_under) + "\n";
+  return text;
+}
+
+}  // namespace attncheck
