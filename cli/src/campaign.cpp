@@ -339,14 +339,16 @@ const Property& property_named(const std::string& name) {
   throw std::runtime_error("no property named '" + printable(name, 80) + "'");
 }
 
-// Whether `found` is an earlier finding again: the same property failing the same way, or a call
-// that fails as an earlier finding's does and needs the same features (Diagnosis::signature): one
-// bug seen through many properties. A heuristic (docs/checking.md): a second bug whose calls fail
-// exactly as the first's is said once the first is fixed.
+// Whether `found` is an earlier finding again: the same property failing the same way, a hang
+// again (whose call is not run twice), or a call that fails as an earlier finding's does and needs
+// the same features (Diagnosis::signature): one bug seen through many properties. A heuristic
+// (docs/checking.md): a second bug whose calls fail exactly as the first's is said once the first
+// is fixed.
 bool seen_before(const Finding& found, const std::vector<Finding>& earlier) {
   const std::string signature = found.diagnosis.signature();
   for (const Finding& f : earlier)
-    if ((f.property == found.property && f.kind == found.kind) || (!signature.empty() && signature == f.diagnosis.signature()))
+    if ((f.kind == found.kind && (f.property == found.property || f.hung)) ||
+        (!signature.empty() && signature == f.diagnosis.signature()))
       return true;
   return false;
 }
@@ -367,6 +369,7 @@ uint32_t checked_capabilities(uint32_t claimed, const CampaignOptions& options) 
 
 CampaignResult run_campaign(const CampaignOptions& options) {
   IsolatedKernel kernel(options.impl, options.case_timeout, options.command);
+  kernel.adapt_timeout(options.adaptive_timeout);
   kernel.start();
   Clock::time_point start = Clock::now();  // of the search: moved on by each shrinking, which has a budget of its own
   CampaignResult result;
@@ -447,6 +450,7 @@ CampaignResult run_campaign(const CampaignOptions& options) {
 
 CampaignResult replay(const CampaignOptions& options, const Finding& recorded, std::vector<KernelCall>* calls) {
   IsolatedKernel kernel(options.impl, options.case_timeout, options.command);
+  kernel.adapt_timeout(options.adaptive_timeout);
   kernel.start();
   if (property_named(recorded.property).double_precision && !kernel.has_f64())
     throw std::runtime_error(options.impl + ": no attncheck_forward_f64, so Property." + recorded.property +

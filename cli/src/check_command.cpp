@@ -117,7 +117,7 @@ Json number_json(double x) { return std::isfinite(x) ? Json(x) : Json(std::isnan
 std::string shrunk_shape(const Finding& f) {
   const size_t at = f.case_text.find("\nshape ");
   if (at == std::string::npos) return f.hung ? "not shrunk: it hung" : "its own fixed case";
-  return f.case_text.substr(at + 7, f.case_text.find('\n', at + 1) - at - 7);
+  return f.case_text.substr(at + 7, f.case_text.find('\n', at + 1) - at - 7) + (f.hung ? " (not shrunk: it hung)" : "");
 }
 
 // Where --keep-going writes a finding's replay file: DIR/Property.kind.replay, the kind's words joined by '-'.
@@ -267,6 +267,7 @@ int check(const FlagValues& o) {
   options.shrink_seconds = o.number("shrink-seconds");
   options.seed = uint64_t(o.number("seed"));
   options.case_timeout = o.number("case-timeout");
+  options.adaptive_timeout = !o.given("case-timeout");
   if (o.given("dtype")) {
     options.formats = ~kFormatCapabilities;
     for (const std::string& dtype : o.all("dtype"))
@@ -492,7 +493,11 @@ int check_command(const std::vector<std::string>& args) {
               "no")
       .text("counterexample-dir", "DIR", "with --keep-going yes, where each finding's replay file goes (made if missing)",
             "attncheck-findings")
-      .number("case-timeout", "S", "seconds one call may take before it counts as a hang", "30", 0.01, 1e9)
+      .number("case-timeout", "S",
+              "seconds one call may take before it counts as a hang; when not given, 30 s for the first call of each "
+              "kind (format, features, forward or backward) and then ten times the slowest call so far of a problem at "
+              "least as large, at least 1 s",
+              "30", 0.01, 1e9)
       .run(args, check);
 }
 

@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include "attncheck/abi.hpp"
+#include "attncheck/features.hpp"
 #include "attncheck/fp_mode.hpp"
 #include "attncheck/plugin_loader.hpp"
 #include "attncheck/printable.hpp"
@@ -496,6 +497,8 @@ void IsolatedKernel::start() {
   fcntl(to_child_, F_SETFL, O_NONBLOCK);  // writes are bounded by the case's deadline (exchange)
   from_child_ = answers[0];
   have_mode_ = false;
+  called_.clear();  // a new child: the first call of each kind may load or compile again
+  call_timeout_ = timeout_;
   Hello hello{};
   void* const none[kBuffers] = {};
   const double deadline = deadline_after(timeout_);
@@ -513,9 +516,40 @@ void IsolatedKernel::start() {
 
 Outcome IsolatedKernel::hung(const char* during) {
   stop();
-  char detail[120];
-  std::snprintf(detail, sizeof detail, "hung: no answer within %g s while %s (the child was killed)", timeout_, during);
+  char detail[200];
+  std::snprintf(detail, sizeof detail, "hung: no answer within %.3g s while %s (the child was killed)%s", call_timeout_, during,
+                call_timeout_ < timeout_ ? "; the timeout adapts: 10 times what calls so far took on problems as large, at least 1 s (--case-timeout S fixes it)" : "");
   return Outcome{Outcome::hung, 0, detail};
+}
+
+namespace {
+// A kind of call, for the adaptive timeout: its dtype, and whether it is the backward or asks the
+// lse (other code, which a JIT may compile on its first call); and its work.
+uint64_t call_kind(const ProblemHeader& r) {
+  constexpr uint32_t direction = protocol_flag(ATTNCHECK_CAP_LSE) | protocol_flag(ATTNCHECK_CAP_BACKWARD);
+  return uint64_t(uint32_t(r.dtype)) << 32 | (r.flags & direction);
+}
+int64_t call_work(const ProblemHeader& r) { return int64_t(r.B) * r.H * r.Tq * r.Tk * (int64_t(r.dk) + r.dv); }
+}  // namespace
+
+double IsolatedKernel::timeout_for(const ProblemHeader& request) const {
+  const uint64_t kind = call_kind(request);
+  if (!adaptive_ || !called_.count(kind)) return timeout_;
+  // The slowest call at least as large; none: the largest smaller one's time, scaled up by the work.
+  const int64_t work = call_work(request);
+  auto at = slowest_.lower_bound({kind, work});
+  double expected = 0;
+  for (auto larger = at; larger != slowest_.end() && larger->first.first == kind; ++larger)
+    expected = std::max(expected, larger->second);
+  if ((at == slowest_.end() || at->first.first != kind) && at != slowest_.begin() && (--at)->first.first == kind)
+    expected = at->second * double(work) / double(std::max<int64_t>(at->first.second, 1));
+  return std::clamp(10 * expected, std::min(1.0, timeout_), timeout_);
+}
+
+void IsolatedKernel::record_time(const ProblemHeader& request, double seconds) {
+  double& slowest = slowest_[{call_kind(request), call_work(request)}];
+  slowest = std::max(slowest, seconds);
+  called_.insert(call_kind(request));
 }
 
 Outcome IsolatedKernel::fate(const char* waiting_for) {
@@ -567,7 +601,8 @@ Outcome IsolatedKernel::exchange(const void* request_bytes, const void* const (&
   buffer_sizes(request, sizes);
   // One deadline for the whole exchange: a child that stops reading its problem hangs as surely as
   // one that never answers (to_child_ is non-blocking, so a full pipe cannot block the checker).
-  const double deadline = deadline_after(timeout_);
+  call_timeout_ = timeout_for(request);
+  const double sent_at = deadline_after(0), deadline = deadline_after(call_timeout_);
   const FrameHeader frame{kProblem, uint32_t(problem_payload(request))};
   Io sent = write_all(to_child_, &frame, sizeof frame, deadline);
   if (sent == Io::ok) sent = write_all(to_child_, &request, sizeof request, deadline);
@@ -579,6 +614,7 @@ Outcome IsolatedKernel::exchange(const void* request_bytes, const void* const (&
   std::optional<Outcome> outcome;
   while (!(outcome = receive("computing", deadline, &request, into, entry_point, nullptr))) {
   }
+  if (outcome->kind != Outcome::hung) record_time(request, deadline_after(0) - sent_at);
   return *outcome;
 }
 

@@ -28,6 +28,7 @@ struct CampaignOptions {
   bool require_backward = false;  // and a plugin without one is an error (--backward on)
   Policies policies;               // the conventions it is checked against (policies.hpp); the strict contract by default
   double case_timeout = 30;       // seconds one call may take before it counts as a hang (slow kernels under sanitizers too)
+  bool adaptive_timeout = true;   // and less once calls of a problem as large were quick (IsolatedKernel::adapt_timeout)
   double shrink_seconds = 10;     // the budget for making a counterexample small, after the search's
   // Where the search stands, told after every run (and as shrinking starts): the caller draws it
   // (check's progress line on a terminal), so that the campaign does no terminal I/O of its own.

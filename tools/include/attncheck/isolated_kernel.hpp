@@ -11,7 +11,9 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,6 +57,13 @@ class IsolatedKernel {
   // Python traceback), or empty; a plugin's stderr is the checker's own.
   std::string take_stderr();
 
+  // With `adaptive`, a call's timeout is ten times the slowest call so far of its kind (format,
+  // features, forward or backward) on a problem at least as large (B H Tq Tk (dk + dv)), at least
+  // 1 s and at most the constructor's timeout, which the first call of each kind since the child
+  // started gets (a JIT compiling, a library loading): a kernel that hangs on one shape costs
+  // seconds, not the whole timeout, on every case of that shape.
+  void adapt_timeout(bool adaptive) { adaptive_ = adaptive; }
+
   // Runs case c into out [B,H,Tq,dv] and, when lse is given (a v2 plugin claiming it), lse [B,H,Tq].
   // A v1 plugin gets what ABI v1 carries (key lengths folded into allow).
   template <class T>
@@ -75,8 +84,17 @@ class IsolatedKernel {
   Outcome fate(const char* waiting_for);  // how the child ended, once it closed its end of a pipe
   Outcome hung(const char* during);       // kills the child that passed the case's deadline
 
+  double timeout_for(const protocol::ProblemHeader& request) const;  // adapt_timeout's rule
+  void record_time(const protocol::ProblemHeader& request, double seconds);
+
   std::string which_;
   double timeout_;
+  bool adaptive_ = false;
+  double call_timeout_ = 0;  // this call's, for its hang's report
+  // The slowest answered call of each kind (dtype and PROB flags) by work, and the kinds called
+  // since the child started.
+  std::map<std::pair<uint64_t, int64_t>, double> slowest_;
+  std::set<uint64_t> called_;
   bool command_;
   int stderr_fd_ = -1;                   // a command's stderr, an unlinked file
   std::pair<int, int> stray_{-1, -1};    // this call's STRY: the buffer, and 0 before / 1 past it

@@ -1,7 +1,9 @@
 /* A kernel with three planted bugs of three kinds, for --keep-going: one run must report each
  * (cli/tests, check.KeepGoing*). It crashes when Tk is 7; it ignores an explicit scale (always
  * 1/sqrt(dk)): wrong values; a row with no permitted key gives 0/0, NaN: a wrong special value.
- * Otherwise the plain float32 kernel of examples/plugins/plain_f32.c, plugin ABI v1. */
+ * Otherwise the plain float32 kernel of examples/plugins/plain_f32.c, plugin ABI v1.
+ * Built with HANG_AT_TK7 (hangs_at_tk7), it is that kernel without the bugs, but for one: it never
+ * returns when Tk is 7 (the adaptive case timeout, check.AHangOnOneShapeCostsSeconds). */
 #include <math.h>
 #include <stdint.h>
 
@@ -22,8 +24,15 @@ int32_t attncheck_forward_f32(const attncheck_problem *p) {
   const float *q = p->q, *k = p->k, *v = p->v;
   float *out = p->out;
   const int64_t B = p->batch, H = p->heads, Tq = p->q_len, Tk = p->kv_len, dk = p->d_k, dv = p->d_v;
+#ifdef HANG_AT_TK7
+  volatile int forever = 1;
+  while (Tk == 7 && forever) {
+  }
+  const float scale = p->scale != 0 ? (float)p->scale : 1.0f / sqrtf((float)dk);
+#else
   if (Tk == 7) *(volatile int *)0 = 1;          /* bug 1: a crash on one shape */
   const float scale = 1.0f / sqrtf((float)dk);  /* bug 2: p->scale ignored */
+#endif
   enum { kMaxKeys = 8192 };
   float s[kMaxKeys];
   if (Tk > kMaxKeys) return 1;
@@ -50,6 +59,9 @@ int32_t attncheck_forward_f32(const attncheck_problem *p) {
           l += e;
           for (int64_t c = 0; c < dv; ++c) out_i[c] += e * v_bh[j * dv + c];
         }
+#ifdef HANG_AT_TK7
+        if (l == 0) continue;  /* a row with no permitted key: 0 */
+#endif
         for (int64_t c = 0; c < dv; ++c) out_i[c] /= l;
       }
   return 0;
