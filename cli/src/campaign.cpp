@@ -339,6 +339,16 @@ const Property& property_named(const std::string& name) {
   throw std::runtime_error("no property named '" + printable(name, 80) + "'");
 }
 
+// Its failed call kept (keep_failed_call), what it shows (diagnose), and its kind from them.
+void examine(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, Finding& f, int fault) {
+  if (fault != Outcome::hung) keep_failed_call(kernel, options, property, f);
+  diagnose(kernel, options, f);
+  if (f.diagnosis.wrong) f.ratio = std::max(f.ratio, f.diagnosis.element.ratio);  // a relation's failed call: how wrong it is
+  f.kind = finding_kind(fault, f.ratio, f.message, f.diagnosis);
+}
+
+}  // namespace
+
 // Whether `found` is an earlier finding again: the same property failing the same way, a hang
 // again (whose call is not run twice), or a call that fails as an earlier finding's does and needs
 // the same features (Diagnosis::signature): one bug seen through many properties. A heuristic
@@ -353,47 +363,71 @@ bool seen_before(const Finding& found, const std::vector<Finding>& earlier) {
   return false;
 }
 
-// Its failed call kept (keep_failed_call), what it shows (diagnose), and its kind from them.
-void examine(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, Finding& f, int fault) {
-  if (fault != Outcome::hung) keep_failed_call(kernel, options, property, f);
-  diagnose(kernel, options, f);
-  f.kind = finding_kind(fault, f.ratio, f.message, f.diagnosis);
-}
-
-}  // namespace
-
 uint32_t checked_capabilities(uint32_t claimed, const CampaignOptions& options) {
   return claimed & all_capabilities() & (options.formats | ~kFormatCapabilities) &
          (options.backward ? ~0u : ~uint32_t(ATTNCHECK_CAP_BACKWARD));
 }
 
-CampaignResult run_campaign(const CampaignOptions& options) {
-  IsolatedKernel kernel(options.impl, options.case_timeout, options.command);
-  kernel.adapt_timeout(options.adaptive_timeout);
-  kernel.start();
-  Clock::time_point start = Clock::now();  // of the search: moved on by each shrinking, which has a budget of its own
+namespace {
+
+// What the kernel claims, and what of it the campaign checks: the properties that do not apply are
+// set aside; a campaign that could check nothing is an error.
+CampaignResult claims(const IsolatedKernel& kernel, const CampaignOptions& options) {
   CampaignResult result;
   result.abi_version = kernel.version();
   result.capabilities = kernel.capabilities();
-  const std::vector<Property>& properties = all_properties();
   const uint32_t checked = checked_capabilities(kernel.capabilities(), options);
-  for (const Property& property : properties)
+  for (const Property& property : all_properties())
     if (std::string why = not_applicable(property, checked, options.policies); !why.empty())
       result.not_applicable[property.name] = why;
-  auto runnable = [&](const Property& property) { return !result.not_applicable.count(property.name); };
   if (options.require_backward && !(kernel.capabilities() & ATTNCHECK_CAP_BACKWARD))
     throw std::runtime_error(options.impl + ": claims no backward (ATTNCHECK_CAP_BACKWARD), and --backward on asks for it");
   if (!(checked & kFormatCapabilities))
     throw std::runtime_error(options.impl + ": claims none of the formats asked for (" +
                              feature_names(options.formats & kFormatCapabilities) + "), so nothing to check");
-  // The runs are one sequence, fixed by the seed and the kernel's claims; the budget decides only
-  // where it stops: after options.max_cases runs, or at the first run that would start once the
-  // time is spent, or whose property has taken longer than what is left (later, cheaper runs do
-  // not fill the gap, so a longer budget always checks a superset and the count moves only with
-  // the speed). Shrinking has options.shrink_seconds of its own.
+  return result;
+}
+
+// A failed run becomes a finding: shrunk (in --shrink-seconds of its own), its failed call kept and
+// examined. With keep_going, one an earlier finding explains (seen_before, before shrinking and
+// after) is dropped.
+void add_finding(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, const Run& run,
+                 int64_t position, CampaignResult& result) {
+  Finding finding = run.finding;
+  if (options.keep_going) {
+    examine(kernel, options, property, finding, run.kind);
+    if (seen_before(finding, result.findings)) return;
+  }
+  finding = shrink(kernel, options, property, run.finding, run.kind, run.worst_ratio);
+  finding.hung = run.kind == Outcome::hung;
+  finding.found_at = position;
+  examine(kernel, options, property, finding, run.kind);  // the shrunk run's, which may show it plainer
+  if (options.keep_going && seen_before(finding, result.findings)) return;
+  result.found = true;
+  result.findings.push_back(std::move(finding));
+  result.finding = result.findings.front();
+}
+
+}  // namespace
+
+CampaignResult run_campaign_share(const CampaignOptions& options, const CampaignShare& share) {
+  IsolatedKernel kernel(options.impl, options.case_timeout, options.command);
+  kernel.adapt_timeout(options.adaptive_timeout);
+  kernel.start();
+  Clock::time_point start = Clock::now();  // of the search: moved on by each shrinking, which has a budget of its own
+  CampaignResult result = claims(kernel, options);
+  const std::vector<Property>& properties = all_properties();
+  // The runs are one sequence, fixed by the seed and the kernel's claims, each run's seed by its
+  // property and round; this share runs its places in it (worker, worker + jobs, ...). The budget
+  // decides only where it stops: at place options.max_cases (so that the union of the shares is
+  // the same for any number of them), or at the first run that would start once the time is spent,
+  // or whose property has taken longer than what is left (later, cheaper runs do not fill the gap,
+  // so a longer budget always checks a superset and the count moves only with the speed), or past
+  // another share's first finding. Shrinking has options.shrink_seconds of its own.
   std::vector<double> longest(properties.size(), 0);
   int last_first_round = 0;  // after it, a round that starts nothing means no later one will
   for (const Property& property : properties) last_first_round = std::max(last_first_round, property.first_round);
+  int64_t position = 0;
   bool started = true, stop = false;
   for (uint64_t round = 0; !stop && (started || round <= uint64_t(last_first_round) + 1); ++round) {
     started = false;
@@ -401,11 +435,13 @@ CampaignResult run_campaign(const CampaignOptions& options) {
       const Property& property = properties[index];
       if (round < uint64_t(property.first_round) || (!property.generated && round > uint64_t(property.first_round)))
         continue;
-      if (!runnable(property)) continue;
-      stop = (options.max_cases > 0 && result.cases >= options.max_cases) || since(start) >= options.seconds ||
-             longest[index] > options.seconds - since(start);
+      if (result.not_applicable.count(property.name)) continue;
+      const int64_t at = position++;
+      stop = (options.max_cases > 0 && at >= options.max_cases) || since(start) >= options.seconds ||
+             longest[index] > options.seconds - since(start) || (share.first_finding && at > share.first_finding->load());
       if (stop) break;
       started = true;
+      if (at % share.jobs != share.worker) continue;
       ++result.cases;
       ++result.per_property[property.name];
       const Clock::time_point run_start = Clock::now();
@@ -417,23 +453,12 @@ CampaignResult run_campaign(const CampaignOptions& options) {
       result.worst_ratio = std::max(result.worst_ratio, run.worst_ratio);
       if (options.progress) options.progress({result.cases, result.per_property.size(), since(start), run.failed});
       if (!run.failed) continue;
-      // A finding: shrunk (each in --shrink-seconds of its own), its failed call kept and examined.
-      // The first ends the search; with keep_going each distinct one is kept (seen_before), judged
-      // before shrinking and again after.
+      if (!options.keep_going && share.first_finding)  // the other shares stop past it
+        for (int64_t first = share.first_finding->load(); at < first && !share.first_finding->compare_exchange_weak(first, at);) {
+        }
       const Clock::time_point shrink_start = Clock::now();
       const double searched = since(start);
-      Finding finding = run.finding;
-      if (options.keep_going) examine(kernel, options, property, finding, run.kind);
-      if (!options.keep_going || !seen_before(finding, result.findings)) {
-        finding = shrink(kernel, options, property, run.finding, run.kind, run.worst_ratio);
-        finding.hung = run.kind == Outcome::hung;
-        examine(kernel, options, property, finding, run.kind);  // the shrunk run's, which may show it plainer
-        if (!options.keep_going || !seen_before(finding, result.findings)) {
-          result.found = true;
-          result.findings.push_back(std::move(finding));
-          result.finding = result.findings.front();
-        }
-      }
+      add_finding(kernel, options, property, run, at, result);
       result.shrink_seconds += since(shrink_start);
       if (result.found && !options.keep_going) {
         result.seconds = searched;

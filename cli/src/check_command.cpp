@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <dirent.h>
+#include <sched.h>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -31,6 +32,12 @@ namespace attncheck {
 namespace {
 
 using Json = nlohmann::ordered_json;  // ordered: the keys in the order written, for people reading the file
+
+// The cores this process may run on (its affinity mask), at least 1.
+int cores_available() {
+  cpu_set_t set;
+  return sched_getaffinity(0, sizeof set, &set) == 0 ? std::max(1, CPU_COUNT(&set)) : 1;
+}
 
 // The one-line summary of a campaign: verdict, cases, properties, seconds, rate, largest error/bound
 // (the finding's, when there is one).
@@ -276,6 +283,7 @@ int check(const FlagValues& o) {
   }
   read_policy_flags(o, options.policies);
   options.keep_going = o.text("keep-going") == "yes";
+  options.jobs = o.number("jobs") > 0 ? int(o.number("jobs")) : cores_available();
   options.backward = o.text("backward") != "off";
   options.require_backward = o.text("backward") == "on";
   const std::string& counterexample = o.text("counterexample");
@@ -493,6 +501,10 @@ int check_command(const std::vector<std::string>& args) {
               "no")
       .text("counterexample-dir", "DIR", "with --keep-going yes, where each finding's replay file goes (made if missing)",
             "attncheck-findings")
+      .number("jobs", "N",
+              "run the campaign in N worker processes, each with its own kernel child, sharing one sequence of runs "
+              "(with --cases, the same cases for any N); 0: one per core available (" + std::to_string(cores_available()) + " here)",
+              "0", 0, kMaxJobs)
       .number("case-timeout", "S",
               "seconds one call may take before it counts as a hang; when not given, 30 s for the first call of each "
               "kind (format, features, forward or backward) and then ten times the slowest call so far of a problem at "

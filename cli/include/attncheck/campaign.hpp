@@ -3,6 +3,7 @@
 // or a counterexample is found; then the counterexample is shrunk and written as a replay file.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -30,6 +31,7 @@ struct CampaignOptions {
   double case_timeout = 30;       // seconds one call may take before it counts as a hang (slow kernels under sanitizers too)
   bool adaptive_timeout = true;   // and less once calls of a problem as large were quick (IsolatedKernel::adapt_timeout)
   double shrink_seconds = 10;     // the budget for making a counterexample small, after the search's
+  int jobs = 1;                   // worker processes, each with its own kernel child, sharing the sequence of runs
   // Where the search stands, told after every run (and as shrinking starts): the caller draws it
   // (check's progress line on a terminal), so that the campaign does no terminal I/O of its own.
   struct Progress {
@@ -84,6 +86,7 @@ struct Finding {
   bool failed_call_lse = false;
   bool hung = false;  // the call hung: not shrunk (every trial would cost the whole case timeout)
   double ratio = 0;   // the largest error/bound of the finding's run (inf: a wrong special value)
+  int64_t found_at = -1;  // its run's place in the campaign's sequence of runs
   // What broke, in words (finding_kind): with the property, what makes a finding distinct.
   std::string kind;
   Diagnosis diagnosis;
@@ -119,9 +122,25 @@ struct CampaignResult {
 // options.formats (--dtype) and the backward options.backward (--backward off) leave out.
 uint32_t checked_capabilities(uint32_t claimed, const CampaignOptions& options);
 
-// Runs the campaign. Throws std::runtime_error with a one-line reason if the implementation
-// cannot be loaded.
+// Runs the campaign, in options.jobs worker processes when more than one (workers.cpp), merging
+// their findings: the first finding of the sequence, or with keep_going every distinct one. Throws
+// std::runtime_error with a one-line reason if the implementation cannot be loaded.
 CampaignResult run_campaign(const CampaignOptions& options);
+
+// One worker's share of a campaign: the places worker, worker + jobs, ... of its sequence of runs;
+// `first_finding` (shared between the workers' processes, or null) is the earliest place a finding
+// was made at, past which no share runs when the first finding ends the campaign.
+inline constexpr int kMaxJobs = 256;
+struct CampaignShare {
+  int worker = 0, jobs = 1;
+  std::atomic<int64_t>* first_finding = nullptr;
+};
+CampaignResult run_campaign_share(const CampaignOptions& options, const CampaignShare& share);
+
+// Whether `found` is one of `earlier` again (the same property failing the same way, a hang again,
+// or a failed call that fails as an earlier one's and needs the same features): --keep-going keeps
+// it out, and the workers' findings are merged by it.
+bool seen_before(const Finding& found, const std::vector<Finding>& earlier);
 
 // One forward call a property made (replay's `calls`): its case (case_text.hpp's exact bits) and
 // the kernel's out [B,H,Tq,dv] and lse [B,H,Tq] (when asked), widened to double (exactly), or the
