@@ -338,6 +338,11 @@ int check(const FlagValues& o) {
     return std::string("attncheck check ") + (options.command ? "--impl-cmd " : "--impl ") + shell_quoted(options.impl) +
            " --replay " + shell_quoted(file);
   };
+  auto replay_commands = [&](const std::vector<std::string>& files) {
+    std::vector<std::string> commands;
+    for (const std::string& file : files) commands.push_back(replay_command(file));
+    return commands;
+  };
   if (result.found && o.given("replay")) {
     reports.push_back(result.finding.message);
     replay_files.push_back(o.text("replay"));
@@ -368,7 +373,7 @@ int check(const FlagValues& o) {
   if (o.given("junit")) write_junit(o.text("junit"), result, reports, checked + "\n" + summary_line);
   if (o.given("html"))
     write_html_report(o.text("html"), options, result,
-                      {verdict, summary_line, checked, result.found ? replay_command(replay_files.front()) : ""});
+                      {verdict, summary_line, checked, replay_commands(replay_files)});
   return result.found || !result.fp_mode.empty() ? 1 : 0;
 }
 

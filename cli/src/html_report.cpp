@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "attncheck/case_text.hpp"
+#include "attncheck/diagnosis.hpp"
 #include "attncheck/cases.hpp"
 #include "attncheck/compare.hpp"
 #include "attncheck/oracle.hpp"
@@ -205,6 +206,7 @@ std::string listed(const std::vector<std::string>& values) {
 struct Shown {
   std::string text, which, fault;
   std::vector<double> out;  // empty: no output
+  std::string id_suffix;    // the page's later findings: "-2", "-3", ... after their heatmaps' ids
 };
 
 // The campaign keeps no output: the property runs once more on the finding, keeping its kernel
@@ -283,9 +285,9 @@ std::string case_section(const CampaignOptions& options, const Shown& shown, Cas
   };
 
   const std::string where = "batch " + std::to_string(b) + ", head " + std::to_string(h);
-  Heatmap mask{"heatmap-mask", "(a) Permitted keys, " + where, "Keys", rows, blocks(s.Tk)};
-  Heatmap weight{"heatmap-weights", "(b) Exact attention weights, " + where, "Keys", rows, blocks(s.Tk)};
-  Heatmap error{"heatmap-error", "(c) Error/bound of the output, " + where, "Output columns (dv)", rows, blocks(s.dv)};
+  Heatmap mask{"heatmap-mask" + shown.id_suffix, "(a) Permitted keys, " + where, "Keys", rows, blocks(s.Tk)};
+  Heatmap weight{"heatmap-weights" + shown.id_suffix, "(b) Exact attention weights, " + where, "Keys", rows, blocks(s.Tk)};
+  Heatmap error{"heatmap-error" + shown.id_suffix, "(c) Error/bound of the output, " + where, "Output columns (dv)", rows, blocks(s.dv)};
   mask.scale = {[](double x) { return x; }, [](double t) { return ramp(kReds, t); },
                 {{0, "forbidden"}, {1, "permitted"}}, "", ""};
   weight.scale = {[=](double x) { return x / heaviest; }, [](double t) { return ramp(kReds, t); },
@@ -493,6 +495,51 @@ std::string markup_escaped(const std::string& text) {
   return escaped;
 }
 
+namespace {
+
+// With more than one finding (--keep-going), the index: each finding at a glance, linked to its
+// section.
+std::string findings_index(const CampaignResult& result) {
+  std::string html = "<h2>Findings: " + std::to_string(result.findings.size()) +
+                     "</h2>\n<table id=\"findings\"><tr><th>finding</th><th>kind</th><th class=\"name\">property</th>"
+                     "<th>shrunk to</th><th>error/bound</th><th class=\"name\">fails only with</th></tr>\n";
+  for (size_t n = 0; n < result.findings.size(); ++n) {
+    const Finding& f = result.findings[n];
+    std::string needs;
+    for (const std::string& feature : f.diagnosis.needs) needs += (needs.empty() ? "" : ", ") + feature;
+    html += "<tr><td><a href=\"#finding-" + std::to_string(n + 1) + "\">" + std::to_string(n + 1) + "</a></td><td>" +
+            esc(f.kind) + "</td><td class=\"name\">Property." + esc(f.property) + "</td><td>" +
+            esc(f.diagnosis.shape.empty() ? case_note(f) : f.diagnosis.shape) + "</td><td>" + printed("%.3g", f.ratio) +
+            "</td><td class=\"name\">" + esc(needs) + "</td></tr>\n";
+  }
+  return html + "</table>\n";
+}
+
+// Finding n: what broke, how to replay it, the heatmaps of its failed call and its report. The
+// first finding's ids are the page's plain ones (#replay, #heatmap-mask, ...), a later one's end in -n.
+std::string finding_section(const CampaignOptions& options, const CampaignResult& result, size_t n, const std::string& replay) {
+  const Finding& f = result.findings[n];
+  const std::string suffix = n == 0 ? "" : "-" + std::to_string(n + 1);
+  std::string html = "<h2 id=\"finding-" + std::to_string(n + 1) + "\">" +
+                     (result.findings.size() > 1 ? "Finding " + std::to_string(n + 1) + " (" + esc(f.kind) + "): " : "") +
+                     "Counterexample to Property." + esc(f.property) +
+                     (result.replayed ? "" : std::string(" (") + case_note(f) + ")") + "</h2>\n";
+  html += "<p>" + esc(f.message.substr(0, f.message.find('\n'))) + "</p>\n";
+  if (const std::string said = diagnosis_text(f.diagnosis); !said.empty()) html += "<pre class=\"diagnosis\">" + esc(said) + "</pre>\n";
+  if (!replay.empty()) html += "<p>Replay it:</p>\n<pre id=\"replay" + suffix + "\">" + esc(replay) + "</pre>\n";
+  Shown shown = problem_shown(options, f);
+  shown.id_suffix = suffix;
+  if (shown.text.empty()) {
+    html += "<p>Property." + esc(f.property) + " ran the kernel on no case: no heatmaps.</p>\n";
+  } else {
+    if (f.case_text.empty()) html += "<p>Property." + esc(f.property) + " builds its own cases.</p>\n";
+    html += visit_case_text(shown.text, [&](auto c) { return case_section(options, shown, std::move(c)); });
+  }
+  return html + "<h2>The failure report</h2>\n<pre id=\"report" + suffix + "\">" + esc(f.message) + "</pre>\n";
+}
+
+}  // namespace
+
 void write_html_report(const std::string& path, const CampaignOptions& options, const CampaignResult& result,
                        const ReportText& text) {
   const bool pass = text.verdict == "PASS";
@@ -504,18 +551,9 @@ void write_html_report(const std::string& path, const CampaignOptions& options, 
           "</p>\n<p>" + esc(text.summary) + "</p>\n<p>" + esc(text.checked) + "</p>\n";
   if (!result.fp_mode.empty()) html += "<p class=\"fail\">floating-point mode: " + esc(result.fp_mode) + "</p>\n";
   if (result.found) {
-    const Finding& f = result.finding;
-    html += "<h2>Counterexample to Property." + esc(f.property) + (result.replayed ? "" : std::string(" (") + case_note(f) + ")") + "</h2>\n";
-    html += "<p>" + esc(f.message.substr(0, f.message.find('\n'))) + "</p>\n";
-    if (!text.replay.empty()) html += "<p>Replay it:</p>\n<pre id=\"replay\">" + esc(text.replay) + "</pre>\n";
-    const Shown shown = problem_shown(options, f);
-    if (shown.text.empty()) {
-      html += "<p>Property." + esc(f.property) + " ran the kernel on no case: no heatmaps.</p>\n";
-    } else {
-      if (f.case_text.empty()) html += "<p>Property." + esc(f.property) + " builds its own cases.</p>\n";
-      html += visit_case_text(shown.text, [&](auto c) { return case_section(options, shown, std::move(c)); });
-    }
-    html += "<h2>The failure report</h2>\n<pre id=\"report\">" + esc(f.message) + "</pre>\n";
+    if (result.findings.size() > 1) html += findings_index(result);
+    for (size_t n = 0; n < result.findings.size(); ++n)
+      html += finding_section(options, result, n, n < text.replays.size() ? text.replays[n] : "");
   } else {
     html += "<p>No counterexample: every property below ran against the implementation";
     html += result.replayed ? " on the replayed case, which no longer fails.</p>\n"
@@ -525,7 +563,9 @@ void write_html_report(const std::string& path, const CampaignOptions& options, 
   html += "<h2>Properties</h2>\n<table id=\"properties\"><tr><th class=\"name\">property</th><th>cases</th><th>seconds</th></tr>\n";
   for (const auto& [name, cases] : result.per_property) {
     const auto seconds = result.per_property_seconds.find(name);
-    html += std::string(result.found && name == result.finding.property ? "<tr class=\"failed\">" : "<tr>") +
+    bool failed = false;
+    for (const Finding& f : result.findings) failed = failed || f.property == name;
+    html += std::string(failed ? "<tr class=\"failed\">" : "<tr>") +
             "<td class=\"name\">" + esc(name) + "</td><td>" + std::to_string(cases) + "</td><td>" +
             printed("%.3f", seconds == result.per_property_seconds.end() ? 0.0 : seconds->second) + "</td></tr>\n";
   }

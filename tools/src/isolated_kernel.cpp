@@ -535,14 +535,17 @@ int64_t call_work(const ProblemHeader& r) { return int64_t(r.B) * r.H * r.Tq * r
 double IsolatedKernel::timeout_for(const ProblemHeader& request) const {
   const uint64_t kind = call_kind(request);
   if (!adaptive_ || !called_.count(kind)) return timeout_;
-  // The slowest call at least as large; none: the largest smaller one's time, scaled up by the work.
+  // The slowest call at least as large; none: the largest smaller one's time times the square of
+  // the work's ratio (a generous guess: a cost may grow faster than the work, not that fast).
   const int64_t work = call_work(request);
   auto at = slowest_.lower_bound({kind, work});
   double expected = 0;
   for (auto larger = at; larger != slowest_.end() && larger->first.first == kind; ++larger)
     expected = std::max(expected, larger->second);
-  if ((at == slowest_.end() || at->first.first != kind) && at != slowest_.begin() && (--at)->first.first == kind)
-    expected = at->second * double(work) / double(std::max<int64_t>(at->first.second, 1));
+  if ((at == slowest_.end() || at->first.first != kind) && at != slowest_.begin() && (--at)->first.first == kind) {
+    const double ratio = double(work) / double(std::max<int64_t>(at->first.second, 1));
+    expected = at->second * ratio * ratio;
+  }
   return std::clamp(10 * expected, std::min(1.0, timeout_), timeout_);
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "attncheck/campaign.hpp"
 
@@ -17,7 +18,7 @@ struct ReportText {
   std::string verdict;  // "PASS", "FAIL", or the floating-point mode's
   std::string summary;  // the summary line
   std::string checked;  // "checked: ...; not claimed: ..."
-  std::string replay;   // the command that replays the finding; empty without one
+  std::vector<std::string> replays;  // the command that replays each finding
 };
 
 // Writes the report of `result` to `path`. For a finding with a case, it runs the implementation
