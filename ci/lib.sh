@@ -29,6 +29,41 @@ ensure_packages() {
   fi
 }
 
+# A virtual environment with the pinned packages of ci/requirements.txt (ONNX Runtime and onnx, for
+# examples/onnxruntime), over Debian's python3 and its numpy, made by python3-venv alone (pip from
+# its own wheel): made once in ${ATTNCHECK_VENV:-~/.cache/attncheck/venv-HASH}, HASH from
+# requirements.txt, so a clean clone reuses it. It is built where it stays, under a lock, and counts
+# as made only once its stamp (written last, holding HASH) is there; a half-made one is removed and
+# made again. Exports ATTNCHECK_VENV_PYTHON, its python.
+ensure_venv() {
+  local requirements="$ATTNCHECK_ROOT/ci/requirements.txt" hash venv stamp owner lock wheel
+  hash=$(sha256sum "$requirements" | cut -c1-12)
+  [ -n "${ATTNCHECK_VENV:-}${HOME:-}" ] || { echo "ci: neither ATTNCHECK_VENV nor HOME is set: nowhere to keep the Python venv" >&2; exit 2; }
+  venv=${ATTNCHECK_VENV:-$HOME/.cache/attncheck/venv-$hash}
+  stamp="$venv/.attncheck-venv-complete" owner="$venv/.attncheck-venv"
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$hash" ]; then
+    mkdir -p "$(dirname "$venv")" && exec {lock}>"$venv.lock" && flock "$lock" \
+      || { echo "ci: cannot make or lock $venv.lock for the Python venv" >&2; exit 2; }
+    # Under the lock: a run that waited finds the stamp another has just written.
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$hash" ]; then
+      if [ -e "$venv" ] && [ ! -f "$owner" ] && [ -n "$(ls -A "$venv")" ]; then
+        echo "ci: $venv is not a venv ensure_venv made; remove it or set ATTNCHECK_VENV elsewhere" >&2; exit 2
+      fi
+      wheel=$(ls /usr/share/python-wheels/pip-*.whl 2>/dev/null | tail -n 1)
+      echo "ci: making the Python venv $venv (ci/requirements.txt)"
+      { rm -rf "$venv" && mkdir -p "$venv" && echo "made by ci/lib.sh ensure_venv" >"$owner" && [ -n "$wheel" ] &&
+        /usr/bin/python3 -m venv --system-site-packages --without-pip "$venv" &&
+        "$venv/bin/python" "$wheel/pip" install --quiet --disable-pip-version-check --no-input \
+          --only-binary :all: --no-deps -r "$requirements" &&
+        "$venv/bin/python" -c "import onnx, onnxruntime"; } >"$venv.log" 2>&1 \
+        || { echo "ci: could not make the Python venv $venv from ci/requirements.txt (log: $venv.log)" >&2; exit 2; }
+      echo "$hash" >"$stamp"
+    fi
+    exec {lock}>&-
+  fi
+  export ATTNCHECK_VENV_PYTHON="$venv/bin/python"
+}
+
 # build DIR [cmake args...]: configures once, then builds everything on all cores.
 build() {
   local dir=$1; shift

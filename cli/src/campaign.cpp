@@ -351,14 +351,12 @@ void examine(IsolatedKernel& kernel, const CampaignOptions& options, const Prope
 
 // Whether `found` is an earlier finding again: the same property failing the same way, a hang
 // again (whose call is not run twice), or a call that fails as an earlier finding's does and needs
-// the same features (Diagnosis::signature): one bug seen through many properties. A heuristic
+// the same features or shares one it needs (Diagnosis::same_bug): one bug seen through many properties. A heuristic
 // (docs/checking.md): a second bug whose calls fail exactly as the first's is said once the first
 // is fixed.
 bool seen_before(const Finding& found, const std::vector<Finding>& earlier) {
-  const std::string signature = found.diagnosis.signature();
   for (const Finding& f : earlier)
-    if ((f.kind == found.kind && (f.property == found.property || f.hung)) ||
-        (!signature.empty() && signature == f.diagnosis.signature()))
+    if ((f.kind == found.kind && (f.property == found.property || f.hung)) || found.diagnosis.same_bug(f.diagnosis))
       return true;
   return false;
 }

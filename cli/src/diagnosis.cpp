@@ -91,12 +91,20 @@ void diagnose_call(IsolatedKernel& kernel, const CampaignOptions& options, const
 
 }  // namespace
 
-std::string Diagnosis::signature() const {
+std::string Diagnosis::failure() const {
   if (!*this) return "";
   const std::string how = fault >= 0 ? "fault " + std::to_string(fault)
                           : poisoned   ? "poisoned"
                                        : element.special() ? "special" : "value";
-  return how + (element.tensor && wrong ? std::string(" ") + element.tensor : "") + "; needs " + joined(needs);
+  return how + (element.tensor && wrong ? std::string(" ") + element.tensor : "");
+}
+
+bool Diagnosis::same_bug(const Diagnosis& other) const {
+  if (failure().empty() || failure() != other.failure()) return false;
+  if (needs == other.needs) return true;
+  for (const std::string& feature : needs)  // a feature both need: the rest may be incidental (a scale that moves a rounding error)
+    if (std::find(other.needs.begin(), other.needs.end(), feature) != other.needs.end()) return true;
+  return false;
 }
 
 void diagnose(IsolatedKernel& kernel, const CampaignOptions& options, Finding& finding) {

@@ -54,8 +54,11 @@ struct Diagnosis {
   std::vector<std::string> needs;          // those without which it passes: "fails only with"
   bool poisoned = false;     // it passes once the inputs no query may see are 0
   std::vector<std::string> accepted_under; // other policies under which it passes: "--empty-rows nan"
-  // What tells two findings apart: how the call fails and what it needs ("" when there is no call).
-  std::string signature() const;
+  // How the call fails: a fault's kind, or a poisoned, special or plain wrong value in its tensor
+  // ("" when there is no call). Two findings that fail alike and need the same features, or share
+  // one they need, are taken for one bug (seen_before).
+  std::string failure() const;
+  bool same_bug(const Diagnosis& other) const;
   explicit operator bool() const { return wrong || fault >= 0; }
 };
 
