@@ -392,11 +392,15 @@ CampaignResult claims(const IsolatedKernel& kernel, const CampaignOptions& optio
 void add_finding(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, const Run& run,
                  int64_t position, CampaignResult& result) {
   Finding finding = run.finding;
+  finding.run_kind = finding_kind(run.kind, run.worst_ratio, run.finding.message);
   if (options.keep_going) {
+    for (const Finding& f : result.findings)  // the same property failing as before: no call run again
+      if (f.property == finding.property && f.run_kind == finding.run_kind) return;
     examine(kernel, options, property, finding, run.kind);
     if (seen_before(finding, result.findings)) return;
   }
   finding = shrink(kernel, options, property, run.finding, run.kind, run.worst_ratio);
+  finding.run_kind = finding_kind(run.kind, run.worst_ratio, run.finding.message);
   finding.hung = run.kind == Outcome::hung;
   finding.found_at = position;
   examine(kernel, options, property, finding, run.kind);  // the shrunk run's, which may show it plainer

@@ -141,7 +141,7 @@ std::string findings_table(const CampaignResult& r) {
   char line[512];
   for (size_t n = 0; n < r.findings.size(); ++n) {
     const Finding& f = r.findings[n];
-    std::snprintf(line, sizeof line, "  %2zu  %-26s %-52s %-42s %.3g\n", n + 1, f.kind.c_str(), ("Property." + f.property).c_str(),
+    std::snprintf(line, sizeof line, "  %2zu  %-37s %-52s %-42s %.3g\n", n + 1, f.kind.c_str(), ("Property." + f.property).c_str(),
                   shrunk_shape(f).c_str(), f.ratio);
     table += line;
   }

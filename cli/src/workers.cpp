@@ -82,7 +82,7 @@ Json to_json(const Finding& f) {
           {"case_text", f.case_text}, {"kept_choices", f.kept_choices}, {"ladder", f.ladder},
           {"capabilities", f.capabilities}, {"last_call_case", f.last_call_case}, {"failed_call", f.failed_call},
           {"failed_call_why", f.failed_call_why}, {"failed_call_lse", f.failed_call_lse}, {"hung", f.hung},
-          {"ratio", number(f.ratio)}, {"found_at", f.found_at}, {"kind", f.kind}, {"diagnosis", to_json(f.diagnosis)}};
+          {"ratio", number(f.ratio)}, {"found_at", f.found_at}, {"kind", f.kind}, {"run_kind", f.run_kind}, {"diagnosis", to_json(f.diagnosis)}};
 }
 
 Finding finding_from(const Json& j) {
@@ -103,6 +103,7 @@ Finding finding_from(const Json& j) {
   f.ratio = number(j.at("ratio"));
   f.found_at = j.at("found_at");
   f.kind = j.at("kind");
+  f.run_kind = j.at("run_kind");
   f.diagnosis = diagnosis_from(j.at("diagnosis"));
   return f;
 }

@@ -92,6 +92,7 @@ struct Finding {
   int64_t found_at = -1;  // its run's place in the campaign's sequence of runs
   // What broke, in words (finding_kind): with the property, what makes a finding distinct.
   std::string kind;
+  std::string run_kind;  // what the run that found it showed, before its call was examined
   Diagnosis diagnosis;
 };
 
