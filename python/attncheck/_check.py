@@ -28,11 +28,15 @@ def find_binary():
     on_path = shutil.which("attncheck")
     if on_path:
         return on_path
-    built = Path(__file__).resolve().parents[2] / "build" / "cli" / "attncheck"
+    tree = Path(__file__).resolve().parents[2]
+    built = tree / "build" / "cli" / "attncheck"
     if built.is_file():
         return str(built)
-    raise FileNotFoundError("the attncheck program was not found: set ATTNCHECK_BIN, put attncheck on PATH, or "
-                            f"build the source tree (ci/check) so that {built} exists")
+    if (tree / "ci" / "check").is_file():  # the client in its source tree, not yet built
+        raise FileNotFoundError(f"the attncheck program was not found: build the source tree (ci/check) so that "
+                                f"{built} exists, or set ATTNCHECK_BIN")
+    raise FileNotFoundError("the attncheck program was not found on PATH: install it (in its source tree, "
+                            "`cmake --install build --prefix ~/.local` puts it in ~/.local/bin), or set ATTNCHECK_BIN")
 
 
 def _own_path():

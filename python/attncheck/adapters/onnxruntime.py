@@ -1,23 +1,29 @@
-"""ONNX Runtime's own ONNX `Attention` operator (opset 23, default domain, CPU execution provider),
-as a child of `attncheck check --impl-cmd`.
+"""ONNX Runtime's attention operators (CPU execution provider) as a child of `attncheck check --impl-cmd`:
+
+  --op attention  the ONNX `Attention` operator (default domain, --opset 23 or 24; the default)
+  --op gqa        com.microsoft `GroupQueryAttention` (contrib, version 1)
+  --op mha        com.microsoft `MultiHeadAttention` (contrib, version 1)
 
 For each problem it builds a one-node ONNX graph with onnx.helper, runs it with
-onnxruntime.InferenceSession and returns the operator's output Y, nothing else: no masking, scaling,
-NaN handling or re-computation of its own. Sessions are cached per (format, shapes, attributes,
-inputs given), so a campaign is not dominated by session creation (about 1 ms each).
-
+onnxruntime.InferenceSession and returns the operator's output, nothing else: no masking, scaling,
+NaN handling or re-computation of its own. Sessions are cached per (operator, format, shapes,
+attributes, inputs given), so a campaign is not dominated by session creation (about 1 ms each).
 Run it with the pinned environment that ci/lib.sh's ensure_venv makes (ci/requirements.txt:
-onnxruntime 1.30.0, onnx 1.21.0, over Debian's numpy):
+onnxruntime 1.30.0, onnx 1.21.0):
 
-  build/cli/attncheck check --impl-cmd "$ATTNCHECK_VENV_PYTHON examples/onnxruntime/ort_attention.py"
+  PYTHONPATH=python build/cli/attncheck check --impl-cmd "$ATTNCHECK_VENV_PYTHON -m attncheck.adapters.onnxruntime --op gqa"
 
-How each feature of a problem reaches the operator:
+A problem the chosen operator cannot express raises ValueError naming what it lacks (attncheck
+reports it as "raised"); the capabilities attncheck has today cannot say "lower-right causal only"
+or "Tq <= Tk", so such problems are sent.
+
+--op attention: how each feature of a problem reaches the ONNX Attention operator
 
   q, k, v     Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv] as they are (4-D inputs).
   f32, f16    tensor(float), tensor(float16). Not claimed: f64 and bf16. The schema allows both,
               but ONNX Runtime 1.30's CPU Attention kernel is registered for float and float16
               only; a double graph runs the ONNX function body instead (about 50 primitive nodes),
-              which is not this kernel (repro_double_is_not_the_kernel.py shows it).
+              which is not this kernel (examples/onnxruntime/repro_double_is_not_the_kernel.py).
   gqa         q_num_heads = H, kv_num_heads = H_kv (both attributes set when H != H_kv); the
               operator's groups are contiguous, query head h reads KV head h // (H / H_kv), as
               attncheck's contract says.
@@ -37,60 +43,179 @@ How each feature of a problem reaches the operator:
               23's text says "only one of which can be provided", opset 24's that is_causal masks
               "regardless of the attn_mask input").
   allow       the bool attn_mask [B,1,Tq,Tk] (true = attend), broadcast over heads.
-  kv_lens     Translated: the operator has no key lengths in opset 23 (opset 24's
-              nonpad_kv_seqlen is not used), so key j >= kv_lens[b] is false in the bool attn_mask.
+  kv_lens     --opset 24: the operator's own nonpad_kv_seqlen (int64 [B]). --opset 23 has no key
+              lengths, so there they are translated: key j >= kv_lens[b] is false in the bool
+              attn_mask.
   bias        the float attn_mask [B,H,Tq,Tk] (added to the scores, -inf forbids). Translated:
-              with an allow mask, key lengths or a lower-right causal mask as well, the one
-              attn_mask is float: the bias where allowed, -inf where not.
+              with an allow mask, a lower-right causal mask (or, under --opset 23, key lengths)
+              as well, the one attn_mask is float: the bias where allowed, -inf where not.
   not claimed window (no such attribute), lse (the operator returns none; qk_matmul_output mode 3
               gives the weights, not the log-sum-exp), backward (an inference runtime).
+
+--op gqa: com.microsoft GroupQueryAttention, its KV-cache (decoding) form
+
+  q, k, v     Translated layout: the operator takes packed [B,T,heads*head_size] inputs, so
+              Q becomes [B,Tq,H*d] and K, V are split as a KV cache: the first Tk - Tq keys and
+              values are past_key / past_value (BNSH, [B,H_kv,Tk-Tq,d]), the last Tq the new key
+              and value ([B,Tq,H_kv*d]); seqlens_k = Tk - 1 for every batch and
+              total_sequence_length = Tk (present = past ++ new, so key j of the problem is key j
+              of the operator). With Tk == Tq there is no past. Tq > Tk cannot be expressed (the
+              new keys are as many as the queries): raised.
+  head size   Translated: the CPU kernel takes one head_size for Q, K and V and only multiples of
+              8 ("head_size must be a multiple of 8"), so dk and dv are zero-padded to
+              d = the next multiple of 8 of max(dk, dv): q.k is unchanged (the added terms are
+              0 * 0), the padded output columns are 0 * weights and are dropped. When dk is padded
+              and the scale is the default, the `scale` attribute is set to 1/sqrt(dk) (float32),
+              since the operator's default would use the padded width.
+  f32, f16    tensor(float), tensor(float16) (the CPU kernel's two). Not claimed: f64, bf16.
+  gqa         num_heads = H, kv_num_heads = H_kv; the operator's query head h reads KV head
+              h / (H / H_kv) (contiguous groups), as attncheck's contract says.
+  causal      `causal` = 1 (the default): lower-right, key j <= past + i, which is attncheck's
+              j <= i + Tk - Tq here; with Tq == Tk upper-left is the same mask. Upper-left with
+              Tq != Tk cannot be expressed: raised (attncheck would need a capability meaning
+              "causal lower-right only"). causal none: `causal` = 0 (ONNX Runtime 1.30's
+              bidirectional mode).
+  window      local_window_size, which since onnxruntime PR 25927 counts the current token: w
+              means keys past + i - w + 1 .. past + i, so attncheck's window (left, right) with
+              lower-right causal is local_window_size = left + 1 (-1 when left is unbounded); the
+              right side is within the causal mask. Translated: a window (left, 0) without causal
+              is exactly causal = 1 with that local_window_size. A window whose right side is
+              not 0 without a causal mask cannot be expressed (the CPU kernel refuses a
+              local_window_size with causal = 0): raised.
+  scale       the `scale` attribute (float32; 0, the operator's "default", is never sent: a scale
+              that rounds to 0 in float32 is raised).
+  softcap     the `softcap` attribute; the CPU kernel caps the scaled product before adding
+              attention_bias, as attncheck's contract does.
+  bias        attention_bias [B,H,Tq,Tk], added to the scores (-inf forbids).
+  not claimed allow and kv_lens (the operator has no mask input; seqlens_k gives each batch its
+              own total length, and its causal diagonal then moves with it, which is not
+              attncheck's key lengths with the diagonal at Tk - Tq), lse, backward.
+
+--op mha: com.microsoft MultiHeadAttention, separate Q, K, V with no projection bias
+
+  q, k, v     Translated layout: query [B,Tq,H*dk], key [B,Tk,H*dk], value [B,Tk,H*dv] (the
+              operator's 3-D BSD inputs; head h is columns h*d .. h*d + d - 1).
+  f32, f16    tensor(float), tensor(float16). Not claimed: f64, bf16.
+  scale       the `scale` attribute (float32; 0 means the default to the operator, so a scale that
+              rounds to 0 is raised).
+  allow       key_padding_mask int32 [B,Tq,Tk] (1 = attend), one of the operator's mask shapes.
+  kv_lens     key_padding_mask int32 [B] (each key sequence's length, right padding); with an allow
+              mask or a lower-right causal mask as well, translated into the one [B,Tq,Tk] mask.
+  causal      `unidirectional` = 1 for upper-left, and for lower-right when Tq == Tk (the same
+              mask). Translated: lower-right with Tq != Tk becomes part of the [B,Tq,Tk]
+              key_padding_mask.
+  bias        attention_bias [B,H,Tq,Tk], added to the scores.
+  masked keys get the operator's own mask_filter_value, left at its default -10000: a finite
+              value added to a masked key's score, not -inf, so a row whose every key is masked
+              gives the mean of V and a score above 10000 defeats the mask. This is the
+              operator's documented behaviour; the strict contract reports it.
+  not claimed gqa (one num_heads for all three), softcap, window (none), lse, backward.
 """
 import argparse
 import functools
-import sys
-from pathlib import Path
+import math
 
 import numpy as np
-import onnx
-import onnxruntime
-from onnx import TensorProto, helper
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))  # the client, from the source tree
-import attncheck
+from . import library
 
-CAPABILITIES = {"f32", "f16", "allow", "causal", "kv_lens", "gqa", "softcap", "bias"}
-OPSET = 23
+onnx = library("onnx", "onnxruntime")
+ort = library("onnxruntime", "onnxruntime")
+from onnx import TensorProto, helper  # noqa: E402
+
+import attncheck  # noqa: E402
+
+CAPABILITIES = {
+    "attention": {"f32", "f16", "allow", "causal", "kv_lens", "gqa", "softcap", "bias"},
+    "gqa": {"f32", "f16", "causal", "gqa", "window", "softcap", "bias"},
+    "mha": {"f32", "f16", "allow", "causal", "kv_lens", "bias"},
+}
+OPSETS = (23, 24)
 FORMATS = {"f32": np.float32, "f16": np.float16}
+ELEMENTS = {"f32": TensorProto.FLOAT, "f16": TensorProto.FLOAT16}
+INDEX_ELEMENTS = {np.dtype(np.int32): TensorProto.INT32, np.dtype(np.int64): TensorProto.INT64,
+                  np.dtype(bool): TensorProto.BOOL}
+
+
+class NotExpressible(ValueError):
+    """A problem the operator cannot take: attncheck has no capability that would keep it from being sent."""
+
+
+def _element(dtype, array_dtype):
+    return INDEX_ELEMENTS.get(np.dtype(array_dtype), ELEMENTS[dtype])
 
 
 @functools.lru_cache(maxsize=512)
-def session(dtype, q_shape, k_shape, v_shape, mask, attributes):
-    """An InferenceSession of one Attention node. mask: None, or (its element type 'bool' or the
-    format's, its shape); attributes: sorted (name, value) pairs."""
-    element = {"f32": TensorProto.FLOAT, "f16": TensorProto.FLOAT16}[dtype]
-    inputs = [helper.make_tensor_value_info(name, element, list(shape))
-              for name, shape in (("Q", q_shape), ("K", k_shape), ("V", v_shape))]
-    if mask is not None:
-        kind, shape = mask
-        inputs.append(helper.make_tensor_value_info("attn_mask", TensorProto.BOOL if kind == "bool" else element,
-                                                    list(shape)))
-    y_shape = [q_shape[0], q_shape[1], q_shape[2], v_shape[3]]
-    node = helper.make_node("Attention", [i.name for i in inputs], ["Y"], **dict(attributes))
-    graph = helper.make_graph([node], "attention", inputs, [helper.make_tensor_value_info("Y", element, y_shape)])
-    opset = [helper.make_opsetid("", OPSET)]
-    model = helper.make_model(graph, opset_imports=opset, ir_version=helper.find_min_ir_version_for(opset))
-    onnx.checker.check_model(model)
-    options = onnxruntime.SessionOptions()
+def session(op_type, domain, opset, dtype, inputs, outputs, y_shape, attributes):
+    """An InferenceSession of one node. inputs: (name, numpy dtype string, shape) in the node's
+    input order, name "" for an input left out; outputs: output names, the first one's value (of
+    shape y_shape) is what the caller reads; attributes: sorted (name, value) pairs."""
+    values = [helper.make_tensor_value_info(name, _element(dtype, kind), list(shape))
+              for name, kind, shape in inputs if name]
+    names = [name for name, _, _ in inputs]
+    while names and not names[-1]:
+        names.pop()
+    node = helper.make_node(op_type, names, list(outputs), domain=domain or None, **dict(attributes))
+    results = [helper.make_tensor_value_info(name, ELEMENTS[dtype], list(y_shape) if n == 0 else None)
+               for n, name in enumerate(outputs)]
+    graph = helper.make_graph([node], "attention", values, results)
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets[:1]))
+    if not domain:
+        onnx.checker.check_model(model)
+    options = ort.SessionOptions()
     options.log_severity_level = 4  # fatal only: a refused model is raised (its message shown with the finding), not logged too
-    return onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
-def translate(p):
-    """The operator's inputs and attributes for problem p: (feeds, mask key, attributes)."""
+def _run(op_type, domain, opset, p, feeds, outputs, y_shape, attributes):
+    """Runs the node on feeds (a dict in input order; None for an input left out) and returns its first output."""
+    inputs = tuple((name if x is not None else "", "" if x is None else x.dtype.str, () if x is None else x.shape)
+                   for name, x in feeds.items())
+    run = session(op_type, domain, opset, p.dtype, inputs, tuple(outputs), tuple(y_shape), attributes)
+    (out,) = run.run(outputs[:1], {name: x for name, x in feeds.items() if x is not None})
+    if out.dtype != FORMATS[p.dtype]:
+        raise TypeError(f"{op_type} returned {out.dtype} for a {p.dtype} problem")
+    return out
+
+
+def _check_claimed(p, op, unclaimed):
     if p.dtype not in FORMATS:
         raise ValueError(f"format {p.dtype} is not claimed")
-    if p.window is not None or p.want_lse or p.backward:
-        raise ValueError("a window, lse or backward is not claimed")
+    if p.want_lse or p.backward:
+        raise ValueError("lse and backward are not claimed")
+    for name in unclaimed:
+        if getattr(p, name) is not None:
+            raise ValueError(f"--op {op} does not claim {name}")
+
+
+def _float32_scale(p):
+    """The problem's scale as the float32 attribute, None for the default; 0 would mean the default, so raised."""
+    if p.scale is None:
+        return None
+    if np.float32(p.scale) == 0:
+        raise NotExpressible(f"scale {p.scale!r} rounds to 0 in float32, which the operator reads as its default")
+    return float(p.scale)
+
+
+def _lower_right(p):
+    i = np.arange(p.Tq)[:, None]
+    j = np.arange(p.Tk)[None, :]
+    return np.broadcast_to(j <= i + p.Tk - p.Tq, (p.B, p.Tq, p.Tk))
+
+
+def _key_lengths(p):
+    j = np.arange(p.Tk)[None, None, :]
+    return np.broadcast_to(j < p.kv_lens[:, None, None], (p.B, p.Tq, p.Tk))
+
+
+# --op attention -----------------------------------------------------------------------------------
+
+def translate(p, opset=23):
+    """The ONNX Attention operator's inputs and attributes for problem p: (feeds, attributes); feeds
+    in the operator's input order (Q, K, V, attn_mask, past_key, past_value, nonpad_kv_seqlen),
+    None for an input left out, trailing ones dropped."""
+    _check_claimed(p, "attention", ("window",))
     attributes = {}
     if p.scale is not None:
         attributes["scale"] = float(p.scale)  # onnx.helper stores a float attribute as float32
@@ -101,46 +226,159 @@ def translate(p):
     lower_right_as_mask = p.causal == "lower-right" and p.Tq != p.Tk
     if p.causal == "upper-left" or (p.causal == "lower-right" and not lower_right_as_mask):
         attributes["is_causal"] = 1
+    lengths_as_input = opset >= 24
 
-    # The bool part of the attn_mask: the allow mask, key lengths, a lower-right causal mask.
+    # The bool part of the attn_mask: the allow mask, key lengths (opset 23), a lower-right causal mask.
     allowed = None
-    i = np.arange(p.Tq)[:, None]
-    j = np.arange(p.Tk)[None, :]
-    if p.allow is not None:
-        allowed = p.allow.copy()
-    if p.kv_lens is not None:
-        within = np.broadcast_to(j[None] < p.kv_lens[:, None, None], (p.B, p.Tq, p.Tk))
-        allowed = within.copy() if allowed is None else allowed & within
-    if lower_right_as_mask:
-        below = np.broadcast_to(j <= i + p.Tk - p.Tq, (p.B, p.Tq, p.Tk))
-        allowed = below.copy() if allowed is None else allowed & below
+    for part in (p.allow,
+                 _key_lengths(p) if p.kv_lens is not None and not lengths_as_input else None,
+                 _lower_right(p) if lower_right_as_mask else None):
+        if part is not None:
+            allowed = part.copy() if allowed is None else allowed & part
 
-    feeds = {"Q": p.q, "K": p.k, "V": p.v}
-    mask = None
+    feeds = {"Q": p.q, "K": p.k, "V": p.v, "attn_mask": None, "past_key": None, "past_value": None,
+             "nonpad_kv_seqlen": None}
     if p.bias is not None:
         bias = np.asarray(p.bias, FORMATS[p.dtype])  # [B,H,Tq,Tk]
         if allowed is not None:
             bias = np.where(allowed[:, None], bias, FORMATS[p.dtype](-np.inf))
         feeds["attn_mask"] = np.ascontiguousarray(bias)
-        mask = (p.dtype, bias.shape)
     elif allowed is not None:
         feeds["attn_mask"] = np.ascontiguousarray(allowed[:, None])  # [B,1,Tq,Tk], broadcast over heads
-        mask = ("bool", feeds["attn_mask"].shape)
-    return feeds, mask, tuple(sorted(attributes.items()))
+    if p.kv_lens is not None and lengths_as_input:
+        feeds["nonpad_kv_seqlen"] = np.asarray(p.kv_lens, np.int64)
+    while feeds and next(reversed(feeds.values())) is None:
+        feeds.popitem()
+    return feeds, tuple(sorted(attributes.items()))
 
 
-def forward(p):
-    feeds, mask, attributes = translate(p)
-    run = session(p.dtype, p.q.shape, p.k.shape, p.v.shape, mask, attributes)
-    (out,) = run.run(["Y"], feeds)
-    if out.dtype != FORMATS[p.dtype]:
-        raise TypeError(f"Attention returned {out.dtype} for a {p.dtype} problem")
-    return out
+def forward(p, opset=23):
+    feeds, attributes = translate(p, opset)
+    return _run("Attention", "", opset, p, feeds, ("Y",), (p.B, p.H, p.Tq, p.dv), attributes)
 
 
-def main():
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
-    attncheck.serve(forward, capabilities=CAPABILITIES)
+# --op gqa -----------------------------------------------------------------------------------------
+
+def _packed(x):
+    """[B,N,T,d] as the packed [B,T,N*d]."""
+    B, N, T, d = x.shape
+    return np.ascontiguousarray(x.transpose(0, 2, 1, 3).reshape(B, T, N * d))
+
+
+def _padded(x, d):
+    """The last axis zero-padded to d."""
+    if x.shape[-1] == d:
+        return x
+    return np.concatenate([x, np.zeros(x.shape[:-1] + (d - x.shape[-1],), x.dtype)], axis=-1)
+
+
+def translate_gqa(p):
+    """GroupQueryAttention's inputs and attributes: (feeds, attributes, d), d the padded head size."""
+    _check_claimed(p, "gqa", ("allow", "kv_lens"))
+    if p.Tq > p.Tk:
+        raise NotExpressible(f"Tq {p.Tq} > Tk {p.Tk}: GroupQueryAttention's new keys are as many as its queries, "
+                             "after a past of Tk - Tq keys (attncheck would need a capability meaning Tq <= Tk)")
+    causal = p.causal != "none"
+    if p.causal == "upper-left" and p.Tq != p.Tk:
+        raise NotExpressible("upper-left causal with Tq != Tk: GroupQueryAttention's causal mask is lower-right "
+                             "(attncheck would need a capability meaning causal lower-right only)")
+    local_window_size = -1
+    if p.window is not None:
+        left, right = p.window
+        if not causal:
+            if right != 0:
+                raise NotExpressible(f"window ({left}, {right}) without a causal mask: GroupQueryAttention's "
+                                     "local_window_size needs causal = 1, which bounds the right side at 0 "
+                                     "(attncheck would need a capability meaning windows with right side 0 or causal)")
+            causal = True  # the window (left, 0) is the lower-right causal mask with a left bound
+        local_window_size = left + 1 if left >= 0 else -1  # counts the current token (onnxruntime PR 25927)
+
+    d = -(-max(p.dk, p.dv) // 8) * 8  # the CPU kernel's head_size: one for Q, K and V, a multiple of 8
+    attributes = {"num_heads": p.H, "kv_num_heads": p.H_kv}
+    scale = _float32_scale(p)
+    if scale is None and d != p.dk:
+        scale = 1 / math.sqrt(p.dk)  # the operator's default would be 1/sqrt(d)
+    if scale is not None:
+        attributes["scale"] = scale
+    if p.softcap is not None:
+        attributes["softcap"] = float(p.softcap)
+    if not causal:
+        attributes["causal"] = 0
+    if local_window_size != -1:
+        attributes["local_window_size"] = local_window_size
+
+    past = p.Tk - p.Tq
+    k, v = _padded(p.k, d), _padded(p.v, d)
+    feeds = {"query": _packed(_padded(p.q, d)), "key": _packed(k[:, :, past:]), "value": _packed(v[:, :, past:]),
+             "past_key": np.ascontiguousarray(k[:, :, :past]) if past else None,
+             "past_value": np.ascontiguousarray(v[:, :, :past]) if past else None,
+             "seqlens_k": np.full(p.B, p.Tk - 1, np.int32),
+             "total_sequence_length": np.array(p.Tk, np.int32),
+             "cos_cache": None, "sin_cache": None, "position_ids": None,
+             "attention_bias": None if p.bias is None else np.ascontiguousarray(np.asarray(p.bias, FORMATS[p.dtype]))}
+    while next(reversed(feeds.values())) is None:
+        feeds.popitem()
+    return feeds, tuple(sorted(attributes.items())), d
+
+
+def forward_gqa(p):
+    feeds, attributes, d = translate_gqa(p)
+    out = _run("GroupQueryAttention", "com.microsoft", 23, p, feeds, ("output", "present_key", "present_value"),
+               (p.B, p.Tq, p.H * d), attributes)
+    return out.reshape(p.B, p.Tq, p.H, d).transpose(0, 2, 1, 3)[..., :p.dv]
+
+
+# --op mha -----------------------------------------------------------------------------------------
+
+def translate_mha(p):
+    """MultiHeadAttention's inputs and attributes: (feeds, attributes)."""
+    _check_claimed(p, "mha", ("window", "softcap"))
+    if p.H != p.H_kv:
+        raise ValueError("--op mha does not claim gqa")
+    attributes = {"num_heads": p.H}
+    scale = _float32_scale(p)
+    if scale is not None:
+        attributes["scale"] = scale
+    lower_right_as_mask = p.causal == "lower-right" and p.Tq != p.Tk
+    if p.causal == "upper-left" or (p.causal == "lower-right" and not lower_right_as_mask):
+        attributes["unidirectional"] = 1
+    mask = None
+    if p.kv_lens is not None and p.allow is None and not lower_right_as_mask:
+        mask = np.asarray(p.kv_lens, np.int32)  # [B]: each key sequence's length
+    else:
+        allowed = None
+        for part in (p.allow, _key_lengths(p) if p.kv_lens is not None else None,
+                     _lower_right(p) if lower_right_as_mask else None):
+            if part is not None:
+                allowed = part.copy() if allowed is None else allowed & part
+        if allowed is not None:
+            mask = np.ascontiguousarray(allowed.astype(np.int32))  # [B,Tq,Tk], 1 = attend
+    feeds = {"query": _packed(p.q), "key": _packed(p.k), "value": _packed(p.v), "bias": None,
+             "key_padding_mask": mask,
+             "attention_bias": None if p.bias is None else np.ascontiguousarray(np.asarray(p.bias, FORMATS[p.dtype]))}
+    while next(reversed(feeds.values())) is None:
+        feeds.popitem()
+    return feeds, tuple(sorted(attributes.items()))
+
+
+def forward_mha(p):
+    feeds, attributes = translate_mha(p)
+    out = _run("MultiHeadAttention", "com.microsoft", 23, p, feeds, ("output",), (p.B, p.Tq, p.H * p.dv), attributes)
+    return out.reshape(p.B, p.Tq, p.H, p.dv).transpose(0, 2, 1, 3)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m attncheck.adapters.onnxruntime", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--op", choices=sorted(CAPABILITIES), default="attention",
+                        help="the operator to check (default: attention)")
+    parser.add_argument("--opset", type=int, choices=OPSETS, default=23,
+                        help="--op attention's opset: 24 passes key lengths as nonpad_kv_seqlen (default: 23)")
+    args = parser.parse_args(argv)
+    if args.opset != 23 and args.op != "attention":
+        parser.error("--opset is --op attention's (the contrib operators are version 1 of com.microsoft)")
+    fn = {"attention": functools.partial(forward, opset=args.opset), "gqa": forward_gqa, "mha": forward_mha}[args.op]
+    attncheck.serve(fn, capabilities=CAPABILITIES[args.op])
 
 
 if __name__ == "__main__":

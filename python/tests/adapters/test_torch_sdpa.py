@@ -1,0 +1,219 @@
+"""The torch_sdpa adapter's translation, on cases small enough to compute by hand, and the
+conventions of the installed torch's SDPA on the CPU (torch 1.13, Debian's python3-torch, and 2.x).
+
+Run: PYTHONPATH=python /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests/adapters/test_torch_sdpa.py
+(and the same with a venv's python that has a current torch: tests of 2.x features skip on 1.13,
+tests of 1.13 alone skip on 2.x).
+"""
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the client, from the source tree
+torch = pytest.importorskip("torch")
+from attncheck import _protocol as wire  # noqa: E402
+from attncheck._problem import Problem  # noqa: E402
+from attncheck.adapters import torch_sdpa  # noqa: E402
+
+LEGACY = torch_sdpa.LEGACY
+needs_2x = pytest.mark.skipif(LEGACY, reason="torch 1.13 has no such feature")
+only_113 = pytest.mark.skipif(not LEGACY, reason="a torch 1.13 convention")
+needs_flash_op = pytest.mark.skipif(torch_sdpa.FLASH_FOR_CPU is None, reason="no CPU flash operator in this torch")
+
+
+def problem(q, k, v, dtype="f32", causal="none", scale=0.0, allow=None, kv_lens=None, bias=None, want_lse=False):
+    """A Problem as the checker sends it (through the protocol's own payload)."""
+    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
+    storage = np.dtype(wire.STORAGE[dtype])
+    enc = (lambda x: wire.to_bf16_bits(np.asarray(x, np.float32)).tobytes()) if dtype == "bf16" else \
+        (lambda x: np.asarray(x).astype(storage).tobytes())
+    B, H, Tq, dk = q.shape
+    _, H_kv, Tk, dv = v.shape
+    payload = wire.problem_payload(
+        dtype, (B, H, H_kv, Tq, Tk, dk, dv), causal, None, scale, 0.0, q=enc(q), k=enc(k), v=enc(v),
+        allow=None if allow is None else np.asarray(allow, np.uint8).tobytes(),
+        kv_lens=None if kv_lens is None else np.asarray(kv_lens, "<i4").tobytes(),
+        bias=None if bias is None else enc(bias), want_lse=want_lse)
+    return Problem(payload)
+
+
+@pytest.fixture(scope="module")
+def sdpa():
+    torch.set_num_threads(1)
+    return torch_sdpa.Adapter()
+
+
+def test_allow_mask_polarity_true_means_attend_and_is_broadcast_over_heads(sdpa):
+    # B 1, H 2, Tq 2, Tk 2, equal scores: query 0 sees key 1 alone, query 1 both keys.
+    q, k = np.zeros((1, 2, 2, 1)), np.zeros((1, 2, 2, 1))
+    v = np.array([[1, 3], [10, 30]], np.float64).reshape(1, 2, 2, 1)
+    allow = np.array([[False, True], [True, True]]).reshape(1, 2, 2)
+    args = sdpa.translate(problem(q, k, v, allow=allow))
+    assert args["allowed"].tolist() == allow.tolist() and not args["is_causal"]
+    assert sdpa(problem(q, k, v, allow=allow))[0, :, :, 0].tolist() == [[3, 2], [30, 20]]
+
+
+def test_explicit_mask_on_a_1x1x2x2_case(sdpa):
+    q = np.array([[1, 0], [0, 1]]).reshape(1, 1, 2, 2)
+    k = np.array([[1, 0], [0, 2]]).reshape(1, 1, 2, 2)
+    v = np.array([[1, 2], [3, 4]]).reshape(1, 1, 2, 2)
+    out = sdpa(problem(q, k, v, allow=np.array([[True, False], [True, True]]).reshape(1, 2, 2)))
+    # query 1: scores (0, 2) / sqrt(2), weights (1, w) / (1 + w)
+    w = math.exp(2 / math.sqrt(2))
+    expected = np.array([[1, 2], [(1 + 3 * w) / (1 + w), (2 + 4 * w) / (1 + w)]]).reshape(1, 1, 2, 2)
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+
+
+def test_key_lengths_become_the_bool_mask_per_batch(sdpa):
+    q, k = np.zeros((2, 1, 1, 1)), np.zeros((2, 1, 3, 1))
+    v = np.tile(np.array([3, 6, 9], np.float64).reshape(1, 1, 3, 1), (2, 1, 1, 1))
+    p = problem(q, k, v, kv_lens=[3, 1])
+    assert sdpa.translate(p)["allowed"][:, 0].tolist() == [[True, True, True], [True, False, False]]
+    assert sdpa(p).ravel().tolist() == [6, 3]
+
+
+def test_upper_left_causal_is_is_causal_and_upper_left_when_tq_lt_tk(sdpa):
+    q, k = np.zeros((1, 1, 2, 1)), np.zeros((1, 1, 3, 1))
+    v = np.array([0, 1, 2], np.float64).reshape(1, 1, 3, 1)
+    p = problem(q, k, v, causal="upper-left")
+    args = sdpa.translate(p)
+    assert args["is_causal"] and args["allowed"] is None
+    assert sdpa(p).ravel().tolist() == [0, 0.5]  # query 0: key 0; query 1: keys 0, 1
+
+
+def test_lower_right_causal_with_tq_ne_tk(sdpa):
+    # Tq 2, Tk 3, lower-right: query i sees keys j <= i + 1.
+    q, k = np.zeros((1, 1, 2, 1)), np.zeros((1, 1, 3, 1))
+    v = np.array([0, 1, 2], np.float64).reshape(1, 1, 3, 1)
+    p = problem(q, k, v, causal="lower-right")
+    args = sdpa.translate(p)
+    assert not args["is_causal"]
+    if torch_sdpa.LOWER_RIGHT is not None:
+        assert args["lower_right"] and args["allowed"] is None   # torch's own causal_lower_right
+    else:
+        assert args["allowed"][0].tolist() == [[True, True, False], [True, True, True]]  # Translated
+    assert sdpa(p).ravel().tolist() == [0.5, 1]
+
+
+def test_lower_right_when_square_is_is_causal(sdpa):
+    q, k, v = (np.zeros((1, 1, 2, 1)) for _ in range(3))
+    args = sdpa.translate(problem(q, k, v, causal="lower-right"))
+    assert args["is_causal"] and args["allowed"] is None and not args["lower_right"]
+
+
+def test_causal_with_a_mask_goes_into_the_mask(sdpa):
+    # torch refuses is_causal with an attn_mask: upper-left AND key lengths in one bool mask.
+    q, k = np.zeros((1, 1, 2, 1)), np.zeros((1, 1, 2, 1))
+    v = np.array([4, 8], np.float64).reshape(1, 1, 2, 1)
+    p = problem(q, k, v, causal="upper-left", kv_lens=[1])
+    args = sdpa.translate(p)
+    assert not args["is_causal"] and args["allowed"][0].tolist() == [[True, False], [True, False]]
+    assert sdpa(p).ravel().tolist() == [4, 4]
+
+
+def test_bias_with_an_allow_mask_is_one_float_mask(sdpa):
+    q, k = np.zeros((1, 1, 1, 1)), np.zeros((1, 1, 3, 1))
+    v = np.array([1, 2, 4], np.float64).reshape(1, 1, 3, 1)
+    bias = np.array([0, math.log(3), 5]).reshape(1, 1, 1, 3)
+    p = problem(q, k, v, allow=np.array([True, True, False]).reshape(1, 1, 3), bias=bias)
+    # weights (1, 3) / 4 over the permitted keys; key 2's bias 5 must not count
+    assert sdpa(p).item() == pytest.approx(7 / 4, rel=1e-6)
+    # a bias alone is added to the scores
+    assert sdpa(problem(q, k, v, bias=bias)).item() == pytest.approx((1 + 6 + 4 * math.exp(5)) / (4 + math.exp(5)),
+                                                                      rel=1e-6)
+
+
+def test_formats_round_trip_and_float64_is_computed_in_float64(sdpa):
+    q = np.array([0.5, -1]).reshape(1, 1, 1, 2)
+    k = np.array([1, 1, -1, 0.5]).reshape(1, 1, 2, 2)
+    v = np.array([2, -2]).reshape(1, 1, 2, 1)
+    s = np.array([-0.5, -1.0]) / math.sqrt(2)
+    exact = (np.exp(s) / np.exp(s).sum()) @ [2, -2]
+    out64 = sdpa(problem(q, k, v, dtype="f64"))
+    assert out64.dtype == np.float64 and out64.item() == pytest.approx(exact, rel=1e-14)
+    out = sdpa(problem(q, k, v, dtype="bf16"))
+    assert out.dtype == np.float32 and out.item() == pytest.approx(exact, abs=2 ** -7)
+    assert float(torch.tensor(out.item()).to(torch.bfloat16)) == out.item()  # a bf16 value, held in float32
+
+
+def test_claims(sdpa):
+    claims = sdpa.capabilities
+    assert {"f32", "f64", "bf16", "allow", "kv_lens", "causal", "bias"} <= claims
+    assert not claims & {"window", "softcap", "backward", "lse"}
+    assert ("f16" in claims) == (not LEGACY)
+    assert ("gqa" in claims) == torch_sdpa.HAS_GQA
+
+
+# torch 1.13 (Debian 12): what its _scaled_dot_product_attention does.
+
+@only_113
+def test_113_a_row_with_no_permitted_key_gives_nan(sdpa):
+    q, k = np.zeros((1, 1, 1, 1)), np.zeros((1, 1, 2, 1))
+    v = np.array([1, 3], np.float64).reshape(1, 1, 2, 1)
+    assert np.isnan(sdpa(problem(q, k, v, allow=np.zeros((1, 1, 2), bool))).item())
+
+
+@only_113
+def test_113_an_explicit_scale_is_refused_not_folded(sdpa):
+    q, k, v = (np.zeros((1, 1, 1, 1)) for _ in range(3))
+    with pytest.raises(ValueError, match="no scale argument"):
+        sdpa(problem(q, k, v, scale=0.25))
+
+
+@only_113
+def test_113_has_no_float16_and_no_flash_backend():
+    with pytest.raises(RuntimeError, match="Half"):
+        torch_sdpa.Adapter().call("f16", 1, 1, 1, 1, 1, 1, 1)
+    with pytest.raises(ValueError, match="one CPU path"):
+        torch_sdpa.Adapter("flash")
+    with pytest.raises(ValueError, match="--lse needs"):
+        torch_sdpa.Adapter(lse=True)
+
+
+# torch 2.x
+
+@needs_2x
+def test_scale_is_passed_as_the_keyword(sdpa):
+    q = np.array([1.0]).reshape(1, 1, 1, 1)
+    k = np.array([0.0, 1.0]).reshape(1, 1, 2, 1)
+    v = np.array([0.0, 1.0]).reshape(1, 1, 2, 1)
+    p = problem(q, k, v, scale=-2.0)
+    assert sdpa.translate(p)["scale"] == -2.0
+    # scores (0, -2): weight of key 1 is e^-2 / (1 + e^-2)
+    assert sdpa(p).item() == pytest.approx(math.exp(-2) / (1 + math.exp(-2)), rel=1e-6)
+
+
+@pytest.mark.skipif(not torch_sdpa.HAS_GQA, reason="enable_gqa is 2.5 and later")
+@pytest.mark.parametrize("backend", ["default", "math", "flash"])
+def test_grouped_kv_heads_are_contiguous_groups(backend):
+    # H 4, H_kv 2, one key each: query head h gets KV head h // 2: 10 10 20 20 (h % 2: 10 20 10 20).
+    q, k = np.zeros((1, 4, 1, 1)), np.zeros((1, 2, 1, 1))
+    v = np.array([10, 20], np.float64).reshape(1, 2, 1, 1)
+    assert torch_sdpa.Adapter(backend)(problem(q, k, v)).ravel().tolist() == [10, 10, 20, 20]
+
+
+@needs_2x
+@pytest.mark.parametrize("backend", ["math", "flash"])
+def test_2x_a_row_with_no_permitted_key_gives_zero(backend):
+    q, k = np.zeros((1, 1, 1, 1)), np.zeros((1, 1, 2, 1))
+    v = np.array([1, 3], np.float64).reshape(1, 1, 2, 1)
+    assert torch_sdpa.Adapter(backend)(problem(q, k, v, allow=np.zeros((1, 1, 2), bool))).item() == 0
+
+
+@needs_flash_op
+def test_lse_is_the_natural_log_sum_exp_and_an_empty_row_gets_zero():
+    lse = torch_sdpa.Adapter(lse=True)
+    assert "lse" in lse.capabilities
+    q = np.array([1.0]).reshape(1, 1, 1, 1)
+    k = np.array([0.5, 2.0, 7.0]).reshape(1, 1, 3, 1)
+    v = np.array([1.0, 3.0, 100.0]).reshape(1, 1, 3, 1)
+    allow = np.array([[True, True, False], [False, False, False]]).reshape(1, 2, 3)
+    p = problem(np.concatenate([q, q], axis=2), k, v, allow=allow, want_lse=True)
+    out, l = lse(p)
+    e1, e2 = math.exp(0.5), math.exp(2.0)
+    assert out[0, 0, 0, 0] == pytest.approx((e1 + 3 * e2) / (e1 + e2), rel=1e-6)
+    assert l[0, 0, 0] == pytest.approx(math.log(e1 + e2), rel=1e-6)
+    assert out[0, 0, 1, 0] == 0 and l[0, 0, 1] == 0  # the CPU flash kernel's empty row: out 0, lse 0 (not -inf)
