@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -26,19 +27,54 @@ struct InputError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A tensor's shape read as [B,H,T,d] from [T,d], [B,T,d] or [B,H,T,d].
+// A tensor's shape read as [B,H,T,d] from [T,d], [B,T,d] or, by --layout, [B,H,T,d] (bhsd) or
+// [B,T,H,d] (bshd: JAX, FlashAttention, transformers).
 struct Dims {
   int64_t B, H, T, d;
 };
 
-Dims dims_of(const NpyArray& a, const std::string& name) {
+Dims dims_of(const NpyArray& a, const std::string& name, bool bshd = false) {
   const auto& s = a.shape;
   if (s.size() < 2 || s.size() > 4)
     throw InputError(name + ": expected shape [T,d], [B,T,d] or [B,H,T,d], got " + std::to_string(s.size()) + " dims");
   for (int64_t dim : s)
     if (dim < 1) throw InputError(name + ": every dimension must be at least 1");
   const size_t r = s.size();
+  if (r == 4 && bshd) return {s[0], s[2], s[1], s[3]};
   return {r >= 3 ? s[0] : 1, r == 4 ? s[1] : 1, s[r - 2], s[r - 1]};
+}
+
+// A 4-D [B,T,H,d] tensor's data, of `bytes` per element, made [B,H,T,d].
+void to_bhsd(NpyArray& a, size_t bytes) {
+  if (a.shape.size() != 4) return;
+  const int64_t B = a.shape[0], T = a.shape[1], H = a.shape[2], d = a.shape[3];
+  std::vector<uint8_t> moved(a.data.size());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < H; ++h)
+        std::memcpy(&moved[size_t((((b * H + h) * T + t) * d) * int64_t(bytes))],
+                    &a.data[size_t((((b * T + t) * H + h) * d) * int64_t(bytes))], size_t(d) * bytes);
+  a.data = std::move(moved);
+  a.shape = {B, H, T, d};
+}
+
+// Whether q, k, v and out fit one attention problem: Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V
+// [B,H_kv,Tk,dv], out [B,H,Tq,dv], H_kv dividing H.
+bool fits(const Dims& q, const Dims& k, const Dims& v, const Dims& out) {
+  return k.B == q.B && v.B == q.B && out.B == q.B && q.H % k.H == 0 && v.H == k.H && out.H == q.H && k.d == q.d &&
+         v.T == k.T && out.T == q.T && out.d == v.d;
+}
+
+// The mask's shape read against [B,H,Tq,Tk]: [Tq,Tk], [B,Tq,Tk] (as before), or 4-D with each of
+// B, H, Tq and Tk either itself or 1 (broadcast, as PyTorch's and JAX's masks are); empty when it fits none.
+std::vector<int64_t> mask_dims(const std::vector<int64_t>& m, const Shape& s) {
+  if (m.size() == 2 && m[0] == s.Tq && m[1] == s.Tk) return {1, 1, s.Tq, s.Tk};
+  if (m.size() == 3 && m[0] == s.B && m[1] == s.Tq && m[2] == s.Tk) return {s.B, 1, s.Tq, s.Tk};
+  const int64_t full[4] = {s.B, s.H, s.Tq, s.Tk};
+  if (m.size() != 4) return {};
+  for (int axis = 0; axis < 4; ++axis)
+    if (m[size_t(axis)] != full[axis] && m[size_t(axis)] != 1) return {};
+  return m;
 }
 
 std::string shape_text(const Dims& d) {
@@ -127,14 +163,42 @@ int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& optio
   p.q = data("q");
   p.k = data("k");
   p.v = data("v");
+  // The mask broadcast to [B,H,Tq,Tk]: the allow mask [B,Tq,Tk] when every head's is the same, else
+  // (a mask per head, which the contract's allow mask cannot say) a bias of 0 and -inf, added to --bias.
   std::vector<uint8_t> allow;
+  std::vector<T> head_bias;
   if (auto it = arrays.find("allow"); it != arrays.end()) {
     const NpyArray& mask = it->second;
-    const int64_t per_batch = shape.Tq * shape.Tk;
-    allow.resize(size_t(shape.B * per_batch));
-    for (int64_t n = 0; n < shape.B * per_batch; ++n)
-      allow[size_t(n)] = mask.data[size_t(mask.elements() == per_batch ? n % per_batch : n)] != 0;
-    p.masks.allow = allow.data();
+    const std::vector<int64_t> m = mask_dims(mask.shape, shape);
+    auto at = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+      const int64_t index = ((std::min(b, m[0] - 1) * m[1] + std::min(h, m[1] - 1)) * m[2] + std::min(i, m[2] - 1)) * m[3] +
+                            std::min(j, m[3] - 1);
+      return mask.data[size_t(index)] != 0;
+    };
+    bool per_head = false;
+    for (int64_t b = 0; b < shape.B && m[1] > 1; ++b)
+      for (int64_t h = 1; h < shape.H; ++h)
+        for (int64_t i = 0; i < shape.Tq; ++i)
+          for (int64_t j = 0; j < shape.Tk; ++j) per_head = per_head || at(b, h, i, j) != at(b, 0, i, j);
+    if (!per_head) {
+      allow.resize(size_t(shape.allow_size()));
+      for (int64_t b = 0; b < shape.B; ++b)
+        for (int64_t i = 0; i < shape.Tq; ++i)
+          for (int64_t j = 0; j < shape.Tk; ++j) allow[size_t(shape.allow_at(b, i) + j)] = at(b, 0, i, j);
+      p.masks.allow = allow.data();
+    } else {
+      const T* bias = arrays.count("bias") ? reinterpret_cast<const T*>(arrays.at("bias").data.data()) : nullptr;
+      head_bias.resize(size_t(shape.scores_size()));
+      for (int64_t b = 0; b < shape.B; ++b)
+        for (int64_t h = 0; h < shape.H; ++h)
+          for (int64_t i = 0; i < shape.Tq; ++i)
+            for (int64_t j = 0; j < shape.Tk; ++j) {
+              const size_t n = size_t(shape.scores_at(b, h, i) + j);
+              head_bias[n] = at(b, h, i, j) ? (bias ? bias[n] : T(0)) : -std::numeric_limits<T>::infinity();
+            }
+      std::printf("attncheck compare: %s differs between heads: checked as a bias of 0 and -inf%s\n",
+                  options.text("allow").c_str(), bias ? " added to --bias" : "");
+    }
   }
   const std::string& causal = options.text("causal");
   p.masks.causal = causal == "none" ? Causal::none : causal == "upper-left" ? Causal::upper_left : Causal::lower_right;
@@ -148,6 +212,7 @@ int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& optio
   if (auto it = arrays.find("kv-lens"); it != arrays.end())
     p.masks.key_lengths = reinterpret_cast<const int32_t*>(it->second.data.data());
   if (auto it = arrays.find("bias"); it != arrays.end()) p.bias = reinterpret_cast<const T*>(it->second.data.data());
+  if (!head_bias.empty()) p.bias = head_bias.data();
 
   // Which rows the oracle computes exactly (rows.hpp): every one, or the first and last of each
   // head, tile edges, padding boundaries and random ones, with every other row screened against
@@ -171,7 +236,11 @@ int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& optio
   std::vector<T> plain(size_t(shape.out_size())), plain_lse(size_t(shape.lse_size()));
   attention(p, Result<T>{plain.data(), nullptr, plain_lse.data()});
   Reference ref = reference(p, &chosen);
-  const Verdict verdict = judge_rows(p, data("out"), plain.data(), ref);
+  const Verdict verdict = judge_rows(p, data("out"), plain.data(), ref, [](int64_t rows) {
+    std::printf("attncheck compare: imprecise on the sampled rows: computing the other %lld rows exactly before the "
+                "verdict (the precision gate's limit needs every row)\n", (long long)rows);
+    std::fflush(stdout);
+  });
   if (!verdict.ok()) {
     std::printf("attncheck compare: FAIL: %s", verdict.report().c_str());
     return 1;
@@ -260,26 +329,28 @@ int run(const FlagValues& options) {
   }
 
   // Shapes: Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv], out [B,H,Tq,dv], the same rank.
-  const Dims q = dims_of(arrays.at("q"), options.text("q")), k = dims_of(arrays.at("k"), options.text("k")),
-             v = dims_of(arrays.at("v"), options.text("v")), out = dims_of(arrays.at("out"), options.text("out"));
+  const bool bshd = options.text("layout") == "bshd";
+  auto dims = [&](const char* name, bool as_bshd) { return dims_of(arrays.at(name), options.text(name), as_bshd); };
+  const Dims q = dims("q", bshd), k = dims("k", bshd), v = dims("v", bshd), out = dims("out", bshd);
   for (const char* name : {"k", "v", "out", "dout", "dq", "dk", "dv"})
     if (arrays.count(name) && arrays.at(name).shape.size() != arrays.at("q").shape.size())
       throw InputError(options.text(name) + ": has " + std::to_string(arrays.at(name).shape.size()) + " dims, --q has " +
                        std::to_string(arrays.at("q").shape.size()));
-  // K and V may have fewer heads than Q (grouped-query attention): H_kv dividing H.
-  const bool consistent = k.B == q.B && v.B == q.B && out.B == q.B && q.H % k.H == 0 && v.H == k.H && out.H == q.H &&
-                          k.d == q.d && v.T == k.T && out.T == q.T && out.d == v.d;
-  if (!consistent)
+  // K and V may have fewer heads than Q (grouped-query attention): H_kv dividing H. Shapes that fit
+  // only in the other layout say so.
+  if (!fits(q, k, v, out)) {
+    const bool other = arrays.at("q").shape.size() == 4 && fits(dims("q", !bshd), dims("k", !bshd), dims("v", !bshd), dims("out", !bshd));
     throw InputError("shapes do not fit: Q " + shape_text(q) + ", K " + shape_text(k) + ", V " + shape_text(v) +
                      ", out " + shape_text(out) +
-                     " (need Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], out [B,H,Tq,dv], H_kv dividing H)");
+                     " (need Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], out [B,H,Tq,dv], H_kv dividing H)" +
+                     (other ? bshd ? "; they fit as [B,H,T,d]: --layout bhsd" : "; they fit as [B,T,H,d]: --layout bshd" : ""));
+  }
   const Shape shape{q.B, q.H, q.T, k.T, q.d, v.d, k.H};
   // The gradients: each the shape of what it differentiates (dout of out), in the same rank.
   for (const Gradient& g : kGradients)
     if (arrays.count(g.name) && arrays.at(g.name).shape != arrays.at(g.like).shape)
-      throw InputError(options.text(g.name) + ": shape " +
-                       shape_text(dims_of(arrays.at(g.name), options.text(g.name))) + ", expected " + g.like + "'s " +
-                       g.shape + " = " + shape_text(dims_of(arrays.at(g.like), options.text(g.like))));
+      throw InputError(options.text(g.name) + ": shape " + shape_text(dims(g.name, bshd)) + ", expected " + g.like +
+                       "'s " + g.shape + " = " + shape_text(dims(g.like, bshd)));
   // The optional tensors, by element count and last dims: kv-lens [B] int32 in 0..Tk, bias [..,Tq,Tk]
   // with B H Tq Tk elements, lse [..,Tq] with B H Tq.
   auto expect = [&](const char* name, int64_t elements, std::vector<int64_t> last, const std::string& wanted) {
@@ -299,11 +370,9 @@ int run(const FlagValues& options) {
     const NpyArray& mask = it->second;
     if (mask.dtype != NpyDtype::b1 && mask.dtype != NpyDtype::u8)
       throw InputError(options.text("allow") + ": dtype " + dtype_name(mask.dtype) + ", expected bool or uint8");
-    const bool per_query = mask.shape == std::vector<int64_t>{shape.Tq, shape.Tk};
-    const bool per_batch = mask.shape == std::vector<int64_t>{shape.B, shape.Tq, shape.Tk};
-    if (!per_query && !per_batch)
-      throw InputError(options.text("allow") + ": expected shape [Tq,Tk] or [B,Tq,Tk] = [" + std::to_string(shape.Tq) +
-                       "," + std::to_string(shape.Tk) + "] or [" + std::to_string(shape.B) + "," +
+    if (mask_dims(mask.shape, shape).empty())
+      throw InputError(options.text("allow") + ": expected shape [Tq,Tk], [B,Tq,Tk] or [B,H,Tq,Tk] (each of B, H, Tq, Tk "
+                       "itself or 1) = [" + std::to_string(shape.B) + "," + std::to_string(shape.H) + "," +
                        std::to_string(shape.Tq) + "," + std::to_string(shape.Tk) + "]");
   }
   Problem<float> probe;  // only for problem_error's size limits and the options' ranges
@@ -327,6 +396,9 @@ int run(const FlagValues& options) {
     }
   }
 
+  if (bshd)  // every 4-D tensor but the mask, the bias and the lse, which have no T,H axes to swap
+    for (const char* name : {"q", "k", "v", "out", "dout", "dq", "dk", "dv"})
+      if (arrays.count(name)) to_bhsd(arrays.at(name), arrays.at(name).data.size() / size_t(arrays.at(name).elements()));
   // A 2-byte format is checked as its values held in float, the problem saying the format.
   if (is_narrow(format))
     for (const char* name : kInFormat)
@@ -348,7 +420,14 @@ int compare_command(const std::vector<std::string>& args) {
       .required()
       .text("out", "OUT.npy", "the output to check: [Tq,dv], [B,Tq,dv] or [B,H,Tq,dv], the format of --q")
       .required()
-      .text("allow", "MASK.npy", "which keys each query may attend (true = may): [Tq,Tk] or [B,Tq,Tk], bool or uint8")
+      .text("allow", "MASK.npy",
+            "which keys each query may attend (true = may), bool or uint8: [Tq,Tk], [B,Tq,Tk], or [B,H,Tq,Tk] with any of "
+            "them 1 (broadcast, as PyTorch's and JAX's masks); one that differs between heads is checked as a bias of 0 "
+            "and -inf")
+      .choice("layout", {"bhsd", "bshd"},
+              "how 4-D q, k, v, out and the gradients are laid out: [B,H,T,d] (PyTorch), or [B,T,H,d] (JAX, "
+              "FlashAttention, transformers); the mask, bias and lse are [B,H,Tq,Tk] and [B,H,Tq] either way",
+              "bhsd")
       .choice("causal", {"none", "upper-left", "lower-right"}, "the causal mask: key j <= i, or j <= i + Tk - Tq", "none")
       .number("scale", "S", "the scores' scale; 1/sqrt(dk) when absent")
       .text("window", "L,R", "a sliding window, FlashAttention's inclusive convention: key j within i + Tk - Tq - L .. i + Tk - Tq + R; -1 = unbounded")

@@ -115,7 +115,8 @@ std::vector<uint8_t> screen(const Problem<T>& p, const T* computed, const T* pla
 }
 
 template <class T>
-Verdict judge_rows(const Problem<T>& p, const T* computed, const T* plain, Reference& ref) {
+Verdict judge_rows(const Problem<T>& p, const T* computed, const T* plain, Reference& ref,
+                   const std::function<void(int64_t rows)>& computing_every_row) {
   Verdict verdict = judge(computed, plain, ref.out);
   if (ref.out.exact_rows.empty() || !verdict.bound.ok()) return verdict;
   // The screened rows in chunks that double, each judged at once: a kernel wrong everywhere fails
@@ -138,6 +139,7 @@ Verdict judge_rows(const Problem<T>& p, const T* computed, const T* plain, Refer
   if (!verdict.precision.ok()) {
     std::vector<uint8_t> rest(ref.out.exact_rows.size());
     for (size_t row = 0; row < rest.size(); ++row) rest[row] = !ref.out.exact_rows[row];
+    if (computing_every_row) computing_every_row(std::count(rest.begin(), rest.end(), uint8_t(1)));
     add_rows(p, rest, ref);
     verdict = judge(computed, plain, ref.out);
   }
@@ -148,7 +150,7 @@ Verdict judge_rows(const Problem<T>& p, const T* computed, const T* plain, Refer
   template std::vector<uint8_t> sample_rows(const Problem<T>&, int64_t);                                      \
   template std::vector<uint8_t> default_rows(const Problem<T>&);                                              \
   template std::vector<uint8_t> screen(const Problem<T>&, const T*, const T*, const ExactTensor&);             \
-  template Verdict judge_rows(const Problem<T>&, const T*, const T*, Reference&);
+  template Verdict judge_rows(const Problem<T>&, const T*, const T*, Reference&, const std::function<void(int64_t)>&);
 ATTNCHECK_ROWS(float)
 ATTNCHECK_ROWS(double)
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "attncheck/compare.hpp"
@@ -45,8 +46,10 @@ std::vector<uint8_t> screen(const Problem<T>& problem, const T* computed, const 
 // The one verdict (compare.hpp's judge) on `computed` against `ref`, every row or a sample: a
 // sampled reference first judges its own rows, then gains the rows the screen flags (in chunks,
 // stopping at the first wrong one), and before calling a kernel imprecise gains every row, since
-// the precision gate's limit scales with the built-in's largest loss over all of them.
+// the precision gate's limit scales with the built-in's largest loss over all of them;
+// `computing_every_row`, when given, is told first how many rows that adds (it can take minutes).
 template <class T>
-Verdict judge_rows(const Problem<T>& problem, const T* computed, const T* plain, Reference& ref);
+Verdict judge_rows(const Problem<T>& problem, const T* computed, const T* plain, Reference& ref,
+                   const std::function<void(int64_t rows)>& computing_every_row = {});
 
 }  // namespace attncheck
