@@ -518,11 +518,16 @@ Outcome IsolatedKernel::hung(const char* during) {
   stop();
   char detail[200];
   std::snprintf(detail, sizeof detail, "hung: no answer within %.3g s while %s (the child was killed)%s", call_timeout_, during,
-                call_timeout_ < timeout_ ? "; the timeout adapts: 10 times what calls so far took on problems as large, at least 1 s (--case-timeout S fixes it)" : "");
+                call_timeout_ < timeout_ ? "; the timeout adapts: 10 times what calls so far took on problems as large (--case-timeout S fixes it)" : "");
   return Outcome{Outcome::hung, 0, detail};
 }
 
 namespace {
+// The adaptive timeout's floors: a plugin's call costs what its work does; a command's may also
+// build a session or compile for each new shape (ONNX Runtime, JAX), and a Python child is slower
+// to be scheduled on a loaded machine, which the work does not predict (1 s took ONNX Runtime's
+// GroupQueryAttention, 1.1 to 1.9 s a call on a loaded machine, for a hang).
+constexpr double kPluginFloor = 1, kCommandFloor = 10;
 // A kind of call, for the adaptive timeout: its dtype, and whether it is the backward or asks the
 // lse (other code, which a JIT may compile on its first call); and its work.
 uint64_t call_kind(const ProblemHeader& r) {
@@ -546,7 +551,7 @@ double IsolatedKernel::timeout_for(const ProblemHeader& request) const {
     const double ratio = double(work) / double(std::max<int64_t>(at->first.second, 1));
     expected = at->second * ratio * ratio;
   }
-  return std::clamp(10 * expected, std::min(1.0, timeout_), timeout_);
+  return std::clamp(10 * expected, std::min(command_ ? kCommandFloor : kPluginFloor, timeout_), timeout_);
 }
 
 void IsolatedKernel::record_time(const ProblemHeader& request, double seconds) {

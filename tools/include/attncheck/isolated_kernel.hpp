@@ -59,7 +59,8 @@ class IsolatedKernel {
 
   // With `adaptive`, a call's timeout is ten times the slowest call so far of its kind (format,
   // features, forward or backward) on a problem at least as large (B H Tq Tk (dk + dv)), at least
-  // 1 s and at most the constructor's timeout, which the first call of each kind since the child
+  // 1 s (a command: 10 s, for a session built or a function compiled per shape) and at most the
+  // constructor's timeout, which the first call of each kind since the child
   // started gets (a JIT compiling, a library loading): a kernel that hangs on one shape costs
   // seconds, not the whole timeout, on every case of that shape.
   void adapt_timeout(bool adaptive) { adaptive_ = adaptive; }
