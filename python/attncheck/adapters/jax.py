@@ -1,30 +1,38 @@
 """JAX's `jax.nn.dot_product_attention` (implementation="xla" by default) on the CPU, as a child of
 `attncheck check --impl-cmd`.
 
-    attncheck check --impl-cmd "VENV_PYTHON -m attncheck.adapters.jax [--implementation xla|cudnn] [--enable-x64]"
+    attncheck check --impl-cmd "VENV_PYTHON -m attncheck.adapters.jax [--implementation xla|cudnn]
+                               [--enable-x64] [--jit auto|always|never] [--pad-head-dims]"
 
-Each problem is translated into the function's own arguments and the function is called under
-jax.jit, its output returned as it is: no masking, scaling, NaN handling or re-computation of the
-adapter's own. Checked with jax 0.7.1 and jaxlib 0.7.1 (the newest release that installs with
-numpy 1.26.4), ml_dtypes 0.5.4, opt_einsum 3.4.0, scipy 1.17.1.
+Each problem is translated into the function's own arguments and the function is called (under
+jax.jit for f32 and f64), its output returned as it is: no masking, scaling, NaN handling or
+re-computation of the adapter's own. Checked with jax 0.7.1 and jaxlib 0.7.1 (the newest release
+that installs with numpy 1.26.4), ml_dtypes 0.5.4, opt_einsum 3.4.0, scipy 1.17.1.
 
 Compiling. f32 and f64 problems are run under one module-level jax.jit of the call; JAX keeps one
-compiled function per signature
-(shapes, dtypes, which of bias, mask, key lengths, window and scale are given, is_causal). The
-scale and the window's two sizes are passed as traced scalars, not Python constants, so a
-campaign's many scales and windows do not each compile again: the scale as a scalar of the logits'
-format (float32 for f32, f16 and bf16; float64 for f64), which is what the function itself makes of
-a Python float (`jnp.array(scale, dtype=logits.dtype)`); the window sizes as int32 scalars, used by
-its window mask only in comparisons. The first call of each signature compiles (about 0.1 to 0.5 s
-here), well inside attncheck's 30 s for the first call of a kind. f16 and bf16 problems are run
+compiled function per signature (shapes, dtypes, which of bias, mask, key lengths, window and
+scale are given, is_causal). The scale and the window's two sizes are passed as traced scalars,
+not Python constants, so a campaign's many scales and windows do not each compile again: the scale
+as a scalar of the logits' format (float32 for f32, f16 and bf16; float64 for f64), which is what
+the function itself makes of a Python float (`jnp.array(scale, dtype=logits.dtype)`); the window
+sizes as int32 scalars, used by its window mask only in comparisons. f16 and bf16 problems are run
 op by op (eagerly, each primitive compiled and cached by JAX): under jax.jit the function raises on
 the CPU with jax 0.7.1 for f16 ("The precision 'F16_F16_F32' is not supported by dot_general on
 CPU") and for bf16 of some shapes ("UNIMPLEMENTED: Dot with multiple contracting dimensions is not
-implemented" with a head dim of 1, for instance). It
-asks its score einsum for DotAlgorithmPreset.F16_F16_F32 (BF16_BF16_F32) and falls back to the
-default precision in a try/except, which catches the refusal only when the einsum runs at once,
-not when it is traced and compiled later (repro_jit_half_formats_raise.py; keras-hub PR 2354 met
-the float16 one). --jit always shows it through attncheck, --jit never runs everything op by op.
+implemented" with a head dim of 1, for instance). It asks its score einsum for
+DotAlgorithmPreset.F16_F16_F32 (BF16_BF16_F32) and falls back to the default precision in a
+try/except, which catches the refusal only when the einsum runs at once, not when it is traced and
+compiled later (repro_jit_half_formats_raise.py; keras-hub PR 2354 met the float16 one). --jit
+always shows it through attncheck, --jit never runs everything op by op. Op by op, the bfloat16
+backward still raises for some shapes (repro_bf16_backward_raises.py). A refused compile, caught
+or not, often leaves the process to die later of SIGSEGV or SIGABRT (glibc: "double free or
+corruption"): attncheck reports a crash (repro_abort_after_refused_half_dots.py).
+
+A campaign draws a new shape for nearly every case, so compiling dominates: 0.4 to 1.3 s for a new
+f32 shape (forward, backward), 1.3 to 4.5 s op by op for f16 and bf16, against 1 to 75 ms once
+compiled; 1 to 12 cases/s here. attncheck's adaptive case timeout (ten times the slowest earlier
+call of a comparable size, at least 1 s) then takes a new shape's compile for a hang: run with
+--case-timeout 30.
 
 How each feature of a problem reaches the function:
 
@@ -32,14 +40,23 @@ How each feature of a problem reaches the function:
               k [B,H_kv,Tk,dk] and v [B,H_kv,Tk,dv] are transposed to [B,Tq,H,dk], [B,Tk,H_kv,dk],
               [B,Tk,H_kv,dv], and the output [B,Tq,H,dv] back to [B,H,Tq,dv] (exact copies).
               JAX requires value to have key's shape, so dv != dk is refused by the function
-              ("value shape should be ..."): such a problem is reported as refused, not adapted.
+              ("value shape should be ..."): such a problem is reported as refused, not adapted
+              (repro_dv_unlike_dk_refused.py). That is most drawn cases, dk and dv being drawn
+              apart, and it hides the rest (e.g. the window bug below): --pad-head-dims, off by
+              default, is an emulation, not the function's own: q, k and v get zero columns up to
+              max(dk, dv) (scores unchanged: the extra products are 0), the scale is passed as
+              1/sqrt(dk) when the problem says default (the function's own would be that of the
+              padded width), and the first dv columns of the output are returned (of dq and dk
+              the first dk, of dv the first dv).
   f32, f16    jnp arrays of float32, float16 as they are.
   bf16        the float32 values holding bf16 values cast to jnp.bfloat16 (exact); the bfloat16
               output is widened to float32 (exact) for the protocol.
   f64         only with --enable-x64, which sets jax_enable_x64 (without it JAX makes every
               float64 array float32) and then claims f64. Not the default: the function keeps its
               softmax in float32 whatever the format ("Softmax and it is always carried out in
-              fp32", jax/_src/nn/functions.py), so a float64 problem is not computed in float64.
+              fp32", jax/_src/nn/functions.py), so a float64 problem is not computed in float64,
+              and its mask value -0.7 x finfo(float64).max becomes -inf in that cast, so an empty
+              row is NaN (repro_float64_softmax_in_float32.py).
   scale       scale= (a traced scalar, above); absent when the problem says default, so the
               function uses its own 1/sqrt(H), H the head dim.
   gqa         key and value with H_kv heads as they are: the function groups query heads as
@@ -68,8 +85,13 @@ How each feature of a problem reaches the function:
 
 The function's conventions (jax/_src/nn/functions.py, _apply_masks): a forbidden score is replaced
 by the finite -0.7 x finfo(logits dtype).max, so a row with no permitted key gives the uniform
-mean of V over all Tk keys (attncheck's --empty-rows mean) and a NaN or inf in a forbidden key or
-value still reaches the output through 0 x NaN (--masked-inputs finite). The conventions run:
+mean of V over all Tk keys (attncheck's --empty-rows mean; but over the mask's forbidden keys
+only when a bias of -inf forbids the others), and a NaN or inf in a forbidden key or value still
+reaches the output through 0 x NaN (--masked-inputs finite). A permitted score of -inf, or below
+the mask value, loses to the forbidden keys, and a row of -inf scores is NaN: findings under
+--empty-rows mean too. jax 0.7.1 ignores local_window_size when no mask, is_causal or key
+lengths are given (jax issue 32300, fixed in 0.8.0): a finding, not worked around. The scripts
+examples/jax/repro_*.py show each with jax and numpy alone. The conventions run:
 
     attncheck check --impl-cmd "VENV_PYTHON -m attncheck.adapters.jax" --empty-rows mean --masked-inputs finite
 """
@@ -89,18 +111,19 @@ jax = jnp = None  # imported by load(), after the platform is chosen
 _calls = {}  # (jitted or not, forward or backward) -> the callable
 IMPLEMENTATION = "xla"
 JIT = "auto"
+PAD_HEAD_DIMS = False
 
 
-def load(enable_x64=False, implementation="xla", jit="auto"):
+def load(enable_x64=False, implementation="xla", jit="auto", pad_head_dims=False):
     """Imports jax on the CPU (JAX_PLATFORMS=cpu unless set) and makes the calls, jitted and not."""
-    global jax, jnp, IMPLEMENTATION, JIT
+    global jax, jnp, IMPLEMENTATION, JIT, PAD_HEAD_DIMS
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     jax = library("jax", "jax")
     import jax.numpy as jnp_module
     jnp = jnp_module
     if enable_x64:
         jax.config.update("jax_enable_x64", True)
-    IMPLEMENTATION, JIT = implementation, jit
+    IMPLEMENTATION, JIT, PAD_HEAD_DIMS = implementation, jit, pad_head_dims
 
     def attention(q, k, v, bias, mask, kv_lens, window, scale, is_causal, implementation):
         return jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, scale=scale, is_causal=is_causal,
@@ -141,11 +164,20 @@ def translate(p):
         raise ValueError("a soft-cap or lse is not claimed")
     dtype = table[p.dtype]
     logits_dtype = jnp.float64 if p.dtype == "f64" else jnp.float32  # jnp.promote_types(query.dtype, float32)
-    bthd = lambda x: jnp.asarray(np.ascontiguousarray(np.transpose(x, (0, 2, 1, 3))), dtype=dtype)
+    width = max(p.dk, p.dv) if PAD_HEAD_DIMS else None  # --pad-head-dims: zero columns up to one head width
+
+    def bthd(x):
+        x = np.transpose(x, (0, 2, 1, 3))
+        if width is not None and x.shape[3] < width:
+            x = np.concatenate([x, np.zeros(x.shape[:3] + (width - x.shape[3],), x.dtype)], axis=3)
+        return jnp.asarray(np.ascontiguousarray(x), dtype=dtype)
+
     args = {"q": bthd(p.q), "k": bthd(p.k), "v": bthd(p.v), "bias": None, "mask": None, "kv_lens": None,
             "window": None, "scale": None, "is_causal": False, "implementation": IMPLEMENTATION}
     if p.scale is not None:
         args["scale"] = jnp.asarray(p.scale, dtype=logits_dtype)
+    elif width is not None and width != p.dk:  # the function's default would be 1/sqrt(the padded width)
+        args["scale"] = jnp.asarray(1 / np.sqrt(p.dk), dtype=logits_dtype)
     d = p.Tk - p.Tq
     i = np.arange(p.Tq)[:, None]
     j = np.arange(p.Tk)[None, :]
@@ -192,14 +224,18 @@ def _bhtd(x):
 
 def forward(p):
     args = translate(p)
-    return _bhtd(_calls[jitted(p.dtype), "forward"](**args))
+    return _bhtd(_calls[jitted(p.dtype), "forward"](**args))[..., :p.dv]
 
 
 def backward(p, dout):
     args = translate(p)
-    args["dout"] = jnp.asarray(np.ascontiguousarray(np.transpose(dout, (0, 2, 1, 3))), dtype=args["q"].dtype)
+    dout = np.transpose(dout, (0, 2, 1, 3))
+    width = args["v"].shape[3]
+    if dout.shape[3] < width:  # --pad-head-dims: the padded output columns get no cotangent
+        dout = np.concatenate([dout, np.zeros(dout.shape[:3] + (width - dout.shape[3],), dout.dtype)], axis=3)
+    args["dout"] = jnp.asarray(np.ascontiguousarray(dout), dtype=args["q"].dtype)
     dq, dk, dv = _calls[jitted(p.dtype), "backward"](**args)
-    return _bhtd(dq), _bhtd(dk), _bhtd(dv)
+    return _bhtd(dq)[..., :p.dk], _bhtd(dk)[..., :p.dk], _bhtd(dv)[..., :p.dv]
 
 
 def capabilities():
@@ -217,8 +253,12 @@ def main(argv=None):
     parser.add_argument("--jit", choices=("auto", "always", "never"), default="auto",
                         help="call the function under jax.jit: auto (the default) for f32 and f64, and op by op "
                              "for f16 and bf16, whose jitted call raises on the CPU with jax 0.7.1; always; never")
+    parser.add_argument("--pad-head-dims", action="store_true",
+                        help="emulated, not the function's: when dv != dk, which the function refuses, pad q, k "
+                             "and v with zero columns to max(dk, dv), pass the scale 1/sqrt(dk) when the problem "
+                             "says default, and return the first dv columns (and dq, dk, dv cut likewise)")
     options = parser.parse_args(argv)
-    load(options.enable_x64, options.implementation, options.jit)
+    load(options.enable_x64, options.implementation, options.jit, options.pad_head_dims)
     import attncheck
     attncheck.serve(forward, capabilities=capabilities(), backward=backward)
 

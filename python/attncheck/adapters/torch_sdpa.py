@@ -58,7 +58,10 @@ How each feature of a problem reaches torch:
               FLASH_ATTENTION) (2.3 and later) or torch.backends.cuda.sdp_kernel(enable_math=,
               enable_flash=, enable_mem_efficient=False) (2.0 to 2.2) around each call; default:
               torch's own choice. torch 1.13 has one CPU path (its math composite): default and
-              math both name it, flash is refused.
+              math both name it, flash is refused. torch 2.15's CPU flash kernel (--backend flash,
+              and --lse) refuses dv != dk ("No available kernel"; the operator: "Q/K/V should have
+              the same head size"): no capability rules such problems out, so each is a raised
+              finding (examples/torch_sdpa/repro_flash_needs_equal_head_sizes.py).
   not claimed window, softcap (no such arguments), backward (not wired: torch's autograd could
               give it, but this adapter checks the forward).
 
@@ -75,6 +78,7 @@ torch's conventions, to check it under (test_torch_sdpa.py checks each):
 """
 import argparse
 import contextlib
+import importlib
 import math
 import re
 import sys
@@ -101,9 +105,9 @@ def _optional(getter):
         return None
 
 
-LOWER_RIGHT = _optional(lambda: __import__("torch.nn.attention.bias", fromlist=["causal_lower_right"]).causal_lower_right)
+LOWER_RIGHT = _optional(lambda: importlib.import_module("torch.nn.attention.bias").causal_lower_right)
 FLASH_FOR_CPU = _optional(lambda: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu)
-SDPA_KERNEL = _optional(lambda: __import__("torch.nn.attention", fromlist=["sdpa_kernel"]))
+SDPA_KERNEL = _optional(lambda: importlib.import_module("torch.nn.attention"))
 if SDPA_KERNEL is not None and not hasattr(SDPA_KERNEL, "sdpa_kernel"):
     SDPA_KERNEL = None
 
@@ -236,11 +240,8 @@ class Adapter:
         out, lse = result if self.lse else (result, None)
         if out.dtype != DTYPES[p.dtype]:
             raise TypeError(f"torch returned {out.dtype} for a {p.dtype} problem")
-        out = out.to(torch.float32) if p.dtype == "bf16" else out
-        if not self.lse:
-            return out.numpy()
-        return (out.numpy(), lse.to(torch.float64 if p.dtype == "f64" else torch.float32).numpy()) if p.want_lse \
-            else out.numpy()
+        out = (out.to(torch.float32) if p.dtype == "bf16" else out).numpy()  # bf16 values, exactly, in float32
+        return (out, lse.numpy()) if p.want_lse else out  # lse: float32 (float64 for f64), as the operator gives it
 
 
 def main(argv=None):

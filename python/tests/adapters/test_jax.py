@@ -224,3 +224,28 @@ def test_backward_is_jax_vjp_in_the_problems_layout():
         ds = 0.5 * (np.array([g @ v[0, 0, 0], g @ v[0, 0, 1]]) - g @ out)
         np.testing.assert_allclose(dq[0, h, 0], scale * ds @ k[0, 0], rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(dk, 0 * dk, atol=1e-7)  # q is zero: dk = scale * ds q = 0
+
+
+def test_pad_head_dims_emulates_dv_unlike_dk():
+    # --pad-head-dims: zero columns to max(dk, dv), the default scale kept as 1/sqrt(dk), the output
+    # cut to dv columns; off by default (the function refuses, test_dv_unlike_dk_is_refused_by_the_function).
+    r = np.random.default_rng(8)
+    for dk, dv in ((2, 5), (5, 2)):
+        q = r.standard_normal((1, 2, 3, dk)).astype(np.float32)
+        k = r.standard_normal((1, 1, 4, dk)).astype(np.float32)
+        v = r.standard_normal((1, 1, 4, dv)).astype(np.float32)
+        p = problem(q, k, v, causal="upper-left")
+        adapter.load(pad_head_dims=True)
+        try:
+            args = adapter.translate(p)
+            assert args["q"].shape[3] == args["v"].shape[3] == 5
+            assert (args["scale"] is None) == (dk == 5)
+            out = adapter.forward(p)
+            dq, dkk, dvv = adapter.backward(p, np.ones((1, 2, 3, dv), np.float32))
+        finally:
+            adapter.load()
+        assert out.shape == (1, 2, 3, dv) and dq.shape == q.shape and dkk.shape == k.shape and dvv.shape == v.shape
+        np.testing.assert_allclose(out, numpy_attention(p), rtol=2e-5, atol=2e-6)
+        # dout all ones: dv[j, c] is key j's weight summed over the queries of both heads, for every c
+        weights = numpy_attention(problem(q, k, np.eye(4, dtype=np.float32).reshape(1, 1, 4, 4), causal="upper-left"))
+        np.testing.assert_allclose(dvv[0, 0], np.repeat(weights[0].sum((0, 1))[:, None], dv, 1), rtol=2e-5, atol=2e-6)

@@ -1,7 +1,8 @@
-"""The ONNX Runtime child's translation, on cases small enough to compute by hand, and the
-conventions of ONNX Runtime 1.30's Attention that README.md states.
+"""The ONNX Runtime adapter's translation (attncheck.adapters.onnxruntime: --op attention, gqa,
+mha), on cases small enough to compute by hand, and the conventions of ONNX Runtime 1.30's
+operators that README.md states.
 
-Run: $ATTNCHECK_VENV_PYTHON -m pytest -q -p no:cacheprovider examples/onnxruntime/test_ort_attention.py
+Run: $ATTNCHECK_VENV_PYTHON -m pytest -q -p no:cacheprovider python/tests/adapters/test_onnxruntime.py
 (ci/lib.sh's ensure_venv makes that python; pytest comes from Debian's python3-pytest.)
 """
 import math
@@ -11,21 +12,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parents[1] / "python"))
-import ort_attention  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the client, from the source tree
 from attncheck import _protocol as wire  # noqa: E402
 from attncheck._problem import Problem  # noqa: E402
+from attncheck.adapters import onnxruntime as ort_attention  # noqa: E402
 
 
-def problem(q, k, v, dtype="f32", causal="none", scale=0.0, softcap=0.0, allow=None, kv_lens=None, bias=None):
+def problem(q, k, v, dtype="f32", causal="none", scale=0.0, softcap=0.0, allow=None, kv_lens=None, bias=None,
+            window=None):
     """A Problem as the checker sends it (through the protocol's own payload)."""
     storage = np.dtype(wire.STORAGE[dtype])
     B, H, Tq, dk = q.shape
     _, H_kv, Tk, dv = v.shape
     payload = wire.problem_payload(
-        dtype, (B, H, H_kv, Tq, Tk, dk, dv), causal, None, scale, softcap,
+        dtype, (B, H, H_kv, Tq, Tk, dk, dv), causal, window, scale, softcap,
         q=q.astype(storage).tobytes(), k=k.astype(storage).tobytes(), v=v.astype(storage).tobytes(),
         allow=None if allow is None else np.asarray(allow, np.uint8).tobytes(),
         kv_lens=None if kv_lens is None else np.asarray(kv_lens, "<i4").tobytes(),
@@ -39,8 +39,8 @@ def test_explicit_mask_and_scale_on_a_1x1x2x2_case():
     v = np.array([[1, 2], [3, 4]], np.float32).reshape(1, 1, 2, 2)
     allow = np.array([[True, False], [True, True]]).reshape(1, 2, 2)  # query 0 sees key 0 alone
     p = problem(q, k, v, scale=0.5, allow=allow)
-    feeds, mask, attributes = ort_attention.translate(p)
-    assert mask == ("bool", (1, 1, 2, 2)) and feeds["attn_mask"].dtype == bool
+    feeds, attributes = ort_attention.translate(p)
+    assert feeds["attn_mask"].shape == (1, 1, 2, 2) and feeds["attn_mask"].dtype == bool
     assert dict(attributes) == {"scale": 0.5}
     out = ort_attention.forward(p)
     # query 1: scores 0.5 * (0, 2) = (0, 1), weights (1, e) / (1 + e)
@@ -56,7 +56,7 @@ def test_grouped_kv_heads_are_contiguous_groups():
     k = np.zeros((1, 2, 1, 1), np.float32)
     v = np.array([10, 20], np.float32).reshape(1, 2, 1, 1)
     p = problem(q, k, v)
-    assert dict(ort_attention.translate(p)[2]) == {"q_num_heads": 4, "kv_num_heads": 2}
+    assert dict(ort_attention.translate(p)[1]) == {"q_num_heads": 4, "kv_num_heads": 2}
     assert ort_attention.forward(p).ravel().tolist() == [10, 10, 20, 20]
 
 
@@ -66,8 +66,8 @@ def test_key_lengths_and_lower_right_causal_become_the_bool_mask():
     k = np.zeros((2, 1, 3, 1), np.float32)
     v = np.tile(np.array([3, 6, 9], np.float32).reshape(1, 1, 3, 1), (2, 1, 1, 1))
     p = problem(q, k, v, causal="lower-right", kv_lens=[3, 1])
-    feeds, mask, attributes = ort_attention.translate(p)
-    assert "is_causal" not in dict(attributes) and mask == ("bool", (2, 1, 2, 3))
+    feeds, attributes = ort_attention.translate(p)
+    assert "is_causal" not in dict(attributes) and feeds["attn_mask"].shape == (2, 1, 2, 3)
     assert feeds["attn_mask"][:, 0].tolist() == [[[True, True, False], [True, True, True]],
                                                  [[True, False, False], [True, False, False]]]
     # equal scores: the mean of the values each query sees
@@ -77,8 +77,8 @@ def test_key_lengths_and_lower_right_causal_become_the_bool_mask():
 def test_upper_left_causal_is_the_operators_own_and_so_is_lower_right_when_square():
     q, k, v = (np.zeros((1, 1, 2, 1), np.float32) for _ in range(3))
     for causal in ("upper-left", "lower-right"):
-        feeds, mask, attributes = ort_attention.translate(problem(q, k, v, causal=causal))
-        assert dict(attributes) == {"is_causal": 1} and mask is None and "attn_mask" not in feeds
+        feeds, attributes = ort_attention.translate(problem(q, k, v, causal=causal))
+        assert dict(attributes) == {"is_causal": 1} and list(feeds) == ["Q", "K", "V"]
 
 
 def test_bias_with_an_allow_mask_is_one_float_mask():
@@ -87,8 +87,8 @@ def test_bias_with_an_allow_mask_is_one_float_mask():
     v = np.array([1, 2, 4], np.float32).reshape(1, 1, 3, 1)
     bias = np.array([0, math.log(3), 5], np.float32).reshape(1, 1, 1, 3)
     p = problem(q, k, v, allow=np.array([True, True, False]).reshape(1, 1, 3), bias=bias)
-    feeds, mask, _ = ort_attention.translate(p)
-    assert mask == ("f32", (1, 1, 1, 3))
+    feeds, _ = ort_attention.translate(p)
+    assert feeds["attn_mask"].dtype == np.float32 and feeds["attn_mask"].shape == (1, 1, 1, 3)
     assert feeds["attn_mask"].ravel().tolist() == [0, np.float32(math.log(3)), -np.inf]
     # weights (1, 3) / 4 over the permitted keys: (1 + 3 * 2) / 4
     assert ort_attention.forward(p).item() == pytest.approx(7 / 4, rel=1e-6)
@@ -110,8 +110,11 @@ def test_float16_runs_in_float16_and_sessions_are_cached():
     assert out.item() == pytest.approx(w @ [2, -2], abs=2e-3)
 
 
-def test_claims_what_the_cpu_kernel_takes():
-    assert ort_attention.CAPABILITIES == {"f32", "f16", "allow", "causal", "kv_lens", "gqa", "softcap", "bias"}
+def test_claims_what_the_cpu_kernels_take():
+    assert ort_attention.CAPABILITIES == {
+        "attention": {"f32", "f16", "allow", "causal", "kv_lens", "gqa", "softcap", "bias"},
+        "gqa": {"f32", "f16", "causal", "gqa", "window", "softcap", "bias"},
+        "mha": {"f32", "f16", "allow", "causal", "kv_lens", "bias"}}
 
 
 # ONNX Runtime 1.30's conventions, as README.md states them (a new version that changes one fails here).
@@ -140,3 +143,189 @@ def test_ort_refuses_a_negative_scale():
     q, k, v = (np.zeros((1, 1, 1, 1), np.float32) for _ in range(3))
     with pytest.raises(Exception, match="scale must be greater than 0"):
         ort_attention.forward(problem(q, k, v, scale=-0.25))
+
+
+# --opset 24: key lengths through the operator's own nonpad_kv_seqlen
+
+def test_opset_24_passes_key_lengths_as_nonpad_kv_seqlen_not_a_mask():
+    q = np.zeros((2, 1, 2, 1), np.float32)
+    k = np.zeros((2, 1, 3, 1), np.float32)
+    v = np.tile(np.array([3, 6, 9], np.float32).reshape(1, 1, 3, 1), (2, 1, 1, 1))
+    p = problem(q, k, v, kv_lens=[3, 1])
+    feeds, _ = ort_attention.translate(p, opset=24)
+    assert list(feeds) == ["Q", "K", "V", "attn_mask", "past_key", "past_value", "nonpad_kv_seqlen"]
+    assert feeds["attn_mask"] is None and feeds["nonpad_kv_seqlen"].tolist() == [3, 1]
+    assert feeds["nonpad_kv_seqlen"].dtype == np.int64
+    assert ort_attention.forward(p, opset=24)[:, 0, :, 0].tolist() == [[6.0, 6.0], [3.0, 3.0]]
+    # with an allow mask the mask holds the allow mask alone, the lengths stay an input of their own
+    allow = np.array([[[False, True, True], [True, True, True]]] * 2)
+    feeds, _ = ort_attention.translate(problem(q, k, v, kv_lens=[3, 1], allow=allow), opset=24)
+    assert feeds["attn_mask"][:, 0].tolist() == allow.tolist()
+
+
+# --op gqa: GroupQueryAttention
+
+def gqa_problem(Tq, Tk, dk=1, dv=1, H=1, H_kv=1, B=1, **options):
+    """q = k = 0 (equal scores), v[.., j, 0] = j + 1: each output is the mean of (j + 1) over the keys seen."""
+    q = np.zeros((B, H, Tq, dk), np.float32)
+    k = np.zeros((B, H_kv, Tk, dk), np.float32)
+    v = np.zeros((B, H_kv, Tk, dv), np.float32)
+    v[..., 0] = np.arange(1, Tk + 1)
+    return problem(q, k, v, **options)
+
+
+def test_gqa_splits_the_keys_into_a_past_and_the_new_ones_and_packs_the_heads():
+    q = np.arange(1 * 2 * 2 * 3, dtype=np.float32).reshape(1, 2, 2, 3)  # B 1, H 2, Tq 2, dk 3
+    k = np.arange(1 * 1 * 5 * 3, dtype=np.float32).reshape(1, 1, 5, 3) + 100
+    v = np.arange(1 * 1 * 5 * 2, dtype=np.float32).reshape(1, 1, 5, 2) + 200
+    feeds, attributes, d = ort_attention.translate_gqa(problem(q, k, v, causal="lower-right"))
+    assert d == 8 and dict(attributes) == {"num_heads": 2, "kv_num_heads": 1, "scale": pytest.approx(1 / math.sqrt(3))}
+    assert feeds["query"].shape == (1, 2, 16)  # [B,Tq,H*d], head h in columns 8h .. 8h + 7
+    assert feeds["query"][0, 1, 8:11].tolist() == q[0, 1, 1].tolist() and feeds["query"][0, 1, 11:16].tolist() == [0] * 5
+    assert feeds["past_key"].shape == (1, 1, 3, 8) and feeds["past_key"][0, 0, :, :3].tolist() == k[0, 0, :3].tolist()
+    assert feeds["key"].shape == (1, 2, 8) and feeds["key"][0, :, :3].tolist() == k[0, 0, 3:].tolist()
+    assert feeds["value"][0, :, :2].tolist() == v[0, 0, 3:].tolist() and feeds["past_value"][0, 0, :, 2:].max() == 0
+    assert feeds["seqlens_k"].tolist() == [4] and feeds["total_sequence_length"] == 5
+
+
+def test_gqa_causal_is_lower_right_through_the_cache():
+    # Tq 2 over Tk 5: query 0 sees keys 0..3 (mean of 1..4 = 2.5), query 1 all five (3)
+    p = gqa_problem(2, 5, causal="lower-right")
+    assert ort_attention.forward_gqa(p)[0, 0, :, 0].tolist() == [2.5, 3.0]
+    # causal none is the operator's causal = 0: both see every key
+    p = gqa_problem(2, 5)
+    assert dict(ort_attention.translate_gqa(p)[1])["causal"] == 0
+    assert ort_attention.forward_gqa(p)[0, 0, :, 0].tolist() == [3.0, 3.0]
+    # square: upper-left is the same mask, sent as causal = 1
+    assert ort_attention.forward_gqa(gqa_problem(3, 3, causal="upper-left"))[0, 0, :, 0].tolist() == [1.0, 1.5, 2.0]
+
+
+def test_gqa_refuses_what_it_cannot_express_naming_the_missing_capability():
+    with pytest.raises(ort_attention.NotExpressible, match="causal lower-right only"):
+        ort_attention.translate_gqa(gqa_problem(2, 5, causal="upper-left"))
+    with pytest.raises(ort_attention.NotExpressible, match="Tq <= Tk"):
+        ort_attention.translate_gqa(gqa_problem(3, 2))
+    with pytest.raises(ort_attention.NotExpressible, match="right side 0"):
+        ort_attention.translate_gqa(gqa_problem(3, 3, window=(1, 1)))
+
+
+def test_gqa_window_left_is_local_window_size_minus_one():
+    # window (1, 0), lower-right, Tq 2 over Tk 5: query 0 sees keys 2, 3 (mean of 3, 4), query 1 keys 3, 4
+    p = gqa_problem(2, 5, causal="lower-right", window=(1, 0))
+    assert dict(ort_attention.translate_gqa(p)[1])["local_window_size"] == 2
+    assert ort_attention.forward_gqa(p)[0, 0, :, 0].tolist() == [3.5, 4.5]
+    # window (0, 0) without causal: the diagonal alone, as causal = 1 with local_window_size 1
+    p = gqa_problem(3, 3, window=(0, 0))
+    attributes = dict(ort_attention.translate_gqa(p)[1])
+    assert "causal" not in attributes and attributes["local_window_size"] == 1
+    assert ort_attention.forward_gqa(p)[0, 0, :, 0].tolist() == [1.0, 2.0, 3.0]
+    # window (-1, 0): lower-right causal with no left bound
+    p = gqa_problem(2, 3, window=(-1, 0))
+    assert "local_window_size" not in dict(ort_attention.translate_gqa(p)[1])
+    assert ort_attention.forward_gqa(p)[0, 0, :, 0].tolist() == [1.5, 2.0]
+
+
+def test_gqa_grouped_heads_are_contiguous_and_the_output_is_unpacked():
+    # H 4 over H_kv 2, one key: query head h gets KV head h // 2's value, 10 10 20 20; dv 3 columns back
+    q = np.zeros((1, 4, 1, 1), np.float32)
+    k = np.zeros((1, 2, 1, 1), np.float32)
+    v = np.array([[10, 1, 2], [20, 3, 4]], np.float32).reshape(1, 2, 1, 3)
+    out = ort_attention.forward_gqa(problem(q, k, v))
+    assert out.shape == (1, 4, 1, 3)
+    assert out[0, :, 0].tolist() == [[10, 1, 2], [10, 1, 2], [20, 3, 4], [20, 3, 4]]
+
+
+def test_gqa_scale_softcap_and_bias():
+    # one query over keys 0, 1 with q.k = (0, 2), dk 1 padded to 8: scale 0.5 gives scores (0, 1)
+    q = np.array([2], np.float32).reshape(1, 1, 1, 1)
+    k = np.array([0, 1], np.float32).reshape(1, 1, 2, 1)
+    v = np.array([0, 1], np.float32).reshape(1, 1, 2, 1)
+    e = math.e
+    assert ort_attention.forward_gqa(problem(q, k, v, scale=0.5)).item() == pytest.approx(e / (1 + e), rel=1e-6)
+    # default scale: 1/sqrt(dk) = 1 (dk 1), not 1/sqrt(8) of the padded head: scores (0, 2)
+    assert ort_attention.forward_gqa(problem(q, k, v)).item() == pytest.approx(e ** 2 / (1 + e ** 2), rel=1e-6)
+    # soft-cap 1 then the bias (0, -inf): key 1 forbidden by the bias
+    bias = np.array([0, -np.inf], np.float32).reshape(1, 1, 1, 2)
+    assert ort_attention.forward_gqa(problem(q, k, v, bias=bias, softcap=1.0)).item() == 0
+    # the soft-cap comes before the bias: cap 1 of scores (0, 0) plus a bias (0, 1) gives weights (1, e) / (1 + e)
+    q0 = np.zeros((1, 1, 1, 1), np.float32)
+    bias = np.array([0, 1], np.float32).reshape(1, 1, 1, 2)
+    assert ort_attention.forward_gqa(problem(q0, k, v, bias=bias, softcap=1.0)).item() == pytest.approx(e / (1 + e), rel=1e-6)
+
+
+def test_gqa_float16():
+    q = np.array([0.5, -1], np.float16).reshape(1, 1, 1, 2)
+    k = np.array([1, 1, -1, 0.5], np.float16).reshape(1, 1, 2, 2)
+    v = np.array([2, -2], np.float16).reshape(1, 1, 2, 1)
+    out = ort_attention.forward_gqa(problem(q, k, v, dtype="f16"))
+    assert out.dtype == np.float16
+    s = np.array([-0.5, -1.0]) / math.sqrt(2)
+    w = np.exp(s) / np.exp(s).sum()
+    assert out.item() == pytest.approx(w @ [2, -2], abs=2e-3)
+
+
+# --op mha: MultiHeadAttention
+
+def test_mha_packs_the_heads_and_keeps_dv():
+    # H 2, one key: head h's value; dv 2 differs from dk 1
+    q = np.zeros((1, 2, 1, 1), np.float32)
+    k = np.zeros((1, 2, 1, 1), np.float32)
+    v = np.array([[10, 11], [20, 21]], np.float32).reshape(1, 2, 1, 2)
+    p = problem(q, k, v)
+    feeds, attributes = ort_attention.translate_mha(p)
+    assert feeds["query"].shape == (1, 1, 2) and feeds["value"][0, 0].tolist() == [10, 11, 20, 21]
+    assert dict(attributes) == {"num_heads": 2}
+    assert ort_attention.forward_mha(p)[0, :, 0].tolist() == [[10, 11], [20, 21]]
+
+
+def test_mha_key_lengths_and_the_allow_mask_are_key_padding_masks():
+    q = np.zeros((2, 1, 2, 1), np.float32)
+    k = np.zeros((2, 1, 3, 1), np.float32)
+    v = np.tile(np.array([3, 6, 9], np.float32).reshape(1, 1, 3, 1), (2, 1, 1, 1))
+    p = problem(q, k, v, kv_lens=[3, 1])
+    feeds, _ = ort_attention.translate_mha(p)
+    assert feeds["key_padding_mask"].tolist() == [3, 1] and feeds["key_padding_mask"].dtype == np.int32
+    assert ort_attention.forward_mha(p)[:, 0, :, 0].tolist() == [[6.0, 6.0], [3.0, 3.0]]
+    # an allow mask (and key lengths with it) is the [B,Tq,Tk] form, 1 = attend
+    allow = np.array([[[True, False, True], [False, True, True]]] * 2)
+    p = problem(q, k, v, allow=allow, kv_lens=[3, 2])
+    feeds, _ = ort_attention.translate_mha(p)
+    assert feeds["key_padding_mask"].tolist() == [[[1, 0, 1], [0, 1, 1]], [[1, 0, 0], [0, 1, 0]]]
+    assert ort_attention.forward_mha(p)[:, 0, :, 0].tolist() == [[6.0, 7.5], [3.0, 6.0]]
+
+
+def test_mha_causal_is_unidirectional_and_lower_right_a_mask():
+    q, k = np.zeros((1, 1, 3, 1), np.float32), np.zeros((1, 1, 3, 1), np.float32)
+    v = np.array([3, 6, 9], np.float32).reshape(1, 1, 3, 1)
+    p = problem(q, k, v, causal="upper-left")
+    assert dict(ort_attention.translate_mha(p)[1])["unidirectional"] == 1
+    assert ort_attention.forward_mha(p)[0, 0, :, 0].tolist() == [3.0, 4.5, 6.0]
+    q = np.zeros((1, 1, 2, 1), np.float32)
+    p = problem(q, k, v, causal="lower-right")
+    feeds, attributes = ort_attention.translate_mha(p)
+    assert "unidirectional" not in dict(attributes) and feeds["key_padding_mask"].tolist() == [[[1, 1, 0], [1, 1, 1]]]
+    assert ort_attention.forward_mha(p)[0, 0, :, 0].tolist() == [4.5, 6.0]
+
+
+def test_mha_bias_is_attention_bias_and_the_scale_an_attribute():
+    q = np.array([2], np.float32).reshape(1, 1, 1, 1)
+    k = np.array([0, 1], np.float32).reshape(1, 1, 2, 1)
+    v = np.array([0, 1], np.float32).reshape(1, 1, 2, 1)
+    bias = np.array([1, 0], np.float32).reshape(1, 1, 1, 2)
+    p = problem(q, k, v, scale=0.5, bias=bias)  # scores (0, 1) + (1, 0): equal
+    feeds, attributes = ort_attention.translate_mha(p)
+    assert feeds["attention_bias"].shape == (1, 1, 1, 2) and dict(attributes)["scale"] == 0.5
+    assert ort_attention.forward_mha(p).item() == pytest.approx(0.5, rel=1e-6)
+
+
+# The contrib operators' conventions in ONNX Runtime 1.30, as the adapter's docstring states them.
+
+def test_mha_convention_a_masked_key_gets_minus_10000_so_an_empty_row_gives_the_mean():
+    q, k = np.zeros((1, 1, 1, 1), np.float32), np.zeros((1, 1, 2, 1), np.float32)
+    v = np.array([1, 3], np.float32).reshape(1, 1, 2, 1)
+    assert ort_attention.forward_mha(problem(q, k, v, allow=np.zeros((1, 1, 2), bool))).item() == 2  # the mean, not 0
+
+
+def test_gqa_convention_local_window_size_counts_the_current_token():
+    # local_window_size 1 (the adapter's window (0, 0)): each query sees itself alone
+    assert ort_attention.forward_gqa(gqa_problem(3, 3, causal="lower-right", window=(0, 0)))[0, 0, :, 0].tolist() == [1, 2, 3]
