@@ -66,7 +66,8 @@ def test_textbook_weights_at_v_is_flagged_under_the_strict_contract(tmp_path):
 def test_keep_going_raises_with_every_finding(tmp_path):
     with pytest.raises(AssertionError) as finding:
         attncheck.check(attncheck.masked(cs336_adapter.inverted_polarity, tensors="torch"), seconds=5,
-                        empty_rows="nan", keep_going=True, counterexample=str(tmp_path / "findings"))
+                        empty_rows="nan", keep_going=True, counterexample=str(tmp_path / "findings"),
+                        args=("--shrink-seconds", "1"))
     report = str(finding.value)
     assert "findings: " in report and "finding 1 of " in report
     assert list((tmp_path / "findings").glob("*.replay"))  # a replay file for each
