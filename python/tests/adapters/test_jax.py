@@ -14,26 +14,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the client, from the source tree
 pytest.importorskip("jax")
-from attncheck import _protocol as wire  # noqa: E402
-from attncheck._problem import Problem  # noqa: E402
+from hand_cases import problem  # noqa: E402
 from attncheck.adapters import jax as adapter  # noqa: E402
 
 adapter.load()
-
-
-def problem(q, k, v, dtype="f32", causal="none", window=None, scale=0.0, allow=None, kv_lens=None, bias=None):
-    """A Problem as the checker sends it (through the protocol's own payload)."""
-    storage = np.dtype(wire.STORAGE[dtype])
-    encode = (lambda x: wire.to_bf16_bits(np.asarray(x, np.float32)).tobytes()) if dtype == "bf16" else \
-        (lambda x: np.asarray(x).astype(storage).tobytes())
-    B, H, Tq, dk = q.shape
-    _, H_kv, Tk, dv = v.shape
-    payload = wire.problem_payload(
-        dtype, (B, H, H_kv, Tq, Tk, dk, dv), causal, window, scale, 0.0, q=encode(q), k=encode(k), v=encode(v),
-        allow=None if allow is None else np.asarray(allow, np.uint8).tobytes(),
-        kv_lens=None if kv_lens is None else np.asarray(kv_lens, "<i4").tobytes(),
-        bias=None if bias is None else encode(bias))
-    return Problem(payload)
 
 
 def numpy_attention(p):

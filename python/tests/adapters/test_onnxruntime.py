@@ -13,24 +13,8 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the client, from the source tree
-from attncheck import _protocol as wire  # noqa: E402
-from attncheck._problem import Problem  # noqa: E402
+from hand_cases import problem  # noqa: E402
 from attncheck.adapters import onnxruntime as ort_attention  # noqa: E402
-
-
-def problem(q, k, v, dtype="f32", causal="none", scale=0.0, softcap=0.0, allow=None, kv_lens=None, bias=None,
-            window=None):
-    """A Problem as the checker sends it (through the protocol's own payload)."""
-    storage = np.dtype(wire.STORAGE[dtype])
-    B, H, Tq, dk = q.shape
-    _, H_kv, Tk, dv = v.shape
-    payload = wire.problem_payload(
-        dtype, (B, H, H_kv, Tq, Tk, dk, dv), causal, window, scale, softcap,
-        q=q.astype(storage).tobytes(), k=k.astype(storage).tobytes(), v=v.astype(storage).tobytes(),
-        allow=None if allow is None else np.asarray(allow, np.uint8).tobytes(),
-        kv_lens=None if kv_lens is None else np.asarray(kv_lens, "<i4").tobytes(),
-        bias=None if bias is None else bias.astype(storage).tobytes())
-    return Problem(payload)
 
 
 def test_explicit_mask_and_scale_on_a_1x1x2x2_case():

@@ -14,25 +14,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the client, from the source tree
 ov = pytest.importorskip("openvino")
-from attncheck import _protocol as wire  # noqa: E402
-from attncheck._problem import Problem  # noqa: E402
+from hand_cases import problem  # noqa: E402
 from attncheck.adapters import openvino as adapter  # noqa: E402
-
-
-def problem(q, k, v, dtype="f32", causal="none", scale=0.0, allow=None, kv_lens=None, bias=None):
-    """A Problem as the checker sends it (through the protocol's own payload)."""
-    B, H, Tq, dk = q.shape
-    _, H_kv, Tk, dv = v.shape
-    if dtype == "bf16":
-        enc = lambda x: wire.to_bf16_bits(np.asarray(x, np.float32)).tobytes()
-    else:
-        enc = lambda x: np.asarray(x, wire.STORAGE[dtype]).tobytes()
-    payload = wire.problem_payload(
-        dtype, (B, H, H_kv, Tq, Tk, dk, dv), causal, None, scale, 0.0, q=enc(q), k=enc(k), v=enc(v),
-        allow=None if allow is None else np.asarray(allow, np.uint8).tobytes(),
-        kv_lens=None if kv_lens is None else np.asarray(kv_lens, "<i4").tobytes(),
-        bias=None if bias is None else enc(bias))
-    return Problem(payload)
 
 
 def reference(q, k, v, scale, permitted):

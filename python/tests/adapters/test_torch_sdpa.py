@@ -14,30 +14,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the client, from the source tree
 torch = pytest.importorskip("torch")
-from attncheck import _protocol as wire  # noqa: E402
-from attncheck._problem import Problem  # noqa: E402
+from hand_cases import problem  # noqa: E402
 from attncheck.adapters import torch_sdpa  # noqa: E402
 
 LEGACY = torch_sdpa.LEGACY
 needs_2x = pytest.mark.skipif(LEGACY, reason="torch 1.13 has no such feature")
 only_113 = pytest.mark.skipif(not LEGACY, reason="a torch 1.13 convention")
 needs_flash_op = pytest.mark.skipif(torch_sdpa.FLASH_FOR_CPU is None, reason="no CPU flash operator in this torch")
-
-
-def problem(q, k, v, dtype="f32", causal="none", scale=0.0, allow=None, kv_lens=None, bias=None, want_lse=False):
-    """A Problem as the checker sends it (through the protocol's own payload)."""
-    q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
-    storage = np.dtype(wire.STORAGE[dtype])
-    enc = (lambda x: wire.to_bf16_bits(np.asarray(x, np.float32)).tobytes()) if dtype == "bf16" else \
-        (lambda x: np.asarray(x).astype(storage).tobytes())
-    B, H, Tq, dk = q.shape
-    _, H_kv, Tk, dv = v.shape
-    payload = wire.problem_payload(
-        dtype, (B, H, H_kv, Tq, Tk, dk, dv), causal, None, scale, 0.0, q=enc(q), k=enc(k), v=enc(v),
-        allow=None if allow is None else np.asarray(allow, np.uint8).tobytes(),
-        kv_lens=None if kv_lens is None else np.asarray(kv_lens, "<i4").tobytes(),
-        bias=None if bias is None else enc(bias), want_lse=want_lse)
-    return Problem(payload)
 
 
 @pytest.fixture(scope="module")
