@@ -22,78 +22,11 @@
 #include "attncheck/implementation.hpp"
 #include "attncheck/oracle.hpp"
 #include "attncheck/printable.hpp"
+#include "attncheck/source_text.hpp"
+#include "attncheck/standalone_repro.hpp"
 
 namespace attncheck {
 namespace {
-
-std::string hex(double x) {
-  char text[40];
-  std::snprintf(text, sizeof text, "%a", x);
-  return text;
-}
-
-// One element as a literal of the language: C++ (hex floats; NAN, INFINITY) or Python (hex
-// strings for float.fromhex); f16 and bf16 as their bit patterns in both.
-std::string literal(double x, Format format, bool python) {
-  if (is_narrow(format)) {
-    char bits[12];
-    std::snprintf(bits, sizeof bits, "0x%04x",
-                  unsigned(format == Format::f16 ? Precision<Half>::to_bits(Precision<Half>::from_double(x))
-                                                 : Precision<BFloat16>::to_bits(Precision<BFloat16>::from_double(x))));
-    return bits;
-  }
-  if (python) return "'" + hex(x) + "'";
-  if (std::isnan(x)) return "NAN";
-  if (std::isinf(x)) return x > 0 ? "INFINITY" : "-INFINITY";
-  return hex(x) + (format == Format::f32 ? "f" : "");
-}
-
-// A string literal of C++ (octal escapes) or Python (hex escapes) holding `text` exactly, whatever
-// it holds: a path or command is data, and a quote in it must not end the literal. Bytes past ASCII
-// stay as they are (UTF-8 in, UTF-8 out).
-std::string string_literal(const std::string& text, bool python) {
-  std::string quoted = "\"";
-  for (const char ch : text) {
-    const auto byte = static_cast<unsigned char>(ch);
-    char escaped[8];
-    if (ch == '"' || ch == '\\')
-      quoted += std::string("\\") + ch;
-    else if (byte < 0x20 || byte == 0x7f)
-      quoted += (std::snprintf(escaped, sizeof escaped, python ? "\\x%02x" : "\\%03o", byte), escaped);
-    else
-      quoted += ch;
-  }
-  return quoted + "\"";
-}
-
-// Text for a comment line of the generated file: one line, however the file or finding spelled it.
-std::string comment(const std::string& text) { return printable(text, 400); }
-
-template <class V, class F>
-std::string joined(const std::vector<V>& values, F each) {
-  std::string text;
-  for (size_t i = 0; i < values.size(); ++i) text += (i ? (i % 8 ? ", " : ",\n    ") : "") + each(values[i]);
-  return text;
-}
-
-// A tensor of the case as literals in its format, and a tensor of the oracle's: its exact values
-// (hi + lo, so that a double kernel is held to more than double's rounding of them) and bounds.
-// What both files hold.
-template <class T>
-std::string values(const std::vector<T>& x, Format format, bool python) {
-  return joined(x, [&](T v) { return literal(double(v), format, python); });
-}
-std::string exact_hi(const ExactTensor& t, bool python) {
-  return joined(t.exact, [&](long double e) { return literal(double(e), Format::f64, python); });
-}
-std::string exact_lo(const ExactTensor& t, bool python) {
-  return joined(t.exact, [&](long double e) {
-    return literal(std::isfinite(e) ? double(e - (long double)double(e)) : 0.0, Format::f64, python);
-  });
-}
-std::string bounds(const ExactTensor& t, bool python) {
-  return joined(t.bound, [&](double b) { return literal(b, Format::f64, python); });
-}
 
 const char* storage(Format f) { return f == Format::f64 ? "double" : f == Format::f32 ? "float" : "uint16_t"; }
 
@@ -237,21 +170,23 @@ std::string pytest_file(const std::string& replay, const CampaignOptions& o, con
   return t.str();
 }
 
-template <class T>
-void write_test(const std::string& replay, const CampaignOptions& o, const Finding& f, bool with_lse, const Case<T>& c,
-                const std::string& why, const std::string& out_path) {
-  const Reference ref = reference(c.problem());
-  const std::string file = o.command ? pytest_file(replay, o, f, c, ref, with_lse, why)
-                                     : gtest_file(replay, o, f, c, ref, with_lse, why);
+// The file on standard output, or in out_path with a line on stderr saying what it is.
+void write_file(const std::string& file, const std::string& out_path, const std::string& what) {
   if (out_path.empty()) {
     std::cout << file;
-  } else {
-    std::ofstream stream(out_path);
-    stream << file;
-    if (!stream) throw std::runtime_error(out_path + ": cannot write");
-    std::fprintf(stderr, "attncheck repro: %s: a %s of Property.%s (%s)\n", out_path.c_str(),
-                 o.command ? "pytest" : "GoogleTest", f.property.c_str(), why.c_str());
+    return;
   }
+  std::ofstream stream(out_path);
+  stream << file;
+  if (!stream) throw std::runtime_error(out_path + ": cannot write");
+  std::fprintf(stderr, "attncheck repro: %s: %s\n", out_path.c_str(), what.c_str());
+}
+
+template <class T>
+std::string test_file(const std::string& replay, const CampaignOptions& o, const Finding& f, bool with_lse,
+                      const Case<T>& c, const std::string& why) {
+  const Reference ref = reference(c.problem());
+  return o.command ? pytest_file(replay, o, f, c, ref, with_lse, why) : gtest_file(replay, o, f, c, ref, with_lse, why);
 }
 
 // The test is written from the call the replay file kept (its failed-call lines), running nothing;
@@ -262,11 +197,19 @@ int repro(const FlagValues& flags) {
   const std::string& replay = flags.text("replay");
   const bool named = named_implementation(flags, options);
   const Finding finding = read_replay(replay, options, named);
+  const bool standalone = flags.text("standalone") == "yes";
+  if (standalone && !options.command)
+    throw std::runtime_error(replay + ": --standalone is for an adapter's finding (a command), not a plugin's");
+  if (standalone) adapter_call(options.impl);  // a command that runs no adapter is refused before anything runs
   auto write = [&](const std::string& case_text, bool with_lse, const std::string& why) {
-    return visit_case_text(case_text, [&](const auto& c) {
-      write_test(replay, options, finding, with_lse, c, why, flags.text("out"));
-      return 0;
-    });
+    const std::string what = (standalone ? "a standalone Python script" : options.command ? "a pytest" : "a GoogleTest") +
+                             std::string(" of Property.") + finding.property + " (" + why + ")";
+    write_file(standalone ? standalone_script({replay, options.impl, finding.property, case_text, why, with_lse})
+                          : visit_case_text(case_text, [&](const auto& c) {
+                              return test_file(replay, options, finding, with_lse, c, why);
+                            }),
+               flags.text("out"), what);
+    return 0;
   };
   if (!named && !finding.failed_call_why.empty()) return write(finding.failed_call, finding.failed_call_lse, finding.failed_call_why);
   if (!named) require_trusted(flags, replay, options);
@@ -294,6 +237,11 @@ int repro_command(const std::vector<std::string>& given) {
             "more on that implementation, and the test is of its first wrong call")
       .required()
       .text("out", "FILE", "where the test goes (default: standard output)", "")
+      .choice("standalone", {"yes", "no"},
+               "yes, for an adapter's finding (--impl-cmd 'python -m attncheck.adapters.NAME ...'): a Python script that "
+               "needs only NumPy and the library, with the problem as exact bits, the adapter's source and options, "
+               "the oracle's values and bound; it exits 1 while the library deviates",
+               "no")
       .run(args, repro);
 }
 

@@ -10,6 +10,7 @@ attack=$1 attncheck=$2 scratch=$3/$1 python=$4 cxx=$5 include=$6 built=$7
 root=$(cd "$(dirname "$0")/../.." && pwd)
 child="$python $root/tools/tests/children/misbehaving_child.py"
 kept=$root/corpus/regressions/check/mutant_sentinel_1e4.replay  # a kept finding without a failed call
+ort_kept=$root/examples/onnxruntime/rows_sum_to_one_f16_overflow.replay  # an adapter's, with its failed call
 example=$root/examples/compare
 rm -rf "$scratch" && mkdir -p "$scratch" && cd "$scratch" || exit 1
 
@@ -52,6 +53,19 @@ case $attack in
   repro_runs_nothing)
     found && with_impl found.replay impl-cmd "touch $scratch/PWNED"
     expect 0 "a pytest of Property." "$attncheck" repro attacked.replay --out test_found.py
+    absent PWNED ;;
+  standalone_of_a_quoted_command)  # the script takes a command's words; quoting is the shell's, refused
+    with_impl "$ort_kept" impl-cmd "python3 -m attncheck.adapters.onnxruntime '; touch PWNED'"
+    expect 2 "is quoted or escaped for the shell" "$attncheck" repro attacked.replay --standalone yes
+    absent PWNED ;;
+  standalone_of_shell_words)  # words the shell would run are only the adapter's options, as strings
+    with_impl "$ort_kept" impl-cmd "python3 -m attncheck.adapters.onnxruntime ;touch PWNED"
+    expect 0 "a standalone Python script of Property." "$attncheck" repro attacked.replay --standalone yes --out s.py
+    grep -qF "ADAPTER_OPTIONS = [\";touch\", \"PWNED\"]" s.py || fail "the words are not the options' strings"
+    absent PWNED ;;
+  standalone_of_no_adapter)
+    with_impl "$ort_kept" impl-cmd "touch PWNED"
+    expect 2 "runs no adapter" "$attncheck" repro attacked.replay --standalone yes
     absent PWNED ;;
   repro_of_a_hostile_plugin_path)  # the path closes the C++ string and calls system()
     found && with_impl found.replay impl "\",0);system(\"touch INJECTED\");(\""

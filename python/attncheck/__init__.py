@@ -11,7 +11,8 @@ See the README's "Checking Python code" and docs/protocol.md.
 """
 from ._adapters import masked
 from ._check import check, find_binary
-from ._command import outside_bound, run_command
+from ._bound import outside_bound
+from ._command import run_command
 from ._problem import Problem
 from ._protocol import CAPABILITIES
 from ._replay import numpy_source, problem_from_replay

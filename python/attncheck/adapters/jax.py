@@ -242,7 +242,8 @@ def capabilities():
     return CAPABILITIES | ({"f64"} if jax.config.jax_enable_x64 else set())
 
 
-def main(argv=None):
+def setup(argv=None):
+    """The options parsed and jax loaded: the keywords of attncheck.serve (forward, capabilities, backward)."""
     parser = argparse.ArgumentParser(prog="python -m attncheck.adapters.jax", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--implementation", choices=("xla", "cudnn"), default="xla",
@@ -259,8 +260,12 @@ def main(argv=None):
                              "says default, and return the first dv columns (and dq, dk, dv cut likewise)")
     options = parser.parse_args(argv)
     load(options.enable_x64, options.implementation, options.jit, options.pad_head_dims)
-    import attncheck
-    attncheck.serve(forward, capabilities=capabilities(), backward=backward)
+    return dict(forward=forward, capabilities=capabilities(), backward=backward)
+
+
+def main(argv=None):
+    import attncheck  # here, not above: the module runs without attncheck in attncheck repro's standalone scripts
+    attncheck.serve(**setup(argv))
 
 
 if __name__ == "__main__":

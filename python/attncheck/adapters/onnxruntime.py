@@ -123,8 +123,6 @@ onnx = library("onnx", "onnxruntime")
 ort = library("onnxruntime", "onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
-import attncheck  # noqa: E402
-
 CAPABILITIES = {
     "attention": {"f32", "f16", "allow", "causal", "kv_lens", "gqa", "softcap", "bias"},
     "gqa": {"f32", "f16", "causal", "gqa", "window", "softcap", "bias"},
@@ -367,7 +365,8 @@ def forward_mha(p):
     return out.reshape(p.B, p.Tq, p.H, p.dv).transpose(0, 2, 1, 3)
 
 
-def main(argv=None):
+def setup(argv=None):
+    """The options parsed: the keywords of attncheck.serve (forward, capabilities)."""
     parser = argparse.ArgumentParser(prog="python -m attncheck.adapters.onnxruntime", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--op", choices=sorted(CAPABILITIES), default="attention",
@@ -378,7 +377,12 @@ def main(argv=None):
     if args.opset != 23 and args.op != "attention":
         parser.error("--opset is --op attention's (the contrib operators are version 1 of com.microsoft)")
     fn = {"attention": functools.partial(forward, opset=args.opset), "gqa": forward_gqa, "mha": forward_mha}[args.op]
-    attncheck.serve(fn, capabilities=CAPABILITIES[args.op])
+    return dict(forward=fn, capabilities=CAPABILITIES[args.op])
+
+
+def main(argv=None):
+    import attncheck  # here, not above: the module runs without attncheck in attncheck repro's standalone scripts
+    attncheck.serve(**setup(argv))
 
 
 if __name__ == "__main__":

@@ -59,9 +59,7 @@ import sys
 
 import numpy as np
 
-import attncheck
-from attncheck import _protocol as wire
-from attncheck.adapters import library
+from . import library
 
 ov = library("openvino", "openvino")
 try:
@@ -81,7 +79,8 @@ def scale_constant_value(dtype, scale):
         return np.float32(scale)
     if dtype == "f16":
         return np.float16(scale)
-    return wire.widen_bf16(wire.to_bf16_bits(np.array([scale], np.float32)))[0]  # exactly bf16
+    mantissa, exponent = math.frexp(scale)  # rounded to 8 significant bits, ties to even (round() is): exactly bf16
+    return np.float32(math.ldexp(round(mantissa * 256), exponent - 8))
 
 
 @functools.lru_cache(maxsize=256)
@@ -107,7 +106,7 @@ def compiled(dtype, q_shape, k_shape, v_shape, mask, scale, causal, precision):
 def _to_ov(dtype, array):
     """A tensor of the format: bf16 values (float32 holding bf16) become an ov.Tensor of bf16 bits."""
     if dtype == "bf16":
-        bits = np.ascontiguousarray(wire.to_bf16_bits(np.asarray(array, np.float32)))
+        bits = (np.asarray(array, np.float32).view(np.uint32) >> 16).astype(np.uint16)  # exact: bf16 values
         return ov.Tensor(bits, list(bits.shape), ov.Type.bf16)
     return np.ascontiguousarray(array, {"f32": np.float32, "f16": np.float16}[dtype])
 
@@ -166,7 +165,7 @@ def forward(p, precision=None):
     results = model([feeds[name] for name in ("query", "key", "value", "attention_mask") if name in feeds])
     out = results[model.output(0)]
     if p.dtype == "bf16":  # the bf16 bits (NumPy has no bf16: OpenVINO shows them as float16)
-        return wire.widen_bf16(np.ascontiguousarray(out).view(np.uint16))
+        return (np.ascontiguousarray(out).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
     expected = {"f32": np.float32, "f16": np.float16}[p.dtype]
     if out.dtype != expected:
         raise TypeError(f"ScaledDotProductAttention returned {out.dtype} for a {p.dtype} problem")
@@ -184,7 +183,9 @@ def runtime_precision(dtype, precision):
     return (hint.to_string() if hasattr(hint, "to_string") else str(hint)), node[0] if node else "?"
 
 
-def main():
+def setup(argv=None):
+    """The options parsed: the keywords of attncheck.serve (forward, capabilities), or None when an
+    option printed what was asked (--report-precision)."""
     global PRECISION
     parser = argparse.ArgumentParser(prog="python -m attncheck.adapters.openvino", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -192,7 +193,7 @@ def main():
                         help="f32: INFERENCE_PRECISION_HINT f32 (the default); default: OpenVINO's own hint")
     parser.add_argument("--report-precision", action="store_true",
                         help="print what the compiled model runs in on this machine, for each format, and exit")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     PRECISION = args.precision
     if args.report_precision:
         print(f"openvino {ov.__version__}, CPU {_CORE.get_property('CPU', 'FULL_DEVICE_NAME')}, "
@@ -201,8 +202,15 @@ def main():
             hint, node = runtime_precision(dtype, args.precision)
             print(f"--precision {args.precision}, {dtype} model: INFERENCE_PRECISION_HINT {hint}, "
                   f"ScaledDotProductAttention runs in {node}")
-        return
-    attncheck.serve(forward, capabilities=CAPABILITIES)
+        return None
+    return dict(forward=forward, capabilities=CAPABILITIES)
+
+
+def main(argv=None):
+    served = setup(argv)
+    if served is not None:
+        import attncheck  # here, not above: the module runs without attncheck in attncheck repro's standalone scripts
+        attncheck.serve(**served)
 
 
 if __name__ == "__main__":

@@ -89,7 +89,6 @@ from . import library
 
 torch = library("torch", "torch_sdpa")
 F = torch.nn.functional
-import attncheck  # noqa: E402  (after torch: a missing torch is the one line above)
 
 VERSION = tuple(int(x) for x in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
 LEGACY = not hasattr(F, "scaled_dot_product_attention")  # torch 1.13: F._scaled_dot_product_attention
@@ -244,7 +243,9 @@ class Adapter:
         return (out, lse.numpy()) if p.want_lse else out  # lse: float32 (float64 for f64), as the operator gives it
 
 
-def main(argv=None):
+def setup(argv=None):
+    """The options parsed: the keywords of attncheck.serve (forward, capabilities), or None when an
+    option printed what was asked (--show-capabilities)."""
     parser = argparse.ArgumentParser(prog="python3 -m attncheck.adapters.torch_sdpa", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=("default", "math", "flash"), default="default",
@@ -263,8 +264,15 @@ def main(argv=None):
     if args.show_capabilities:
         print(f"torch {torch.__version__}, backend {args.backend}{', lse' if args.lse else ''}: "
               f"{' '.join(sorted(adapter.capabilities))}")
-        return
-    attncheck.serve(adapter, capabilities=adapter.capabilities)
+        return None
+    return dict(forward=adapter, capabilities=adapter.capabilities)
+
+
+def main(argv=None):
+    served = setup(argv)
+    if served is not None:
+        import attncheck  # here, not above: the module runs without attncheck in attncheck repro's standalone scripts
+        attncheck.serve(**served)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,91 @@
+// Values as literals of the source files attncheck repro writes (C++ and Python): exact, whatever
+// they hold (NaN, infinities, f16 and bf16 bit patterns, a quote in a path).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "attncheck/oracle.hpp"
+#include "attncheck/precision.hpp"
+#include "attncheck/printable.hpp"
+
+namespace attncheck {
+
+inline std::string hex(double x) {
+  char text[40];
+  std::snprintf(text, sizeof text, "%a", x);
+  return text;
+}
+
+// An element's bit pattern in its format, as a hex integer (a literal of both languages).
+inline std::string bits_literal(double x, Format format) {
+  char bits[24];
+  switch (format) {
+    case Format::f16: std::snprintf(bits, sizeof bits, "0x%04x", unsigned(Precision<Half>::to_bits(Precision<Half>::from_double(x)))); break;
+    case Format::bf16: std::snprintf(bits, sizeof bits, "0x%04x", unsigned(Precision<BFloat16>::to_bits(Precision<BFloat16>::from_double(x)))); break;
+    case Format::f32: std::snprintf(bits, sizeof bits, "0x%08x", unsigned(Precision<float>::to_bits(float(x)))); break;
+    case Format::f64: std::snprintf(bits, sizeof bits, "0x%016llx", (unsigned long long)Precision<double>::to_bits(x)); break;
+  }
+  return bits;
+}
+
+// One element as a literal of the language: C++ (hex floats; NAN, INFINITY) or Python (hex
+// strings for float.fromhex); f16 and bf16 as their bit patterns in both.
+inline std::string literal(double x, Format format, bool python) {
+  if (is_narrow(format)) return bits_literal(x, format);
+  if (python) return "'" + hex(x) + "'";
+  if (std::isnan(x)) return "NAN";
+  if (std::isinf(x)) return x > 0 ? "INFINITY" : "-INFINITY";
+  return hex(x) + (format == Format::f32 ? "f" : "");
+}
+
+// A string literal of C++ (octal escapes) or Python (hex escapes) holding `text` exactly, whatever
+// it holds: a path or command is data, and a quote in it must not end the literal. Bytes past ASCII
+// stay as they are (UTF-8 in, UTF-8 out).
+inline std::string string_literal(const std::string& text, bool python) {
+  std::string quoted = "\"";
+  for (const char ch : text) {
+    const auto byte = static_cast<unsigned char>(ch);
+    char escaped[8];
+    if (ch == '"' || ch == '\\')
+      quoted += std::string("\\") + ch;
+    else if (byte < 0x20 || byte == 0x7f)
+      quoted += (std::snprintf(escaped, sizeof escaped, python ? "\\x%02x" : "\\%03o", byte), escaped);
+    else
+      quoted += ch;
+  }
+  return quoted + "\"";
+}
+
+// Text for a comment line of the generated file: one line, however the file or finding spelled it.
+inline std::string comment(const std::string& text) { return printable(text, 400); }
+
+template <class V, class F>
+std::string joined(const std::vector<V>& values, F each) {
+  std::string text;
+  for (size_t i = 0; i < values.size(); ++i) text += (i ? (i % 8 ? ", " : ",\n    ") : "") + each(values[i]);
+  return text;
+}
+
+// A tensor of the case as literals in its format, and a tensor of the oracle's: its exact values
+// (hi + lo, so that a double kernel is held to more than double's rounding of them) and bounds.
+template <class T>
+std::string values(const std::vector<T>& x, Format format, bool python) {
+  return joined(x, [&](T v) { return literal(double(v), format, python); });
+}
+inline std::string exact_hi(const ExactTensor& t, bool python) {
+  return joined(t.exact, [&](long double e) { return literal(double(e), Format::f64, python); });
+}
+inline std::string exact_lo(const ExactTensor& t, bool python) {
+  return joined(t.exact, [&](long double e) {
+    return literal(std::isfinite(e) ? double(e - (long double)double(e)) : 0.0, Format::f64, python);
+  });
+}
+inline std::string bounds(const ExactTensor& t, bool python) {
+  return joined(t.bound, [&](double b) { return literal(b, Format::f64, python); });
+}
+
+}  // namespace attncheck

@@ -1,0 +1,189 @@
+// attncheck repro --standalone: an adapter's finding as a Python script of its own. What a person
+// sends a library's maintainers: it runs with plain python3, NumPy and the library, and holds the
+// problem as exact bit patterns, the adapter that translated it into the library's inputs (its
+// source, pasted whole, and the options it ran with), the oracle's exact values and bound, and the
+// rule that judges them (python/attncheck/_bound.py, pasted whole as well).
+#include "attncheck/standalone_repro.hpp"
+
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+#include "attncheck/case_text.hpp"
+#include "attncheck/features.hpp"
+#include "attncheck/oracle.hpp"
+#include "attncheck/source_text.hpp"
+
+namespace attncheck {
+
+const std::map<std::string, std::string>& python_sources();  // python_sources.cpp, generated
+
+namespace {
+
+constexpr const char* kModule = "attncheck.adapters.";
+
+std::vector<std::string> words(const std::string& command) {
+  std::istringstream in(command);
+  std::vector<std::string> all;
+  for (std::string word; in >> word;) all.push_back(word);
+  return all;
+}
+
+// One of python_sources(), or an error naming the file.
+const std::string& source(const std::string& name) {
+  const auto found = python_sources().find(name);
+  if (found == python_sources().end())
+    throw std::runtime_error("this attncheck was built without python/attncheck/" + name);
+  if (found->second.find("'''") != std::string::npos)
+    throw std::runtime_error("python/attncheck/" + name + " holds ''', which the script's raw string cannot");
+  return found->second;
+}
+
+// A Python list of the words, each a string literal.
+std::string python_list(const std::vector<std::string>& items) {
+  std::string text = "[";
+  for (size_t i = 0; i < items.size(); ++i) text += (i ? ", " : "") + string_literal(items[i], true);
+  return text + "]";
+}
+
+std::string dims(std::initializer_list<int64_t> d) {
+  std::string text;
+  for (int64_t n : d) text += (text.empty() ? "" : ", ") + std::to_string(n);
+  return text;
+}
+
+// A tensor of the problem as the adapter gets it (attncheck.Problem's arrays): from bit patterns,
+// bf16 as float32 holding its values.
+template <class T>
+std::string tensor(const char* name, const std::vector<T>& x, Format format, const std::string& shape,
+                   const char* axes) {
+  static const std::map<Format, const char*> from_bits = {
+      {Format::f16, "np.array([%s], np.uint16).view(np.float16)"},
+      {Format::bf16, "(np.array([%s], np.uint32) << 16).view(np.float32)"},
+      {Format::f32, "np.array([%s], np.uint32).view(np.float32)"},
+      {Format::f64, "np.array([%s], np.uint64).view(np.float64)"}};
+  const std::string pattern = from_bits.at(format);
+  const std::string literals = joined(x, [&](T v) { return bits_literal(double(v), format); });
+  const size_t at = pattern.find("%s");
+  return std::string("problem.") + name + " = " + pattern.substr(0, at) + literals + pattern.substr(at + 2) +
+         ".reshape(" + shape + ")  # " + axes + "\n";
+}
+
+std::string oracle(const char* prefix, const ExactTensor& e, const std::string& shape) {
+  auto array = [&](const char* name, const std::string& items) {
+    return std::string(prefix) + name + " = np.array([float.fromhex(x) for x in (" + items + ",)]).reshape(" + shape + ")\n";
+  };
+  return array("exact_hi", exact_hi(e, true)) + array("exact_lo", exact_lo(e, true)) + array("bound", bounds(e, true));
+}
+
+template <class T>
+std::string problem_lines(const Case<T>& c, bool with_lse) {
+  const Shape& s = c.shape;
+  std::ostringstream t;
+  t << "# B " << s.B << ", H " << s.H << ", H_kv " << s.kv_heads() << ", Tq " << s.Tq << ", Tk " << s.Tk << ", dk "
+    << s.dk << ", dv " << s.dv << "; " << format_name(c.format) << ", from its bit patterns\n"
+    << "problem = types.SimpleNamespace(\n    dtype=\"" << feature(capability_of(c.format)).word << "\", B=" << s.B
+    << ", H=" << s.H << ", H_kv=" << s.kv_heads() << ", Tq=" << s.Tq << ", Tk=" << s.Tk << ", dk=" << s.dk
+    << ", dv=" << s.dv << ",\n    causal=\"" << causal_name(c.causal) << "\", window="
+    << (c.window_left < 0 && c.window_right < 0 ? std::string("None")
+                                                : "(" + std::to_string(c.window_left) + ", " + std::to_string(c.window_right) + ")")
+    << ", scale=" << (c.scale == 0 ? std::string("None") : "float.fromhex('" + hex(c.scale) + "')")
+    << ", softcap=" << (c.softcap == 0 ? std::string("None") : "float.fromhex('" + hex(c.softcap) + "')")
+    << ", want_lse=" << (with_lse ? "True" : "False") << ", backward=False)\n"
+    << tensor("q", c.q, c.format, dims({s.B, s.H, s.Tq, s.dk}), "[B,H,Tq,dk]")
+    << tensor("k", c.k, c.format, dims({s.B, s.kv_heads(), s.Tk, s.dk}), "[B,H_kv,Tk,dk]")
+    << tensor("v", c.v, c.format, dims({s.B, s.kv_heads(), s.Tk, s.dv}), "[B,H_kv,Tk,dv]")
+    << "problem.allow = "
+    << (c.allow.empty() ? "None"
+                        : "np.array([" + joined(c.allow, [](uint8_t a) { return std::to_string(int(a)); }) +
+                              "], bool).reshape(" + dims({s.B, s.Tq, s.Tk}) + ")")
+    << "  # [B,Tq,Tk], True = may attend\nproblem.kv_lens = "
+    << (c.key_lengths.empty() ? "None"
+                              : "np.array([" + joined(c.key_lengths, [](int32_t n) { return std::to_string(n); }) + "], np.int32)")
+    << "  # [B]\n";
+  if (c.bias.empty())
+    t << "problem.bias = None  # [B,H,Tq,Tk]\n";
+  else
+    t << tensor("bias", c.bias, c.format, dims({s.B, s.H, s.Tq, s.Tk}), "[B,H,Tq,Tk]");
+  return t.str();
+}
+
+// The script's part that is the same for every finding: the pasted modules made importable, the
+// call, the verdict. `adapter` is the module's name (jax, onnxruntime, ...).
+std::string run_lines(const std::string& adapter, bool with_lse) {
+  std::ostringstream t;
+  t << "\n\ndef module(name, source):\n"
+    << "    \"\"\"A pasted attncheck file as the module it is; an adapter's one import from attncheck,\n"
+    << "    `library`, is importlib's import_module here.\"\"\"\n"
+    << "    package = sys.modules.setdefault(\"attncheck_pasted\", types.ModuleType(\"attncheck_pasted\"))\n"
+    << "    package.__path__ = []\n"
+    << "    package.library = lambda library, adapter: importlib.import_module(library)\n"
+    << "    pasted = types.ModuleType(\"attncheck_pasted.\" + name)\n"
+    << "    pasted.__package__ = package.__name__\n"
+    << "    sys.modules[pasted.__name__] = pasted\n"
+    << "    exec(compile(source, \"attncheck/\" + name.replace(\".\", \"/\") + \".py\", \"exec\"), pasted.__dict__)\n"
+    << "    return pasted\n\n\n"
+    << "def main():\n"
+    << "    rule = module(\"_bound\", BOUND_SOURCE)\n"
+    << "    served = module(\"adapters." << adapter << "\", ADAPTER_SOURCE).setup(ADAPTER_OPTIONS)\n"
+    << "    result = served[\"forward\"](problem)\n"
+    << "    out, lse = result if problem.want_lse else (result, None)\n"
+    << "    wrong = rule.outside_bound(np.asarray(out), exact_hi, exact_lo, bound)\n";
+  if (with_lse)
+    t << "    wrong += rule.outside_bound(np.asarray(lse), lse_exact_hi, lse_exact_lo, lse_bound, name=\"lse\", "
+         "infinities_exact=True)\n";
+  t << "    print(f\"{len(wrong)} elements outside attncheck's bound (the library's value, the exact one, the bound):\"\n"
+    << "          if wrong else \"every element within attncheck's bound\")\n"
+    << "    print(\"\\n\".join(wrong))\n"
+    << "    return 1 if wrong else 0\n\n\n"
+    << "if __name__ == \"__main__\":\n    sys.exit(main())\n";
+  return t.str();
+}
+
+template <class T>
+std::string script(const StandaloneCall& call, const AdapterCall& adapter, const Case<T>& c) {
+  const Reference ref = reference(c.problem());
+  const Shape& s = c.shape;
+  const std::string file = "adapters/" + adapter.name + ".py";
+  std::ostringstream t;
+  t << "\"\"\"A standalone reproduction written by `attncheck repro --standalone` (attncheck-repro 1).\n\n"
+    << "Property." << call.property << " on `" << comment(call.command) << "`:\n" << comment(call.why) << ".\n\n"
+    << "It needs Python 3, NumPy and the library the adapter calls; not attncheck. Below: the problem as\n"
+    << "exact bit patterns; attncheck's adapter " << adapter.name << " (python/attncheck/" << file << ", pasted whole),\n"
+    << "which translates the problem into the library's own inputs and calls the library, run with the\n"
+    << "options it had; the oracle's exact output (hi + lo) and the bound of any correct implementation;\n"
+    << "and attncheck's rule for them (python/attncheck/_bound.py, pasted whole). Run: python3 THIS.py.\n"
+    << "It prints each element outside the bound and exits 1 (the library raising is a traceback, and\n"
+    << "exits 1), or says every element is within it and exits 0.\n\"\"\"\n"
+    << "# attncheck repro --standalone --replay " << comment(call.replay) << "\n"
+    << "import importlib\nimport sys\nimport types\n\nimport numpy as np\n\n"
+    << problem_lines(c, call.with_lse) << "\n# attncheck's oracle\n"
+    << oracle("", ref.out, dims({s.B, s.H, s.Tq, s.dv})) << (call.with_lse ? oracle("lse_", ref.lse, dims({s.B, s.H, s.Tq})) : "")
+    << "\nADAPTER_OPTIONS = " << python_list(adapter.options) << "\n"
+    << "ADAPTER_SOURCE = r'''" << source(file) << "'''\n"
+    << "BOUND_SOURCE = r'''" << source("_bound.py") << "'''\n"
+    << run_lines(adapter.name, call.with_lse);
+  return t.str();
+}
+
+}  // namespace
+
+AdapterCall adapter_call(const std::string& command) {
+  if (command.find_first_of("'\"\\$`") != std::string::npos)
+    throw std::runtime_error("the command '" + printable(command, 200) +
+                             "' is quoted or escaped for the shell: a standalone script takes the words of a plain one");
+  const std::vector<std::string> all = words(command);
+  for (size_t i = 0; i + 1 < all.size(); ++i)
+    if (all[i] == "-m" && all[i + 1].rfind(kModule, 0) == 0)
+      return {all[i + 1].substr(std::string(kModule).size()), {all.begin() + long(i) + 2, all.end()}};
+  throw std::runtime_error("the command '" + printable(command, 200) +
+                           "' runs no adapter (python -m attncheck.adapters.NAME): a standalone script is of an "
+                           "adapter's call; for another command, attncheck repro writes a pytest file");
+}
+
+std::string standalone_script(const StandaloneCall& call) {
+  const AdapterCall adapter = adapter_call(call.command);
+  return visit_case_text(call.case_text, [&](const auto& c) { return script(call, adapter, c); });
+}
+
+}  // namespace attncheck
