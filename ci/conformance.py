@@ -1,0 +1,332 @@
+"""The conformance report (ci/conformance runs this): every adapter's library under the strict
+contract and under its documented conventions, for each format it has, every finding kept.
+
+For each row of ROWS (an implementation, its version and entry point) and each format the adapter
+claims, `attncheck check --keep-going yes --dtype F` runs twice: strict, and with the row's
+conventions. A finding is put in the columns of the claims it is about (COLUMNS: from the features
+it fails only with, the policy that would accept it, its kind); the same finding in several formats
+is listed once. Each finding's replay file is kept in docs/conformance/ROW/, and `attncheck repro
+--standalone yes` turns it into a script that is run with the row's python, isolated (-I, no
+attncheck importable), to show that the library alone reproduces it. Writes docs/conformance.md
+and the README's summary between its markers.
+"""
+import argparse
+import concurrent.futures
+import dataclasses
+import datetime
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FORMATS = ("f32", "f64", "f16", "bf16")
+STRICT, CONVENTIONS = "strict", "conventions"
+
+
+@dataclasses.dataclass
+class Row:
+    key: str  # its folder in docs/conformance and its anchor
+    implementation: str
+    package: str  # the Python distribution whose version is measured
+    entry: str  # the entry point, as its users call it
+    adapter: str  # python -m attncheck.adapters.ADAPTER OPTIONS
+    options: list
+    conventions: list  # attncheck's policy flags for what the library documents
+    documented: str  # where the conventions come from
+    python: str = "venv"  # or "system": Debian's python3 (torch 1.13)
+    formats: tuple = FORMATS  # of those the adapter claims, the ones this row checks
+
+
+_ORT_EMPTY = "an empty row gives 0 (onnxruntime PR 28958): the contract's own; 0 x NaN of a masked value is not guarded"
+_FINITE = ["--masked-inputs", "finite"]
+ROWS = [
+    Row("ort-attention-23", "ONNX Runtime", "onnxruntime", "ONNX `Attention`, opset 23", "onnxruntime",
+        ["--op", "attention", "--opset", "23"], _FINITE, _ORT_EMPTY),
+    Row("ort-attention-24", "ONNX Runtime", "onnxruntime", "ONNX `Attention`, opset 24 (nonpad_kv_seqlen)",
+        "onnxruntime", ["--op", "attention", "--opset", "24"], _FINITE, _ORT_EMPTY),
+    Row("ort-gqa", "ONNX Runtime", "onnxruntime", "com.microsoft `GroupQueryAttention` (KV cache)", "onnxruntime",
+        ["--op", "gqa"], _FINITE, "no empty-row value documented; masked positions are zeroed after the softmax"),
+    Row("ort-mha", "ONNX Runtime", "onnxruntime", "com.microsoft `MultiHeadAttention`", "onnxruntime", ["--op", "mha"],
+        _FINITE, "masked scores get mask_filter_value (default -10000), which no policy of attncheck's accepts"),
+    Row("torch-1.13", "PyTorch", "torch", "`torch.nn.functional._scaled_dot_product_attention` (Debian's 1.13)",
+        "torch_sdpa", [], ["--empty-rows", "nan"] + _FINITE,
+        "a fully masked row is NaN before 2.5 (the docs' equivalent code still gives NaN)", python="system"),
+    Row("jax-xla", "JAX", "jax", "`jax.nn.dot_product_attention(implementation=\"xla\")`", "jax", [],
+        ["--empty-rows", "mean"] + _FINITE, "a forbidden score is -0.7 x finfo.max: an empty row is the mean of V"),
+    Row("jax-xla-x64", "JAX", "jax", "the same with jax_enable_x64, float64", "jax", ["--enable-x64"],
+        ["--empty-rows", "mean"] + _FINITE, "as above", formats=("f64",)),
+    Row("openvino-f32", "OpenVINO", "openvino", "`opset13.scaled_dot_product_attention`, INFERENCE_PRECISION_HINT f32",
+        "openvino", ["--precision", "f32"], ["--empty-rows", "nan"] + _FINITE,
+        "the spec's reference is Select(!mask, -inf, 0) then softmax: an all-false mask gives NaN (openvino 35959)"),
+    Row("openvino-default", "OpenVINO", "openvino", "the same at its default precision hint", "openvino",
+        ["--precision", "default"], ["--empty-rows", "nan"] + _FINITE, "as above"),
+]
+
+# The claims, one column each: (header, the capability a library needs for it to apply, or None).
+COLUMNS = [("forbidden inputs", "masks"), ("empty rows", "masks"), ("allow mask", "allow"), ("causal alignment", "causal"),
+           ("key lengths", "kv_lens"), ("GQA", "gqa"), ("window", "window"), ("soft-cap", "softcap"), ("bias", "bias"),
+           ("scale", None), ("lse", "lse"), ("backward", "backward")] + [(f, f) for f in FORMATS] + \
+          [("the bound", None), ("precision gate", None), ("refusals", None)]
+MASKS = {"allow", "causal", "kv_lens", "window", "bias"}
+# A feature a finding fails only with (attncheck's diagnosis; cli/src/diagnosis.cpp) -> its column.
+FEATURE_COLUMN = {"allow mask": "allow mask", "causal": "causal alignment", "key lengths": "key lengths",
+                  "grouped KV heads": "GQA", "window": "window", "soft-cap": "soft-cap", "bias": "bias",
+                  "explicit scale": "scale", "lse": "lse", "backward": "backward"}
+REFUSALS = {"raised", "refused", "crashed", "hung"}
+
+
+def columns_of(finding):
+    """The claims a finding deviates from (its formats are added by the caller)."""
+    columns = {FEATURE_COLUMN[w] for w in finding["fails_only_with"] if w in FEATURE_COLUMN}
+    accepted = finding["accepted_under"]
+    if finding["kind"] in REFUSALS:
+        columns.add("refusals")
+    elif any(a.startswith("--empty-rows") for a in accepted):
+        columns.add("empty rows")
+    elif finding["kind"] == "changed by a poisoned forbidden input" or "--masked-inputs finite" in accepted:
+        columns.add("forbidden inputs")
+    elif finding["kind"] == "imprecise":
+        columns.add("precision gate")
+    if not columns:
+        columns.add("the bound")
+    return columns
+
+
+def python_of(row, args):
+    return args.venv_python if row.python == "venv" else "/usr/bin/python3"
+
+
+def environment():
+    return dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), PYTHONDONTWRITEBYTECODE="1")
+
+
+def probe(row, args):
+    """(version, claimed capabilities) of a row, or (None, the one line saying why it cannot run)."""
+    code = ("import importlib, importlib.metadata as m, sys; a = importlib.import_module('attncheck.adapters.' + "
+            "sys.argv[1]); print(m.version(sys.argv[2])); print(' '.join(sorted(a.setup(sys.argv[3:])['capabilities'])))")
+    run = subprocess.run([python_of(row, args), "-c", code, row.adapter, row.package] + row.options,
+                         capture_output=True, text=True, env=environment(), timeout=300)
+    if run.returncode != 0:
+        return None, (run.stderr.strip().splitlines() or ["exit %d" % run.returncode])[-1]
+    version, claims = run.stdout.split("\n")[:2]
+    return version, set(claims.split())
+
+
+def command_of(row, args):
+    return " ".join([python_of(row, args), "-m", "attncheck.adapters." + row.adapter] + row.options)
+
+
+def run_check(row, fmt, contract, args):
+    """One campaign; its JSON report (None when attncheck itself failed: exit 2)."""
+    folder = os.path.join(args.work, row.key, f"{contract}-{fmt}")
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    report = os.path.join(folder, "report.json")
+    policy = row.conventions if contract == CONVENTIONS else []
+    command = [args.attncheck, "check", "--impl-cmd", command_of(row, args), "--dtype", fmt, "--keep-going", "yes",
+               "--seconds", str(args.seconds), "--shrink-seconds", str(args.shrink_seconds), "--seed", str(args.seed),
+               "--jobs", "1", "--json", report, "--counterexample-dir", os.path.join(folder, "findings")] + policy
+    with open(os.path.join(folder, "output.txt"), "w") as output:
+        run = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, env=environment(), cwd=folder)
+    print(f"conformance: {row.key} {contract} {fmt}: exit {run.returncode}", flush=True)
+    return json.load(open(report)) if run.returncode in (0, 1) and os.path.exists(report) else None
+
+
+def merged(runs):
+    """The findings of one row under one contract, the same finding in several formats once:
+    dicts of the first one's fields plus 'formats' and 'columns'."""
+    found = {}
+    for fmt, report in runs.items():
+        for f in (report or {}).get("findings", []):
+            needs = tuple(sorted(set(f["fails_only_with"]) - set(FORMATS)))
+            key = (f["property"], f["kind"], needs, tuple(f["accepted_under"]))
+            entry = found.setdefault(key, dict(f, formats=[], columns=columns_of(f), folder=f"{fmt}"))
+            entry["formats"].append(fmt)
+    return list(found.values())
+
+
+def keep_and_reproduce(row, contract, number, finding, args):
+    """Copies the finding's replay file into docs/conformance (its command with the venv's python
+    shown as python3), writes its standalone script and runs it; returns what happened."""
+    source = os.path.join(args.work, row.key, f"{contract}-{finding['folder']}", finding["replay"])
+    kept = os.path.join(args.docs, row.key, f"{contract}-{number}-{finding['property']}.replay")
+    os.makedirs(os.path.dirname(kept), exist_ok=True)
+    text = open(source).read().replace(python_of(row, args) + " -m ", "python3 -m ")
+    open(kept, "w").write(text)
+    finding["kept"] = os.path.relpath(kept, ROOT)
+    script = os.path.join(args.work, row.key, f"{contract}-{number}.standalone.py")
+    repro = subprocess.run([args.attncheck, "repro", source, "--standalone", "yes", "--out", script],
+                           capture_output=True, text=True)
+    if repro.returncode != 0:
+        return "no single call to reproduce (" + (repro.stderr.strip().splitlines() or ["?"])[-1].split(": ", 1)[-1] + ")"
+    try:
+        run = subprocess.run([python_of(row, args), "-I", script], capture_output=True, text=True, timeout=300,
+                             cwd=os.path.dirname(script))
+    except subprocess.TimeoutExpired:
+        return "the standalone script did not finish in 300 s"
+    return "reproduced standalone" if run.returncode == 1 else f"NOT reproduced standalone (exit {run.returncode})"
+
+
+def describe(f):
+    """One line: what the finding is."""
+    what = f"{f['kind']}, Property.{f['property']}"
+    if f["kind"] in REFUSALS:
+        what += ": " + f["message"].splitlines()[0][:160] if f.get("message") else ""
+    elif f.get("tensor"):
+        index = ",".join(str(i) for i in f["index"] or [])
+        bound = f["bound"] if isinstance(f["bound"], str) else f"{f['bound']:.3g}"
+        what += f": {f['tensor']}[{index}] = {f['computed']}, exact {f['exact']}, bound {bound}"
+    if f["fails_only_with"]:
+        what += "; fails only with " + ", ".join(f["fails_only_with"])
+    if f["accepted_under"]:
+        what += "; accepted under " + ", ".join(f["accepted_under"])
+    return what + f"; shrunk to {f['shrunk_to'] or f['shape']}; in {', '.join(f['formats'])}"
+
+
+def own(finding, fmt, ran):
+    """Whether a finding is the format's own: it fails only with it, or was found in it and not in
+    every format the row ran."""
+    return fmt in finding["fails_only_with"] or (fmt in finding["formats"] and set(ran) - set(finding["formats"]))
+
+
+def cell(row_claims, column, need, findings, ran, anchor):
+    """One claim of one row: conforms, deviates (its findings' links) or not supported. A format's
+    cell lists the findings that are its own; the others are in their claims' columns."""
+    applies = need in ran if need in FORMATS else need is None or (need == "masks" and row_claims & MASKS) or need in row_claims
+    if not applies:
+        return "not supported"
+    numbers = [n for n, f in findings if (own(f, column, ran) if column in FORMATS else column in f["columns"])]
+    if numbers:
+        return "deviates " + ", ".join(f"[{n}](#{anchor}-{n})" for n in numbers)
+    return "no deviation of its own" if column in FORMATS and findings else "conforms"
+
+
+def render(results, args, started):
+    lines = ["# Conformance of the attention people run", "",
+             f"Written by `ci/conformance` on {started:%Y-%m-%d} ({args.seconds} s per format and contract, seed "
+             f"{args.seed}, shrinking {args.shrink_seconds} s per finding; attncheck {git_commit()}; CPU: {cpu()}).",
+             "Each row is one implementation, version and entry point, run through its adapter "
+             "(python/attncheck/adapters) with `attncheck check --keep-going yes`, once per format it has. A cell says "
+             "whether the implementation conforms to that claim, deviates (linked to the finding), or does not "
+             "support it. A finding is reproduced by the library alone: `attncheck repro FILE.replay --standalone yes "
+             "--out repro.py && python3 repro.py` (the replay files are in docs/conformance/).", ""]
+    header = "| implementation | version | entry point | " + " | ".join(c for c, _ in COLUMNS) + " |"
+    rule = "|" + "---|" * (3 + len(COLUMNS))
+    details = []
+    for contract, title in ((STRICT, "Under the strict contract"), (CONVENTIONS, "Under each library's documented conventions")):
+        lines += [f"## {title}", ""]
+        if contract == CONVENTIONS:
+            lines += ["The conventions each row is checked under, and where they come from:", ""]
+            lines += [f"- {r.implementation}, {r.entry}: `{' '.join(r.conventions)}` ({r.documented})." for r in ROWS
+                      if r.key in results]
+            lines += [""]
+        lines += [header, rule]
+        for row in ROWS:
+            if row.key not in results:
+                continue
+            version, claims, runs = results[row.key]
+            if runs is None:
+                lines.append(f"| {row.implementation} | - | {row.entry} | not installed here: {claims} |")
+                continue
+            findings = list(enumerate(runs[contract + "-findings"], 1))
+            anchor = f"{row.key}-{contract}"
+            cells = [cell(claims, c, need, findings, runs[contract], anchor) for c, need in COLUMNS]
+            lines.append(f"| {row.implementation} | {version} | {row.entry} | " + " | ".join(cells) + " |")
+            if findings:
+                policy = " " + " ".join(row.conventions) if contract == CONVENTIONS else ""
+                details += [f"### {row.implementation} {version}, {row.entry}: {title.lower()}", "",
+                            f"`attncheck check --impl-cmd \"python3 -m attncheck.adapters.{row.adapter}"
+                            f"{''.join(' ' + o for o in row.options)}\"{policy} --keep-going yes --dtype F`, "
+                            f"F in {', '.join(runs[contract])}:", ""]
+                details += [f"<a id=\"{anchor}-{n}\"></a>{n}. {describe(f)}. {f['reproduced']}: `{f['kept']}`."
+                            for n, f in findings] + [""]
+        lines += [""]
+    return "\n".join(lines + ["## The findings", ""] + details)
+
+
+def summary(results):
+    """The README's table: each row's deviations under both contracts."""
+    lines = ["| implementation | version | entry point | strict contract | under its conventions |", "|---|---|---|---|---|"]
+    for row in ROWS:
+        if row.key not in results or results[row.key][2] is None:
+            continue
+        version, _, runs = results[row.key]
+        counts = []
+        for contract in (STRICT, CONVENTIONS):
+            columns = sorted({c for f in runs[contract + "-findings"] for c in f["columns"]},
+                             key=[c for c, _ in COLUMNS].index)
+            n = len(runs[contract + "-findings"])
+            counts.append("conforms" if n == 0 else f"{n} findings: {', '.join(columns)}")
+        lines.append(f"| {row.implementation} | {version} | {row.entry} | {counts[0]} | {counts[1]} |")
+    return "\n".join(lines)
+
+
+def git_commit():
+    run = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return run.stdout.strip() or "?"
+
+
+def cpu():
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "?"
+
+
+def update_readme(text):
+    path = os.path.join(ROOT, "README.md")
+    readme = open(path).read()
+    begin, end = "<!-- conformance summary: written by ci/conformance -->", "<!-- end of the conformance summary -->"
+    if begin not in readme or end not in readme:
+        sys.exit(f"conformance: README.md has no markers '{begin}' and '{end}'")
+    head, rest = readme.split(begin, 1)
+    open(path, "w").write(head + begin + "\n" + text + "\n" + end + rest.split(end, 1)[1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--attncheck", required=True)
+    parser.add_argument("--venv-python", required=True)
+    parser.add_argument("--seconds", type=float, default=30, help="each campaign's budget (default 30)")
+    parser.add_argument("--shrink-seconds", type=float, default=5, help="shrinking per finding (default 5)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--parallel", type=int, default=2, help="campaigns at once (default 2)")
+    parser.add_argument("--only", action="append", help="the rows to run (their keys); others are left out")
+    parser.add_argument("--work", default=os.path.join(ROOT, "build", "conformance"))
+    parser.add_argument("--docs", default=os.path.join(ROOT, "docs", "conformance"))
+    args = parser.parse_args()
+    args.attncheck = os.path.abspath(args.attncheck)
+    started = datetime.datetime.now()
+    rows = [r for r in ROWS if not args.only or r.key in args.only]
+    probes = {r.key: probe(r, args) for r in rows}
+    jobs = [(r.key, f, c) for r in rows if probes[r.key][0] for f in FORMATS
+            if f in probes[r.key][1] and f in r.formats for c in (STRICT, CONVENTIONS)]
+    by_key = {r.key: r for r in rows}
+    with concurrent.futures.ThreadPoolExecutor(args.parallel) as pool:
+        reports = dict(zip(jobs, pool.map(lambda job: run_check(by_key[job[0]], *job[1:], args), jobs)))
+    shutil.rmtree(args.docs, ignore_errors=True)
+    results = {}
+    for row in rows:
+        version, claims = probes[row.key]
+        if version is None:
+            results[row.key] = (None, claims, None)
+            continue
+        runs = {}
+        for contract in (STRICT, CONVENTIONS):
+            runs[contract] = {f: reports[(k, f, c)] for (k, f, c) in jobs if k == row.key and c == contract}
+            runs[contract + "-findings"] = merged(runs[contract])
+            for n, finding in enumerate(runs[contract + "-findings"], 1):
+                finding["reproduced"] = keep_and_reproduce(row, contract, n, finding, args)
+        results[row.key] = (version, claims, runs)
+    open(os.path.join(ROOT, "docs", "conformance.md"), "w").write(render(results, args, started) + "\n")
+    update_readme(summary(results))
+    failed = [f"{k} {c} {f}" for (k, f, c), report in reports.items() if report is None]
+    print("conformance: docs/conformance.md written" + (f"; attncheck failed on: {', '.join(failed)}" if failed else ""))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
