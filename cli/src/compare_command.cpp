@@ -8,6 +8,8 @@
 #include <string>
 #include <tuple>
 
+#include <unistd.h>
+
 #include "attncheck/attention.hpp"
 #include "attncheck/attention_backward.hpp"
 #include "attncheck/backward.hpp"
@@ -21,6 +23,18 @@
 
 namespace attncheck {
 namespace {
+
+// A line on stderr that follows the oracle's rows, rewritten in place (a [1,32,4096,128] problem's
+// every row takes minutes): on a terminal only, and for a problem beyond kAllRowsPairs pairs.
+RowProgress progress_line(const char* what, int64_t pairs) {
+  if (!isatty(STDERR_FILENO) || pairs <= kAllRowsPairs) return {};
+  return [what](int64_t done, int64_t total) {
+    if (total == 0) return;
+    std::fprintf(stderr, "\rattncheck compare: %s: %lld of %lld computed exactly", what, (long long)done, (long long)total);
+    if (done == total) std::fputc('\n', stderr);
+    std::fflush(stderr);
+  };
+}
 
 // Every input fault: one line, exit 2.
 struct InputError : std::runtime_error {
@@ -226,6 +240,7 @@ int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& optio
                    (rows == "auto" && pairs <= int64_t(options.number("sample-above"))) || asked >= shape.lse_size();
   const int64_t extra = rows == "auto" ? std::max<int64_t>(16, kSampledPairs / shape.Tk) : asked;
   const std::vector<uint8_t> chosen = all ? std::vector<uint8_t>(size_t(shape.lse_size()), 1) : sample_rows(p, extra);
+  const std::vector<uint8_t> none(chosen.size(), 0);  // a reference of no row yet, to add `chosen` to
   if (!all)
     std::printf("attncheck compare: %lld query-key pairs: %s; the others screened against the plain implementation\n",
                 (long long)pairs,
@@ -235,11 +250,16 @@ int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& optio
   // built-in implementation on the same input.
   std::vector<T> plain(size_t(shape.out_size())), plain_lse(size_t(shape.lse_size()));
   attention(p, Result<T>{plain.data(), nullptr, plain_lse.data()});
-  Reference ref = reference(p, &chosen);
-  const Verdict verdict = judge_rows(p, data("out"), plain.data(), ref, [](int64_t rows) {
-    std::printf("attncheck compare: imprecise on the sampled rows: computing the other %lld rows exactly before the "
-                "verdict (the precision gate's limit needs every row)\n", (long long)rows);
-    std::fflush(stdout);
+  Reference ref = reference(p, &none);
+  add_rows_in_chunks(p, chosen, ref, progress_line("the oracle's rows", pairs));
+  const RowProgress more = progress_line("the other rows", pairs);
+  const Verdict verdict = judge_rows(p, data("out"), plain.data(), ref, [&](int64_t done, int64_t total) {
+    if (done == 0 && total > 0) {
+      std::printf("attncheck compare: imprecise on the sampled rows: computing the other %lld rows exactly before the "
+                  "verdict (the precision gate's limit needs every row)\n", (long long)total);
+      std::fflush(stdout);
+    }
+    if (more) more(done, total);
   });
   if (!verdict.ok()) {
     std::printf("attncheck compare: FAIL: %s", verdict.report().c_str());

@@ -115,8 +115,26 @@ std::vector<uint8_t> screen(const Problem<T>& p, const T* computed, const T* pla
 }
 
 template <class T>
+void add_rows_in_chunks(const Problem<T>& p, const std::vector<uint8_t>& rows, Reference& ref,
+                        const RowProgress& progress) {
+  const int64_t total = std::count(rows.begin(), rows.end(), uint8_t(1)), per_chunk = std::max<int64_t>(1, total / 20);
+  if (progress) progress(0, total);
+  std::vector<uint8_t> chunk(rows.size(), 0);
+  int64_t done = 0, in_chunk = 0;
+  for (size_t row = 0; row < rows.size(); ++row) {
+    if (rows[row]) chunk[row] = 1, ++in_chunk;
+    if (in_chunk == 0 || (in_chunk < per_chunk && row + 1 < rows.size())) continue;
+    add_rows(p, chunk, ref);
+    done += in_chunk;
+    if (progress) progress(done, total);
+    std::fill(chunk.begin(), chunk.end(), 0);
+    in_chunk = 0;
+  }
+}
+
+template <class T>
 Verdict judge_rows(const Problem<T>& p, const T* computed, const T* plain, Reference& ref,
-                   const std::function<void(int64_t rows)>& computing_every_row) {
+                   const RowProgress& computing_every_row) {
   Verdict verdict = judge(computed, plain, ref.out);
   if (ref.out.exact_rows.empty() || !verdict.bound.ok()) return verdict;
   // The screened rows in chunks that double, each judged at once: a kernel wrong everywhere fails
@@ -139,8 +157,7 @@ Verdict judge_rows(const Problem<T>& p, const T* computed, const T* plain, Refer
   if (!verdict.precision.ok()) {
     std::vector<uint8_t> rest(ref.out.exact_rows.size());
     for (size_t row = 0; row < rest.size(); ++row) rest[row] = !ref.out.exact_rows[row];
-    if (computing_every_row) computing_every_row(std::count(rest.begin(), rest.end(), uint8_t(1)));
-    add_rows(p, rest, ref);
+    add_rows_in_chunks(p, rest, ref, computing_every_row);
     verdict = judge(computed, plain, ref.out);
   }
   return verdict;
@@ -150,7 +167,8 @@ Verdict judge_rows(const Problem<T>& p, const T* computed, const T* plain, Refer
   template std::vector<uint8_t> sample_rows(const Problem<T>&, int64_t);                                      \
   template std::vector<uint8_t> default_rows(const Problem<T>&);                                              \
   template std::vector<uint8_t> screen(const Problem<T>&, const T*, const T*, const ExactTensor&);             \
-  template Verdict judge_rows(const Problem<T>&, const T*, const T*, Reference&, const std::function<void(int64_t)>&);
+  template void add_rows_in_chunks(const Problem<T>&, const std::vector<uint8_t>&, Reference&, const RowProgress&); \
+  template Verdict judge_rows(const Problem<T>&, const T*, const T*, Reference&, const RowProgress&);
 ATTNCHECK_ROWS(float)
 ATTNCHECK_ROWS(double)
 

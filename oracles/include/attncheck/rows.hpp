@@ -43,13 +43,22 @@ std::vector<uint8_t> rows_computed(const ExactTensor& out);
 template <class T>
 std::vector<uint8_t> screen(const Problem<T>& problem, const T* computed, const T* plain, const ExactTensor& out);
 
+// Told how many rows of how many are done as add_rows_in_chunks goes: (0, total) before the first.
+using RowProgress = std::function<void(int64_t done, int64_t total)>;
+
+// add_rows (oracle.hpp) of the rows set in `rows`, in about twenty chunks, telling `progress` (when
+// given) after each: the same rows, the same values, for a report that shows it is working.
+template <class T>
+void add_rows_in_chunks(const Problem<T>& problem, const std::vector<uint8_t>& rows, Reference& ref,
+                        const RowProgress& progress);
+
 // The one verdict (compare.hpp's judge) on `computed` against `ref`, every row or a sample: a
 // sampled reference first judges its own rows, then gains the rows the screen flags (in chunks,
 // stopping at the first wrong one), and before calling a kernel imprecise gains every row, since
 // the precision gate's limit scales with the built-in's largest loss over all of them;
-// `computing_every_row`, when given, is told first how many rows that adds (it can take minutes).
+// `computing_every_row`, when given, follows those rows' progress (it can take minutes).
 template <class T>
 Verdict judge_rows(const Problem<T>& problem, const T* computed, const T* plain, Reference& ref,
-                   const std::function<void(int64_t rows)>& computing_every_row = {});
+                   const RowProgress& computing_every_row = {});
 
 }  // namespace attncheck
