@@ -86,7 +86,8 @@ def columns_of(finding):
         columns.add("refusals")
     elif any(a.startswith("--empty-rows") for a in accepted):
         columns.add("empty rows")
-    elif finding["kind"] == "changed by a poisoned forbidden input" or "--masked-inputs finite" in accepted:
+    elif finding["kind"] == "changed by a poisoned forbidden input" or "--masked-inputs finite" in accepted or \
+            "may not see key" in finding.get("message", ""):  # ANanOrInfPermittedScoreMakesItsRowNaN's other rows
         columns.add("forbidden inputs")
     elif finding["kind"] == "imprecise":
         columns.add("precision gate")
@@ -122,9 +123,11 @@ def command_of(row, args):
 def run_check(row, fmt, contract, args):
     """One campaign; its JSON report (None when attncheck itself failed: exit 2)."""
     folder = os.path.join(args.work, row.key, f"{contract}-{fmt}")
+    report = os.path.join(folder, "report.json")
+    if args.render_only:
+        return json.load(open(report)) if os.path.exists(report) else None
     shutil.rmtree(folder, ignore_errors=True)
     os.makedirs(folder)
-    report = os.path.join(folder, "report.json")
     policy = row.conventions if contract == CONVENTIONS else []
     command = [args.attncheck, "check", "--impl-cmd", command_of(row, args), "--dtype", fmt, "--keep-going", "yes",
                "--seconds", str(args.seconds), "--shrink-seconds", str(args.shrink_seconds), "--seed", str(args.seed),
@@ -136,15 +139,24 @@ def run_check(row, fmt, contract, args):
 
 
 def merged(runs):
-    """The findings of one row under one contract, the same finding in several formats once:
-    dicts of the first one's fields plus 'formats' and 'columns'."""
+    """The findings of one row under one contract, each cause once: dicts of the first one's fields
+    plus 'formats' (where it was found), 'columns' and 'also' (the other properties it broke). Two
+    findings are of one cause when they fail only with the same features (formats aside), are
+    accepted under the same policies and are both refusals or both wrong outputs; a finding that
+    needs no feature is its property's and kind's alone."""
     found = {}
     for fmt, report in runs.items():
         for f in (report or {}).get("findings", []):
             needs = tuple(sorted(set(f["fails_only_with"]) - set(FORMATS)))
-            key = (f["property"], f["kind"], needs, tuple(f["accepted_under"]))
-            entry = found.setdefault(key, dict(f, formats=[], columns=columns_of(f), folder=f"{fmt}"))
-            entry["formats"].append(fmt)
+            cause = (f["kind"] in REFUSALS, needs) if needs else (f["property"], f["kind"])
+            entry = found.setdefault(cause + tuple(f["accepted_under"]),
+                                     dict(f, formats=[], columns=set(), also=[], folder=fmt))
+            entry["columns"] |= columns_of(f)
+            if fmt not in entry["formats"]:
+                entry["formats"].append(fmt)
+            named = f"Property.{f['property']} ({f['kind']})"
+            if f["property"] != entry["property"] and named not in entry["also"]:
+                entry["also"].append(named)
     return list(found.values())
 
 
@@ -183,7 +195,8 @@ def describe(f):
         what += "; fails only with " + ", ".join(f["fails_only_with"])
     if f["accepted_under"]:
         what += "; accepted under " + ", ".join(f["accepted_under"])
-    return what + f"; shrunk to {f['shrunk_to'] or f['shape']}; in {', '.join(f['formats'])}"
+    also = f"; also {', '.join(f['also'])}" if f["also"] else ""
+    return what + f"; shrunk to {f['shrunk_to'] or f['shape']}; in {', '.join(f['formats'])}{also}"
 
 
 def own(finding, fmt, ran):
@@ -198,20 +211,29 @@ def cell(row_claims, column, need, findings, ran, anchor):
     applies = need in ran if need in FORMATS else need is None or (need == "masks" and row_claims & MASKS) or need in row_claims
     if not applies:
         return "not supported"
-    numbers = [n for n, f in findings if (own(f, column, ran) if column in FORMATS else column in f["columns"])]
-    if numbers:
-        return "deviates " + ", ".join(f"[{n}](#{anchor}-{n})" for n in numbers)
+    mine = [(n, f) for n, f in findings if (own(f, column, ran) if column in FORMATS else column in f["columns"])]
+    links = lambda limits: ", ".join(f"[{n}](#{anchor}-{n})" for n, f in mine if limit(f) == limits)
+    said = [f"{word} {links(limits)}" for word, limits in (("deviates", False), ("limited", True)) if links(limits)]
+    if said:
+        return "; ".join(said)
     return "no deviation of its own" if column in FORMATS and findings else "conforms"
+
+
+def limit(finding):
+    """A refusal of what the entry point cannot be given (the adapter's NotExpressible): a limit of
+    the library, not a deviation."""
+    return finding["kind"] == "raised" and "NotExpressible: " in (finding.get("message") or "")
 
 
 def render(results, args, started):
     lines = ["# Conformance of the attention people run", "",
              f"Written by `ci/conformance` on {started:%Y-%m-%d} ({args.seconds} s per format and contract, seed "
-             f"{args.seed}, shrinking {args.shrink_seconds} s per finding; attncheck {git_commit()}; CPU: {cpu()}).",
+             f"{args.seed}, shrinking {args.shrink_seconds} s per finding; attncheck {args.commit}; CPU: {cpu()}).",
              "Each row is one implementation, version and entry point, run through its adapter "
              "(python/attncheck/adapters) with `attncheck check --keep-going yes`, once per format it has. A cell says "
              "whether the implementation conforms to that claim, deviates (linked to the finding), or does not "
-             "support it. A finding is reproduced by the library alone: `attncheck repro FILE.replay --standalone yes "
+             "support it; limited: the entry point cannot be given such a problem (the adapter raised NotExpressible, "
+             "saying why), a limit of the library rather than a wrong answer. A finding is reproduced by the library alone: `attncheck repro FILE.replay --standalone yes "
              "--out repro.py && python3 repro.py` (the replay files are in docs/conformance/).", ""]
     header = "| implementation | version | entry point | " + " | ".join(c for c, _ in COLUMNS) + " |"
     rule = "|" + "---|" * (3 + len(COLUMNS))
@@ -256,10 +278,12 @@ def summary(results):
         version, _, runs = results[row.key]
         counts = []
         for contract in (STRICT, CONVENTIONS):
-            columns = sorted({c for f in runs[contract + "-findings"] for c in f["columns"]},
-                             key=[c for c, _ in COLUMNS].index)
-            n = len(runs[contract + "-findings"])
-            counts.append("conforms" if n == 0 else f"{n} findings: {', '.join(columns)}")
+            deviations = [f for f in runs[contract + "-findings"] if not limit(f)]
+            columns = sorted({c for f in deviations for c in f["columns"]}, key=[c for c, _ in COLUMNS].index)
+            limits = len(runs[contract + "-findings"]) - len(deviations)
+            n = len(deviations)
+            text = "conforms" if n == 0 else f"{n} deviations: {', '.join(columns)}"
+            counts.append(text + (f"; {limits} limits (NotExpressible)" if limits else ""))
         lines.append(f"| {row.implementation} | {version} | {row.entry} | {counts[0]} | {counts[1]} |")
     return "\n".join(lines)
 
@@ -295,11 +319,22 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--parallel", type=int, default=2, help="campaigns at once (default 2)")
     parser.add_argument("--only", action="append", help="the rows to run (their keys); others are left out")
+    parser.add_argument("--render-only", action="store_true",
+                        help="run no campaign: write the report from the last run's files in --work")
     parser.add_argument("--work", default=os.path.join(ROOT, "build", "conformance"))
     parser.add_argument("--docs", default=os.path.join(ROOT, "docs", "conformance"))
     args = parser.parse_args()
     args.attncheck = os.path.abspath(args.attncheck)
-    started = datetime.datetime.now()
+    measured = os.path.join(args.work, "run.json")  # how the campaigns ran, for --render-only
+    if args.render_only:
+        run = json.load(open(measured))
+        args.seconds, args.shrink_seconds, args.seed = run["seconds"], run["shrink_seconds"], run["seed"]
+        started, args.commit = datetime.datetime.fromisoformat(run["started"]), run["commit"]
+    else:
+        started, args.commit = datetime.datetime.now(), git_commit()
+        os.makedirs(args.work, exist_ok=True)
+        json.dump(dict(seconds=args.seconds, shrink_seconds=args.shrink_seconds, seed=args.seed,
+                       started=started.isoformat(), commit=args.commit), open(measured, "w"))
     rows = [r for r in ROWS if not args.only or r.key in args.only]
     probes = {r.key: probe(r, args) for r in rows}
     jobs = [(r.key, f, c) for r in rows if probes[r.key][0] for f in FORMATS

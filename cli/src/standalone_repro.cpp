@@ -113,11 +113,12 @@ std::string problem_lines(const Case<T>& c, bool with_lse) {
 std::string run_lines(const std::string& adapter, bool with_lse) {
   std::ostringstream t;
   t << "\n\ndef module(name, source):\n"
-    << "    \"\"\"A pasted attncheck file as the module it is; an adapter's one import from attncheck,\n"
-    << "    `library`, is importlib's import_module here.\"\"\"\n"
+    << "    \"\"\"A pasted attncheck file as the module it is; what an adapter imports from attncheck's\n"
+    << "    adapters package is here: `library` (importlib's import_module) and NotExpressible.\"\"\"\n"
     << "    package = sys.modules.setdefault(\"attncheck_pasted\", types.ModuleType(\"attncheck_pasted\"))\n"
     << "    package.__path__ = []\n"
     << "    package.library = lambda library, adapter: importlib.import_module(library)\n"
+    << "    package.NotExpressible = type(\"NotExpressible\", (ValueError,), {})\n"
     << "    pasted = types.ModuleType(\"attncheck_pasted.\" + name)\n"
     << "    pasted.__package__ = package.__name__\n"
     << "    sys.modules[pasted.__name__] = pasted\n"

@@ -117,7 +117,7 @@ import math
 
 import numpy as np
 
-from . import library
+from . import NotExpressible, library
 
 onnx = library("onnx", "onnxruntime")
 ort = library("onnxruntime", "onnxruntime")
@@ -133,10 +133,6 @@ FORMATS = {"f32": np.float32, "f16": np.float16}
 ELEMENTS = {"f32": TensorProto.FLOAT, "f16": TensorProto.FLOAT16}
 INDEX_ELEMENTS = {np.dtype(np.int32): TensorProto.INT32, np.dtype(np.int64): TensorProto.INT64,
                   np.dtype(bool): TensorProto.BOOL}
-
-
-class NotExpressible(ValueError):
-    """A problem the operator cannot take: attncheck has no capability that would keep it from being sent."""
 
 
 def _element(dtype, array_dtype):

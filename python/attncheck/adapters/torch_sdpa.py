@@ -85,7 +85,7 @@ import sys
 
 import numpy as np
 
-from . import library
+from . import NotExpressible, library
 
 torch = library("torch", "torch_sdpa")
 F = torch.nn.functional
@@ -184,7 +184,7 @@ class Adapter:
         kwargs = {}
         if scale is not None:
             if not HAS_SCALE:
-                raise ValueError(f"torch {torch.__version__}'s _scaled_dot_product_attention has no scale argument "
+                raise NotExpressible(f"torch {torch.__version__}'s _scaled_dot_product_attention has no scale argument "
                                  f"(it always scales by 1/sqrt(dk); scale= came in 2.1): the explicit scale {scale!r} "
                                  f"cannot be passed")
             kwargs["scale"] = scale
@@ -194,7 +194,7 @@ class Adapter:
             return FLASH_FOR_CPU(q, k, v, 0.0, is_causal, attn_mask=mask, **kwargs)
         if H != H_kv:
             if not HAS_GQA:
-                raise ValueError(f"torch {torch.__version__} has no enable_gqa (2.5 and later)")
+                raise NotExpressible(f"torch {torch.__version__} has no enable_gqa (2.5 and later)")
             kwargs["enable_gqa"] = True
         with backend_context(self.backend):
             if LEGACY:
