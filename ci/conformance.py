@@ -185,8 +185,9 @@ def keep_and_reproduce(row, contract, number, finding, args):
 def describe(f):
     """One line: what the finding is."""
     what = f"{f['kind']}, Property.{f['property']}"
-    if f["kind"] in REFUSALS:
-        what += ": " + f["message"].splitlines()[0][:160] if f.get("message") else ""
+    if f["kind"] in REFUSALS and f.get("message"):
+        line = f["message"].splitlines()[0]  # a library's message ends with its reason: keep both ends
+        what += ": " + (line if len(line) <= 240 else line[:100] + " ... " + line[-130:])
     elif f.get("tensor"):
         index = ",".join(str(i) for i in f["index"] or [])
         bound = f["bound"] if isinstance(f["bound"], str) else f"{f['bound']:.3g}"
@@ -283,7 +284,7 @@ def summary(results):
             limits = len(runs[contract + "-findings"]) - len(deviations)
             n = len(deviations)
             text = "conforms" if n == 0 else f"{n} deviations: {', '.join(columns)}"
-            counts.append(text + (f"; {limits} limits (NotExpressible)" if limits else ""))
+            counts.append(text + (f"; {limits} limit{'s' if limits > 1 else ''} (NotExpressible)" if limits else ""))
         lines.append(f"| {row.implementation} | {version} | {row.entry} | {counts[0]} | {counts[1]} |")
     return "\n".join(lines)
 
@@ -310,7 +311,7 @@ def update_readme(text):
     open(path, "w").write(head + begin + "\n" + text + "\n" + end + rest.split(end, 1)[1])
 
 
-def main():
+def arguments():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--attncheck", required=True)
     parser.add_argument("--venv-python", required=True)
@@ -318,48 +319,72 @@ def main():
     parser.add_argument("--shrink-seconds", type=float, default=5, help="shrinking per finding (default 5)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--parallel", type=int, default=2, help="campaigns at once (default 2)")
-    parser.add_argument("--only", action="append", help="the rows to run (their keys); others are left out")
+    parser.add_argument("--only", action="append",
+                        help="run only these rows (their keys), with the last run's settings; the others' last "
+                             "results stay in the report")
     parser.add_argument("--render-only", action="store_true",
                         help="run no campaign: write the report from the last run's files in --work")
     parser.add_argument("--work", default=os.path.join(ROOT, "build", "conformance"))
     parser.add_argument("--docs", default=os.path.join(ROOT, "docs", "conformance"))
     args = parser.parse_args()
     args.attncheck = os.path.abspath(args.attncheck)
-    measured = os.path.join(args.work, "run.json")  # how the campaigns ran, for --render-only
-    if args.render_only:
+    return args
+
+
+def settings(args):
+    """When the campaigns ran and with what (run.json in --work): a full run records them, a partial
+    run or --render-only reads them back. Returns the date of the full run."""
+    measured = os.path.join(args.work, "run.json")
+    if args.render_only or args.only:
         run = json.load(open(measured))
         args.seconds, args.shrink_seconds, args.seed = run["seconds"], run["shrink_seconds"], run["seed"]
-        started, args.commit = datetime.datetime.fromisoformat(run["started"]), run["commit"]
-    else:
-        started, args.commit = datetime.datetime.now(), git_commit()
-        os.makedirs(args.work, exist_ok=True)
-        json.dump(dict(seconds=args.seconds, shrink_seconds=args.shrink_seconds, seed=args.seed,
-                       started=started.isoformat(), commit=args.commit), open(measured, "w"))
-    rows = [r for r in ROWS if not args.only or r.key in args.only]
-    probes = {r.key: probe(r, args) for r in rows}
-    jobs = [(r.key, f, c) for r in rows if probes[r.key][0] for f in FORMATS
-            if f in probes[r.key][1] and f in r.formats for c in (STRICT, CONVENTIONS)]
-    by_key = {r.key: r for r in rows}
-    with concurrent.futures.ThreadPoolExecutor(args.parallel) as pool:
-        reports = dict(zip(jobs, pool.map(lambda job: run_check(by_key[job[0]], *job[1:], args), jobs)))
+        args.commit = run["commit"]
+        return datetime.datetime.fromisoformat(run["started"])
+    started, args.commit = datetime.datetime.now(), git_commit()
+    os.makedirs(args.work, exist_ok=True)
+    json.dump(dict(seconds=args.seconds, shrink_seconds=args.shrink_seconds, seed=args.seed,
+                   started=started.isoformat(), commit=args.commit), open(measured, "w"))
+    return started
+
+
+def results_of(probes, reports, args):
+    """Per row: (version, claims, runs), runs holding each contract's reports by format and its
+    merged findings, each kept and reproduced; (None, why, None) for a row that cannot run here."""
     shutil.rmtree(args.docs, ignore_errors=True)
     results = {}
-    for row in rows:
+    for row in ROWS:
         version, claims = probes[row.key]
         if version is None:
             results[row.key] = (None, claims, None)
             continue
         runs = {}
         for contract in (STRICT, CONVENTIONS):
-            runs[contract] = {f: reports[(k, f, c)] for (k, f, c) in jobs if k == row.key and c == contract}
+            runs[contract] = {f: r for (k, f, c), r in reports.items() if k == row.key and c == contract}
             runs[contract + "-findings"] = merged(runs[contract])
             for n, finding in enumerate(runs[contract + "-findings"], 1):
                 finding["reproduced"] = keep_and_reproduce(row, contract, n, finding, args)
         results[row.key] = (version, claims, runs)
+    return results
+
+
+def main():
+    args = arguments()
+    started = settings(args)
+    probes = {r.key: probe(r, args) for r in ROWS}
+    jobs = [(r.key, f, c) for r in ROWS if probes[r.key][0] for f in FORMATS
+            if f in probes[r.key][1] and f in r.formats for c in (STRICT, CONVENTIONS)]
+    by_key = {r.key: r for r in ROWS}
+    to_run = [] if args.render_only else [j for j in jobs if not args.only or j[0] in args.only]
+    with concurrent.futures.ThreadPoolExecutor(args.parallel) as pool:
+        list(pool.map(lambda job: run_check(by_key[job[0]], *job[1:], args), to_run))
+    args.render_only = True  # every report from its file now: this run's, and the last run's of the other rows
+    reports = {job: run_check(by_key[job[0]], *job[1:], args) for job in jobs}
+    results = results_of(probes, reports, args)
     open(os.path.join(ROOT, "docs", "conformance.md"), "w").write(render(results, args, started) + "\n")
     update_readme(summary(results))
     failed = [f"{k} {c} {f}" for (k, f, c), report in reports.items() if report is None]
-    print("conformance: docs/conformance.md written" + (f"; attncheck failed on: {', '.join(failed)}" if failed else ""))
+    print("conformance: docs/conformance.md written" + (f"; no report (attncheck failed) for: {', '.join(failed)}"
+                                                        if failed else ""))
     sys.exit(1 if failed else 0)
 
 

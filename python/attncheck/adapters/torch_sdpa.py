@@ -40,9 +40,10 @@ How each feature of a problem reaches torch:
               says default, so torch uses its own 1/sqrt(E). torch 1.13 has no scale argument
               and always scales by 1/sqrt(dk): the adapter does not fold a scale into q (that
               would be its own arithmetic), so on 1.13 a problem with an explicit scale raises
-              ValueError, which attncheck reports as a finding of the problem (the client has no
-              way to decline a problem that the capabilities cannot rule out: every problem may
-              carry a scale).
+              NotExpressible, which attncheck reports as raised (the client has no way to decline
+              a problem that the capabilities cannot rule out: every problem may carry a scale),
+              unless that scale is 1/sqrt(dk) itself (the double nearest it), which torch's
+              default is: then nothing is passed.
   gqa         enable_gqa=True when H != H_kv (2.5 and later; torch repeats the KV heads with
               repeat_interleave, so query head h reads KV head h // (H / H_kv), attncheck's rule).
               Not claimed on older torch. With --lse, the private operator takes H != H_kv as it
@@ -182,6 +183,8 @@ class Adapter:
         elif lower_right:
             mask = LOWER_RIGHT(Tq, Tk)
         kwargs = {}
+        if not HAS_SCALE and scale == 1 / math.sqrt(dk):
+            scale = None  # the scale torch 1.13 always applies
         if scale is not None:
             if not HAS_SCALE:
                 raise NotExpressible(f"torch {torch.__version__}'s _scaled_dot_product_attention has no scale argument "

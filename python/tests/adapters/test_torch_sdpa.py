@@ -147,6 +147,15 @@ def test_113_an_explicit_scale_is_refused_not_folded(sdpa):
 
 
 @only_113
+def test_113_an_explicit_scale_of_1_over_sqrt_dk_is_its_default(sdpa):
+    q = np.full((1, 1, 1, 4), 0.5)
+    k = np.array([[1, 1, 1, 1], [0, 0, 0, 0]], np.float64).reshape(1, 1, 2, 4)
+    v = np.array([1, 0], np.float64).reshape(1, 1, 2, 1)
+    # scores 2 x 1/2 = 1 and 0: out = e / (e + 1)
+    assert sdpa(problem(q, k, v, scale=0.5)).item() == pytest.approx(np.e / (np.e + 1), rel=1e-6)
+
+
+@only_113
 def test_113_has_no_float16_and_no_flash_backend():
     with pytest.raises(RuntimeError, match="Half"):
         torch_sdpa.Adapter().call("f16", 1, 1, 1, 1, 1, 1, 1)
