@@ -149,6 +149,8 @@ def merged(runs):
         for f in (report or {}).get("findings", []):
             needs = tuple(sorted(set(f["fails_only_with"]) - set(FORMATS)))
             cause = (f["kind"] in REFUSALS, needs) if needs else (f["property"], f["kind"])
+            if limit(f):  # one limit, whichever property met it: its reason, the message with its numbers blanked
+                cause = ("limit", re.sub(r"[-+\d.e]*\d", "#", f["message"].split("NotExpressible: ", 1)[1])[:80])
             entry = found.setdefault(cause + tuple(f["accepted_under"]),
                                      dict(f, formats=[], columns=set(), also=[], folder=fmt))
             entry["columns"] |= columns_of(f)

@@ -40,8 +40,9 @@ How each feature of a problem reaches the function:
               k [B,H_kv,Tk,dk] and v [B,H_kv,Tk,dv] are transposed to [B,Tq,H,dk], [B,Tk,H_kv,dk],
               [B,Tk,H_kv,dv], and the output [B,Tq,H,dv] back to [B,H,Tq,dv] (exact copies).
               JAX requires value to have key's shape, so dv != dk is refused by the function
-              ("value shape should be ..."): such a problem is reported as refused, not adapted
-              (repro_dv_unlike_dk_refused.py). That is most drawn cases, dk and dv being drawn
+              ("value shape should be ...", repro_dv_unlike_dk_refused.py): the adapter raises
+              NotExpressible for it before calling, naming the limit (attncheck reports it as
+              raised; ci/conformance as a limit), and does not adapt it. That is most drawn cases, dk and dv being drawn
               apart, and it hides the rest (e.g. the window bug below): --pad-head-dims, off by
               default, is an emulation, not the function's own: q, k and v get zero columns up to
               max(dk, dv) (scores unchanged: the extra products are 0), the scale is passed as
@@ -101,7 +102,7 @@ import sys
 
 import numpy as np
 
-from . import library
+from . import NotExpressible, library
 
 CAPABILITIES = {"f32", "f16", "bf16", "allow", "causal", "kv_lens", "gqa", "window", "bias", "backward"}
 
@@ -162,6 +163,9 @@ def translate(p):
         raise ValueError(f"format {p.dtype} is not claimed" + (" (run with --enable-x64)" if p.dtype == "f64" else ""))
     if p.softcap is not None or p.want_lse:
         raise ValueError("a soft-cap or lse is not claimed")
+    if p.dv != p.dk and not PAD_HEAD_DIMS:
+        raise NotExpressible(f"dv {p.dv} != dk {p.dk}: the function takes a value of the key's shape (B,T,K,H: one "
+                             f"head width H), and refuses any other; --pad-head-dims emulates it")
     dtype = table[p.dtype]
     logits_dtype = jnp.float64 if p.dtype == "f64" else jnp.float32  # jnp.promote_types(query.dtype, float32)
     width = max(p.dk, p.dv) if PAD_HEAD_DIMS else None  # --pad-head-dims: zero columns up to one head width

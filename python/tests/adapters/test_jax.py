@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the client, from the source tree
 pytest.importorskip("jax")
 from hand_cases import problem  # noqa: E402
-from attncheck.adapters import jax as adapter  # noqa: E402
+from attncheck.adapters import NotExpressible, jax as adapter  # noqa: E402
 
 adapter.load()
 
@@ -183,10 +183,12 @@ def test_jitted_half_formats_raise_on_the_cpu(dtype):
         adapter._calls[True, "forward"](**adapter.translate(p))
 
 
-def test_dv_unlike_dk_is_refused_by_the_function():
+def test_dv_unlike_dk_is_not_expressible():
+    # The function refuses it ("value shape should be", repro_dv_unlike_dk_refused.py); the adapter
+    # says so before calling it.
     q = np.zeros((1, 1, 1, 1), np.float32)
     v = np.zeros((1, 1, 1, 2), np.float32)
-    with pytest.raises(ValueError, match="value shape"):
+    with pytest.raises(NotExpressible, match="dv 2 != dk 1"):
         adapter.forward(problem(q, q, v))
 
 
@@ -212,7 +214,7 @@ def test_backward_is_jax_vjp_in_the_problems_layout():
 
 def test_pad_head_dims_emulates_dv_unlike_dk():
     # --pad-head-dims: zero columns to max(dk, dv), the default scale kept as 1/sqrt(dk), the output
-    # cut to dv columns; off by default (the function refuses, test_dv_unlike_dk_is_refused_by_the_function).
+    # cut to dv columns; off by default (the function refuses, test_dv_unlike_dk_is_not_expressible).
     r = np.random.default_rng(8)
     for dk, dv in ((2, 5), (5, 2)):
         q = r.standard_normal((1, 2, 3, dk)).astype(np.float32)
