@@ -76,6 +76,7 @@ FEATURE_COLUMN = {"allow mask": "allow mask", "causal": "causal alignment", "key
                   "grouped KV heads": "GQA", "window": "window", "soft-cap": "soft-cap", "bias": "bias",
                   "explicit scale": "scale", "lse": "lse", "backward": "backward"}
 REFUSALS = {"raised", "refused", "crashed", "hung"}
+KEPT_BYTES = 100_000  # the largest replay file docs/conformance keeps
 
 
 def columns_of(finding):
@@ -167,21 +168,28 @@ def keep_and_reproduce(row, contract, number, finding, args):
     shown as python3), writes its standalone script and runs it; returns what happened."""
     source = os.path.join(args.work, row.key, f"{contract}-{finding['folder']}", finding["replay"])
     kept = os.path.join(args.docs, row.key, f"{contract}-{number}-{finding['property']}.replay")
-    os.makedirs(os.path.dirname(kept), exist_ok=True)
     text = open(source).read().replace(python_of(row, args) + " -m ", "python3 -m ")
-    open(kept, "w").write(text)
-    finding["kept"] = os.path.relpath(kept, ROOT)
+    if len(text) > KEPT_BYTES:  # not shrunk in its budget: the repository keeps no megabytes of it
+        finding["kept"] = f"{os.path.relpath(source, ROOT)}, not kept: {len(text) / 1e6:.1f} MB, not shrunk in time"
+    else:
+        os.makedirs(os.path.dirname(kept), exist_ok=True)
+        open(kept, "w").write(text)
+        finding["kept"] = os.path.relpath(kept, ROOT)
     script = os.path.join(args.work, row.key, f"{contract}-{number}.standalone.py")
-    repro = subprocess.run([args.attncheck, "repro", source, "--standalone", "yes", "--out", script],
-                           capture_output=True, text=True)
-    if repro.returncode != 0:
-        return "no single call to reproduce (" + (repro.stderr.strip().splitlines() or ["?"])[-1].split(": ", 1)[-1] + ")"
+    repro = [args.attncheck, "repro", source, "--standalone", "yes", "--out", script]
+    written = subprocess.run(repro, capture_output=True, text=True)
+    if written.returncode != 0:  # no call kept (a backward, a crash): the property once more, on the adapter named here
+        written = subprocess.run(repro + ["--impl-cmd", command_of(row, args)], capture_output=True, text=True,
+                                 env=environment(), timeout=600)
+    if written.returncode != 0:
+        why = (written.stderr.strip().splitlines() or ["?"])[-1].split(".replay: ", 1)[-1]
+        return f"not reproduced standalone ({why[:200]})"
     try:
         run = subprocess.run([python_of(row, args), "-I", script], capture_output=True, text=True, timeout=300,
                              cwd=os.path.dirname(script))
     except subprocess.TimeoutExpired:
         return "the standalone script did not finish in 300 s"
-    return "reproduced standalone" if run.returncode == 1 else f"NOT reproduced standalone (exit {run.returncode})"
+    return "reproduced standalone" if run.returncode == 1 else f"NOT reproduced standalone (the script exits {run.returncode})"
 
 
 def describe(f):
