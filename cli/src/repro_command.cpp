@@ -2,7 +2,8 @@
 // more (on the kept case, or its own fixed ones), every kernel call kept; the first call whose output the oracle calls
 // wrong (or that crashed, hung, refused) is written down with its tensors as exact literals, the
 // oracle's exact outputs and the bound of any correct kernel: a GoogleTest file that loads a plugin
-// (--impl), or a pytest file that runs the command (--impl-cmd) through the Python client.
+// (--impl), or a pytest file that runs the command (--impl-cmd) through the Python client; for an
+// adapter's finding, with --standalone yes, a script of the library alone (standalone_repro.cpp).
 #include <cmath>
 #include <cstdio>
 #include <fstream>
