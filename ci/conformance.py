@@ -144,7 +144,7 @@ def merged(runs):
     plus 'formats' (where it was found), 'columns' and 'also' (the other properties it broke). Two
     findings are of one cause when they fail only with the same features (formats aside), are
     accepted under the same policies and are both refusals or both wrong outputs; a finding that
-    needs no feature is its property's and kind's alone."""
+    needs no feature is its property's and kind's alone; a limit (NotExpressible) is one per reason."""
     found = {}
     for fmt, report in runs.items():
         for f in (report or {}).get("findings", []):
@@ -189,7 +189,9 @@ def keep_and_reproduce(row, contract, number, finding, args):
                              cwd=os.path.dirname(script))
     except subprocess.TimeoutExpired:
         return "the standalone script did not finish in 300 s"
-    return "reproduced standalone" if run.returncode == 1 else f"NOT reproduced standalone (the script exits {run.returncode})"
+    if run.returncode != 1:
+        return f"NOT reproduced standalone (the script exits {run.returncode})"
+    return "a limit: the standalone script raises NotExpressible" if limit(finding) else "reproduced standalone"
 
 
 def describe(f):
