@@ -34,8 +34,10 @@ const std::string& source(const std::string& name) {
   const auto found = python_sources().find(name);
   if (found == python_sources().end())
     throw std::runtime_error("this attncheck was built without python/attncheck/" + name);
-  if (found->second.find("'''") != std::string::npos)
-    throw std::runtime_error("python/attncheck/" + name + " holds ''', which the script's raw string cannot");
+  const std::string& text = found->second;
+  if (text.find("'''") != std::string::npos || text.empty() || text.back() != '\n')
+    throw std::runtime_error("python/attncheck/" + name + " holds ''' or does not end in a line break: the script's "
+                             "raw string cannot hold it");
   return found->second;
 }
 
@@ -143,12 +145,14 @@ std::string run_lines(const std::string& adapter, bool with_lse) {
 
 template <class T>
 std::string script(const StandaloneCall& call, const AdapterCall& adapter, const Case<T>& c) {
-  const Reference ref = reference(c.problem());
   const Shape& s = c.shape;
+  const std::vector<uint8_t> every_row(size_t(s.lse_size()), 1);  // never a sample: the wrong row is always judged
+  const Reference ref = reference(c.problem(), &every_row);
   const std::string file = "adapters/" + adapter.name + ".py";
   std::ostringstream t;
+  // What the replay file says (its command, why the call was wrong) goes on comment lines only: a
+  // file is data, and no quote in it may end a string of the script.
   t << "\"\"\"A standalone reproduction written by `attncheck repro --standalone` (attncheck-repro 1).\n\n"
-    << "Property." << call.property << " on `" << comment(call.command) << "`:\n" << comment(call.why) << ".\n\n"
     << "It needs Python 3, NumPy and the library the adapter calls; not attncheck. Below: the problem as\n"
     << "exact bit patterns; attncheck's adapter " << adapter.name << " (python/attncheck/" << file << ", pasted whole),\n"
     << "which translates the problem into the library's own inputs and calls the library, run with the\n"
@@ -157,6 +161,8 @@ std::string script(const StandaloneCall& call, const AdapterCall& adapter, const
     << "It prints each element outside the bound and exits 1 (the library raising is a traceback, and\n"
     << "exits 1), or says every element is within it and exits 0.\n\"\"\"\n"
     << "# attncheck repro --standalone --replay " << comment(call.replay) << "\n"
+    << "# Property." << call.property << " on: " << comment(call.command) << "\n"
+    << "# " << comment(call.why) << "\n"
     << "import importlib\nimport sys\nimport types\n\nimport numpy as np\n\n"
     << problem_lines(c, call.with_lse) << "\n# attncheck's oracle\n"
     << oracle("", ref.out, dims({s.B, s.H, s.Tq, s.dv})) << (call.with_lse ? oracle("lse_", ref.lse, dims({s.B, s.H, s.Tq})) : "")

@@ -63,6 +63,11 @@ case $attack in
     expect 0 "a standalone Python script of Property." "$attncheck" repro attacked.replay --standalone yes --out s.py
     grep -qF "ADAPTER_OPTIONS = [\";touch\", \"PWNED\"]" s.py || fail "the words are not the options' strings"
     absent PWNED ;;
+  standalone_of_a_hostile_why)  # the reason a file gives closes a docstring and calls os.system()
+    sed 's/^failed-call-why .*/failed-call-why x"""; __import__("os").system("touch PWNED"); """/' "$ort_kept" >attacked.replay
+    expect 0 "a standalone Python script of Property." "$attncheck" repro attacked.replay --standalone yes --out s.py
+    "$python" -I s.py >/dev/null 2>&1  # no onnxruntime in this python: the script stops at its import
+    absent PWNED ;;
   standalone_of_no_adapter)
     with_impl "$ort_kept" impl-cmd "touch PWNED"
     expect 2 "runs no adapter" "$attncheck" repro attacked.replay --standalone yes

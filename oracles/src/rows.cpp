@@ -117,8 +117,11 @@ std::vector<uint8_t> screen(const Problem<T>& p, const T* computed, const T* pla
 template <class T>
 void add_rows_in_chunks(const Problem<T>& p, const std::vector<uint8_t>& rows, Reference& ref,
                         const RowProgress& progress) {
-  const int64_t total = std::count(rows.begin(), rows.end(), uint8_t(1)), per_chunk = std::max<int64_t>(1, total / 20);
-  if (progress) progress(0, total);
+  if (!progress) return add_rows(p, rows, ref);  // one call: the oracle's threads share all of it
+  // Chunks of at least 2^16 query-key pairs, which add_rows spreads over threads (oracle.cpp).
+  const int64_t total = std::count(rows.begin(), rows.end(), uint8_t(1));
+  const int64_t per_chunk = std::max<int64_t>({1, total / 20, ((int64_t(1) << 16) + p.shape.Tk - 1) / std::max<int64_t>(1, p.shape.Tk)});
+  progress(0, total);
   std::vector<uint8_t> chunk(rows.size(), 0);
   int64_t done = 0, in_chunk = 0;
   for (size_t row = 0; row < rows.size(); ++row) {
@@ -126,7 +129,7 @@ void add_rows_in_chunks(const Problem<T>& p, const std::vector<uint8_t>& rows, R
     if (in_chunk == 0 || (in_chunk < per_chunk && row + 1 < rows.size())) continue;
     add_rows(p, chunk, ref);
     done += in_chunk;
-    if (progress) progress(done, total);
+    progress(done, total);
     std::fill(chunk.begin(), chunk.end(), 0);
     in_chunk = 0;
   }

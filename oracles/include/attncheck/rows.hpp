@@ -46,8 +46,9 @@ std::vector<uint8_t> screen(const Problem<T>& problem, const T* computed, const 
 // Told how many rows of how many are done as add_rows_in_chunks goes: (0, total) before the first.
 using RowProgress = std::function<void(int64_t done, int64_t total)>;
 
-// add_rows (oracle.hpp) of the rows set in `rows`, in about twenty chunks, telling `progress` (when
-// given) after each: the same rows, the same values, for a report that shows it is working.
+// add_rows (oracle.hpp) of the rows set in `rows`; with `progress`, in about twenty chunks (each of
+// at least 2^16 query-key pairs, which the oracle still spreads over its threads), telling it after
+// each: the same rows, the same values, for a report that shows it is working.
 template <class T>
 void add_rows_in_chunks(const Problem<T>& problem, const std::vector<uint8_t>& rows, Reference& ref,
                         const RowProgress& progress);
