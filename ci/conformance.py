@@ -80,7 +80,7 @@ KEPT_BYTES = 100_000  # the largest replay file docs/conformance keeps
 
 
 def columns_of(finding):
-    """The claims a finding deviates from (its formats are added by the caller)."""
+    """The claims a finding deviates from, formats aside (a format's cell is found by own())."""
     columns = {FEATURE_COLUMN[w] for w in finding["fails_only_with"] if w in FEATURE_COLUMN}
     accepted = finding["accepted_under"]
     if finding["kind"] in REFUSALS:
@@ -179,8 +179,11 @@ def keep_and_reproduce(row, contract, number, finding, args):
     repro = [args.attncheck, "repro", source, "--standalone", "yes", "--out", script]
     written = subprocess.run(repro, capture_output=True, text=True)
     if written.returncode != 0:  # no call kept (a backward, a crash): the property once more, on the adapter named here
-        written = subprocess.run(repro + ["--impl-cmd", command_of(row, args)], capture_output=True, text=True,
-                                 env=environment(), timeout=600)
+        try:
+            written = subprocess.run(repro + ["--impl-cmd", command_of(row, args)], capture_output=True, text=True,
+                                     env=environment(), timeout=600)
+        except subprocess.TimeoutExpired:
+            return "not reproduced standalone (the property's run once more took over 600 s)"
     if written.returncode != 0:
         why = (written.stderr.strip().splitlines() or ["?"])[-1].split(".replay: ", 1)[-1]
         return f"not reproduced standalone ({why[:200]})"
@@ -189,9 +192,26 @@ def keep_and_reproduce(row, contract, number, finding, args):
                              cwd=os.path.dirname(script))
     except subprocess.TimeoutExpired:
         return "the standalone script did not finish in 300 s"
-    if run.returncode != 1:
-        return f"NOT reproduced standalone (the script exits {run.returncode})"
-    return "a limit: the standalone script raises NotExpressible" if limit(finding) else "reproduced standalone"
+    return "a limit: the standalone script raises NotExpressible" if limit(finding) and shown(finding, run) else \
+        "reproduced standalone" if shown(finding, run) else \
+        f"NOT reproduced standalone (the script exits {run.returncode}: {last_line(run)[:160]})"
+
+
+def last_line(run):
+    return ((run.stderr or run.stdout).strip().splitlines() or [""])[-1]
+
+
+def shown(finding, run):
+    """Whether a standalone script's run shows the finding itself: the same exception (raised), a
+    death by a signal (crashed), else the element named outside the bound; an exit of 1 alone (a
+    traceback of anything) is not enough."""
+    raised = re.search(r"raised (\w+): ", finding.get("message") or "")
+    if finding["kind"] == "raised":
+        return run.returncode == 1 and raised is not None and f"{raised[1]}: " in last_line(run)
+    if finding["kind"] == "crashed":
+        return run.returncode < 0
+    element = f"{finding['tensor']}[{', '.join(str(i) for i in finding['index'])}] = " if finding.get("tensor") else ""
+    return run.returncode == 1 and "elements outside attncheck's bound" in run.stdout and element in run.stdout
 
 
 def describe(f):
@@ -241,7 +261,7 @@ def limit(finding):
 def render(results, args, started):
     lines = ["# Conformance of the attention people run", "",
              f"Written by `ci/conformance` on {started:%Y-%m-%d} ({args.seconds} s per format and contract, seed "
-             f"{args.seed}, shrinking {args.shrink_seconds} s per finding; attncheck {args.commit}; CPU: {cpu()}).",
+             f"{args.seed}, shrinking {args.shrink_seconds} s per finding; attncheck {commits_text(args.commits)}; CPU: {cpu()}).",
              "Each row is one implementation, version and entry point, run through its adapter "
              "(python/attncheck/adapters) with `attncheck check --keep-going yes`, once per format it has. A cell says "
              "whether the implementation conforms to that claim, deviates (linked to the finding), or does not "
@@ -348,15 +368,30 @@ def settings(args):
     run or --render-only reads them back. Returns the date of the full run."""
     measured = os.path.join(args.work, "run.json")
     if args.render_only or args.only:
+        if not os.path.exists(measured):
+            sys.exit(f"conformance: {measured} is missing: --only and --render-only need a full run first")
         run = json.load(open(measured))
         args.seconds, args.shrink_seconds, args.seed = run["seconds"], run["shrink_seconds"], run["seed"]
-        args.commit = run["commit"]
+        run["commits"].update({key: git_commit() for key in args.only or [] if not args.render_only})
+        json.dump(run, open(measured, "w"))
+        args.commits = run["commits"]
         return datetime.datetime.fromisoformat(run["started"])
-    started, args.commit = datetime.datetime.now(), git_commit()
+    started = datetime.datetime.now()
+    args.commits = {r.key: git_commit() for r in ROWS}
     os.makedirs(args.work, exist_ok=True)
     json.dump(dict(seconds=args.seconds, shrink_seconds=args.shrink_seconds, seed=args.seed,
-                   started=started.isoformat(), commit=args.commit), open(measured, "w"))
+                   started=started.isoformat(), commits=args.commits), open(measured, "w"))
     return started
+
+
+def commits_text(commits):
+    """The attncheck each row ran with: "abc1234", or "abc1234 (jax-xla, torch-1.13: def5678)"."""
+    by_commit = {}
+    for key, commit in commits.items():
+        by_commit.setdefault(commit, []).append(key)
+    first, *others = sorted(by_commit, key=lambda c: -len(by_commit[c]))
+    rest = "; ".join(f"{', '.join(by_commit[c])}: {c}" for c in others)
+    return first + (f" ({rest})" if rest else "")
 
 
 def results_of(probes, reports, args):
@@ -381,6 +416,9 @@ def results_of(probes, reports, args):
 
 def main():
     args = arguments()
+    unknown = set(args.only or []) - {r.key for r in ROWS}
+    if unknown:
+        sys.exit(f"conformance: no row {', '.join(sorted(unknown))} (rows: {', '.join(r.key for r in ROWS)})")
     started = settings(args)
     probes = {r.key: probe(r, args) for r in ROWS}
     jobs = [(r.key, f, c) for r in ROWS if probes[r.key][0] for f in FORMATS

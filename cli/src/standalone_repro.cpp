@@ -114,12 +114,18 @@ std::string problem_lines(const Case<T>& c, bool with_lse) {
 // call, the verdict. `adapter` is the module's name (jax, onnxruntime, ...).
 std::string run_lines(const std::string& adapter, bool with_lse) {
   std::ostringstream t;
-  t << "\n\ndef module(name, source):\n"
+  t << "\n\ndef library(name, adapter):\n"
+    << "    \"\"\"The library, or one line and exit 2 (not 1, which says the library deviates).\"\"\"\n"
+    << "    try:\n        return importlib.import_module(name)\n"
+    << "    except ImportError as error:\n"
+    << "        sys.stderr.write(f\"this script needs the Python package {name!r}: {error}\\n\")\n"
+    << "        sys.exit(2)\n\n\n"
+    << "def module(name, source):\n"
     << "    \"\"\"A pasted attncheck file as the module it is; what an adapter imports from attncheck's\n"
-    << "    adapters package is here: `library` (importlib's import_module) and NotExpressible.\"\"\"\n"
+    << "    adapters package is here: `library` and NotExpressible.\"\"\"\n"
     << "    package = sys.modules.setdefault(\"attncheck_pasted\", types.ModuleType(\"attncheck_pasted\"))\n"
     << "    package.__path__ = []\n"
-    << "    package.library = lambda library, adapter: importlib.import_module(library)\n"
+    << "    package.library = library\n"
     << "    package.NotExpressible = type(\"NotExpressible\", (ValueError,), {})\n"
     << "    pasted = types.ModuleType(\"attncheck_pasted.\" + name)\n"
     << "    pasted.__package__ = package.__name__\n"
@@ -131,7 +137,12 @@ std::string run_lines(const std::string& adapter, bool with_lse) {
     << "    served = module(\"adapters." << adapter << "\", ADAPTER_SOURCE).setup(ADAPTER_OPTIONS)\n"
     << "    result = served[\"forward\"](problem)\n"
     << "    out, lse = result if problem.want_lse else (result, None)\n"
-    << "    wrong = rule.outside_bound(np.asarray(out), exact_hi, exact_lo, bound)\n";
+    << "    out = np.asarray(out)  # as attncheck's serve takes it: in the problem's format, of out's shape\n"
+    << "    if out.shape != exact_hi.shape:\n"
+    << "        print(f\"the library returned out of shape {out.shape}, not {exact_hi.shape}\")\n"
+    << "        return 1\n"
+    << "    out = out.astype({\"f16\": np.float16, \"bf16\": np.float32, \"f32\": np.float32, \"f64\": np.float64}[problem.dtype])\n"
+    << "    wrong = rule.outside_bound(out, exact_hi, exact_lo, bound)\n";
   if (with_lse)
     t << "    wrong += rule.outside_bound(np.asarray(lse), lse_exact_hi, lse_exact_lo, lse_bound, name=\"lse\", "
          "infinities_exact=True)\n";

@@ -2,10 +2,10 @@
 different from the query/key head width dk is refused ("value shape should be [B, S, K, H]"),
 although attention itself (softmax(q k^T) v) and attncheck's contract allow any dv.
 
-attncheck's finding (every run): most properties, kind "raised", shrunk to dk 1, dv 2 (or dk 2,
-dv 1): "ValueError: value shape should be [1, 1, 1, 1]: but got (1, 1, 1, 2)". ABI v2 has no
-capability that says "dv = dk only", so the adapter passes such problems on and the refusal is
-reported as it is.
+ABI v2 has no capability that says "dv = dk only", so attncheck sends such problems; the adapter
+raises NotExpressible for them before calling the function (attncheck's finding in every run: kind
+"raised", "NotExpressible: dv 2 != dk 1: the function takes a value of the key's shape ...";
+ci/conformance counts it as a limit). This script shows the function's own refusal.
 
 Shown with jax 0.7.1, jaxlib 0.7.1, numpy 1.26.4 on the CPU.
 Run: VENV_PYTHON examples/jax/repro_dv_unlike_dk_refused.py

@@ -1,10 +1,11 @@
 """torch 1.13's F._scaled_dot_product_attention has no scale argument: it always scales by
 1/sqrt(E) (E = the query's last dim), and the public F.scaled_dot_product_attention(..., scale=)
 came in 2.1. attncheck may send any problem an explicit scale (there is no capability for it), and
-the adapter does not fold it into q (that would be its own arithmetic), so on 1.13 it raises, and
-attncheck reports "raised ValueError: torch 1.13.0a0's _scaled_dot_product_attention has no scale
-argument ..." (Property.RowsSumToOne, ShiftInvarianceOfSoftmax and every other property that
-draws a scale, strict contract and policies alike).
+the adapter does not fold it into q (that would be its own arithmetic), so on 1.13 it raises
+(unless the scale is 1/sqrt(dk) itself, which it then leaves to torch), and attncheck reports
+"raised NotExpressible: torch 1.13.0a0's _scaled_dot_product_attention has no scale argument ..."
+(Property.RowsSumToOne and every other property that draws a scale, strict contract and policies
+alike; ci/conformance counts it as a limit).
 
 Shown with torch 1.13.0a0 (Debian 12's python3-torch 1.13.1), numpy 1.24.2, CPU;
 torch 2.1 and later take scale=: the script exits 1 there (2.15.0 checked).
