@@ -144,12 +144,14 @@ def merged(runs):
     plus 'formats' (where it was found), 'columns' and 'also' (the other properties it broke). Two
     findings are of one cause when they fail only with the same features (formats aside), are
     accepted under the same policies and are both refusals or both wrong outputs; a finding that
-    needs no feature is its property's and kind's alone; a limit (NotExpressible) is one per reason."""
+    needs no feature is one with those the same policies accept, or else its property's and kind's
+    alone; a limit (NotExpressible) is one per reason."""
     found = {}
     for fmt, report in runs.items():
         for f in (report or {}).get("findings", []):
             needs = tuple(sorted(set(f["fails_only_with"]) - set(FORMATS)))
-            cause = (f["kind"] in REFUSALS, needs) if needs else (f["property"], f["kind"])
+            cause = (f["kind"] in REFUSALS, needs) if needs else ("accepted",) if f["accepted_under"] else \
+                (f["property"], f["kind"])  # a policy accepting it names the cause (the empty row's value, ...)
             if limit(f):  # one limit, whichever property met it: its reason, the message with its numbers blanked
                 cause = ("limit", re.sub(r"[-+\d.e]*\d", "#", f["message"].split("NotExpressible: ", 1)[1])[:80])
             entry = found.setdefault(cause + tuple(f["accepted_under"]),
@@ -166,6 +168,9 @@ def merged(runs):
 def keep_and_reproduce(row, contract, number, finding, args):
     """Copies the finding's replay file into docs/conformance (its command with the venv's python
     shown as python3), writes its standalone script and runs it; returns what happened."""
+    if not finding.get("replay"):
+        finding["kept"] = "no replay file"
+        return "not reproduced standalone (the finding has no replay file)"
     source = os.path.join(args.work, row.key, f"{contract}-{finding['folder']}", finding["replay"])
     kept = os.path.join(args.docs, row.key, f"{contract}-{number}-{finding['property']}.replay")
     text = open(source).read().replace(python_of(row, args) + " -m ", "python3 -m ")
@@ -232,10 +237,18 @@ def describe(f):
     return what + f"; shrunk to {f['shrunk_to'] or f['shape']}; in {', '.join(f['formats'])}{also}"
 
 
+def ran(reports):
+    """The formats whose campaign gave a report (not those attncheck itself failed on)."""
+    return [fmt for fmt, report in reports.items() if report is not None]
+
+
 def own(finding, fmt, ran):
-    """Whether a finding is the format's own: it fails only with it, or was found in it and not in
-    every format the row ran."""
-    return fmt in finding["fails_only_with"] or (fmt in finding["formats"] and set(ran) - set(finding["formats"]))
+    """Whether a finding is the format's own: it fails only with it (attncheck's diagnosis), or it is
+    a half format's and was found in none of the wide formats the row ran (a seconds budget finds a
+    finding in one wide format and not another by chance, so found-here-not-there says nothing)."""
+    wide = [w for w in ("f32", "f64") if w in ran]
+    return fmt in finding["fails_only_with"] or (
+        fmt in ("f16", "bf16") and fmt in finding["formats"] and bool(wide) and not set(wide) & set(finding["formats"]))
 
 
 def cell(row_claims, column, need, findings, ran, anchor):
@@ -288,7 +301,7 @@ def render(results, args, started):
                 continue
             findings = list(enumerate(runs[contract + "-findings"], 1))
             anchor = f"{row.key}-{contract}"
-            cells = [cell(claims, c, need, findings, runs[contract], anchor) for c, need in COLUMNS]
+            cells = [cell(claims, c, need, findings, ran(runs[contract]), anchor) for c, need in COLUMNS]
             lines.append(f"| {row.implementation} | {version} | {row.entry} | " + " | ".join(cells) + " |")
             if findings:
                 policy = " " + " ".join(row.conventions) if contract == CONVENTIONS else ""
@@ -312,7 +325,9 @@ def summary(results):
         counts = []
         for contract in (STRICT, CONVENTIONS):
             deviations = [f for f in runs[contract + "-findings"] if not limit(f)]
-            columns = sorted({c for f in deviations for c in f["columns"]}, key=[c for c, _ in COLUMNS].index)
+            columns = sorted({c for f in deviations for c in f["columns"]} |
+                             {fmt for f in deviations for fmt in FORMATS if own(f, fmt, ran(runs[contract]))},
+                             key=[c for c, _ in COLUMNS].index)
             limits = len(runs[contract + "-findings"]) - len(deviations)
             n = len(deviations)
             text = "conforms" if n == 0 else f"{n} deviations: {', '.join(columns)}"
