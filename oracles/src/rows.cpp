@@ -114,6 +114,27 @@ std::vector<uint8_t> screen(const Problem<T>& p, const T* computed, const T* pla
   return flagged;
 }
 
+namespace {
+
+// add_rows of the rows set in `rows`, chunk by chunk: the k-th chunk holds `size(k)` of them (the
+// last fewer), and after each `after(rows added so far)` says whether to go on.
+template <class T, class Size, class After>
+void add_rows_by_chunk(const Problem<T>& p, const std::vector<uint8_t>& rows, Reference& ref, Size size, After after) {
+  std::vector<uint8_t> chunk(rows.size(), 0);
+  int64_t done = 0, in_chunk = 0, k = 0;
+  for (size_t row = 0; row < rows.size(); ++row) {
+    if (rows[row]) chunk[row] = 1, ++in_chunk;
+    if (in_chunk == 0 || (in_chunk < size(k) && row + 1 < rows.size())) continue;
+    add_rows(p, chunk, ref);
+    done += in_chunk;
+    if (!after(done)) return;
+    std::fill(chunk.begin(), chunk.end(), 0);
+    in_chunk = 0, ++k;
+  }
+}
+
+}  // namespace
+
 template <class T>
 void add_rows_in_chunks(const Problem<T>& p, const std::vector<uint8_t>& rows, Reference& ref,
                         const RowProgress& progress) {
@@ -122,17 +143,10 @@ void add_rows_in_chunks(const Problem<T>& p, const std::vector<uint8_t>& rows, R
   const int64_t total = std::count(rows.begin(), rows.end(), uint8_t(1));
   const int64_t per_chunk = std::max<int64_t>({1, total / 20, ((int64_t(1) << 16) + p.shape.Tk - 1) / std::max<int64_t>(1, p.shape.Tk)});
   progress(0, total);
-  std::vector<uint8_t> chunk(rows.size(), 0);
-  int64_t done = 0, in_chunk = 0;
-  for (size_t row = 0; row < rows.size(); ++row) {
-    if (rows[row]) chunk[row] = 1, ++in_chunk;
-    if (in_chunk == 0 || (in_chunk < per_chunk && row + 1 < rows.size())) continue;
-    add_rows(p, chunk, ref);
-    done += in_chunk;
+  add_rows_by_chunk(p, rows, ref, [&](int64_t) { return per_chunk; }, [&](int64_t done) {
     progress(done, total);
-    std::fill(chunk.begin(), chunk.end(), 0);
-    in_chunk = 0;
-  }
+    return true;
+  });
 }
 
 template <class T>
@@ -140,21 +154,14 @@ Verdict judge_rows(const Problem<T>& p, const T* computed, const T* plain, Refer
                    const RowProgress& computing_every_row) {
   Verdict verdict = judge(computed, plain, ref.out);
   if (ref.out.exact_rows.empty() || !verdict.bound.ok()) return verdict;
-  // The screened rows in chunks that double, each judged at once: a kernel wrong everywhere fails
-  // after a few hundred rows, not after all of them.
+  // The screened rows in chunks that double from 256, each judged at once: a kernel wrong
+  // everywhere fails after a few hundred rows, not after all of them.
   const std::vector<uint8_t> flagged = screen(p, computed, plain, ref.out);
-  std::vector<uint8_t> chunk(flagged.size(), 0);
-  size_t in_chunk = 0, size = 256;
-  for (size_t row = 0; row < flagged.size(); ++row) {
-    if (flagged[row]) chunk[row] = 1, ++in_chunk;
-    if (in_chunk == 0 || (in_chunk < size && row + 1 < flagged.size())) continue;
-    add_rows(p, chunk, ref);
+  add_rows_by_chunk(p, flagged, ref, [](int64_t k) { return int64_t(256) << std::min<int64_t>(k, 40); }, [&](int64_t) {
     verdict = judge(computed, plain, ref.out);
-    if (!verdict.bound.ok()) return verdict;
-    std::fill(chunk.begin(), chunk.end(), 0);
-    in_chunk = 0;
-    size *= 2;
-  }
+    return verdict.bound.ok();
+  });
+  if (!verdict.bound.ok()) return verdict;
   // The precision gate's limit scales with the built-in's largest loss over every row: before
   // calling a kernel imprecise, compute the rows the sample left out.
   if (!verdict.precision.ok()) {
