@@ -126,11 +126,6 @@ std::string pytest_file(const std::string& replay, const CampaignOptions& o, con
            (bits ? "], np.uint16)" : ",)], np.") + (bits ? "" : c.format == Format::f64 ? "float64)" : "float32)") +
            ".reshape(" + dims + ")  # " + shape + "\n";
   };
-  auto dims = [](std::initializer_list<int64_t> d) {
-    std::string text;
-    for (int64_t n : d) text += (text.empty() ? "" : ", ") + std::to_string(n);
-    return text;
-  };
   std::ostringstream t;
   t << "\"\"\"A regression test written by `attncheck repro` (attncheck-repro 1), of the finding below.\n"
     << "The case is the call the oracle found wrong; `exact` is the oracle's out (hi + lo), `bound` the\n"
@@ -151,13 +146,7 @@ std::string pytest_file(const std::string& replay, const CampaignOptions& o, con
   else
     t << tensor("bias", c.bias, dims({s.B, s.H, s.Tq, s.Tk}), "[B,H,Tq,Tk]");
   const std::string d = dims({s.B, s.H, s.Tq, s.dv});
-  auto exact = [&](const char* prefix, const ExactTensor& e, const std::string& shape) {
-    return std::string(prefix) + "exact_hi = np.array([float.fromhex(x) for x in (" + exact_hi(e, true) + ",)]).reshape(" +
-           shape + ")\n" + prefix + "exact_lo = np.array([float.fromhex(x) for x in (" + exact_lo(e, true) +
-           ",)]).reshape(" + shape + ")\n" + prefix + "bound = np.array([float.fromhex(x) for x in (" + bounds(e, true) +
-           ",)]).reshape(" + shape + ")\n";
-  };
-  t << exact("", ref.out, d) << (with_lse ? exact("lse_", ref.lse, dims({s.B, s.H, s.Tq})) : "") << "\n\n"
+  t << python_oracle_arrays("", ref.out, d) << (with_lse ? python_oracle_arrays("lse_", ref.lse, dims({s.B, s.H, s.Tq})) : "") << "\n\n"
     << "def test_" << f.property << "():\n"
     << "    " << (with_lse ? "out, lse" : "out") << " = attncheck.run_command(COMMAND, dtype=\"" << feature(capability_of(c.format)).word << "\", q=q, k=k, v=v, allow=allow, "
     << "kv_lens=kv_lens, bias=bias,\n                                causal=\"" << causal_name(c.causal) << "\", window="

@@ -48,12 +48,6 @@ std::string python_list(const std::vector<std::string>& items) {
   return text + "]";
 }
 
-std::string dims(std::initializer_list<int64_t> d) {
-  std::string text;
-  for (int64_t n : d) text += (text.empty() ? "" : ", ") + std::to_string(n);
-  return text;
-}
-
 // A tensor of the problem as the adapter gets it (attncheck.Problem's arrays): from bit patterns,
 // bf16 as float32 holding its values.
 template <class T>
@@ -69,13 +63,6 @@ std::string tensor(const char* name, const std::vector<T>& x, Format format, con
   const size_t at = pattern.find("%s");
   return std::string("problem.") + name + " = " + pattern.substr(0, at) + literals + pattern.substr(at + 2) +
          ".reshape(" + shape + ")  # " + axes + "\n";
-}
-
-std::string oracle(const char* prefix, const ExactTensor& e, const std::string& shape) {
-  auto array = [&](const char* name, const std::string& items) {
-    return std::string(prefix) + name + " = np.array([float.fromhex(x) for x in (" + items + ",)]).reshape(" + shape + ")\n";
-  };
-  return array("exact_hi", exact_hi(e, true)) + array("exact_lo", exact_lo(e, true)) + array("bound", bounds(e, true));
 }
 
 template <class T>
@@ -176,7 +163,7 @@ std::string script(const StandaloneCall& call, const AdapterCall& adapter, const
     << "# " << comment(call.why) << "\n"
     << "import importlib\nimport sys\nimport types\n\nimport numpy as np\n\n"
     << problem_lines(c, call.with_lse) << "\n# attncheck's oracle\n"
-    << oracle("", ref.out, dims({s.B, s.H, s.Tq, s.dv})) << (call.with_lse ? oracle("lse_", ref.lse, dims({s.B, s.H, s.Tq})) : "")
+    << python_oracle_arrays("", ref.out, dims({s.B, s.H, s.Tq, s.dv})) << (call.with_lse ? python_oracle_arrays("lse_", ref.lse, dims({s.B, s.H, s.Tq})) : "")
     << "\nADAPTER_OPTIONS = " << python_list(adapter.options) << "\n"
     << "ADAPTER_SOURCE = r'''" << source(file) << "'''\n"
     << "BOUND_SOURCE = r'''" << source("_bound.py") << "'''\n"

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,22 @@ inline std::string exact_lo(const ExactTensor& t, bool python) {
 }
 inline std::string bounds(const ExactTensor& t, bool python) {
   return joined(t.bound, [&](double b) { return literal(b, Format::f64, python); });
+}
+
+// A shape as Python's reshape arguments: "1, 2, 3".
+inline std::string dims(std::initializer_list<int64_t> d) {
+  std::string text;
+  for (int64_t n : d) text += (text.empty() ? "" : ", ") + std::to_string(n);
+  return text;
+}
+
+// An oracle tensor as Python lines: PREFIXexact_hi, PREFIXexact_lo and PREFIXbound, NumPy arrays of
+// `shape` from hex strings (what a pytest file and a standalone script both hold).
+inline std::string python_oracle_arrays(const char* prefix, const ExactTensor& e, const std::string& shape) {
+  auto array = [&](const char* name, const std::string& items) {
+    return std::string(prefix) + name + " = np.array([float.fromhex(x) for x in (" + items + ",)]).reshape(" + shape + ")\n";
+  };
+  return array("exact_hi", exact_hi(e, true)) + array("exact_lo", exact_lo(e, true)) + array("bound", bounds(e, true));
 }
 
 }  // namespace attncheck
