@@ -42,6 +42,10 @@ std::vector<double> Checker::run(const Case<double>& c, std::vector<double>&) {
   fail("the implementation returns no log-sum-exp\n" + describe(c));
 }
 
+std::vector<float> Checker::run(const Case<float>& c, std::vector<uint8_t>&) {
+  fail("the implementation writes no dropout keep mask\n" + describe(c));
+}
+
 void Checker::run_backward(const Case<float>& c, const Grads<float>&) {
   fail("the implementation has no backward\n" + describe(c));
 }
@@ -115,10 +119,11 @@ std::string describe_failure(const Case<T>& c, const Comparison& failed) {
 
 template <class T>
 void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& out, Reference reference,
-                       const std::string& claim, const std::vector<T>* lse) {
+                       const std::string& claim, const std::vector<T>* lse, const std::vector<uint8_t>* keep) {
+  const Problem<T> problem = keep ? with_keep(c, *keep) : c.problem();
   std::vector<T> plain(out.size()), plain_lse(size_t(c.shape.lse_size()));
-  attention(c.problem(), Result<T>{plain.data(), nullptr, plain_lse.data()});
-  const Verdict verdict = judge_rows(c.problem(), out.data(), plain.data(), reference);
+  attention(problem, Result<T>{plain.data(), nullptr, plain_lse.data()});
+  const Verdict verdict = judge_rows(problem, out.data(), plain.data(), reference);
   check.observe(verdict.bound);
   if (!verdict.ok()) check.fail(claim + ": " + verdict.report() + describe_failure(c, verdict.bound));
   if (!lse) return;
@@ -138,9 +143,9 @@ template void require_gradients(Checker&, const Case<double>&, const Checker::Gr
 template Case<float> Checker::draw(CaseLimits);
 template Case<double> Checker::draw(CaseLimits);
 template void require_agreement(Checker&, const Case<float>&, const std::vector<float>&, Reference, const std::string&,
-                                const std::vector<float>*);
+                                const std::vector<float>*, const std::vector<uint8_t>*);
 template void require_agreement(Checker&, const Case<double>&, const std::vector<double>&, Reference, const std::string&,
-                                const std::vector<double>*);
+                                const std::vector<double>*, const std::vector<uint8_t>*);
 
 std::vector<float> forbidden_poisons(const Checker& check, Format format) {
   const double largest = visit_format(format, [](auto zero) { return Precision<decltype(zero)>::largest_finite; });

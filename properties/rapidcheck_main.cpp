@@ -34,6 +34,7 @@ class InProcessChecker : public Checker {
   std::vector<double> run(const Case<double>& c) override { return run_checked<double>(c, nullptr); }
   std::vector<float> run(const Case<float>& c, std::vector<float>& lse) override { return run_checked(c, &lse); }
   std::vector<double> run(const Case<double>& c, std::vector<double>& lse) override { return run_checked(c, &lse); }
+  std::vector<float> run(const Case<float>& c, std::vector<uint8_t>& keep) override { return run_checked<float>(c, nullptr, &keep); }
   bool has_f64() const override { return kernel_from_environment().plugin.has_f64(); }
   bool has_lse() const override { return kernel_from_environment().has_lse(); }
   bool has_backward() const override { return kernel_from_environment().has_backward(); }
@@ -43,9 +44,9 @@ class InProcessChecker : public Checker {
 
  private:
   template <class T>
-  std::vector<T> run_checked(const Case<T>& c, std::vector<T>* lse) {
+  std::vector<T> run_checked(const Case<T>& c, std::vector<T>* lse, std::vector<uint8_t>* keep = nullptr) {
     std::vector<T> out;
-    if (const int32_t status = claimed_call([&] { return run_kernel(kernel_from_environment(), c, out, lse); }); status != 0)
+    if (const int32_t status = claimed_call([&] { return run_kernel(kernel_from_environment(), c, out, lse, keep); }); status != 0)
       fail("the kernel refused a valid problem (status " + std::to_string(status) + ")\n" + describe(c));
     // Each property sees a call that changed the process's floating-point mode (ctest runs each
     // property in a process of its own, so the last test alone would see only the loading).

@@ -79,6 +79,7 @@ class CampaignChecker : public Checker {
   std::vector<double> run(const Case<double>& c) override { return run_isolated<double>(c, nullptr); }
   std::vector<float> run(const Case<float>& c, std::vector<float>& lse) override { return run_isolated(c, &lse); }
   std::vector<double> run(const Case<double>& c, std::vector<double>& lse) override { return run_isolated(c, &lse); }
+  std::vector<float> run(const Case<float>& c, std::vector<uint8_t>& keep) override { return run_isolated<float>(c, nullptr, &keep); }
   bool has_lse() const override { return kernel_.capabilities() & ATTNCHECK_CAP_LSE; }
   bool has_f64() const override { return options_.formats & kernel_.capabilities() & ATTNCHECK_CAP_F64; }
   bool has_backward() const override { return options_.backward && (kernel_.capabilities() & ATTNCHECK_CAP_BACKWARD); }
@@ -144,10 +145,10 @@ class CampaignChecker : public Checker {
     return c;
   }
   template <class T>
-  std::vector<T> run_isolated(const Case<T>& c, std::vector<T>* lse) {
+  std::vector<T> run_isolated(const Case<T>& c, std::vector<T>* lse, std::vector<uint8_t>* keep = nullptr) {
     std::vector<T> out;
     remember(c);
-    const Outcome outcome = kernel_.run(c, out, lse);
+    const Outcome outcome = kernel_.run(c, out, lse, keep);
     if (calls)
       calls->push_back({case_to_text(c), std::vector<double>(out.begin(), out.end()),
                         lse ? std::vector<double>(lse->begin(), lse->end()) : std::vector<double>(), outcome.detail});

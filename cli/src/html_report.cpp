@@ -247,9 +247,12 @@ std::string case_section(const CampaignOptions& options, const Shown& shown, Cas
   c.empty_rows = options.policies.empty_rows;  // as the campaign ran it
   c.lse_empty = options.policies.lse_empty;
   const Shape& s = c.shape;
-  const Problem<T> problem = c.problem();
+  // With dropout, the weights before it (the oracle computes dropout only for a kernel's mask, and
+  // no dropout call is shown with its out: judged, diagnosis.hpp).
+  Problem<T> problem = c.problem();
+  problem.dropout_p = 0;
   const std::vector<T> out(shown.out.begin(), shown.out.end());
-  const bool have_out = !out.empty();
+  const bool have_out = !out.empty() && c.dropout_p == 0;
   Comparison compared;
   if (have_out) compared = compare(out.data(), reference(problem).out);
   // The slice and row shown: the first element outside the bound, else the least accurate one.

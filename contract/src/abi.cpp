@@ -58,8 +58,9 @@ void widened(const uint16_t* bits, int64_t n, T* x) {
 }  // namespace
 
 template <class T>
-attncheck_problem_v2 to_abi_v2(const Problem<T>& p, T* out, T* lse, NarrowBuffers& narrow) {
-  // q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], bias [B,H,Tq,Tk]; out [B,H,Tq,dv], lse [B,H,Tq].
+attncheck_problem_v2 to_abi_v2(const Problem<T>& p, T* out, T* lse, NarrowBuffers& narrow, uint8_t* keep) {
+  // q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], bias [B,H,Tq,Tk]; out [B,H,Tq,dv], lse [B,H,Tq],
+  // keep [B,H,Tq,Tk].
   const Shape& s = p.shape;
   attncheck_problem_v2 a{};
   a.size = int32_t(sizeof a);
@@ -84,6 +85,9 @@ attncheck_problem_v2 to_abi_v2(const Problem<T>& p, T* out, T* lse, NarrowBuffer
   a.softcap = p.softcap;
   a.out = out;
   a.lse = lse;
+  a.dropout_p = p.dropout_p;
+  a.dropout_seed = p.dropout_seed;
+  a.dropout_keep = p.dropout_p > 0 ? keep : nullptr;
   if (is_narrow(p.format))
     visit_narrow(p.format, [&](auto zero) {
       using F = decltype(zero);
@@ -119,6 +123,10 @@ Problem<T> from_abi_v2(const attncheck_problem_v2& a) {
   p.bias = static_cast<const T*>(a.bias);
   p.scale = a.scale;
   p.softcap = a.softcap;
+  if (carries_dropout(a)) {
+    p.dropout_p = a.dropout_p;
+    p.dropout_seed = a.dropout_seed;
+  }
   return p;
 }
 
@@ -219,8 +227,8 @@ template attncheck_problem to_abi(const Problem<float>&, float*, std::vector<uin
 template attncheck_problem to_abi(const Problem<double>&, double*, std::vector<uint8_t>&);
 template Problem<float> from_abi(const attncheck_problem&);
 template Problem<double> from_abi(const attncheck_problem&);
-template attncheck_problem_v2 to_abi_v2(const Problem<float>&, float*, float*, NarrowBuffers&);
-template attncheck_problem_v2 to_abi_v2(const Problem<double>&, double*, double*, NarrowBuffers&);
+template attncheck_problem_v2 to_abi_v2(const Problem<float>&, float*, float*, NarrowBuffers&, uint8_t*);
+template attncheck_problem_v2 to_abi_v2(const Problem<double>&, double*, double*, NarrowBuffers&, uint8_t*);
 template void widen_output(const Problem<float>&, const NarrowBuffers&, float*);
 template void widen_output(const Problem<double>&, const NarrowBuffers&, double*);
 template attncheck_grads_v2 to_abi_grads(const Problem<float>&, const Grads<float>&, attncheck_problem_v2&,

@@ -55,6 +55,7 @@ std::string problem_error(const Problem<T>& p, const Result<T>& r) {
   if (c < 0 || c > 2) return "causal must be 0 (none), 1 (upper-left) or 2 (lower-right), got " + std::to_string(c);
   if (!std::isfinite(p.scale)) return "scale must be finite (0 = default 1/sqrt(dk))";
   if (!(p.softcap >= 0) || !std::isfinite(p.softcap)) return "softcap must be finite and at least 0 (0 = none)";
+  if (!(p.dropout_p >= 0 && p.dropout_p < 1)) return "dropout_p must be in [0, 1) (0 = none)";
   if (p.masks.window_left < -1 || p.masks.window_right < -1) return "a window side must be -1 (unbounded) or at least 0";
   // ABI v2 carries int32: a wider side would reach the kernel as another window.
   if (p.masks.window_left > INT32_MAX || p.masks.window_right > INT32_MAX)

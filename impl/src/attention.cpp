@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "attncheck/dropout.hpp"
 #include "attncheck/softmax.hpp"
 #include "scores.hpp"
 
@@ -78,8 +79,21 @@ void attention(const Problem<T>& p, const Result<T>& r) {
         const T lse_i = softmax_stable(&w(i, 0), s.Tk, 1, p.empty_rows);
         if (r.lse) r.lse[s.lse_at(b, h, i)] = lse_i;
 
+        const bool empty_row = keys_i.empty();
+        // Pass 2b, dropout: weight p_ij kept and multiplied by 1 / (1 - p), or dropped (0, its value
+        // never read); the lse above is the weights' before dropout.
+        if (p.dropout_p > 0) {
+          const T rescale = T(dropout_rescale(p.dropout_p));
+          for (int64_t j = 0; j < s.Tk; ++j) {
+            const bool keep_ij = kept(p, b, h, i, j);
+            if (r.keep) r.keep[s.scores_at(b, h, i) + j] = keep_ij;
+            w(i, j) = keep_ij ? w(i, j) * rescale : T(0);
+          }
+          std::erase_if(keys_i, [&](int64_t j) { return !kept(p, b, h, i, j); });
+        }
+
         // Pass 3: weighted sum over those keys; a row without any follows the empty-row policy.
-        if (keys_i.empty()) {
+        if (empty_row) {
           out_bh.row(i).setConstant(p.empty_rows == EmptyRows::zero ? T(0) : std::numeric_limits<T>::quiet_NaN());
           continue;
         }

@@ -1,5 +1,7 @@
 #include "variant.hpp"
 
+#include "attncheck/dropout.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cfloat>
@@ -89,8 +91,9 @@ struct Running {
 };
 
 template <class T, class A>
-void run(const Problem<T>& p, T* out, T* lse, const Variant& v) {
-  // Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk] in; out [B,H,Tq,dv] out.
+void run(const Problem<T>& p, T* out, T* lse, uint8_t* keep, const Variant& v) {
+  // Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk] in; out [B,H,Tq,dv], lse
+  // [B,H,Tq] and keep [B,H,Tq,Tk] out.
   const Shape& s = p.shape;
   const A minus_inf = -std::numeric_limits<A>::infinity();
   double c = effective_scale(s, p.scale);
@@ -149,6 +152,22 @@ void run(const Problem<T>& p, T* out, T* lse, const Variant& v) {
   const bool narrow = is_narrow(p.format), round_p = narrow && v.round_weights;
   auto stored = [&](A x) { return T(narrow ? A(round_to(p.format, double(x))) : x); };
   auto weight_in_format = [&](A w) { return round_p ? A(round_to(p.format, double(w))) : w; };
+
+  // Dropout: weight (b, h, i, j)'s Philox draw at its [B,H,Tq,Tk] index, and a kept weight's factor
+  // 1 / (1 - p); or the mutants' stream, rate, factor and place (before the softmax, on the output).
+  const bool dropout = p.dropout_p > 0;
+  const bool drop_scores = dropout && v.mutation == M::dropout_before_softmax,
+             drop_output = dropout && v.mutation == M::dropout_on_output, drop_weights = dropout && !drop_scores && !drop_output;
+  const A kept_factor = A(v.mutation == M::dropout_no_rescale         ? 1
+                          : v.mutation == M::dropout_rescaled_by_keep ? 1 - p.dropout_p
+                                                                      : dropout_rescale(p.dropout_p));
+  const uint64_t seed = v.mutation == M::dropout_seed_ignored ? 0x5eed : p.dropout_seed;
+  const double drop_rate = v.mutation == M::dropout_p_swapped ? 1 - p.dropout_p : p.dropout_p;
+  auto keeps = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+    const bool shared = v.mutation == M::dropout_mask_shared_across_heads;
+    return philox_keeps(seed, drop_rate, uint64_t(s.scores_at(shared ? 0 : b, shared ? 0 : h, i) + j));
+  };
+  std::vector<uint8_t> keep_row(size_t(s.Tk), 1);  // row i's draws [Tk]
 
   // The keys query tile [i0, i1) visits: [0, the returned end), in whole key tiles. Under a causal
   // mask with query tiles, no key past the last one its last row may see, j <= (i1 - 1) + offset
@@ -234,6 +253,7 @@ void run(const Problem<T>& p, T* out, T* lse, const Variant& v) {
           if (v.mutation == M::scores_fp16) dot = to<Half>(dot);  // pytorch 60939
           score_i[j] = capped(masked ? minus_inf : v.prescale ? dot : scale * dot);
           if (p.bias) score_i[j] += A(p.bias[s.scores_at(b, h, i) + j]);
+          if (drop_scores && !keep_row[size_t(j)]) score_i[j] = minus_inf;
         }
       };
 
@@ -291,9 +311,10 @@ void run(const Problem<T>& p, T* out, T* lse, const Variant& v) {
           if (fp16_normalizer) r.l = to<Half>(r.l);  // llama.cpp 13975
           if (v.mutation == M::softmax_bf16) r.l = to<BFloat16>(r.l);
           const A acc_rescale = v.mutation == M::online_no_rescale && r.m != minus_inf ? A(1) : rescale;
-          // FlashAttention rounds P to the input format for the P V product, after summing l.
+          // FlashAttention rounds P to the input format for the P V product, after summing l, and
+          // drops its entries there (the factor 1 / (1 - p) comes at the end).
           if (v.block > 0 || v.defer_normalize)
-            for (int64_t t = start; t < stop; ++t) e[t] = weight_in_format(e[t]);
+            for (int64_t t = start; t < stop; ++t) e[t] = drop_weights && !keep_row[size_t(keys[t])] ? A(0) : weight_in_format(e[t]);
           weighted_sums(e.data(), start, stop);
           for (int64_t col = 0; col < s.dv; ++col) {
             r.acc[col] = r.acc[col] * acc_rescale + sums[col];
@@ -322,8 +343,12 @@ void run(const Problem<T>& p, T* out, T* lse, const Variant& v) {
         for (int64_t i = i0; i < i1; ++i) {
           T* out_i = out + s.out_at(b, h, i);
 
-          // Scores of the visited keys; the keys that carry weight (or, for the multiply-forbidden
-          // mutant, every visited key).
+          // The row's dropout draws, written to keep; the scores of the visited keys; the keys that
+          // carry weight (or, for the multiply-forbidden mutant, every visited key).
+          for (int64_t j = 0; dropout && j < s.Tk; ++j) {
+            keep_row[size_t(j)] = keeps(b, h, i, j);
+            if (keep) keep[s.scores_at(b, h, i) + j] = keep_row[size_t(j)];
+          }
           scores(i, key_end, score_row.data());
           keys.clear();
           bool any_weight = false;
@@ -373,13 +398,17 @@ void run(const Problem<T>& p, T* out, T* lse, const Variant& v) {
               weights[t] = v.reciprocal ? e[t] * inv_l : e[t] / l;
               weights[t] = weight_in_format(weights[t]);
               if (v.mutation == M::bf16_weights) weights[t] = to<BFloat16>(weights[t]);
+              if (drop_weights) weights[t] = keep_row[size_t(keys[t])] ? weights[t] * kept_factor : A(0);
             }
             weighted_sums(weights.data(), 0, n);
             for (int64_t col = 0; col < s.dv; ++col) out_i[col] = stored(sums[col]);
           } else {
+            const A factor = drop_weights ? kept_factor : A(1);
             for (int64_t col = 0; col < s.dv; ++col)
-              out_i[col] = stored(v.reciprocal ? total.acc[col] * inv_l : total.acc[col] / l);
+              out_i[col] = stored((v.reciprocal ? total.acc[col] * inv_l : total.acc[col] / l) * factor);
           }
+          for (int64_t col = 0; drop_output && col < s.dv; ++col)  // the output's own draws, at its [B,H,Tq,dv] index
+            out_i[col] = philox_keeps(seed, drop_rate, uint64_t(s.out_at(b, h, i) + col)) ? stored(A(out_i[col]) * kept_factor) : T(0);
         }
       }
     }
@@ -448,7 +477,7 @@ Variant mutant(Mutation mutation) {
 }
 
 template <class T>
-void variant_attention(const Problem<T>& p, T* out, const Variant& v, T* lse) {
+void variant_attention(const Problem<T>& p, T* out, const Variant& v, T* lse, uint8_t* keep) {
   if (v.expand_kv_heads && p.shape.kv_heads() < p.shape.H) {
     // K [B,H_kv,Tk,dk] and V [B,H_kv,Tk,dv] copied out to [B,H,Tk,dk] and [B,H,Tk,dv], query head h
     // getting its group's KV head, as torch's repeat_interleave does; then attention as if H_kv = H.
@@ -465,7 +494,7 @@ void variant_attention(const Problem<T>& p, T* out, const Variant& v, T* lse) {
     expanded.v = values.data();
     Variant rest = v;
     rest.expand_kv_heads = false;
-    variant_attention(expanded, out, rest, lse);
+    variant_attention(expanded, out, rest, lse, keep);
     return;
   }
 #ifdef __SSE__
@@ -473,15 +502,15 @@ void variant_attention(const Problem<T>& p, T* out, const Variant& v, T* lse) {
   if (v.flush_subnormals) _mm_setcsr(saved | kFlushToZero | kDenormalsAreZero);
 #endif
   if (v.accumulate_double)
-    run<T, double>(p, out, lse, v);
+    run<T, double>(p, out, lse, keep, v);
   else
-    run<T, T>(p, out, lse, v);
+    run<T, T>(p, out, lse, keep, v);
 #ifdef __SSE__
   _mm_setcsr(saved);  // the mode is the call's own, as a well-behaved kernel keeps it
 #endif
 }
 
-template void variant_attention(const Problem<float>&, float*, const Variant&, float*);
-template void variant_attention(const Problem<double>&, double*, const Variant&, double*);
+template void variant_attention(const Problem<float>&, float*, const Variant&, float*, uint8_t*);
+template void variant_attention(const Problem<double>&, double*, const Variant&, double*, uint8_t*);
 
 }  // namespace attncheck

@@ -79,6 +79,16 @@ enum class Mutation {
                             // llama.cpp 6646)
   softmax_bf16,             // exp and the running normalizer kept in bfloat16, rounded at every key (the
                             // softmax computed in the input format)
+  // Bugs of dropout (the contract: after the softmax, each weight kept with probability 1 - p and
+  // divided by 1 - p):
+  dropout_before_softmax,            // dropped scores set to -inf before the softmax: the weights renormalized
+                                     // over the survivors, not rescaled
+  dropout_no_rescale,                // kept weights not divided by 1 - p (inference-style dropout in training)
+  dropout_rescaled_by_keep,          // kept weights multiplied by 1 - p instead of divided by it
+  dropout_p_swapped,                 // weights kept with probability p, not 1 - p (p read as the keep rate)
+  dropout_seed_ignored,              // one fixed stream whatever the seed
+  dropout_mask_shared_across_heads,  // every batch and head drops the same weights (the mask indexed by (i, j) alone)
+  dropout_on_output,                 // dropout applied to the output elements instead of the weights
 };
 // The freedoms a correct implementation has, and an optional planted bug.
 struct Variant {
@@ -118,8 +128,12 @@ const std::vector<NamedVariant>& correct_variants();
 
 // The contract's attention computed the variant's way: Q [B,H,Tq,dk], K [B,H_kv,Tk,dk],
 // V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk] in; out [B,H,Tq,dv] out, and lse [B,H,Tq] when given: the
-// final running maximum plus the log of the final normalizer, m + log l (-inf for an empty row).
+// final running maximum plus the log of the final normalizer, m + log l (-inf for an empty row);
+// with dropout, the keep mask [B,H,Tq,Tk] when given (Philox per element, dropout.hpp): the
+// two-pass form drops normalized weights, the online form the numerators of each P tile after
+// l has summed them, as FlashAttention does.
 template <class T>
-void variant_attention(const Problem<T>& problem, T* out, const Variant& variant, T* lse = nullptr);
+void variant_attention(const Problem<T>& problem, T* out, const Variant& variant, T* lse = nullptr,
+                       uint8_t* keep = nullptr);
 
 }  // namespace attncheck

@@ -1,6 +1,7 @@
 // The bound of docs/error-bound.md, term by term; the names follow that derivation.
 #include "attncheck/bound.hpp"
 
+#include "attncheck/contract.hpp"
 #include "attncheck/precision.hpp"
 
 #include <algorithm>
@@ -206,6 +207,18 @@ LseBound bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<dou
   for (int64_t j = 0; j < n; ++j) p_natural[j] = p[j] * (a.u * (1 + f.score_size[j] + f.gap[j]) + F[j] + F_mean);
   if (score_error) *score_error = E;
   if (weight_error) *weight_error = A;
+  // Dropout: key j's term is w_j r^ rounded, r^ the kernel's 1 / (1 - p) within gamma_k, k =
+  // dropout_roundings(p): |w_j r^ (1 + theta) - p_j r| <= r (A_j (1 + g) + g p_j). Every term
+  // scales by r, and so do U and the oracle's own error; dropped keys come with |v| = 0.
+  const double r = f.dropout_p > 0 ? dropout_rescale(f.dropout_p) * (1 + 0x1p-52) : 1;
+  const double g = f.dropout_p > 0 ? gamma(dropout_roundings(f.dropout_p), a.u) : 0;
+  std::vector<double> pw(p);  // the kept weights' exact values, p_j r
+  if (f.dropout_p > 0)
+    for (int64_t j = 0; j < n; ++j) {
+      A[j] = r * (A[j] * (1 + g) + g * p[j]) * (1 + 0x1p-51);
+      p_natural[j] = r * (p_natural[j] + g * p[j]);
+      pw[j] = r * p[j];
+    }
   // B_c = sum_j A_j |v_jc| + U_c + the oracle's own error.
   for (int64_t c = 0; c < dv; ++c) {
     double B = 0, sum_pv = 0, natural_sum = 0, sum_v = 0;
@@ -213,16 +226,16 @@ LseBound bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<dou
       const double v = v_abs[size_t(j * dv + c)];
       if (v == 0) continue;  // an infinite A_j times 0 is no error
       B += A[j] * v;
-      sum_pv += p[j] * v;
+      sum_pv += pw[j] * v;
       natural_sum += p_natural[j] * v;
       sum_v += v;
     }
-    const double U = 2 * (double(n + 3) * a.tiny * sum_v + 2 * double(n) * a.tiny);
+    const double U = 2 * r * (double(n + 3) * a.tiny * sum_v + 2 * double(n) * a.tiny);
     // The oracle's own output error: its normalizer's, its weighted sum's, and the terms its exp
     // dropped (below 2^-1074 |v| each).
     const double oracle = (f.oracle_weight_error + f.oracle_output_error) * sum_pv + 2 * 0x1p-1074 * sum_v;
     // Beyond n u = 0.1 the factor 2 in U no longer covers the amplification: the model ends there.
-    bool in_range = f.scores_in_range && 2 * sum_v < a.max_finite && double(n) * a.u < 0.1;
+    bool in_range = f.scores_in_range && 2 * r * sum_v < a.max_finite && double(n) * a.u < 0.1;
     double stored = 0, stored_natural = 0;
     if (a.storage_u > 0) {
       // A 2-byte format (docs/error-bound.md, "Low precision"): the weights rounded to it before
@@ -232,13 +245,14 @@ LseBound bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<dou
       double W = 0, underflow_v = 0, underflow_l = 0;
       for (int64_t j = 0; j < n; ++j) {
         const double v = v_abs[size_t(j * dv + c)];
-        W += (p[j] + A[j]) * v;
-        if (p[j] + A[j] < 2 * a.storage_tiny) {
+        W += (pw[j] + A[j]) * v;
+        if (pw[j] + A[j] < 2 * a.storage_tiny) {
           underflow_v += a.storage_subnormal * v;
           underflow_l += a.storage_subnormal;
         }
       }
-      const double weights = 2 * a.storage_u * W + underflow_v + underflow_l * W;
+      // A dropout rescale of the stored weight may round to the format once more.
+      const double weights = (f.dropout_p > 0 ? 3 : 2) * a.storage_u * W + underflow_v + underflow_l * W;
       const double output = a.storage_u * (W + weights) + a.storage_subnormal / 2;
       stored = (weights + output) * (1 + 4 * a.storage_u);
       stored_natural = 3 * a.storage_u * sum_pv + underflow_v + a.storage_subnormal / 2;

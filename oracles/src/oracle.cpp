@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <stdexcept>
 #include <thread>
 
 #include "attncheck/bound.hpp"
@@ -292,7 +293,12 @@ template <class T>
   std::vector<double> hi(size_t(s.dv), 0), lo(hi), v_abs(size_t(n * s.dv));
   std::vector<uint8_t> nan(size_t(s.dv), 0), plus(nan), minus(nan);
   constexpr bool split_v = Precision<T>::fraction_bits > 25;
+  // Dropout: a dropped key's term is 0, its value unread (v_abs 0 for the bound); the sum is
+  // multiplied by r = 1 / (1 - p) (docs/error-bound.md, "Dropout").
+  const uint8_t* keep_i = p.dropout_p > 0 ? p.dropout_keep + s.scores_at(b, h, i) : nullptr;
+  const long double r = p.dropout_p > 0 ? 1 / (1 - (long double)p.dropout_p) : 1;
   for (int64_t j = 0; j < n; ++j) {
+    if (keep_i && !keep_i[row.keys[size_t(j)]]) continue;
     const T* v_j = v_bh + row.keys[size_t(j)] * s.dv;
     const DD e_j = e[size_t(j)], a = dd::split(e_j.hi);
     auto add_term = [&](int64_t c, double v) {
@@ -328,12 +334,14 @@ template <class T>
     row.out[size_t(c)] = nan[size_t(c)] || (plus[size_t(c)] && minus[size_t(c)]) ? kNaN
                          : plus[size_t(c)]                                      ? kInf
                          : minus[size_t(c)]                                     ? -kInf
-                                                                                : ((long double)hi[size_t(c)] + lo[size_t(c)]) / l_ld;
+                                                                                : ((long double)hi[size_t(c)] + lo[size_t(c)]) * r / l_ld;
   // hi + lo misses only the rounding of lo's 4n terms, each below 2^-25 |e_j v_jc| plus TwoSum's
   // errors (below n u sum_j |e_j v_jc| in all), and e_j.lo v_jc's (u^2): gamma_4n (2^-24 + n u) +
   // u^2 of sum_j e_j |v_jc|; then to long double, the division and the kept value, 4 eps_ld.
+  // With dropout, r's own rounding and its product: 2 eps_ld more.
   facts.oracle_output_error = double(4 * n) * 0x1p-52 * (0x1p-24 + double(n) * 0x1p-53) + dd::kU2 +
-                              4 * double(std::numeric_limits<long double>::epsilon());
+                              (keep_i ? 6 : 4) * double(std::numeric_limits<long double>::epsilon());
+  facts.dropout_p = p.dropout_p;
 
   // The bound of each output element (docs/error-bound.md).
   facts.max_abs = std::fabs(m.hi) * (1 + 0x1p-52);
@@ -411,8 +419,16 @@ void parallel_rows(const std::vector<int64_t>& rows, int64_t keys_per_row, F bod
 
 }  // namespace
 
+// The oracle applies the kernel's dropout mask; it draws none of its own.
+template <class T>
+void require_keep_mask(const Problem<T>& p) {
+  if (p.dropout_p > 0 && !p.dropout_keep)
+    throw std::logic_error("the oracle computes dropout for a given keep mask, and the problem has none");
+}
+
 template <class T>
 ExactRow exact_row(const Problem<T>& p, int64_t b, int64_t h, int64_t i) {
+  require_keep_mask(p);
   return row_of(p, key_facts(p, b, p.shape.kv_head(h), Arithmetic::of(p.format).tiny), scale_of(p.shape, p.scale), b, h, i);
 }
 
@@ -423,6 +439,7 @@ namespace {
 template <class T, class F>
 void for_rows(const Problem<T>& p, const std::vector<uint8_t>& wanted, F body) {
   // Q, K, V, bias in.
+  require_keep_mask(p);
   const Shape& s = p.shape;
   const DD scale = scale_of(s, p.scale);
   const double tiny = Arithmetic::of(p.format).tiny;

@@ -1,5 +1,6 @@
 #include "attncheck/case_text.hpp"
 
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <iterator>
@@ -131,6 +132,11 @@ std::string case_to_text(const Case<T>& c) {
     std::snprintf(softcap, sizeof softcap, "%a", c.softcap);
     text += line_of(ATTNCHECK_CAP_SOFTCAP) + " " + softcap + "\n";
   }
+  if (c.dropout_p != 0) {
+    char rate[40];
+    std::snprintf(rate, sizeof rate, "%a", c.dropout_p);
+    text += line_of(ATTNCHECK_CAP_DROPOUT) + " " + rate + " " + std::to_string(c.dropout_seed) + "\n";
+  }
   text += "mix " + c.mix + "\n";
   const auto word = [&](T x) { return format_hex(c.format, x); };
   line(text, "q", c.q, word);
@@ -196,7 +202,7 @@ Case<T> case_from_text(const std::string& first_line, std::istream& in) {
       }
       shaped = true;
     } else if (!shaped && name != "options" && name != "mix" && name != line_of(ATTNCHECK_CAP_WINDOW) &&
-               name != line_of(ATTNCHECK_CAP_SOFTCAP)) {
+               name != line_of(ATTNCHECK_CAP_SOFTCAP) && name != line_of(ATTNCHECK_CAP_DROPOUT)) {
       bad("'" + name + "' before the shape line");
     } else if (name == "options") {
       std::string causal, scale, empty, k1, k2, k3, k4, lse_empty, more;
@@ -228,6 +234,15 @@ Case<T> case_from_text(const std::string& first_line, std::istream& in) {
       char* end = nullptr;
       c.softcap = std::strtod(cap.c_str(), &end);
       if (cap.empty() || *end != '\0') bad("softcap '" + cap + "' is not a number");
+    } else if (name == line_of(ATTNCHECK_CAP_DROPOUT)) {
+      std::string rate, seed;
+      words >> rate >> seed;
+      char* end = nullptr;
+      c.dropout_p = std::strtod(rate.c_str(), &end);
+      if (rate.empty() || *end != '\0') bad("dropout rate '" + rate + "' is not a number");
+      errno = 0;
+      c.dropout_seed = std::strtoull(seed.c_str(), &end, 10);
+      if (seed.empty() || *end != '\0' || seed[0] == '-' || errno == ERANGE) bad("dropout seed '" + seed + "' is not a 64-bit count");
     } else if (name == "mix") {
       std::getline(words >> std::ws, c.mix);
     } else if (name == "q") {

@@ -213,6 +213,8 @@ Problem<T> Case<T>::problem() const {
   p.bias = bias.empty() ? nullptr : bias.data();
   p.scale = scale;
   p.softcap = softcap;
+  p.dropout_p = dropout_p;
+  p.dropout_seed = dropout_seed;
   p.empty_rows = empty_rows;
   p.lse_empty = lse_empty;
   p.format = format;
@@ -349,6 +351,7 @@ std::string describe(const Case<T>& c) {
   if (c.window_left >= 0 || c.window_right >= 0)
     extras += "; window " + std::to_string(c.window_left) + "," + std::to_string(c.window_right);
   if (c.softcap != 0) extras += "; soft-cap " + show(c.softcap);
+  if (c.dropout_p != 0) extras += "; dropout p " + show(c.dropout_p) + " seed " + std::to_string(c.dropout_seed);
   if (is_narrow(c.format))
     extras += std::string("; in ") + format_name(c.format);
   std::snprintf(line, sizeof line, "B %lld, H %lld%s, Tq %lld, Tk %lld, dk %lld, dv %lld; scale %s; causal %s%s; empty rows %s; %s\n",

@@ -150,7 +150,9 @@ void send_mode(int fd) {
   FrameHeader frame;
   for (uint64_t call = 0; read_all(requests, &frame, sizeof frame, forever) == Io::ok; ++call) {
     ProblemHeader r;
+    DropoutHeader dropout{};
     if (!(frame.tag == kProblem) || read_all(requests, &r, sizeof r, forever) != Io::ok) _exit(71);
+    if ((r.flags & kDropout) && read_all(requests, &dropout, sizeof dropout, forever) != Io::ok) _exit(71);
     size_t sizes[kBuffers];
     buffer_sizes(r, sizes);
     const bool at_start = call % 2 == 1;
@@ -161,10 +163,14 @@ void send_mode(int fd) {
       if (read_all(requests, all[b]->data, sizes[b], forever) != Io::ok) _exit(0);
       all[b]->read_only();
     }
-    // Unwritten outputs read as NaN.
+    // Unwritten outputs read as NaN (a keep mask as kUnwrittenKeep).
     for (int b = 0; b < kBuffers; ++b) {
       if (!written(r, b)) continue;
       Guarded& buffer = *all[b];
+      if (b == KEEP) {
+        std::memset(buffer.data, kUnwrittenKeep, buffer.n);
+        continue;
+      }
       visit_format(b == LSE ? (r.dtype == ATTNCHECK_F64 ? Format::f64 : Format::f32) : Format(r.dtype), [&](auto zero) {
         using F = decltype(zero);
         const auto nan = Precision<F>::to_bits(Precision<F>::from_double(std::numeric_limits<double>::quiet_NaN()));
@@ -198,6 +204,9 @@ void send_mode(int fd) {
     v2.softcap = r.softcap;
     v2.out = data(OUT);
     v2.lse = data(LSE);
+    v2.dropout_p = dropout.p;
+    v2.dropout_seed = dropout.seed;
+    v2.dropout_keep = static_cast<uint8_t*>(data(KEEP));
     auto call_v1 = [&](auto zero) {
       using T = decltype(zero);
       std::vector<uint8_t> folded;
@@ -452,7 +461,7 @@ std::optional<Outcome> IsolatedKernel::receive(const char* during, double deadli
   int32_t status;
   if (frame.length != sizeof status && frame.length != result_payload(r))
     return broken("a RSLT frame of 4 bytes (a refusal) or " + std::to_string(result_payload(r)) + " (the status and " +
-                  (r.flags & kBackward ? "dq, dk, dv)" : r.flags & kWantLse ? "out, lse)" : "out)"));
+                  (r.flags & kBackward ? "dq, dk, dv)" : r.flags & kWantKeep ? (r.flags & kWantLse ? "out, keep, lse)" : "out, keep)") : r.flags & kWantLse ? "out, lse)" : "out)"));
   if (const Io io = read_all(from_child_, &status, sizeof status, deadline); io != Io::ok) return lost(io);
   if (status != 0 && frame.length != sizeof status) return broken("a refusal's RSLT carries the status alone");
   if (status == 0 && frame.length == sizeof status) return broken("a RSLT with status 0 carries the outputs");
@@ -529,9 +538,9 @@ namespace {
 // GroupQueryAttention, 1.1 to 1.9 s a call on a loaded machine, for a hang).
 constexpr double kPluginFloor = 1, kCommandFloor = 10;
 // A kind of call, for the adaptive timeout: its dtype, and whether it is the backward or asks the
-// lse (other code, which a JIT may compile on its first call); and its work.
+// lse or dropout (other code, which a JIT may compile on its first call); and its work.
 uint64_t call_kind(const ProblemHeader& r) {
-  constexpr uint32_t direction = protocol_flag(ATTNCHECK_CAP_LSE) | protocol_flag(ATTNCHECK_CAP_BACKWARD);
+  constexpr uint32_t direction = protocol_flag(ATTNCHECK_CAP_LSE) | protocol_flag(ATTNCHECK_CAP_BACKWARD) | kDropout;
   return uint64_t(uint32_t(r.dtype)) << 32 | (r.flags & direction);
 }
 int64_t call_work(const ProblemHeader& r) { return int64_t(r.B) * r.H * r.Tq * r.Tk * (int64_t(r.dk) + r.dv); }
@@ -583,28 +592,30 @@ Outcome IsolatedKernel::fate(const char* waiting_for) {
 
 namespace {
 
-// The PROB header for case c (its problem's ABI view `abi`): the forward, or with `backward` the backward.
+// The PROB headers for case c (its problem's ABI view `abi`): the forward, or with `backward` the backward.
 template <class T>
-ProblemHeader request_for(const Case<T>& c, const attncheck_problem_v2& abi, bool want_lse, bool backward) {
+Request request_for(const Case<T>& c, const attncheck_problem_v2& abi, bool want_lse, bool backward, bool want_keep = false) {
   const Shape& s = c.shape;
   uint32_t flags = 0;
-  const CallView call = call_view(c.problem(), want_lse, backward);
+  const CallView call = call_view(c.problem(), want_lse, backward, want_keep);
   for (const Feature& f : features())
     if (f.used(call)) flags |= f.protocol_flag;
-  return {abi.dtype,        flags,
+  return {{abi.dtype,        flags,
           int32_t(s.B),     int32_t(s.H),
           int32_t(s.kv_heads()), int32_t(s.Tq),
           int32_t(s.Tk),    int32_t(s.dk),
           int32_t(s.dv),    int32_t(c.causal),
           int32_t(c.window_left), int32_t(c.window_right),
-          c.scale,          c.softcap};
+          c.scale,          c.softcap},
+          {c.dropout_p, c.dropout_seed}};
 }
 
 }  // namespace
 
-Outcome IsolatedKernel::exchange(const void* request_bytes, const void* const (&buffers)[12], void* const (&into)[12],
+Outcome IsolatedKernel::exchange(const void* request_bytes, const void* const (&buffers)[13], void* const (&into)[13],
                                  const char* entry_point) {
-  const ProblemHeader& request = *static_cast<const ProblemHeader*>(request_bytes);
+  const Request& headers = *static_cast<const Request*>(request_bytes);
+  const ProblemHeader& request = headers.header;
   size_t sizes[kBuffers];
   buffer_sizes(request, sizes);
   // One deadline for the whole exchange: a child that stops reading its problem hangs as surely as
@@ -614,6 +625,7 @@ Outcome IsolatedKernel::exchange(const void* request_bytes, const void* const (&
   const FrameHeader frame{kProblem, uint32_t(problem_payload(request))};
   Io sent = write_all(to_child_, &frame, sizeof frame, deadline);
   if (sent == Io::ok) sent = write_all(to_child_, &request, sizeof request, deadline);
+  if (sent == Io::ok && (request.flags & kDropout)) sent = write_all(to_child_, &headers.dropout, sizeof headers.dropout, deadline);
   for (int b = 0; b < kBuffers && sent == Io::ok; ++b)
     if (!written(request, b) && sizes[b] > 0) sent = write_all(to_child_, buffers[b], sizes[b], deadline);
   if (sent == Io::closed) return fate("reading its problem");
@@ -627,9 +639,9 @@ Outcome IsolatedKernel::exchange(const void* request_bytes, const void* const (&
 }
 
 template <class T>
-Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out, std::vector<T>* lse) {
+Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out, std::vector<T>* lse, std::vector<uint8_t>* keep) {
   // c: Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], allow [B,Tq,Tk], key lengths [B], bias
-  // [B,H,Tq,Tk]; out [B,H,Tq,dv] and, when asked, lse [B,H,Tq].
+  // [B,H,Tq,Tk]; out [B,H,Tq,dv] and, when asked, lse [B,H,Tq] and the dropout keep mask [B,H,Tq,Tk].
   if (child_ < 0) start();
   const Shape& s = c.shape;
   // A case that does not fill its shape, or uses what the plugin does not claim, is the harness's
@@ -637,14 +649,17 @@ Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out, std::vector<T
   if (int64_t(c.q.size()) != s.q_size() || int64_t(c.k.size()) != s.k_size() || int64_t(c.v.size()) != s.v_size())
     throw std::logic_error("a case whose tensors do not fit its shape");
   const Problem<T> problem = c.problem();
-  require_claimed(call_view(problem, lse != nullptr, false), capabilities_);  // a v1 plugin's: what ABI v1 carries
+  const bool want_keep = keep && c.dropout_p > 0;
+  require_claimed(call_view(problem, lse != nullptr, false, want_keep), capabilities_);  // a v1 plugin's: what ABI v1 carries
   out.resize(size_t(s.out_size()));
   if (lse) lse->resize(size_t(s.lse_size()));
+  if (keep) keep->assign(want_keep ? size_t(s.scores_size()) : 0, kUnwrittenKeep);
   NarrowBuffers narrow;  // f16 and bf16 as bit patterns
-  const attncheck_problem_v2 abi = to_abi_v2(problem, out.data(), lse ? lse->data() : nullptr, narrow);
-  const ProblemHeader request = request_for(c, abi, lse != nullptr, false);
+  const attncheck_problem_v2 abi =
+      to_abi_v2(problem, out.data(), lse ? lse->data() : nullptr, narrow, want_keep ? keep->data() : nullptr);
+  const Request request = request_for(c, abi, lse != nullptr, false, want_keep);
   const void* const buffers[kBuffers] = {abi.q, abi.k, abi.v, c.allow.data(), c.key_lengths.data(), abi.bias};
-  void* const into[kBuffers] = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, abi.out, abi.lse};
+  void* const into[kBuffers] = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, abi.out, abi.dropout_keep, abi.lse};
   const Outcome outcome = exchange(&request, buffers, into, entry_point_name(version_, std::is_same_v<T, float>));
   widen_output(problem, narrow, out.data());
   return outcome;
@@ -661,18 +676,18 @@ Outcome IsolatedKernel::run_backward(const Case<T>& c, const Grads<T>& grads) {
   NarrowGrads narrow_grads;
   attncheck_problem_v2 forward;
   const attncheck_grads_v2 abi = to_abi_grads(problem, grads, forward, narrow, narrow_grads);
-  const ProblemHeader request = request_for(c, forward, false, true);
+  const Request request = request_for(c, forward, false, true);
   const void* const buffers[kBuffers] = {forward.q, forward.k, forward.v, c.allow.data(), c.key_lengths.data(),
-                                         forward.bias, abi.dout, forward.out, forward.lse};
-  void* const into[kBuffers] = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                         forward.bias, abi.dout, forward.out, nullptr, forward.lse};
+  void* const into[kBuffers] = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                                 nullptr, nullptr, nullptr, abi.dq,  abi.dk,  abi.dv};
   const Outcome outcome = exchange(&request, buffers, into, "attncheck_backward_v2");
   widen_grads(problem, narrow_grads, grads);
   return outcome;
 }
 
-template Outcome IsolatedKernel::run(const Case<float>&, std::vector<float>&, std::vector<float>*);
-template Outcome IsolatedKernel::run(const Case<double>&, std::vector<double>&, std::vector<double>*);
+template Outcome IsolatedKernel::run(const Case<float>&, std::vector<float>&, std::vector<float>*, std::vector<uint8_t>*);
+template Outcome IsolatedKernel::run(const Case<double>&, std::vector<double>&, std::vector<double>*, std::vector<uint8_t>*);
 template Outcome IsolatedKernel::run_backward(const Case<float>&, const Grads<float>&);
 template Outcome IsolatedKernel::run_backward(const Case<double>&, const Grads<double>&);
 

@@ -10,6 +10,7 @@
 #include "attncheck/attention.hpp"
 #include "attncheck/attention_backward.hpp"
 #include "attncheck/features.hpp"
+#include "attncheck/protocol.hpp"
 
 namespace attncheck {
 
@@ -49,15 +50,19 @@ const Kernel& kernel_from_environment() {
 }
 
 template <class T>
-int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out, std::vector<T>* lse) {
+int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out, std::vector<T>* lse,
+                   std::vector<uint8_t>* keep) {
   const Shape& s = c.shape;
   out.assign(size_t(s.out_size()), std::numeric_limits<T>::quiet_NaN());  // unwritten outputs fail
   if (lse) lse->assign(size_t(s.lse_size()), std::numeric_limits<T>::quiet_NaN());
+  const bool want_keep = keep && c.dropout_p > 0;
+  if (keep) keep->assign(want_keep ? size_t(s.scores_size()) : 0, protocol::kUnwrittenKeep);
   T* lse_data = lse ? lse->data() : nullptr;
+  uint8_t* keep_data = want_keep ? keep->data() : nullptr;
   const Problem<T> problem = c.problem();
-  require_claimed(call_view(problem, lse != nullptr, false), kernel.claimed());
+  require_claimed(call_view(problem, lse != nullptr, false, want_keep), kernel.claimed());
   if (kernel.full_contract) {
-    attention(problem, Result<T>{out.data(), nullptr, lse_data});
+    attention(problem, Result<T>{out.data(), nullptr, lse_data, keep_data});
     return 0;
   }
   const bool f32 = std::is_same_v<T, float>;
@@ -65,7 +70,7 @@ int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out, 
   std::vector<uint8_t> allow;  // v1: key lengths folded in
   const attncheck_problem v1 = plugin.version == 1 ? to_abi(problem, out.data(), allow) : attncheck_problem{};
   NarrowBuffers narrow;  // f16 and bf16 as bit patterns
-  const attncheck_problem_v2 v2 = plugin.version == 1 ? attncheck_problem_v2{} : to_abi_v2(problem, out.data(), lse_data, narrow);
+  const attncheck_problem_v2 v2 = plugin.version == 1 ? attncheck_problem_v2{} : to_abi_v2(problem, out.data(), lse_data, narrow, keep_data);
   const FpMode caller = current_fp_mode();
   set_fp_mode(kernel.mode);
   const int32_t status = plugin.version == 1 ? (f32 ? plugin.forward_f32 : plugin.forward_f64)(&v1) : plugin.forward_v2(&v2);
@@ -102,7 +107,7 @@ int32_t run_kernel_backward(const Kernel& kernel, const Case<T>& c, const Grads<
 
 template int32_t run_kernel_backward(const Kernel&, const Case<float>&, const Grads<float>&);
 template int32_t run_kernel_backward(const Kernel&, const Case<double>&, const Grads<double>&);
-template int32_t run_kernel(const Kernel&, const Case<float>&, std::vector<float>&, std::vector<float>*);
-template int32_t run_kernel(const Kernel&, const Case<double>&, std::vector<double>&, std::vector<double>*);
+template int32_t run_kernel(const Kernel&, const Case<float>&, std::vector<float>&, std::vector<float>*, std::vector<uint8_t>*);
+template int32_t run_kernel(const Kernel&, const Case<double>&, std::vector<double>&, std::vector<double>*, std::vector<uint8_t>*);
 
 }  // namespace attncheck

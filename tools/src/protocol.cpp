@@ -14,16 +14,16 @@
 
 namespace attncheck::protocol {
 
-const char* const kBufferNames[kBuffers] = {"q", "k", "v", "allow", "kv_lens", "bias", "dout", "out", "lse", "dq", "dk", "dv"};
+const char* const kBufferNames[kBuffers] = {"q", "k", "v", "allow", "kv_lens", "bias", "dout", "out", "keep", "lse", "dq", "dk", "dv"};
 
 bool written(const ProblemHeader& p, int b) {
   if (p.flags & kBackward) return b >= DQ;
-  return b == OUT || (b == LSE && (p.flags & kWantLse));
+  return b == OUT || (b == LSE && (p.flags & kWantLse)) || (b == KEEP && (p.flags & kWantKeep));
 }
 
 void buffer_sizes(const ProblemHeader& p, size_t (&sizes)[kBuffers]) {
   // q, k, v, bias, out, dout and the gradients in the format (2 bytes for f16, bf16); lse in float
-  // (double for f64); allow one byte per element; kv_lens int32.
+  // (double for f64); allow and keep one byte per element; kv_lens int32.
   const size_t e = p.dtype == ATTNCHECK_F64 ? 8 : p.dtype == ATTNCHECK_F32 ? 4 : 2;
   const size_t lse_e = p.dtype == ATTNCHECK_F64 ? 8 : 4;
   const size_t bh = size_t(p.B) * size_t(p.H), bkv = size_t(p.B) * size_t(p.H_kv), tq = size_t(p.Tq), tk = size_t(p.Tk);
@@ -36,6 +36,7 @@ void buffer_sizes(const ProblemHeader& p, size_t (&sizes)[kBuffers]) {
                                 (p.flags & kHasBias) ? bh * tq * tk * e : 0,
                                 backward ? bh * tq * size_t(p.dv) * e : 0,
                                 bh * tq * size_t(p.dv) * e,
+                                (p.flags & kWantKeep) ? bh * tq * tk : 0,
                                 (p.flags & (kWantLse | kBackward)) ? bh * tq * lse_e : 0,
                                 backward ? bh * tq * size_t(p.dk) * e : 0,
                                 backward ? bkv * tk * size_t(p.dk) * e : 0,
@@ -53,7 +54,9 @@ size_t payload(const ProblemHeader& p, bool writes) {
 }
 }  // namespace
 
-size_t problem_payload(const ProblemHeader& p) { return sizeof(ProblemHeader) + payload(p, false); }
+size_t problem_payload(const ProblemHeader& p) {
+  return sizeof(ProblemHeader) + (p.flags & kDropout ? sizeof(DropoutHeader) : 0) + payload(p, false);
+}
 size_t result_payload(const ProblemHeader& p) { return sizeof(int32_t) + payload(p, true); }
 
 namespace {

@@ -1,6 +1,7 @@
 // Between the C++ contract (contract.hpp) and plugin ABIs v1 and v2 (plugin.h).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -37,8 +38,16 @@ struct NarrowBuffers {
 // The ABI v2 view of `problem` writing out [B,H,Tq,dv] and, when not null, lse [B,H,Tq] (float
 // for every format but f64). v2 has no empty-row policy but zero. A problem in f16 or bf16 has its
 // inputs written into `narrow`, and the kernel's out goes there: widen_output brings it back.
+// With dropout, the kernel writes the keep mask it used into `keep` [B,H,Tq,Tk] when not null.
 template <class T>
-attncheck_problem_v2 to_abi_v2(const Problem<T>& problem, T* out, T* lse, NarrowBuffers& narrow);
+attncheck_problem_v2 to_abi_v2(const Problem<T>& problem, T* out, T* lse, NarrowBuffers& narrow, uint8_t* keep = nullptr);
+
+// The size of an attncheck_problem_v2 before the dropout fields were appended: the smallest a
+// plugin accepts. A problem that ends there carries no dropout.
+inline constexpr int32_t kProblemV2SizeBeforeDropout = int32_t(offsetof(attncheck_problem_v2, dropout_p));
+inline bool carries_dropout(const attncheck_problem_v2& p) {
+  return p.size >= int32_t(offsetof(attncheck_problem_v2, dropout_keep) + sizeof p.dropout_keep);
+}
 
 // After the call, out [B,H,Tq,dv] from narrow.out, exactly (float holds every f16 and bf16 value);
 // nothing to do for a problem in T's own format.

@@ -76,15 +76,26 @@ struct Problem {
   // whose values q, k, v and bias hold exactly. A kernel then computes in float or better and
   // rounds out to the format; lse stays float (docs/error-bound.md, "Low precision").
   Format format = Precision<T>::format;
+  // Dropout on the weights, after the softmax (PyTorch's order): each weight p_ij kept with
+  // probability 1 - dropout_p and then divided by 1 - dropout_p, or set to 0; lse stays that of
+  // the weights before dropout. 0 = none.
+  double dropout_p = 0;
+  uint64_t dropout_seed = 0;               // the kernel's own random stream: one seed, one mask
+  const uint8_t* dropout_keep = nullptr;   // [B,H,Tq,Tk], nonzero = kept: the mask to apply, as PyTorch's
+                                           // math backend takes one (the oracle needs it); null = draw one from the seed
 };
 
-// Where the results go: out always, weights and log-sum-exp on request.
+// Where the results go: out always, weights, log-sum-exp and the dropout keep mask on request.
 template <class T>
 struct Result {
   T* out = nullptr;      // [B,H,Tq,dv]
-  T* weights = nullptr;  // [B,H,Tq,Tk]; forbidden keys get exactly 0; null = not wanted
+  T* weights = nullptr;  // [B,H,Tq,Tk]; forbidden keys get exactly 0; after dropout when there is any; null = not wanted
   T* lse = nullptr;      // [B,H,Tq]; log of the sum of exp over permitted scores; null = not wanted
+  uint8_t* keep = nullptr;  // [B,H,Tq,Tk]; with dropout, 1 where a weight was kept and 0 where dropped; null = not wanted
 };
+
+// The factor dropout multiplies a kept weight by: 1 / (1 - p) (1 without dropout).
+inline double dropout_rescale(double p) { return 1 / (1 - p); }
 
 // The backward pass's buffers: the forward's results as inputs (the exact out and lse rounded to
 // their formats, as FlashAttention's backward receives them), the output gradient, and the
@@ -117,7 +128,8 @@ bool permits(const Masks& masks, const Shape& shape, int64_t b, int64_t i, int64
 // Empty when the problem is well formed; otherwise a one-line reason (a dim below 1 or too
 // large, a missing buffer, an unknown causal mode, a non-finite scale, a negative key length, a
 // window side below -1 or past 2^31 - 1 (what ABI v2 carries), a soft-cap that is negative or not finite, a format that is not T's own or
-// a 2-byte one over float, a value of q, k, v or bias that its format cannot hold).
+// a 2-byte one over float, a value of q, k, v or bias that its format cannot hold, a dropout
+// rate outside [0, 1)).
 template <class T>
 std::string problem_error(const Problem<T>& problem, const Result<T>& result);
 

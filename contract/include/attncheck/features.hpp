@@ -41,11 +41,14 @@ struct CallView {
   double softcap = 0;
   bool lse = false;
   bool backward = false;
+  double dropout_p = 0;
+  bool keep = false;  // the dropout keep mask asked for
 };
 
 template <class T>
-CallView call_view(const Problem<T>& problem, bool lse, bool backward) {
-  return {problem.format, problem.shape, problem.masks, problem.bias != nullptr, problem.softcap, lse && !backward, backward};
+CallView call_view(const Problem<T>& problem, bool lse, bool backward, bool keep = false) {
+  return {problem.format, problem.shape, problem.masks, problem.bias != nullptr, problem.softcap, lse && !backward, backward,
+          problem.dropout_p, keep && problem.dropout_p > 0};
 }
 
 struct Feature {
@@ -92,6 +95,10 @@ inline constexpr Feature kFeatures[] = {
     {ATTNCHECK_CAP_LSE, "ATTNCHECK_CAP_LSE", "lse", "lse", "", 8, [](const CallView& c) { return c.lse; }},
     {ATTNCHECK_CAP_BACKWARD, "ATTNCHECK_CAP_BACKWARD", "backward", "backward", "", 16,
      [](const CallView& c) { return c.backward; }},
+    {ATTNCHECK_CAP_DROPOUT, "ATTNCHECK_CAP_DROPOUT", "dropout", "dropout", "dropout", 32,
+     [](const CallView& c) { return c.dropout_p > 0; }},
+    {ATTNCHECK_CAP_DROPOUT_MASK, "ATTNCHECK_CAP_DROPOUT_MASK", "dropout_mask", "dropout keep mask", "", 64,
+     [](const CallView& c) { return c.keep; }},
 };
 
 // Every feature, formats first (f32, f64, f16, bf16: ABI v2's dtype order), then by capability bit.

@@ -49,7 +49,9 @@ enum {                                   /* bits of attncheck_capabilities() */
   ATTNCHECK_CAP_SOFTCAP = 1u << 9,
   ATTNCHECK_CAP_BIAS = 1u << 10,
   ATTNCHECK_CAP_LSE = 1u << 11,
-  ATTNCHECK_CAP_BACKWARD = 1u << 12      /* attncheck_backward_v2, the gradient issue */
+  ATTNCHECK_CAP_BACKWARD = 1u << 12,     /* attncheck_backward_v2, the gradient issue */
+  ATTNCHECK_CAP_DROPOUT = 1u << 13,      /* takes dropout_p > 0 */
+  ATTNCHECK_CAP_DROPOUT_MASK = 1u << 14  /* and writes the keep mask it used when asked */
 };
 typedef struct attncheck_problem_v2 {
   int32_t size;                /* sizeof(attncheck_problem_v2) as the checker was built; later versions only append fields */
@@ -67,6 +69,10 @@ typedef struct attncheck_problem_v2 {
   double softcap;              /* 0 = none; else score = softcap * tanh(scale * q.k / softcap), before bias and masks */
   void *out;                   /* [B][H][Tq][dv] in dtype */
   void *lse;                   /* [B][H][Tq] natural-log log-sum-exp of the row's permitted scores, float (double when dtype is F64); -inf for an empty row; NULL = not asked */
+  /* Dropout (ATTNCHECK_CAP_DROPOUT), appended: present when size covers them; never set for a kernel that does not claim it. */
+  double dropout_p;            /* 0 = none; else after the softmax each weight is kept with probability 1 - p and divided by 1 - p (lse stays that of the weights before dropout) */
+  uint64_t dropout_seed;       /* the kernel's own random stream: the same problem and seed give the same result */
+  uint8_t *dropout_keep;       /* [B][H][Tq][Tk]: 1 = kept, 0 = dropped, written by a kernel with ATTNCHECK_CAP_DROPOUT_MASK when not NULL */
 } attncheck_problem_v2;
 uint32_t attncheck_capabilities(void);
 int32_t  attncheck_forward_v2(const attncheck_problem_v2 *p);   /* 0 = ok; anything else for a problem within its capabilities is a finding */

@@ -26,16 +26,17 @@ int32_t forward_through_abi(const attncheck_problem* p, Compute compute) {
   return 0;
 }
 
-// The body of attncheck_forward_v2: as above, and 4 for a format the plugin does not claim. An f16
+// The body of attncheck_forward_v2: as above, and 4 for a format or dropout the plugin does not claim. An f16
 // or bf16 problem is computed in float on its widened inputs, and its output rounded back.
 template <class Compute>
 int32_t forward_through_abi_v2(const attncheck_problem_v2* p, uint32_t capabilities, Compute compute) {
   if (!p) return 1;
-  if (p->size < int32_t(sizeof(attncheck_problem_v2))) return 2;
+  if (p->size < kProblemV2SizeBeforeDropout) return 2;
   auto run = [&](auto zero) -> int32_t {
     using T = decltype(zero);
     Problem<T> problem = from_abi_v2<T>(*p);
-    Result<T> result{static_cast<T*>(p->out), nullptr, static_cast<T*>(p->lse)};
+    Result<T> result{static_cast<T*>(p->out), nullptr, static_cast<T*>(p->lse),
+                     carries_dropout(*p) && p->dropout_p > 0 ? p->dropout_keep : nullptr};
     if (!problem_error(problem, result).empty()) return 2;
     WideBuffers wide;
     if constexpr (std::is_same_v<T, float>)
@@ -53,6 +54,7 @@ int32_t forward_through_abi_v2(const attncheck_problem_v2* p, uint32_t capabilit
     return 0;
   };
   if (!claims_dtype(capabilities, p->dtype)) return 4;
+  if (carries_dropout(*p) && p->dropout_p != 0 && !(capabilities & ATTNCHECK_CAP_DROPOUT)) return 4;
   return p->dtype == ATTNCHECK_F64 ? run(0.0) : run(0.0f);
 }
 
@@ -63,7 +65,7 @@ template <class Compute>
 int32_t backward_through_abi_v2(const attncheck_grads_v2* g, uint32_t capabilities, Compute compute) {
   if (!g || !g->problem) return 1;
   const attncheck_problem_v2* p = g->problem;
-  if (p->size < int32_t(sizeof(attncheck_problem_v2))) return 2;
+  if (p->size < kProblemV2SizeBeforeDropout) return 2;
   auto run = [&](auto zero) -> int32_t {
     using T = decltype(zero);
     Problem<T> problem = from_abi_v2<T>(*p);

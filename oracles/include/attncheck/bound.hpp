@@ -63,7 +63,14 @@ struct RowFacts {
   std::vector<double> oracle_score_error;  // [n]
   double oracle_weight_error = 0;
   double oracle_output_error = 0;  // the output's own arithmetic, relative to sum_j p_j |v_jc|
+  // Dropout's rate, 0 for none: every kept term is p_j / (1 - p) (a dropped key's |v_jc| given as 0).
+  double dropout_p = 0;
 };
+
+// Roundings a kept weight's dropout rescale can take in the kernel's precision: p's own, 1 - p's
+// (amplified p / (1 - p) times by p's), the reciprocal or division, the product with the weight, and
+// one to spare (docs/error-bound.md, "Dropout").
+inline double dropout_roundings(double p) { return 4 + p / (1 - p); }
 
 // The oracle's inner products in double-double (Ogita, Rump and Oishi's Dot2): after n finite
 // terms whose |x y| sum to `size`, |computed - exact| <= gamma_2n(2^-53)^2 size + n 2^-1074.

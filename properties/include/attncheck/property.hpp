@@ -36,6 +36,9 @@ class Checker {
     lse.clear();
     return has_lse() ? run(c, lse) : run(c);
   }
+  // Running the implementation on a case with dropout for out and the keep mask it used [B,H,Tq,Tk]
+  // (ABI v2's ATTNCHECK_CAP_DROPOUT_MASK: only for a kernel that claims it, claims() says).
+  virtual std::vector<float> run(const Case<float>& c, std::vector<uint8_t>& keep);
   // Whether the implementation has a backward (ABI v2's ATTNCHECK_CAP_BACKWARD), and running it on
   // case c: grads' out, lse and dout in, dq, dk and dv written. Fails the property as run does.
   virtual bool has_backward() const { return false; }
@@ -92,10 +95,20 @@ class Checker {
 // Fails unless `out` agrees with the oracle's `reference` for case c: both gates, the rigorous
 // bound and the precision gate, with the failure report and the case; and `lse` when given, the
 // same way against the oracle's log-sum-exp. A sampled reference (a large case) first gains every
-// row the screen flags (rows.hpp).
+// row the screen flags (rows.hpp). A case with dropout is judged for the keep mask [B,H,Tq,Tk]
+// given, the kernel's: `reference` must be the oracle's for it (with_keep).
 template <class T>
 void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& out, Reference reference,
-                       const std::string& claim, const std::vector<T>* lse = nullptr);
+                       const std::string& claim, const std::vector<T>* lse = nullptr,
+                       const std::vector<uint8_t>* keep = nullptr);
+
+// c's problem with dropout's keep mask [B,H,Tq,Tk] given: what the oracle computes dropout for.
+template <class T>
+Problem<T> with_keep(const Case<T>& c, const std::vector<uint8_t>& keep) {
+  Problem<T> p = c.problem();
+  p.dropout_keep = keep.data();
+  return p;
+}
 
 // The case as a failure report shows it: describe(c), and when its tensors are too large for
 // describe to print, the inputs of row (b, h, i), the one that failed (describe_row).

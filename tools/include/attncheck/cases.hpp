@@ -71,6 +71,8 @@ struct Case {
   int64_t window_left = -1, window_right = -1;  // a sliding window (Masks); -1 = unbounded
   double scale = 0;
   double softcap = 0;                            // 0 = none
+  double dropout_p = 0;                          // 0 = none; never drawn: the dropout properties set it
+  uint64_t dropout_seed = 0;
   EmptyRows empty_rows = EmptyRows::zero;  // the empty-row policies the case is checked under (policies.hpp)
   LseEmpty lse_empty = LseEmpty::ninf;
   Format format = Precision<T>::format;  // T's, or f16 or bf16 holding exactly q, k, v and bias (Problem)

@@ -65,19 +65,20 @@ class IsolatedKernel {
   // seconds, not the whole timeout, on every case of that shape.
   void adapt_timeout(bool adaptive) { adaptive_ = adaptive; }
 
-  // Runs case c into out [B,H,Tq,dv] and, when lse is given (a v2 plugin claiming it), lse [B,H,Tq].
-  // A v1 plugin gets what ABI v1 carries (key lengths folded into allow).
+  // Runs case c into out [B,H,Tq,dv] and, when lse is given (a v2 plugin claiming it), lse [B,H,Tq];
+  // with dropout and keep given (ATTNCHECK_CAP_DROPOUT_MASK), the keep mask [B,H,Tq,Tk], each byte
+  // protocol::kUnwrittenKeep unless written. A v1 plugin gets what ABI v1 carries (key lengths folded into allow).
   template <class T>
-  Outcome run(const Case<T>& c, std::vector<T>& out, std::vector<T>* lse = nullptr);
+  Outcome run(const Case<T>& c, std::vector<T>& out, std::vector<T>* lse = nullptr, std::vector<uint8_t>* keep = nullptr);
   // Runs the backward of case c (a plugin claiming ATTNCHECK_CAP_BACKWARD): grads' out, lse and dout
   // in, its dq, dk and dv written (sized by the caller).
   template <class T>
   Outcome run_backward(const Case<T>& c, const Grads<T>& grads);
 
  private:
-  // One call: the request (a PROB's header), its input buffers and where its written ones go,
+  // One call: the request (a PROB's headers, protocol::Request), its input buffers and where its written ones go,
   // both in the protocol's buffer order; entry_point names the call in a floating-point-mode finding.
-  Outcome exchange(const void* request, const void* const (&buffers)[12], void* const (&into)[12], const char* entry_point);
+  Outcome exchange(const void* request, const void* const (&buffers)[13], void* const (&into)[13], const char* entry_point);
   // Reads one frame: how the call (or, given hello, the start) ended, or nothing yet (MODE, STRY).
   std::optional<Outcome> receive(const char* during, double deadline, const void* request,
                                  void* const (&into)[protocol::kBuffers], const char* entry_point, protocol::Hello* hello);

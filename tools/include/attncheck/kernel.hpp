@@ -39,11 +39,13 @@ Kernel load_kernel(const std::string& which);
 // $ATTNCHECK_IMPL, else the built-in implementation; a bad plugin ends the process with its reason, exit 2.
 const Kernel& kernel_from_environment();
 
-// Runs the kernel on case c into out [B,H,Tq,dv] and, when given (has_lse()), lse [B,H,Tq]: 0, or
-// the plugin's non-zero refusal. A case that uses a feature the kernel does not claim is never
-// sent: UnclaimedFeature (features.hpp), the harness's fault.
+// Runs the kernel on case c into out [B,H,Tq,dv] and, when given (has_lse()), lse [B,H,Tq]; with
+// dropout and keep given (ATTNCHECK_CAP_DROPOUT_MASK), the keep mask [B,H,Tq,Tk], each byte
+// protocol::kUnwrittenKeep unless written. 0, or the plugin's non-zero refusal. A case that uses
+// a feature the kernel does not claim is never sent: UnclaimedFeature (features.hpp), the harness's fault.
 template <class T>
-int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out, std::vector<T>* lse = nullptr);
+int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out, std::vector<T>* lse = nullptr,
+                   std::vector<uint8_t>* keep = nullptr);
 
 // Runs the kernel's backward (has_backward()) on case c: grads' out, lse and dout in, dq, dk and dv
 // written. 0, or the plugin's non-zero refusal; UnclaimedFeature as run_kernel.

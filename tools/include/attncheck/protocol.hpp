@@ -42,7 +42,7 @@ static_assert(sizeof(Hello) == 12);
 
 // The tensors a call carries, in the order they follow a PROB (those it reads) and a RSLT (those
 // it writes).
-enum Buffer { Q, K, V, ALLOW, KV_LENS, BIAS, DOUT, OUT, LSE, DQ, DK, DV, kBuffers };
+enum Buffer { Q, K, V, ALLOW, KV_LENS, BIAS, DOUT, OUT, KEEP, LSE, DQ, DK, DV, kBuffers };
 extern const char* const kBufferNames[kBuffers];
 
 // The PROB flags: each the protocol_flag of its feature's row (features.hpp).
@@ -51,7 +51,9 @@ enum Flags : uint32_t {
   kHasKvLens = protocol_flag(ATTNCHECK_CAP_KV_LENS),
   kHasBias = protocol_flag(ATTNCHECK_CAP_BIAS),
   kWantLse = protocol_flag(ATTNCHECK_CAP_LSE),
-  kBackward = protocol_flag(ATTNCHECK_CAP_BACKWARD)
+  kBackward = protocol_flag(ATTNCHECK_CAP_BACKWARD),
+  kDropout = protocol_flag(ATTNCHECK_CAP_DROPOUT),     // a DropoutHeader follows the ProblemHeader
+  kWantKeep = protocol_flag(ATTNCHECK_CAP_DROPOUT_MASK)  // the RSLT carries the keep mask after out
 };
 
 // A FALT's payload: where the faulting address lay among the call's buffers.
@@ -76,11 +78,27 @@ struct ProblemHeader {
 };
 static_assert(sizeof(ProblemHeader) == 64 && offsetof(ProblemHeader, scale) == 48, "the layout docs/protocol.md gives");
 
-// Whether a call writes buffer b: the forward out (and lse when asked); the backward dq, dk, dv.
+// A PROB with kDropout: these 16 bytes right after its ProblemHeader, before the buffers.
+struct DropoutHeader {
+  double p;       // in (0, 1)
+  uint64_t seed;
+};
+static_assert(sizeof(DropoutHeader) == 16);
+
+// A PROB's headers: the ProblemHeader, then with kDropout the DropoutHeader.
+struct Request {
+  ProblemHeader header;
+  DropoutHeader dropout;
+};
+
+// The byte an unwritten keep mask holds: neither 0 nor 1, so that a kernel that never writes it fails.
+constexpr uint8_t kUnwrittenKeep = 0xFF;
+
+// Whether a call writes buffer b: the forward out (and the keep mask and lse when asked); the backward dq, dk, dv.
 bool written(const ProblemHeader& p, int b);
 // Each buffer's bytes in a call (0: absent), in Buffer order.
 void buffer_sizes(const ProblemHeader& p, size_t (&sizes)[kBuffers]);
-// The bytes a call reads, and a RSLT's payload when it succeeds (the status and what it writes).
+// The bytes a call reads (its headers and buffers), and a RSLT's payload when it succeeds (the status and what it writes).
 size_t problem_payload(const ProblemHeader& p);
 size_t result_payload(const ProblemHeader& p);
 
