@@ -175,6 +175,7 @@ void write_file(const std::string& file, const std::string& out_path, const std:
 template <class T>
 std::string test_file(const std::string& replay, const CampaignOptions& o, const Finding& f, bool with_lse,
                       const Case<T>& c, const std::string& why) {
+  refuse_dropout(c);
   const std::vector<uint8_t> every_row(size_t(c.shape.lse_size()), 1);  // never a sample: the wrong row is always judged
   const Reference ref = reference(c.problem(), &every_row);
   return o.command ? pytest_file(replay, o, f, c, ref, with_lse, why) : gtest_file(replay, o, f, c, ref, with_lse, why);

@@ -78,7 +78,7 @@ std::string problem_lines(const Case<T>& c, bool with_lse) {
                                                 : "(" + std::to_string(c.window_left) + ", " + std::to_string(c.window_right) + ")")
     << ", scale=" << (c.scale == 0 ? std::string("None") : "float.fromhex('" + hex(c.scale) + "')")
     << ", softcap=" << (c.softcap == 0 ? std::string("None") : "float.fromhex('" + hex(c.softcap) + "')")
-    << ", want_lse=" << (with_lse ? "True" : "False") << ", backward=False)\n"
+    << ", want_lse=" << (with_lse ? "True" : "False") << ", backward=False,\n    dropout_p=0.0, dropout_seed=0, want_keep=False)\n"
     << tensor("q", c.q, c.format, dims({s.B, s.H, s.Tq, s.dk}), "[B,H,Tq,dk]")
     << tensor("k", c.k, c.format, dims({s.B, s.kv_heads(), s.Tk, s.dk}), "[B,H_kv,Tk,dk]")
     << tensor("v", c.v, c.format, dims({s.B, s.kv_heads(), s.Tk, s.dv}), "[B,H_kv,Tk,dv]")
@@ -144,6 +144,7 @@ std::string run_lines(const std::string& adapter, bool with_lse) {
 template <class T>
 std::string script(const StandaloneCall& call, const AdapterCall& adapter, const Case<T>& c) {
   const Shape& s = c.shape;
+  refuse_dropout(c);
   const std::vector<uint8_t> every_row(size_t(s.lse_size()), 1);  // never a sample: the wrong row is always judged
   const Reference ref = reference(c.problem(), &every_row);
   const std::string file = "adapters/" + adapter.name + ".py";

@@ -1,4 +1,5 @@
-"""Attention in PyTorch with matmul, masked_fill and softmax, and its backward by autograd.
+"""Attention in PyTorch with matmul, masked_fill and softmax, dropout on the weights, and its backward
+by autograd.
 
 Check it: attncheck check --impl-cmd "python3 examples/python/torch_attention.py"
 """
@@ -22,7 +23,7 @@ def tensors(p):
 
 
 def attention(p, q, k, v):
-    # q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv] -> out [B,H,Tq,dv], lse [B,H,Tq]
+    # q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv] -> out [B,H,Tq,dv], lse [B,H,Tq], keep [B,H,Tq,Tk] or None
     group = p.H // p.H_kv
     k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # [B,H,Tk,*]
     mask = torch.tensor(p.mask())                                             # [B,H,Tq,Tk]
@@ -44,25 +45,35 @@ def attention(p, q, k, v):
     v_seen = torch.where(mask.unsqueeze(-1), v.unsqueeze(2), zero)            # [B,H,Tq,Tk,dv]
     scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1).masked_fill(~mask, 0)  # a row with no permitted key: 0, not NaN
+    keep = None
+    if p.dropout_p:
+        # A generator of its own, seeded by the problem: the same seed gives the same mask, forwards and
+        # backwards, whatever else drew from torch's default one.
+        generator = torch.Generator().manual_seed(p.dropout_seed)
+        keep = torch.rand(weights.shape, generator=generator, dtype=torch.float64) >= p.dropout_p
+        weights = torch.where(keep, weights / (1 - p.dropout_p), zero)
     out = (weights.unsqueeze(3) @ v_seen).squeeze(3)
     lse = torch.logsumexp(scores, dim=-1)  # +inf for a row with a +inf score, whose softmax is NaN:
-    return out, lse.masked_fill(torch.isposinf(lse), float("nan"))  # the contract's lse is NaN there
+    return out, lse.masked_fill(torch.isposinf(lse), float("nan")), keep  # the contract's lse is NaN there
 
 
 def forward(p):
-    out, lse = attention(p, *tensors(p))
+    out, lse, keep = attention(p, *tensors(p))
+    if p.want_keep:
+        return (out, lse, keep) if p.want_lse else (out, keep)
     return (out, lse) if p.want_lse else out
 
 
 def backward(p, dout):
     # dout [B,H,Tq,dv] -> dq [B,H,Tq,dk], dk [B,H_kv,Tk,dk], dv [B,H_kv,Tk,dv]
     q, k, v = (t.requires_grad_() for t in tensors(p))
-    out, _ = attention(p, q, k, v)
+    out = attention(p, q, k, v)[0]
     out.backward(torch.tensor(np.array(dout), dtype=out.dtype))
     return q.grad, k.grad, v.grad
 
 
-CAPABILITIES = {"f32", "f64", "f16", "bf16", "allow", "causal", "kv_lens", "gqa", "window", "softcap", "bias", "lse"}
+CAPABILITIES = {"f32", "f64", "f16", "bf16", "allow", "causal", "kv_lens", "gqa", "window", "softcap", "bias", "lse",
+                "dropout", "dropout_mask"}
 
 if __name__ == "__main__":
     attncheck.serve(forward, capabilities=CAPABILITIES, backward=backward)

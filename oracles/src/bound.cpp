@@ -212,7 +212,7 @@ LseBound bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<dou
   // scales by r, and so do U and the oracle's own error; dropped keys come with |v| = 0.
   const double r = f.dropout_p > 0 ? dropout_rescale(f.dropout_p) * (1 + 0x1p-52) : 1;
   const double g = f.dropout_p > 0 ? gamma(dropout_roundings(f.dropout_p), a.u) : 0;
-  std::vector<double> pw(p);  // the kept weights' exact values, p_j r
+  std::vector<double> pw(p), A_undropped(A);  // the kept weights' exact values, p_j r; A_j before the rescale
   if (f.dropout_p > 0)
     for (int64_t j = 0; j < n; ++j) {
       A[j] = r * (A[j] * (1 + g) + g * p[j]) * (1 + 0x1p-51);
@@ -241,18 +241,20 @@ LseBound bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<dou
       // A 2-byte format (docs/error-bound.md, "Low precision"): the weights rounded to it before
       // the P V product, their normalizer summed from them or not, the output rounded to it. W bounds
       // sum_j w_j |v_jc| of the computed weights; a weight below twice the format's smallest normal
-      // may underflow, by half a subnormal, in the numerator and in the normalizer (l >= 1).
+      // may underflow, by half a subnormal, in the numerator and in the normalizer (l >= 1). With
+      // dropout the rounded weight is the one before its rescale, whose loss the rescale multiplies by r.
       double W = 0, underflow_v = 0, underflow_l = 0;
       for (int64_t j = 0; j < n; ++j) {
         const double v = v_abs[size_t(j * dv + c)];
         W += (pw[j] + A[j]) * v;
-        if (pw[j] + A[j] < 2 * a.storage_tiny) {
-          underflow_v += a.storage_subnormal * v;
+        if (p[j] + A_undropped[j] < 2 * a.storage_tiny) {
+          underflow_v += r * a.storage_subnormal * v;
           underflow_l += a.storage_subnormal;
         }
       }
-      // A dropout rescale of the stored weight may round to the format once more.
-      const double weights = (f.dropout_p > 0 ? 3 : 2) * a.storage_u * W + underflow_v + underflow_l * W;
+      // With dropout, the rescale 1 / (1 - p) may be held in the format (PyTorch multiplies by it as
+      // a tensor of the input's dtype) and the product rounded to it: two more roundings.
+      const double weights = (f.dropout_p > 0 ? 4 : 2) * a.storage_u * W + underflow_v + underflow_l * W;
       const double output = a.storage_u * (W + weights) + a.storage_subnormal / 2;
       stored = (weights + output) * (1 + 4 * a.storage_u);
       stored_natural = 3 * a.storage_u * sum_pv + underflow_v + a.storage_subnormal / 2;

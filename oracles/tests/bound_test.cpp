@@ -24,27 +24,34 @@ int64_t env_or(const char* name, int64_t fallback) {
   return text && *text ? std::strtoll(text, nullptr, 10) : fallback;
 }
 
-// A variant's out [B,H,Tq,dv], and its lse [B,H,Tq] into `lse` if given.
+// A variant's out [B,H,Tq,dv], and its lse [B,H,Tq] and dropout keep mask [B,H,Tq,Tk] into `lse`
+// and `keep` if given.
 template <class T>
-std::vector<T> run_variant(const Case<T>& c, const Variant& v, std::vector<T>* lse = nullptr) {
+std::vector<T> run_variant(const Case<T>& c, const Variant& v, std::vector<T>* lse = nullptr,
+                           std::vector<uint8_t>* keep = nullptr) {
   std::vector<T> out(size_t(c.shape.out_size()));
   if (lse) lse->resize(size_t(c.shape.lse_size()));
-  variant_attention(c.problem(), out.data(), v, lse ? lse->data() : nullptr);
+  if (keep) keep->assign(size_t(c.shape.scores_size()), 0xFF);
+  variant_attention(c.problem(), out.data(), v, lse ? lse->data() : nullptr, keep ? keep->data() : nullptr);
   return out;
 }
 
-// The built-in implementation's out [B,H,Tq,dv], and its lse [B,H,Tq] into `lse` if given.
+// The built-in implementation's out [B,H,Tq,dv], and its lse [B,H,Tq] and keep mask [B,H,Tq,Tk]
+// into `lse` and `keep` if given.
 template <class T>
-std::vector<T> run_builtin(const Case<T>& c, std::vector<T>* lse = nullptr) {
+std::vector<T> run_builtin(const Case<T>& c, std::vector<T>* lse = nullptr, std::vector<uint8_t>* keep = nullptr) {
   std::vector<T> out(size_t(c.shape.out_size()));
   if (lse) lse->resize(size_t(c.shape.lse_size()));
-  attention(c.problem(), Result<T>{out.data(), nullptr, lse ? lse->data() : nullptr});
+  if (keep) keep->assign(size_t(c.shape.scores_size()), 0xFF);
+  attention(c.problem(), Result<T>{out.data(), nullptr, lse ? lse->data() : nullptr, keep ? keep->data() : nullptr});
   return out;
 }
 
-// Cases of one format (float for f32, f16 and bf16; double for f64), every correct kernel on each.
+// Cases of one format (float for f32, f16 and bf16; double for f64), every correct kernel on each;
+// with `dropout`, their inputs made finite and dropout at a drawn rate and seed, judged for the
+// built-in's keep mask, which every variant must draw alike (the same Philox stream).
 template <class T>
-void sweep(int64_t cases, Format format = Precision<T>::format) {
+void sweep(int64_t cases, Format format = Precision<T>::format, bool dropout = false) {
   const char* precision = Arithmetic::of(format).label;
   const uint64_t seed = uint64_t(env_or("ATTNCHECK_SWEEP_SEED", 20261129));
   SeededChooser choose(seed);
@@ -57,14 +64,23 @@ void sweep(int64_t cases, Format format = Precision<T>::format) {
   int64_t unchecked = 0, checked = 0;
   std::vector<double> worst_lse(kKernels);  // every kernel returns its log-sum-exp too
   for (int64_t n = 0; n < cases; ++n) {
-    const Case<T> c = draw_case<T>(choose, limits);
-    const Reference ref = reference(c.problem());
+    Case<T> c = draw_case<T>(choose, limits);
+    if (dropout) {
+      c = with_finite_inputs(std::move(c));
+      c.dropout_p = (const double[]){0.5, 0.25, 0.75, 0.1, 0.9}[choose.below(5)];
+      c.dropout_seed = choose.below(uint64_t(1) << 32);
+    }
     std::vector<T> plain_lse, lse;
-    const std::vector<T> plain = run_builtin(c, &plain_lse);
+    std::vector<uint8_t> plain_keep, keep;
+    const std::vector<T> plain = run_builtin(c, &plain_lse, dropout ? &plain_keep : nullptr);
+    Problem<T> problem = c.problem();
+    problem.dropout_keep = dropout ? plain_keep.data() : nullptr;
+    const Reference ref = reference(problem);
     for (size_t kernel = 0; kernel < kKernels; ++kernel) {
       const bool is_builtin = kernel == correct.size();
       const char* name = is_builtin ? "built-in" : correct[kernel].name;
-      const std::vector<T> out = is_builtin ? plain : run_variant(c, correct[kernel].variant, &lse);
+      const std::vector<T> out = is_builtin ? plain : run_variant(c, correct[kernel].variant, &lse, dropout ? &keep : nullptr);
+      if (dropout && !is_builtin) ASSERT_EQ(keep, plain_keep) << name << " drew another dropout mask, case " << n;
       const Verdict verdict = judge(out.data(), plain.data(), ref.out);
       ASSERT_TRUE(verdict.ok()) << name << ", case " << n << " (seed " << seed << ", " << c.mix << ")\n"
                                 << verdict.report();
@@ -102,6 +118,15 @@ TEST(Bound, NeverExceededByCorrectDoubleKernels) { sweep<double>(env_or("ATTNCHE
 TEST(Bound, NeverExceededByCorrectHalfKernels) { sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 1000), Format::f16); }
 
 TEST(Bound, NeverExceededByCorrectBFloat16Kernels) { sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 1000), Format::bf16); }
+
+// Dropout (docs/error-bound.md, "Dropout"): the kept weights rescaled, in float and in f16, where a
+// kernel that rounds P rounds it once more.
+TEST(Bound, NeverExceededByCorrectFloatKernelsWithDropout) {
+  sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 500), Format::f32, true);
+}
+TEST(Bound, NeverExceededByCorrectHalfKernelsWithDropout) {
+  sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 500), Format::f16, true);
+}
 
 // Plain cases where every planted error must show: B 1, H 2, Tq 6, Tk 10, normal q and k, and
 // values in [1, 3] so that no output is small by cancellation.

@@ -3,7 +3,7 @@
     import attncheck
     def forward(p):               # p: attncheck.Problem (NumPy arrays)
         ...
-        return out                # [B,H,Tq,dv]; (out, lse) when p.want_lse
+        return out                # [B,H,Tq,dv]; (out, lse) when p.want_lse, (out, keep) when p.want_keep
     attncheck.serve(forward, capabilities={"f32", "allow", "causal"})  # under attncheck check --impl-cmd
     attncheck.check(forward)      # from pytest: the whole campaign, AssertionError on a finding
 

@@ -8,10 +8,11 @@ from . import _protocol as wire
 
 
 def run_command(command, *, dtype, q, k, v, allow=None, kv_lens=None, bias=None, causal="none", window=None,
-                scale=None, softcap=None, want_lse=False, timeout=60):
+                scale=None, softcap=None, want_lse=False, dropout_p=0.0, dropout_seed=0, want_keep=False, timeout=60):
     """Runs `command` (a child of the protocol, as `attncheck check --impl-cmd` runs it) on one problem
-    and returns out [B,H,Tq,dv] as float64 (f16 and bf16 widened exactly), and with want_lse also
-    lse [B,H,Tq]. q [B,H,Tq,dk],
+    and returns out [B,H,Tq,dv] as float64 (f16 and bf16 widened exactly), or a tuple of out and what
+    is asked, in the order (out, lse, keep): with want_lse lse [B,H,Tq], with want_keep (dropout_p > 0)
+    the keep mask [B,H,Tq,Tk] as uint8. q [B,H,Tq,dk],
     k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv] and bias [B,H,Tq,Tk] are in the format's storage: float32 or
     float64, or uint16 bit patterns for f16 and bf16. A crash, an exception (FAIL), a refusal or a
     broken frame is an AssertionError saying which."""
@@ -21,7 +22,8 @@ def run_command(command, *, dtype, q, k, v, allow=None, kv_lens=None, bias=None,
     raw = lambda x, storage=element: None if x is None else np.ascontiguousarray(x, storage).tobytes()
     payload = wire.problem_payload(dtype, (B, H, H_kv, Tq, Tk, dk, dv), causal, window, scale or 0.0, softcap or 0.0,
                                    q=raw(q), k=raw(k), v=raw(v), allow=raw(allow, np.uint8), kv_lens=raw(kv_lens, "<i4"),
-                                   bias=raw(bias), want_lse=want_lse)
+                                   bias=raw(bias), want_lse=want_lse,
+                                   dropout=(dropout_p, dropout_seed) if dropout_p else None, want_keep=want_keep)
     child = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         hello = wire.read_frame(child.stdout)
@@ -39,13 +41,21 @@ def run_command(command, *, dtype, q, k, v, allow=None, kv_lens=None, bias=None,
         status = int.from_bytes(body[:4], "little", signed=True)
         if status:
             raise AssertionError(f"the command refused the problem (returned {status})")
-        out = np.frombuffer(body, element, count=B * H * Tq * dv, offset=4).reshape(B, H, Tq, dv)
+        # the RSLT: the status, out, then keep and lse when asked
+        sizes = {"out": B * H * Tq * dv * np.dtype(element).itemsize, "keep": B * H * Tq * Tk if want_keep else 0,
+                 "lse": B * H * Tq * np.dtype(wire.LSE_STORAGE[dtype]).itemsize if want_lse else 0}
+        if len(body) != 4 + sum(sizes.values()):
+            raise AssertionError(f"the command broke the protocol: a RSLT of {len(body)} bytes for {4 + sum(sizes.values())}")
+        at = dict(zip(sizes, np.cumsum([4, *sizes.values()]).tolist()))
+        out = np.frombuffer(body, element, count=B * H * Tq * dv, offset=at["out"]).reshape(B, H, Tq, dv)
         out = (wire.widen_bf16(out) if dtype == "bf16" else out).astype(np.float64)
-        if not want_lse:
-            return out
-        lse_at = 4 + out.size * np.dtype(element).itemsize
-        lse = np.frombuffer(body, wire.LSE_STORAGE[dtype], count=B * H * Tq, offset=lse_at).reshape(B, H, Tq)
-        return out, lse.astype(np.float64)
+        results = [out]
+        if want_lse:
+            lse = np.frombuffer(body, wire.LSE_STORAGE[dtype], count=B * H * Tq, offset=at["lse"]).reshape(B, H, Tq)
+            results.append(lse.astype(np.float64))
+        if want_keep:
+            results.append(np.frombuffer(body, np.uint8, count=B * H * Tq * Tk, offset=at["keep"]).reshape(B, H, Tq, Tk))
+        return results[0] if len(results) == 1 else tuple(results)
     finally:
         child.stdin.close()
         try:

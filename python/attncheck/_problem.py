@@ -1,7 +1,7 @@
 """One attention problem as the checker sends it, in NumPy.
 
 Shapes: q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], allow [B,Tq,Tk], kv_lens [B],
-bias [B,H,Tq,Tk], out [B,H,Tq,dv], lse [B,H,Tq]; query head h reads KV head h // (H // H_kv).
+bias [B,H,Tq,Tk], out [B,H,Tq,dv], lse [B,H,Tq], keep [B,H,Tq,Tk]; query head h reads KV head h // (H // H_kv).
 """
 import math
 
@@ -19,8 +19,14 @@ class Problem:
     window: None or (left, right), -1 = unbounded: key j needs i + Tk - Tq - left <= j <= i + Tk - Tq + right.
     scale: None (meaning 1/sqrt(dk)) or a float. softcap: None or a float (score = softcap *
     tanh(scale q.k / softcap)). bias: None or [B,H,Tq,Tk], added after the soft-cap, -inf forbids.
-    want_lse: whether the function must return (out, lse). For a backward, out and lse are the
-    forward's (given).
+    dropout_p: 0.0 (none) or the dropout rate in (0, 1): after the softmax over permitted keys each
+    weight is kept with probability 1 - dropout_p and divided by 1 - dropout_p, else 0 (PyTorch's
+    order); lse stays that of the weights before dropout. dropout_seed: 0, or the seed of the
+    function's own random stream (the same problem and seed must give the same result:
+    torch.manual_seed(p.dropout_seed), say). want_lse, want_keep: whether the function must return
+    lse and the keep mask [B,H,Tq,Tk] (1 = kept, 0 = dropped; capability 'dropout_mask'): out, or
+    a tuple of out and those asked, in the order (out, lse, keep). For a backward, out and lse are
+    the forward's (given).
     """
 
     def __init__(self, payload):
@@ -32,6 +38,7 @@ class Problem:
         self.scale = None if scale == 0 else scale
         self.softcap = None if softcap == 0 else softcap
         self.want_lse = bool(flags & wire.WANT_LSE)
+        self.want_keep = bool(flags & wire.WANT_KEEP)
         self.backward = bool(flags & wire.BACKWARD)
         B, H, H_kv, Tq, Tk, dk, dv = self.B, self.H, self.H_kv, self.Tq, self.Tk, self.dk, self.dv
         at = wire.HEADER.size
@@ -42,6 +49,9 @@ class Problem:
             if at > len(payload):
                 raise ValueError(f"a PROB of {len(payload)} bytes is too short for its problem")
             return payload[at - nbytes:at]
+
+        self.dropout_p, self.dropout_seed = (wire.DROPOUT.unpack(take(wire.DROPOUT.size))
+                                             if flags & wire.HAS_DROPOUT else (0.0, 0))
 
         size = np.dtype(wire.STORAGE[self.dtype]).itemsize
         tensor = lambda *shape: wire.decode(self.dtype, take(size * math.prod(shape)), shape)
@@ -93,4 +103,6 @@ class Problem:
                 f"dk={self.dk}, dv={self.dv}, causal={self.causal!r}, window={self.window}, scale={self.scale}, "
                 f"softcap={self.softcap}, allow={'yes' if self.allow is not None else None}, "
                 f"kv_lens={None if self.kv_lens is None else self.kv_lens.tolist()}, "
-                f"bias={'yes' if self.bias is not None else None}, want_lse={self.want_lse})")
+                f"bias={'yes' if self.bias is not None else None}, want_lse={self.want_lse}"
+                + (f", dropout_p={self.dropout_p}, dropout_seed={self.dropout_seed}, want_keep={self.want_keep}"
+                   if self.dropout_p else "") + ")")

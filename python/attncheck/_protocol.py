@@ -19,18 +19,27 @@ _CAUSAL_CODES = {name: code for code, name in CAUSAL.items()}
 # A PROB's 64-byte header: dtype, flags, B, H, H_kv, Tq, Tk, dk, dv, causal, window_left,
 # window_right, scale, softcap.
 HEADER = struct.Struct("<iI7i3idd")
-HAS_ALLOW, HAS_KV_LENS, HAS_BIAS, WANT_LSE, BACKWARD = (FLAGS[n] for n in ("allow", "kv_lens", "bias", "lse", "backward"))
+# With the dropout flag, 16 more bytes right after it, before the buffers: the rate p and the seed.
+DROPOUT = struct.Struct("<dQ")
+HAS_ALLOW, HAS_KV_LENS, HAS_BIAS, WANT_LSE, BACKWARD, HAS_DROPOUT, WANT_KEEP = (
+    FLAGS[n] for n in ("allow", "kv_lens", "bias", "lse", "backward", "dropout", "dropout_mask"))
 
 
 def problem_payload(dtype, dims, causal="none", window=None, scale=0.0, softcap=0.0, *, q, k, v, allow=None,
-                    kv_lens=None, bias=None, want_lse=False):
-    """A PROB frame's payload: the 64-byte header, then the buffers in their order (q, k, v, then
-    allow, kv_lens and bias when given). dtype and causal by name; dims (B, H, H_kv, Tq, Tk, dk,
-    dv); each buffer as bytes, in the format's storage (allow uint8, kv_lens int32)."""
+                    kv_lens=None, bias=None, want_lse=False, dropout=None, want_keep=False):
+    """A PROB frame's payload: the 64-byte header, the dropout header when dropout is (p, seed),
+    then the buffers in their order (q, k, v, then allow, kv_lens and bias when given). dtype and
+    causal by name; dims (B, H, H_kv, Tq, Tk, dk, dv); each buffer as bytes, in the format's
+    storage (allow uint8, kv_lens int32). want_keep asks for the keep mask (with dropout only)."""
     left, right = window if window is not None else (-1, -1)
+    if want_keep and dropout is None:
+        raise ValueError("the keep mask is asked for with dropout only")
     flags = ((HAS_ALLOW if allow is not None else 0) | (HAS_KV_LENS if kv_lens is not None else 0) |
-             (HAS_BIAS if bias is not None else 0) | (WANT_LSE if want_lse else 0))
+             (HAS_BIAS if bias is not None else 0) | (WANT_LSE if want_lse else 0) |
+             (HAS_DROPOUT if dropout is not None else 0) | (WANT_KEEP if want_keep else 0))
     header = HEADER.pack(_DTYPE_CODES[dtype], flags, *dims, _CAUSAL_CODES[causal], left, right, scale, softcap)
+    if dropout is not None:
+        header += DROPOUT.pack(*dropout)
     return header + b"".join(x for x in (q, k, v, allow, kv_lens, bias) if x is not None)
 
 

@@ -29,6 +29,7 @@ def problem_from_replay(path):
     opts = {options[i]: options[i + 1] for i in range(0, len(options), 2)}
     carries = wire.LINES  # the case text's line of each feature
     window = tuple(int(x) for x in fields.get(carries["window"], "-1 -1").split())
+    rate_seed = fields[carries["dropout"]].split() if carries["dropout"] in fields else None  # "RATE SEED"
     words = lambda key: fields[key].split()
     tensor = lambda key: np.array([int(w, 16) for w in words(key)], dtype=bits).tobytes() if key in fields else None
     payload = wire.problem_payload(
@@ -37,7 +38,8 @@ def problem_from_replay(path):
         k=tensor("k"), v=tensor("v"),
         allow=np.array([int(w) for w in words(carries["allow"])], np.uint8).tobytes() if carries["allow"] in fields else None,
         kv_lens=np.array([int(w) for w in words(carries["kv_lens"])], "<i4").tobytes() if carries["kv_lens"] in fields else None,
-        bias=tensor(carries["bias"]))
+        bias=tensor(carries["bias"]),
+        dropout=(float.fromhex(rate_seed[0]), int(rate_seed[1])) if rate_seed else None)
     return Problem(payload), fields.get("property", "")
 
 
@@ -63,4 +65,6 @@ def numpy_source(p, property_name=""):
         lines.append(f"softcap = {p.softcap!r}")
     if p.bias is not None:
         lines.append(_array("bias", p.bias, "[B,H,Tq,Tk], added after the soft-cap"))
+    if p.dropout_p:
+        lines += [f"dropout_p = {p.dropout_p!r}", f"dropout_seed = {p.dropout_seed}  # the function's own random stream"]
     return "\n".join(lines)

@@ -19,26 +19,56 @@ def _numpy(x, what):
         raise TypeError(f"returned {what} as {type(x).__name__}, which is not an array: {e}") from None
 
 
-def _expect(x, shape, what):
+def _shaped(x, shape, what):
+    if x is None:
+        raise TypeError(f"returned None as {what}")
     x = _numpy(x, what)
     if x.shape != shape:
         raise ValueError(f"returned {what} of shape {tuple(x.shape)}; the problem's is {shape}")
+    return x
+
+
+def _expect(x, shape, what):
+    x = _shaped(x, shape, what)
     if not np.issubdtype(x.dtype, np.floating):
         raise TypeError(f"returned {what} of dtype {x.dtype}; expected a floating-point array")
     return x
 
 
+def _keep_bytes(x, shape):
+    """A returned keep mask's bytes (uint8, 1 = kept, 0 = dropped), from bool or integers 0 and 1 alone:
+    no other value is wrapped into a byte the checker would read as valid."""
+    x = _shaped(x, shape, "keep")
+    if x.dtype != bool and not np.issubdtype(x.dtype, np.integer):
+        raise TypeError(f"returned keep of dtype {x.dtype}; expected bool or integers (1 = kept, 0 = dropped)")
+    if not np.isin(x, (0, 1)).all():
+        raise ValueError(f"returned keep with values other than 0 and 1: {np.unique(x[~np.isin(x, (0, 1))])[:5].tolist()}")
+    return np.ascontiguousarray(x, dtype=np.uint8).tobytes()
+
+
+# What a forward returns after out when the problem asks for it, in this order, and the capability that asks.
+_EXTRAS = (("lse", "want_lse", "lse"), ("keep", "want_keep", "dropout_mask"))
+
+
 def _forward_result(p, result):
-    """A RSLT payload from forward's return: out, or (out, lse) when the problem wants lse."""
-    if p.want_lse:
-        if not isinstance(result, (tuple, list)) or len(result) != 2:
-            raise TypeError("returned out alone, but the problem asks for (out, lse) (capability 'lse')")
-        out, lse = result
+    """A RSLT payload from forward's return: out, or a tuple of out and what the problem asks for, in
+    the order (out, lse, keep); the RSLT's own order is out, keep, lse (docs/protocol.md)."""
+    asked = [(name, capability) for name, wanted, capability in _EXTRAS if getattr(p, wanted)]
+    if asked:
+        form = ", ".join(["out"] + [name for name, _ in asked])
+        claims = ", ".join(repr(capability) for _, capability in asked)
+        if not isinstance(result, (tuple, list)) or len(result) != 1 + len(asked):
+            given = "out alone" if not isinstance(result, (tuple, list)) else f"{len(result)} results"
+            raise TypeError(f"returned {given}, but the problem asks for ({form}) (capability {claims})")
+        out, *rest = result
     else:
-        out, lse = (result[0] if isinstance(result, (tuple, list)) else result), None
+        out, rest = (result[0] if isinstance(result, (tuple, list)) else result), []
+    given = dict(zip((name for name, _ in asked), rest))
     parts = [wire.encode(p.dtype, _expect(out, (p.B, p.H, p.Tq, p.dv), "out"))]
+    if p.want_keep:
+        parts.append(_keep_bytes(given["keep"], (p.B, p.H, p.Tq, p.Tk)))
     if p.want_lse:
-        lse = _expect(lse, (p.B, p.H, p.Tq), "lse")
+        lse = _expect(given["lse"], (p.B, p.H, p.Tq), "lse")
         parts.append(np.ascontiguousarray(lse, dtype=wire.LSE_STORAGE[p.dtype]).tobytes())
     return parts
 
@@ -56,8 +86,9 @@ def default_capabilities(forward):
 
 
 def serve(forward, capabilities=None, backward=None):
-    """Answers the checker's problems until it closes stdin: forward(p) -> out or (out, lse);
-    backward(p, dout) -> (dq, dk, dv) with p.out and p.lse the forward's.
+    """Answers the checker's problems until it closes stdin: forward(p) -> out, or (out, lse) when
+    p.want_lse, (out, keep) when p.want_keep, (out, lse, keep) when both; backward(p, dout) ->
+    (dq, dk, dv) with p.out and p.lse the forward's.
 
     Run under `attncheck check --impl-cmd "python3 this_file.py"`. While serving, print() and
     anything else written to stdout goes to stderr (the checker shows it with a finding), and

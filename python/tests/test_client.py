@@ -1,7 +1,11 @@
 """The Python client's own pieces, against answers worked out independently of it: bf16 rounding
-against exact rational arithmetic, a PROB decoded field by field, the combined mask against the
-contract's rules written out key by key, and the replay reader against a kept regression."""
+against exact rational arithmetic, a PROB decoded field by field (its dropout header too), the
+combined mask against the contract's rules written out key by key, the keep mask's place in a served
+RSLT against the byte offsets docs/protocol.md gives, and the replay reader against a kept regression."""
+import shlex
 import struct
+import subprocess
+import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -145,3 +149,130 @@ def test_two_modules_forward_keep_a_replay_file_each():
     from attncheck._check import replay_name
     assert replay_name(_forward_of("tests.test_gqa")) == "attncheck-tests.test_gqa.forward.replay"
     assert replay_name(_forward_of("tests.test_gqa")) != replay_name(_forward_of("tests.test_window"))
+
+
+DROPOUT_HEADER = struct.Struct("<dQ")  # docs/protocol.md: p (f64), then seed (u64), at offset 64
+
+
+def test_a_prob_with_dropout_carries_its_rate_and_seed_before_the_buffers():
+    q = np.arange(12, dtype="<f4")       # [1,2,3,2]
+    k = np.arange(8, dtype="<f4") + 100  # [1,1,4,2]
+    v = np.arange(4, dtype="<f4") + 200  # [1,1,4,1]
+    buffers = q.tobytes() + k.tobytes() + v.tobytes()
+    seed = 2 ** 64 - 3  # the seed is unsigned: its top bit survives
+    payload = header(flags=wire.HAS_DROPOUT | wire.WANT_KEEP) + DROPOUT_HEADER.pack(0.375, seed) + buffers
+    assert len(payload) == 64 + 16 + 4 * (12 + 8 + 4)
+    p = Problem(payload)
+    assert p.dropout_p == 0.375 and p.dropout_seed == seed and p.want_keep and not p.want_lse
+    assert p.q[0, 1, 2, 1] == 11 and p.k[0, 0, 3, 0] == 106 and p.v[0, 0, 2, 0] == 202  # read after the 16 bytes
+    with pytest.raises(ValueError, match="too short for its problem"):
+        Problem(payload[:-1])
+    with pytest.raises(ValueError, match="too short for its problem"):
+        Problem(header(flags=wire.HAS_DROPOUT) + DROPOUT_HEADER.pack(0.375, seed)[:10])
+    # without the flag there are no 16 bytes, and no dropout
+    plain = Problem(header() + buffers)
+    assert (plain.dropout_p, plain.dropout_seed, plain.want_keep) == (0.0, 0, False)
+    with pytest.raises(ValueError, match="a PROB of 176 bytes for a problem of 160"):
+        Problem(header() + DROPOUT_HEADER.pack(0.375, seed) + buffers)  # 16 bytes the flags do not announce
+
+
+def test_the_payload_writer_puts_the_dropout_header_at_64():
+    dims = (1, 2, 1, 3, 4, 2, 1)
+    tensors = dict(q=bytes(4 * 12), k=bytes(4 * 8), v=bytes(4 * 4))
+    payload = wire.problem_payload("f32", dims, dropout=(0.5, 77), want_keep=True, **tensors)
+    flags = struct.unpack_from("<I", payload, 4)[0]
+    assert flags == wire.FLAGS["dropout"] | wire.FLAGS["dropout_mask"] == 32 | 64
+    assert payload[64:80] == DROPOUT_HEADER.pack(0.5, 77) and len(payload) == 64 + 16 + 4 * 24
+    assert len(wire.problem_payload("f32", dims, **tensors)) == 64 + 4 * 24
+    with pytest.raises(ValueError, match="with dropout only"):
+        wire.problem_payload("f32", dims, want_keep=True, **tensors)
+
+
+# A served function that returns what it is asked for, each value telling where it came from: out the
+# rate, lse the seed, keep (i + j + h) % 2 (or with `bad` in the module's argument, a keep it must not send).
+SERVED = '''
+import sys
+import numpy as np
+import attncheck
+bad = sys.argv[1]
+def forward(p):
+    out = np.full((p.B, p.H, p.Tq, p.dv), p.dropout_p, np.float32)
+    lse = np.full((p.B, p.H, p.Tq), p.dropout_seed % 1000, np.float32)
+    h, i, j = np.ix_(range(p.H), range(p.Tq), range(p.Tk))
+    keep = np.broadcast_to((h + i + j) % 2 == 1, (p.B, p.H, p.Tq, p.Tk))
+    if bad == "missing":
+        return (out, lse) if p.want_lse else out
+    if bad == "two":
+        keep = keep * 2
+    return (out, *([lse] if p.want_lse else []), *([keep] if p.want_keep else []))
+attncheck.serve(forward, capabilities={"f32", "lse", "dropout", "dropout_mask"})
+'''
+
+
+def serve_command(bad="none"):
+    return f"env PYTHONPATH={shlex.quote(str(ROOT / 'python'))} {shlex.quote(sys.executable)} -c {shlex.quote(SERVED)} {bad}"
+
+
+def exchange(command, payload):
+    """The HELO's capabilities and the answer (tag, payload) to one PROB."""
+    child = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        tag, hello = wire.read_frame(child.stdout)
+        assert tag == b"HELO"
+        wire.write_frame(child.stdin, b"PROB", payload)
+        return struct.unpack("<3I", hello)[2], wire.read_frame(child.stdout)
+    finally:
+        child.stdin.close()
+        child.wait(30)
+
+
+def test_the_keep_mask_comes_between_out_and_lse_in_the_rslt():
+    B, H, Tq, Tk, dk, dv = 1, 2, 3, 4, 2, 1
+    dims = (B, H, H, Tq, Tk, dk, dv)
+    tensors = dict(q=bytes(4 * B * H * Tq * dk), k=bytes(4 * B * H * Tk * dk), v=bytes(4 * B * H * Tk * dv))
+    want = np.array([[[(h + i + j) % 2 for j in range(Tk)] for i in range(Tq)] for h in range(H)], np.uint8)
+    for lse in (False, True):
+        payload = wire.problem_payload("f32", dims, dropout=(0.25, 12345), want_keep=True, want_lse=lse, **tensors)
+        bits, (tag, body) = exchange(serve_command(), payload)
+        assert bits == 1 | 2048 | 8192 | 16384  # f32, lse, dropout, dropout_mask
+        out_bytes, keep_bytes = 4 * B * H * Tq * dv, B * H * Tq * Tk
+        assert tag == b"RSLT" and len(body) == 4 + out_bytes + keep_bytes + (4 * B * H * Tq if lse else 0)
+        assert struct.unpack_from("<i", body)[0] == 0
+        assert np.all(np.frombuffer(body, "<f4", B * H * Tq * dv, 4) == 0.25)
+        assert np.array_equal(np.frombuffer(body, np.uint8, keep_bytes, 4 + out_bytes).reshape(H, Tq, Tk), want)
+        if lse:
+            assert np.all(np.frombuffer(body, "<f4", B * H * Tq, 4 + out_bytes + keep_bytes) == 345)
+    # without the keep mask asked, dropout alone: out (and lse) as before
+    _, (tag, body) = exchange(serve_command(), wire.problem_payload("f32", dims, dropout=(0.25, 1), **tensors))
+    assert tag == b"RSLT" and len(body) == 4 + 4 * B * H * Tq * dv
+
+
+def test_a_forward_that_returns_no_keep_mask_or_a_wrong_one_fails_the_call():
+    dims = (1, 1, 1, 2, 3, 1, 1)
+    tensors = dict(q=bytes(4 * 2), k=bytes(4 * 3), v=bytes(4 * 3))
+    for lse in (False, True):
+        payload = wire.problem_payload("f32", dims, dropout=(0.5, 3), want_keep=True, want_lse=lse, **tensors)
+        _, (tag, text) = exchange(serve_command("missing"), payload)
+        asked = "(out, lse, keep) (capability 'lse', 'dropout_mask')" if lse else "(out, keep) (capability 'dropout_mask')"
+        assert tag == b"FAIL" and text.decode().endswith(f"but the problem asks for {asked}"), text
+    _, (tag, text) = exchange(serve_command("two"), wire.problem_payload("f32", dims, dropout=(0.5, 3), want_keep=True,
+                                                                         **tensors))
+    assert tag == b"FAIL" and text == b"ValueError: returned keep with values other than 0 and 1: [2]"
+
+
+def test_run_command_reads_the_keep_mask_back():
+    from attncheck import run_command
+    q, k, v = np.zeros((1, 2, 3, 2), np.float32), np.zeros((1, 2, 4, 2), np.float32), np.zeros((1, 2, 4, 1), np.float32)
+    out, lse, keep = run_command(serve_command(), dtype="f32", q=q, k=k, v=v, want_lse=True, dropout_p=0.125,
+                                 dropout_seed=2001, want_keep=True)
+    assert np.all(out == 0.125) and np.all(lse == 1) and keep.shape == (1, 2, 3, 4)
+    assert keep[0, 1, 2].tolist() == [1, 0, 1, 0]  # (h + i + j) % 2 at h 1, i 2
+
+
+def test_a_replay_with_dropout_carries_it(tmp_path):
+    kept = (ROOT / "corpus/regressions/check/mutant_softmax_bf16_in_bf16.replay").read_text()
+    path = tmp_path / "dropout.replay"
+    path.write_text(kept.replace("\nmix ", "\ndropout 0x1.8p-2 18446744073709551615\nmix ", 1))
+    p, _ = problem_from_replay(path)
+    assert p.dropout_p == 0.375 and p.dropout_seed == 2 ** 64 - 1 and not p.want_keep
+    assert "dropout_p = 0.375\ndropout_seed = 18446744073709551615" in numpy_source(p)

@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <initializer_list>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "attncheck/cases.hpp"
 #include "attncheck/oracle.hpp"
 #include "attncheck/precision.hpp"
 #include "attncheck/printable.hpp"
@@ -103,6 +105,15 @@ inline std::string python_oracle_arrays(const char* prefix, const ExactTensor& e
     return std::string(prefix) + name + " = np.array([float.fromhex(x) for x in (" + items + ",)]).reshape(" + shape + ")\n";
   };
   return array("exact_hi", exact_hi(e, true)) + array("exact_lo", exact_lo(e, true)) + array("bound", bounds(e, true));
+}
+
+// A file written from one call judges it by the oracle, which computes dropout only for the
+// kernel's own keep mask, and a replay keeps none: a dropout call is refused, with what to run instead.
+template <class T>
+void refuse_dropout(const Case<T>& c) {
+  if (c.dropout_p > 0)
+    throw std::runtime_error("the failed call uses dropout, which the oracle judges only for the kernel's own keep mask, "
+                             "and a replay keeps none: replay the property instead (attncheck check --replay FILE)");
 }
 
 }  // namespace attncheck

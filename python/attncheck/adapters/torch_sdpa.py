@@ -8,7 +8,7 @@ private operator `torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(que
 dropout_p, is_causal, *, attn_mask, scale) -> (output, logsumexp)`, where the installed torch has
 it (not 1.13). Each problem becomes tensors and one call; the output (and logsumexp) is returned as
 the library gives it: no masking, scaling, NaN handling or re-computation of its own. dropout_p is
-0; torch runs on one thread (--threads).
+the problem's (0 without dropout); torch runs on one thread (--threads).
 
   PYTHONPATH=python build/cli/attncheck check --jobs 1 \\
     --impl-cmd "python3 -m attncheck.adapters.torch_sdpa [--backend math|flash|default] [--lse]"
@@ -63,13 +63,26 @@ How each feature of a problem reaches torch:
               and --lse) refuses dv != dk ("No available kernel"; the operator: "Q/K/V should have
               the same head size"): no capability rules such problems out, so each is a raised
               finding (examples/torch_sdpa/repro_flash_needs_equal_head_sizes.py).
+  dropout     torch 1.13 only: dropout_p as it is, after torch.manual_seed(the problem's seed)
+              (1.13's function takes no generator; its dropout draws from torch's default one, so
+              one seed gives one mask), need_attn_weights=True when the keep mask is asked. 1.13
+              returns the weights after its dropout (each kept weight times 1/(1-p) rounded to
+              the tensor's format, each dropped one 0: test_torch_sdpa.py checks it), and the
+              keep mask is read off them: kept where the weight is not 0. That reading is exact
+              wherever the weight before dropout is finite and not 0 (a kept weight only grows);
+              where it is 0 (a forbidden key, an exp that underflowed) or NaN, torch's bit cannot
+              be seen, and neither can it change out (0, or NaN, either way): such a weight reads
+              as dropped (0) or kept (NaN). Not claimed on 2.x, which was not installed to test
+              it: its public function returns no weights, so no keep mask, and the path through
+              `torch.ops.aten._scaled_dot_product_attention_math(..., dropout_mask=)` is not wired
+              (1.13 has that operator too, without dropout_mask: the public function's own).
   not claimed window, softcap (no such arguments), backward (not wired: torch's autograd could
               give it, but this adapter checks the forward).
 
 A format, mask, bias or grouped KV heads is claimed only when a 1-element call using it runs on
 this torch (and backend); --show-capabilities prints the claims. Measured: torch 1.13 claims f32
-f64 bf16 allow kv_lens causal bias; torch 2.15 claims f32 f64 bf16 f16 allow kv_lens causal bias
-gqa under every --backend, and lse too with --lse.
+f64 bf16 allow kv_lens causal bias dropout dropout_mask; torch 2.15 claims f32 f64 bf16 f16 allow
+kv_lens causal bias gqa under every --backend, and lse too with --lse (no dropout: above).
 
 torch's conventions, to check it under (test_torch_sdpa.py checks each):
   empty rows     1.13: NaN (--empty-rows nan); 2.5 and later: 0, math and CPU flash alike.
@@ -164,12 +177,16 @@ class Adapter:
             claims.add("gqa")
         if self.lse:
             claims.add("lse")
+        if LEGACY and runs(dropout_p=0.5, want_keep=True):  # 1.13 alone returns the weights after dropout
+            claims |= {"dropout", "dropout_mask"}
         return claims
 
     def call(self, dtype, B, H, H_kv, Tq, Tk, dk, dv, q=None, k=None, v=None, allowed=None, bias=None,
-             is_causal=False, lower_right=False, scale=None):
-        """torch's output (and logsumexp with --lse) for tensors given as NumPy (zeros when None).
-        allowed: None or bool [B,Tq,Tk]; bias: None or [B,H,Tq,Tk]; lower_right: the CausalBias."""
+             is_causal=False, lower_right=False, scale=None, dropout_p=0.0, seed=0, want_keep=False):
+        """(out, logsumexp or None, keep or None) from torch, for tensors given as NumPy (zeros when
+        None): logsumexp with --lse, keep (bool, True = kept) with want_keep. allowed: None or bool
+        [B,Tq,Tk]; bias: None or [B,H,Tq,Tk]; lower_right: the CausalBias; seed: torch.manual_seed's
+        before a call with dropout."""
         t = DTYPES[dtype]
         tensor = lambda x, shape: (torch.zeros(shape, dtype=t) if x is None
                                    else torch.from_numpy(np.array(x)).to(t))
@@ -191,19 +208,25 @@ class Adapter:
                                  f"(it always scales by 1/sqrt(dk); scale= came in 2.1): the explicit scale {scale!r} "
                                  f"cannot be passed")
             kwargs["scale"] = scale
+        if dropout_p:
+            torch.manual_seed(seed)  # the stream torch's dropout draws from: one seed, one mask
         if self.lse:
             if mask is not None and mask.dtype == torch.bool:  # the operator takes a mask of the query's dtype
                 mask = torch.zeros(mask.shape, dtype=t).masked_fill(~mask, -math.inf)
-            return FLASH_FOR_CPU(q, k, v, 0.0, is_causal, attn_mask=mask, **kwargs)
+            out, lse = FLASH_FOR_CPU(q, k, v, dropout_p, is_causal, attn_mask=mask, **kwargs)
+            return out, lse, None
         if H != H_kv:
             if not HAS_GQA:
                 raise NotExpressible(f"torch {torch.__version__} has no enable_gqa (2.5 and later)")
             kwargs["enable_gqa"] = True
         with backend_context(self.backend):
             if LEGACY:
-                return F._scaled_dot_product_attention(q, k, v, mask, 0.0, False, is_causal)[0]
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.0, is_causal=is_causal,
-                                                  **kwargs)
+                out, weights = F._scaled_dot_product_attention(q, k, v, mask, dropout_p, want_keep, is_causal)
+                # the weights after dropout: not 0 where kept (the module's docstring, "dropout", says
+                # where that reading is exact and why it is faithful where it is not)
+                return out, None, (weights != 0 if want_keep else None)
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal,
+                                                  **kwargs), None, None
 
     def translate(self, p):
         """The call's arguments for problem p (the keywords of `call`)."""
@@ -213,6 +236,8 @@ class Adapter:
             raise ValueError("a window, soft-cap or backward is not claimed")
         if p.want_lse and not self.lse:
             raise ValueError("lse is claimed only with --lse")
+        if p.dropout_p and "dropout" not in self.capabilities:
+            raise ValueError(f"dropout is claimed on torch 1.13 alone, not on {torch.__version__}")
         i = np.arange(p.Tq)[:, None]
         j = np.arange(p.Tk)[None, :]
         allowed = None
@@ -235,15 +260,17 @@ class Adapter:
             below = np.broadcast_to(j <= i + diagonal, (p.B, p.Tq, p.Tk))
             allowed = below.copy() if allowed is None else allowed & below
         return dict(dtype=p.dtype, B=p.B, H=p.H, H_kv=p.H_kv, Tq=p.Tq, Tk=p.Tk, dk=p.dk, dv=p.dv, q=p.q, k=p.k,
-                    v=p.v, allowed=allowed, bias=p.bias, is_causal=is_causal, lower_right=lower_right, scale=p.scale)
+                    v=p.v, allowed=allowed, bias=p.bias, is_causal=is_causal, lower_right=lower_right, scale=p.scale,
+                    dropout_p=p.dropout_p, seed=p.dropout_seed, want_keep=p.want_keep)
 
     def __call__(self, p):
-        result = self.call(**self.translate(p))
-        out, lse = result if self.lse else (result, None)
+        out, lse, keep = self.call(**self.translate(p))
         if out.dtype != DTYPES[p.dtype]:
             raise TypeError(f"torch returned {out.dtype} for a {p.dtype} problem")
         out = (out.to(torch.float32) if p.dtype == "bf16" else out).numpy()  # bf16 values, exactly, in float32
-        return (out, lse.numpy()) if p.want_lse else out  # lse: float32 (float64 for f64), as the operator gives it
+        # lse: float32 (float64 for f64), as the operator gives it
+        results = [out] + [x.numpy() for x, wanted in ((lse, p.want_lse), (keep, p.want_keep)) if wanted]
+        return results[0] if len(results) == 1 else tuple(results)
 
 
 def setup(argv=None):

@@ -17,6 +17,8 @@ torch = pytest.importorskip("torch")
 from hand_cases import problem  # noqa: E402
 from attncheck.adapters import torch_sdpa  # noqa: E402
 
+F = torch.nn.functional
+
 LEGACY = torch_sdpa.LEGACY
 needs_2x = pytest.mark.skipif(LEGACY, reason="torch 1.13 has no such feature")
 only_113 = pytest.mark.skipif(not LEGACY, reason="a torch 1.13 convention")
@@ -127,6 +129,7 @@ def test_claims(sdpa):
     assert {"f32", "f64", "bf16", "allow", "kv_lens", "causal", "bias"} <= claims
     assert not claims & {"window", "softcap", "backward", "lse"}
     assert ("f16" in claims) == (not LEGACY)
+    assert (claims >= {"dropout", "dropout_mask"}) == LEGACY
     assert ("gqa" in claims) == torch_sdpa.HAS_GQA
 
 
@@ -163,6 +166,61 @@ def test_113_has_no_float16_and_no_flash_backend():
         torch_sdpa.Adapter("flash")
     with pytest.raises(ValueError, match="--lse needs"):
         torch_sdpa.Adapter(lse=True)
+
+
+def dropout_case(seed, want_keep=True, allow=None):
+    # B 1, H 2, Tq 3, Tk 4, float64: every weight before dropout well away from 0
+    rng = np.random.default_rng(11)
+    q, k, v = rng.standard_normal((1, 2, 3, 2)), rng.standard_normal((1, 2, 4, 2)), rng.standard_normal((1, 2, 4, 3))
+    return problem(q, k, v, dtype="f64", allow=allow, dropout=(0.4, seed), want_keep=want_keep), (q, k, v)
+
+
+@only_113
+def test_113_dropout_after_the_softmax_and_its_keep_mask_as_torch_applied_it(sdpa):
+    p, (q, k, v) = dropout_case(seed=2 ** 64 - 1)
+    out, keep = sdpa(p)
+    assert keep.shape == (1, 2, 3, 4) and keep.dtype == bool and 0 < keep.sum() < keep.size
+    s = q @ k.swapaxes(-1, -2) / math.sqrt(2)
+    weights = np.exp(s - s.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    # each kept weight divided by 1 - p (torch multiplies by 1/(1-p) rounded: within a few ulps), others 0
+    np.testing.assert_allclose(out, np.where(keep, weights / (1 - 0.4), 0) @ v, rtol=1e-13)
+
+
+@only_113
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+def test_113_a_kept_weight_is_times_1_over_1_minus_p_rounded_to_the_format(dtype):
+    # the weights torch returns, which the keep mask is read off: 0, or the weight before dropout
+    # times the factor 1/(1-p) rounded to the format first (in bf16 1.4296875 for 1/0.7 = 1.428571...)
+    q, k, v = (torch.from_numpy(x).to(dtype) for x in dropout_case(seed=5)[1])
+    torch.manual_seed(5)
+    _, weights = F._scaled_dot_product_attention(q, k, v, None, 0.3, True, False)
+    _, before = F._scaled_dot_product_attention(q, k, v, None, 0.0, True, False)
+    kept = weights != 0
+    assert 0 < kept.sum() < kept.numel()
+    assert torch.equal(weights[kept], before[kept] * torch.tensor(1 / 0.7, dtype=dtype))
+
+
+@only_113
+def test_113_one_seed_gives_one_mask_whatever_ran_before(sdpa):
+    out, keep = sdpa(dropout_case(seed=5)[0])
+    torch.rand(100)  # the default generator moved on: the adapter seeds it again
+    again, keep_again = sdpa(dropout_case(seed=5)[0])
+    assert np.array_equal(keep, keep_again) and np.array_equal(out, again)
+    other = [sdpa(dropout_case(seed=s)[0])[1] for s in (6, 7, 8)]
+    assert not all(np.array_equal(keep, o) for o in other)
+    # without the keep mask asked, the same dropout: the same out, alone
+    assert np.array_equal(sdpa(dropout_case(seed=5, want_keep=False)[0]), out)
+
+
+@only_113
+def test_113_a_forbidden_keys_bit_reads_as_dropped(sdpa):
+    # its weight is 0 before dropout, so torch's bit cannot be seen, and cannot change out
+    allow = np.array([[True, True, False, True]] * 3).reshape(1, 3, 4)
+    _, keep = sdpa(dropout_case(seed=5, allow=allow)[0])
+    assert not keep[..., 2].any()
+    _, unmasked = sdpa(dropout_case(seed=5)[0])
+    assert np.array_equal(keep[..., [0, 1, 3]], unmasked[..., [0, 1, 3]])  # the same stream, mask or not
 
 
 # torch 2.x
