@@ -122,10 +122,10 @@ TEST(Bound, NeverExceededByCorrectBFloat16Kernels) { sweep<float>(env_or("ATTNCH
 // Dropout (docs/error-bound.md, "Dropout"): the kept weights rescaled, in float and in f16, where a
 // kernel that rounds P rounds it once more.
 TEST(Bound, NeverExceededByCorrectFloatKernelsWithDropout) {
-  sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 500), Format::f32, true);
+  sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 300), Format::f32, true);
 }
 TEST(Bound, NeverExceededByCorrectHalfKernelsWithDropout) {
-  sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 500), Format::f16, true);
+  sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 300), Format::f16, true);
 }
 
 // Plain cases where every planted error must show: B 1, H 2, Tq 6, Tk 10, normal q and k, and

@@ -361,7 +361,10 @@ std::string describe(const Case<T>& c) {
                 c.mix.c_str());
   std::string text = line;
   const bool grid = s.Tq <= 64 && s.Tk <= 96;  // else a line per batch: a grid would not be read
-  for (int64_t b = 0; b < s.B; ++b) {
+  const bool unmasked = c.allow.empty() && c.key_lengths.empty() && c.causal == Causal::none && c.window_left < 0 &&
+                        c.window_right < 0;
+  if (unmasked) text += "  no mask: every query may attend to every key\n";
+  for (int64_t b = 0; b < s.B && !unmasked; ++b) {
     if (!grid) {
       int64_t fewest = s.Tk, most = 0;
       for (int64_t i = 0; i < s.Tq; ++i) {
