@@ -28,6 +28,7 @@ namespace {
 template <class T>
 std::string cannot_take(const Kernel& kernel, const Case<T>& c) {
   if (c.empty_rows != EmptyRows::zero && !kernel.full_contract) return "a plugin has only the zero empty-row policy";
+  if (c.dropout_p != 0) return "dropout is judged by the dropout properties alone, for the kernel's own mask";
   const uint32_t unclaimed = features_used(call_view(c.problem(), false, false)) & ~kernel.claimed();
   return unclaimed ? "it does not claim " + feature_names(unclaimed) : "";
 }

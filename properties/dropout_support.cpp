@@ -51,7 +51,7 @@ std::vector<uint8_t> keep_read_off(const Case<float>& c, const std::vector<float
 
 Case<float> uniform_dropout_case(double p, uint64_t seed) {
   Case<float> c;
-  c.shape = {.B = 2, .H = 2, .Tq = 64, .Tk = 64, .dk = 1, .dv = 1};
+  c.shape = {.B = 2, .H = 2, .Tq = 64, .Tk = 64, .dk = 65, .dv = 1};
   c.q.assign(size_t(c.shape.q_size()), 0.0f);
   c.k.assign(size_t(c.shape.k_size()), 1.0f);
   c.v.assign(size_t(c.shape.v_size()), 0.0f);

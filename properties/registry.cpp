@@ -27,6 +27,10 @@ std::string not_applicable(const Property& p, uint32_t claimed, const Policies& 
   if (p.backward && (policies.empty_rows == EmptyRows::mean || policies.empty_rows == EmptyRows::any))
     return std::string("checks the backward, whose empty rows give nothing, not under --empty-rows ") +
            empty_rows_word(policies.empty_rows);
+  // Dropout is checked for rows with keys: an empty row's mean under the mean policy is the oracle's
+  // without dropout.
+  if ((p.needs & ATTNCHECK_CAP_DROPOUT) && policies.empty_rows == EmptyRows::mean)
+    return "checks dropout, not under --empty-rows mean";
   const uint32_t float_formats = ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16;
   const uint32_t formats = p.double_precision ? uint32_t(ATTNCHECK_CAP_F64)
                            : p.float32_cases  ? uint32_t(ATTNCHECK_CAP_F32)

@@ -133,6 +133,8 @@ class CampaignChecker : public Checker {
         throw std::runtime_error("the kept case is not the " + std::string(Precision<T>::name) + " case Property." +
                                  kept_->property + " draws");
       c = case_from_text<T>(first, text);
+      if (c.dropout_p != 0)  // a drawn case never has it: the dropout properties add it, with their choices
+        throw std::runtime_error("the kept case has a dropout line, which no drawn case has: the dropout properties set it");
     } else {
       Via via(*this);
       in_draw_ = true;

@@ -88,8 +88,8 @@ void attention(const Problem<T>& p, const Result<T>& r) {
             const bool keep_ij = kept(p, b, h, i, j);
             if (r.keep) r.keep[s.scores_at(b, h, i) + j] = keep_ij;
             w(i, j) = keep_ij ? w(i, j) * rescale : T(0);
+            if (!keep_ij) std::erase(keys_i, j);
           }
-          std::erase_if(keys_i, [&](int64_t j) { return !kept(p, b, h, i, j); });
         }
 
         // Pass 3: weighted sum over those keys; a row without any follows the empty-row policy.

@@ -210,13 +210,14 @@ LseBound bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<dou
   // Dropout: key j's term is w_j r^ rounded, r^ the kernel's 1 / (1 - p) within gamma_k, k =
   // dropout_roundings(p): |w_j r^ (1 + theta) - p_j r| <= r (A_j (1 + g) + g p_j). Every term
   // scales by r, and so do U and the oracle's own error; dropped keys come with |v| = 0.
-  const double r = f.dropout_p > 0 ? dropout_rescale(f.dropout_p) * (1 + 0x1p-52) : 1;
+  // r rounded up past its two roundings (1 - p, the division); no bound once gamma_k has none.
+  const double r = f.dropout_p > 0 ? dropout_rescale(f.dropout_p) * (1 + 0x1p-51) : 1;
   const double g = f.dropout_p > 0 ? gamma(dropout_roundings(f.dropout_p), a.u) : 0;
   std::vector<double> pw(p), A_undropped(A);  // the kept weights' exact values, p_j r; A_j before the rescale
   if (f.dropout_p > 0)
     for (int64_t j = 0; j < n; ++j) {
-      A[j] = r * (A[j] * (1 + g) + g * p[j]) * (1 + 0x1p-51);
-      p_natural[j] = r * (p_natural[j] + g * p[j]);
+      A[j] = std::isinf(g) ? inf : r * (A[j] * (1 + g) + g * p[j]) * (1 + 0x1p-51);
+      p_natural[j] = std::isinf(g) ? inf : r * (p_natural[j] + g * p[j]);
       pw[j] = r * p[j];
     }
   // B_c = sum_j A_j |v_jc| + U_c + the oracle's own error.
@@ -233,7 +234,7 @@ LseBound bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<dou
     const double U = 2 * r * (double(n + 3) * a.tiny * sum_v + 2 * double(n) * a.tiny);
     // The oracle's own output error: its normalizer's, its weighted sum's, and the terms its exp
     // dropped (below 2^-1074 |v| each).
-    const double oracle = (f.oracle_weight_error + f.oracle_output_error) * sum_pv + 2 * 0x1p-1074 * sum_v;
+    const double oracle = (f.oracle_weight_error + f.oracle_output_error) * sum_pv + 2 * r * 0x1p-1074 * sum_v;
     // Beyond n u = 0.1 the factor 2 in U no longer covers the amplification: the model ends there.
     bool in_range = f.scores_in_range && 2 * r * sum_v < a.max_finite && double(n) * a.u < 0.1;
     double stored = 0, stored_natural = 0;

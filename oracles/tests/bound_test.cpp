@@ -119,13 +119,16 @@ TEST(Bound, NeverExceededByCorrectHalfKernels) { sweep<float>(env_or("ATTNCHECK_
 
 TEST(Bound, NeverExceededByCorrectBFloat16Kernels) { sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 1000), Format::bf16); }
 
-// Dropout (docs/error-bound.md, "Dropout"): the kept weights rescaled, in float and in f16, where a
-// kernel that rounds P rounds it once more.
+// Dropout (docs/error-bound.md, "Dropout"): the kept weights rescaled, in float, f16 and bf16, where
+// a kernel that rounds P rounds it once more.
 TEST(Bound, NeverExceededByCorrectFloatKernelsWithDropout) {
   sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 300), Format::f32, true);
 }
 TEST(Bound, NeverExceededByCorrectHalfKernelsWithDropout) {
   sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 300), Format::f16, true);
+}
+TEST(Bound, NeverExceededByCorrectBFloat16KernelsWithDropout) {
+  sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 300), Format::bf16, true);
 }
 
 // Plain cases where every planted error must show: B 1, H 2, Tq 6, Tk 10, normal q and k, and

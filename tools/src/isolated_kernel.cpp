@@ -33,6 +33,7 @@ namespace attncheck {
 namespace {
 
 using namespace protocol;
+static_assert(kBuffers == 13, "IsolatedKernel::exchange's arrays (isolated_kernel.hpp) hold one pointer per buffer");
 constexpr uint8_t kCanary = 0xA5;
 constexpr size_t kLongestFail = 1 << 16;  // a FAIL's text; longer is a broken protocol, not an allocation
 constexpr size_t kShownFail = 400;        // of it, on one line

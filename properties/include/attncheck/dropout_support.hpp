@@ -30,9 +30,9 @@ Case<float> with_weight_values(Case<float> c);
 // dropout; 0 for a key with no weight. Then the oracle's output for that mask must match out.
 std::vector<uint8_t> keep_read_off(const Case<float>& c, const std::vector<float>& out);
 
-// The statistics' sample: B 2, H 2, Tq = Tk = 64, dk 1, q = 0 (every weight 1/64 exactly) and V as
-// with_weight_values gives, f32, at rate p and `seed`: B H Tq Tk = 16384 weights, each 0 or
-// 1 / (64 (1 - p)) in out.
+// The statistics' sample: B 2, H 2, Tq = Tk = 64, q = 0 (every weight 1/64 exactly) and V as
+// with_weight_values gives, dk = dv = 65 (a kernel may need equal widths), f32, at rate p and
+// `seed`: B H Tq Tk = 16384 weights, each 0 or 1 / (64 (1 - p)) in out.
 Case<float> uniform_dropout_case(double p, uint64_t seed);
 
 // The keep mask [B,H,Tq,Tk] the kernel drew for uniform_dropout_case(p, seed), read off its output;
@@ -43,6 +43,10 @@ std::vector<uint8_t> uniform_keep_mask(Checker& check, double p, uint64_t seed);
 // Hoeffding: the mean of n independent draws in [0, 1] lies farther than this from its expectation,
 // on either side, with probability at most 2 exp(-2 n t^2) = 1e-10.
 inline double hoeffding_margin(int64_t n) { return std::sqrt(std::log(2e10) / (2 * double(n))); }
+
+// How far from 1 - p a correct kernel's keep probability may be: it may draw the rate in 8 bits
+// (FlashAttention keeps a weight when its byte is at most floor(255 (1 - p)): 230/256 at p = 0.1).
+inline constexpr double kRateQuantum = 1.0 / 256;
 
 // The fraction of n weights on which mask a from index `first` on and mask b from `second` on agree.
 double agreement(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, int64_t first, int64_t second, int64_t n);
