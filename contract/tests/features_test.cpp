@@ -29,6 +29,8 @@ CallView using_only(uint32_t capability) {
     case ATTNCHECK_CAP_BIAS: call.bias = true; break;
     case ATTNCHECK_CAP_LSE: call.lse = true; break;
     case ATTNCHECK_CAP_BACKWARD: call.backward = true; break;
+    case ATTNCHECK_CAP_DROPOUT: call.dropout_p = 0.5; break;
+    case ATTNCHECK_CAP_DROPOUT_MASK: call.keep = true; break;
     default: break;
   }
   return call;
@@ -51,7 +53,7 @@ TEST(Features, BitsNamesAndFlagsAreEachUsedOnce) {
     EXPECT_TRUE(f.protocol_flag == 0 || flags.insert(f.protocol_flag).second) << f.name;
     EXPECT_EQ(std::string(f.c_name).rfind("ATTNCHECK_CAP_", 0), 0u) << f.c_name;
   }
-  EXPECT_EQ(all_capabilities(), (uint32_t(ATTNCHECK_CAP_BACKWARD) << 1) - 1);  // every bit plugin.h defines
+  EXPECT_EQ(all_capabilities(), (uint32_t(ATTNCHECK_CAP_DROPOUT_MASK) << 1) - 1);  // every bit plugin.h defines
 }
 
 TEST(Features, TheChokePointRefusesWhatIsNotClaimedAndNamesIt) {
@@ -82,6 +84,11 @@ TEST(Features, TheViewReadsWhatTheProblemCarries) {
   // In a backward the lse is the forward's, an input: not asked.
   EXPECT_EQ(features_used(call_view(p, true, true)),
             uint32_t(ATTNCHECK_CAP_BF16 | ATTNCHECK_CAP_KV_LENS | ATTNCHECK_CAP_GQA | ATTNCHECK_CAP_WINDOW | ATTNCHECK_CAP_BACKWARD));
+  // The keep mask is asked only of a call with dropout.
+  EXPECT_EQ(features_used(call_view(p, false, false, true)) & ATTNCHECK_CAP_DROPOUT_MASK, 0u);
+  p.dropout_p = 0.25;
+  EXPECT_EQ(features_used(call_view(p, false, false, true)) & (ATTNCHECK_CAP_DROPOUT | ATTNCHECK_CAP_DROPOUT_MASK),
+            uint32_t(ATTNCHECK_CAP_DROPOUT | ATTNCHECK_CAP_DROPOUT_MASK));
 }
 
 }  // namespace
