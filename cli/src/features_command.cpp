@@ -67,8 +67,8 @@ int features_table(const FlagValues& o) {
     std::fputs(python_module().c_str(), stdout);
     return 0;
   }
-  std::printf("%-6s %-24s %-9s %s\n", "bit", "C name", "word", "name");
-  for (const Feature& f : features()) std::printf("0x%04x %-24s %-9s %s\n", f.capability, f.c_name, f.word, f.name);
+  std::printf("%-6s %-26s %-12s %s\n", "bit", "C name", "word", "name");
+  for (const Feature& f : features()) std::printf("0x%04x %-26s %-12s %s\n", f.capability, f.c_name, f.word, f.name);
   return 0;
 }
 

@@ -168,6 +168,13 @@ void run(const Problem<T>& p, T* out, T* lse, uint8_t* keep, const Variant& v) {
     return philox_keeps(seed, drop_rate, uint64_t(s.scores_at(shared ? 0 : b, shared ? 0 : h, i) + j));
   };
   std::vector<uint8_t> keep_row(size_t(s.Tk), 1);  // row i's draws [Tk]
+  // A kept normalized weight, rescaled the variant's way (Variant: dropout_divides, dropout_factor_in_format).
+  const A factor_in_format = narrow ? A(round_to(p.format, dropout_rescale(p.dropout_p))) : kept_factor;
+  auto rescaled = [&](A w) {
+    if (v.dropout_divides) return w / A(1 - p.dropout_p);
+    if (v.dropout_factor_in_format && narrow) return A(round_to(p.format, double(w * factor_in_format)));
+    return w * kept_factor;
+  };
 
   // The keys query tile [i0, i1) visits: [0, the returned end), in whole key tiles. Under a causal
   // mask with query tiles, no key past the last one its last row may see, j <= (i1 - 1) + offset
@@ -398,7 +405,7 @@ void run(const Problem<T>& p, T* out, T* lse, uint8_t* keep, const Variant& v) {
               weights[t] = v.reciprocal ? e[t] * inv_l : e[t] / l;
               weights[t] = weight_in_format(weights[t]);
               if (v.mutation == M::bf16_weights) weights[t] = to<BFloat16>(weights[t]);
-              if (drop_weights) weights[t] = keep_row[size_t(keys[t])] ? weights[t] * kept_factor : A(0);
+              if (drop_weights) weights[t] = keep_row[size_t(keys[t])] ? rescaled(weights[t]) : A(0);
             }
             weighted_sums(weights.data(), 0, n);
             for (int64_t col = 0; col < s.dv; ++col) out_i[col] = stored(sums[col]);
@@ -452,6 +459,9 @@ const std::vector<NamedVariant>& correct_variants() {
        }()},
       {"two_pass_rounded_weights", {.round_weights = true}},
       {"expanded_kv_heads", {.expand_kv_heads = true}},
+      // Dropout's other rescales: dividing by 1 - p; PyTorch 1.13's, weights and factor in the format.
+      {"two_pass_dropout_divides", {.dropout_divides = true}},
+      {"rounded_weights_dropout_in_format", {.round_weights = true, .dropout_factor_in_format = true}},
   };
   return all;
 }

@@ -110,6 +110,11 @@ struct Variant {
   bool round_weights = false;      // in f16 and bf16, the weights rounded to the format before the P V product
                                    // (FlashAttention), the normalizer summed before rounding
   bool expand_kv_heads = false;    // grouped KV heads copied out to one per query head first (repeat_interleave)
+  // Dropout's rescale in the two-pass form: a kept weight divided by 1 - p, or (f16, bf16) multiplied
+  // by 1 / (1 - p) held in the format and the product rounded to it (PyTorch 1.13's math path);
+  // else multiplied by 1 / (1 - p) in the accumulation precision.
+  bool dropout_divides = false;
+  bool dropout_factor_in_format = false;
   Mutation mutation = Mutation::none;
 };
 
