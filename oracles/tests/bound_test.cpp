@@ -80,7 +80,9 @@ void sweep(int64_t cases, Format format = Precision<T>::format, bool dropout = f
       const bool is_builtin = kernel == correct.size();
       const char* name = is_builtin ? "built-in" : correct[kernel].name;
       const std::vector<T> out = is_builtin ? plain : run_variant(c, correct[kernel].variant, &lse, dropout ? &keep : nullptr);
-      if (dropout && !is_builtin) ASSERT_EQ(keep, plain_keep) << name << " drew another dropout mask, case " << n;
+      if (dropout && !is_builtin) {
+        ASSERT_EQ(keep, plain_keep) << name << " drew another dropout mask, case " << n;
+      }
       const Verdict verdict = judge(out.data(), plain.data(), ref.out);
       ASSERT_TRUE(verdict.ok()) << name << ", case " << n << " (seed " << seed << ", " << c.mix << ")\n"
                                 << verdict.report();
