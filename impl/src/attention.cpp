@@ -51,11 +51,12 @@ void attention(const Problem<T>& p, const Result<T>& r) {
   const T minus_inf = -std::numeric_limits<T>::infinity();
 
   // Workspaces reused across (b, h): masked scores turned weights [Tq,Tk], permission [Tq,Tk],
-  // and the keys of one row that carry weight [<= Tk].
+  // the keys of one row that carry weight [<= Tk], and its dropout draws [Tk].
   RowMatrix<T> w(s.Tq, s.Tk);
   Permission permitted(s.Tq, s.Tk);
   std::vector<int64_t> keys_i;
   keys_i.reserve(size_t(s.Tk));
+  std::vector<uint8_t> keep_i(p.dropout_p > 0 ? size_t(s.Tk) : 0);
 
   for (int64_t b = 0; b < s.B; ++b) {
     permission(p, b, permitted);  // shared by all heads
@@ -85,11 +86,11 @@ void attention(const Problem<T>& p, const Result<T>& r) {
         if (p.dropout_p > 0) {
           const T rescale = T(dropout_rescale(p.dropout_p));
           for (int64_t j = 0; j < s.Tk; ++j) {
-            const bool keep_ij = kept(p, b, h, i, j);
-            if (r.keep) r.keep[s.scores_at(b, h, i) + j] = keep_ij;
-            w(i, j) = keep_ij ? w(i, j) * rescale : T(0);
-            if (!keep_ij) std::erase(keys_i, j);
+            keep_i[size_t(j)] = kept(p, b, h, i, j);
+            if (r.keep) r.keep[s.scores_at(b, h, i) + j] = keep_i[size_t(j)];
+            w(i, j) = keep_i[size_t(j)] ? w(i, j) * rescale : T(0);
           }
+          std::erase_if(keys_i, [&](int64_t j) { return !keep_i[size_t(j)]; });
         }
 
         // Pass 3: weighted sum over those keys; a row without any follows the empty-row policy.
