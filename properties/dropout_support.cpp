@@ -49,6 +49,35 @@ std::vector<uint8_t> keep_read_off(const Case<float>& c, const std::vector<float
   return keep;
 }
 
+Reference read_off_reference(const Case<float>& c, const std::vector<uint8_t>& keep) {
+  // keep [B,H,Tq,Tk]; the reference's out [B,H,Tq,Tk+1].
+  Reference ref = reference(with_keep(c, keep));
+  Case<float> undropped = c;
+  undropped.dropout_p = 0;
+  const Reference weights = reference(undropped.problem());
+  const Shape& s = c.shape;
+  const double rescale = dropout_rescale(c.dropout_p);
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.H; ++h)
+      for (int64_t i = 0; i < s.Tq; ++i) {
+        const size_t at = size_t(s.out_at(b, h, i));
+        // The sum column lies between the read sum less the unreadable weights read as kept and the
+        // read sum plus those read as dropped (each with its own bound).
+        double less = 0, more = 0;
+        for (int64_t j = 0; j < s.Tk; ++j) {
+          const double kept = double(weights.out.exact[at + size_t(j)]) * rescale;
+          if (!std::isfinite(kept) || kept > ref.out.bound[at + size_t(j)]) continue;  // readable
+          const double most = kept + weights.out.bound[at + size_t(j)] * rescale;
+          (keep[size_t(s.scores_at(b, h, i) + j)] ? less : more) += most;
+        }
+        if (less + more == 0 || !ref.out.row_is_exact(s.lse_at(b, h, i))) continue;
+        const size_t sum = at + size_t(s.Tk);
+        ref.out.exact[sum] += (more - less) / 2;
+        ref.out.bound[sum] = (ref.out.bound[sum] + (more + less) / 2) * (1 + 0x1p-50);
+      }
+  return ref;
+}
+
 Case<float> uniform_dropout_case(double p, uint64_t seed) {
   Case<float> c;
   c.shape = {.B = 2, .H = 2, .Tq = 64, .Tk = 64, .dk = 65, .dv = 1};

@@ -30,6 +30,12 @@ Case<float> with_weight_values(Case<float> c);
 // dropout; 0 for a key with no weight. Then the oracle's output for that mask must match out.
 std::vector<uint8_t> keep_read_off(const Case<float>& c, const std::vector<float>& out);
 
+// The oracle's reference for that mask, where a weight too small to read (p_ij / (1 - p) within
+// its element's bound, as an f16 output rounds it to 0 kept or dropped) may have been kept or
+// not: the sum column's exact value is then the middle of the sums either way, its bound widened
+// by half the unreadable weights' sum (their own bound on top).
+Reference read_off_reference(const Case<float>& c, const std::vector<uint8_t>& keep);
+
 // The statistics' sample: B 2, H 2, Tq = Tk = 64, q = 0 (every weight 1/64 exactly) and V as
 // with_weight_values gives, dk = dv = 65 (a kernel may need equal widths), f32, at rate p and
 // `seed`: B H Tq Tk = 16384 weights, each 0 or 1 / (64 (1 - p)) in out.
