@@ -30,11 +30,14 @@ Case<float> with_weight_values(Case<float> c) {
   return c;
 }
 
-std::vector<uint8_t> keep_read_off(const Case<float>& c, const std::vector<float>& out) {
-  // out [B,H,Tq,Tk+1] in; keep [B,H,Tq,Tk] out.
+Reference undropped_weights(const Case<float>& c) {
   Case<float> undropped = c;
   undropped.dropout_p = 0;
-  const Reference weights = reference(undropped.problem());  // out[.., j] = p_ij for j < Tk
+  return reference(undropped.problem());
+}
+
+std::vector<uint8_t> keep_read_off(const Case<float>& c, const std::vector<float>& out, const Reference& weights) {
+  // out [B,H,Tq,Tk+1] in; keep [B,H,Tq,Tk] out; weights: undropped_weights(c).
   const Shape& s = c.shape;
   const double rescale = dropout_rescale(c.dropout_p);
   std::vector<uint8_t> keep(size_t(s.scores_size()), 0);
@@ -49,12 +52,9 @@ std::vector<uint8_t> keep_read_off(const Case<float>& c, const std::vector<float
   return keep;
 }
 
-Reference read_off_reference(const Case<float>& c, const std::vector<uint8_t>& keep) {
-  // keep [B,H,Tq,Tk]; the reference's out [B,H,Tq,Tk+1].
+Reference read_off_reference(const Case<float>& c, const std::vector<uint8_t>& keep, const Reference& weights) {
+  // keep [B,H,Tq,Tk]; the reference's out [B,H,Tq,Tk+1]; weights: undropped_weights(c).
   Reference ref = reference(with_keep(c, keep));
-  Case<float> undropped = c;
-  undropped.dropout_p = 0;
-  const Reference weights = reference(undropped.problem());
   const Shape& s = c.shape;
   const double rescale = dropout_rescale(c.dropout_p);
   for (int64_t b = 0; b < s.B; ++b)

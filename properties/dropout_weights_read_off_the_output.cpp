@@ -15,8 +15,9 @@ ATTNCHECK_PROPERTY(DropoutWeightsReadOffTheOutput, .order = 215, .catches = "dro
   // V = [I | 1] makes dv = Tk + 1: a large case would cost Tk times a pass over it.
   const Case<float> c = with_weight_values(with_dropout(check, check.draw<float>({.small_only = true}), p));
   const std::vector<float> out = check.run(c);
-  const std::vector<uint8_t> keep = keep_read_off(c, out);
-  require_agreement<float>(check, c, out, read_off_reference(c, keep),
+  const Reference weights = undropped_weights(c);
+  const std::vector<uint8_t> keep = keep_read_off(c, out, weights);
+  require_agreement<float>(check, c, out, read_off_reference(c, keep, weights),
                     "dropout at p = " + show(p) + ", V = [I | 1]: each weight 0 or p_ij / (1 - p), their sum last", nullptr,
                     &keep);
 }

@@ -28,13 +28,16 @@ Case<float> with_weight_values(Case<float> c);
 // The keep mask [B,H,Tq,Tk] read off out [B,H,Tq,Tk+1] (of a with_weight_values case): weight
 // (b, h, i, j) kept where out_ij lies nearer p_ij / (1 - p) than 0, p_ij the oracle's weight before
 // dropout; 0 for a key with no weight. Then the oracle's output for that mask must match out.
-std::vector<uint8_t> keep_read_off(const Case<float>& c, const std::vector<float>& out);
+std::vector<uint8_t> keep_read_off(const Case<float>& c, const std::vector<float>& out, const Reference& weights);
+
+// The oracle's reference for c without dropout: with V = [I | 1], out[.., j] = p_ij for j < Tk.
+Reference undropped_weights(const Case<float>& c);
 
 // The oracle's reference for that mask, where a weight too small to read (p_ij / (1 - p) within
 // its element's bound, as an f16 output rounds it to 0 kept or dropped) may have been kept or
 // not: the sum column's exact value is then the middle of the sums either way, its bound widened
 // by half the unreadable weights' sum (their own bound on top).
-Reference read_off_reference(const Case<float>& c, const std::vector<uint8_t>& keep);
+Reference read_off_reference(const Case<float>& c, const std::vector<uint8_t>& keep, const Reference& weights);
 
 // The statistics' sample: B 2, H 2, Tq = Tk = 64, q = 0 (every weight 1/64 exactly) and V as
 // with_weight_values gives, dk = dv = 65 (a kernel may need equal widths), f32, at rate p and
