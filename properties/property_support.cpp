@@ -46,6 +46,13 @@ std::vector<float> Checker::run(const Case<float>& c, std::vector<uint8_t>&) {
   fail("the implementation writes no dropout keep mask\n" + describe(c));
 }
 
+std::vector<float> Checker::run_layer(const LayerCase<float>& c, std::vector<float>*) {
+  fail("the implementation has no multi-head layer\n" + describe(c));
+}
+std::vector<double> Checker::run_layer(const LayerCase<double>& c, std::vector<double>*) {
+  fail("the implementation has no multi-head layer\n" + describe(c));
+}
+
 void Checker::run_backward(const Case<float>& c, const Grads<float>&) {
   fail("the implementation has no backward\n" + describe(c));
 }

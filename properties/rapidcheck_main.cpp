@@ -41,6 +41,8 @@ class InProcessChecker : public Checker {
   void run_backward(const Case<float>& c, const Grads<float>& g) override { backward_checked(c, g); }
   void run_backward(const Case<double>& c, const Grads<double>& g) override { backward_checked(c, g); }
   CaseLimits limits(CaseLimits base) const override { return kernel_from_environment().limits(base); }
+  std::vector<float> run_layer(const LayerCase<float>& c, std::vector<float>* w) override { return layer_checked(c, w); }
+  std::vector<double> run_layer(const LayerCase<double>& c, std::vector<double>* w) override { return layer_checked(c, w); }
 
  private:
   template <class T>
@@ -50,6 +52,15 @@ class InProcessChecker : public Checker {
       fail("the kernel refused a valid problem (status " + std::to_string(status) + ")\n" + describe(c));
     // Each property sees a call that changed the process's floating-point mode (ctest runs each
     // property in a process of its own, so the last test alone would see only the loading).
+    fp_mode_unchanged(c);
+    return out;
+  }
+  template <class T>
+  std::vector<T> layer_checked(const LayerCase<T>& c, std::vector<T>* weights) {
+    std::vector<T> out;
+    if (const int32_t status = claimed_call([&] { return run_kernel_layer(kernel_from_environment(), c, out, weights); });
+        status != 0)
+      fail("the kernel's layer refused a valid layer (status " + std::to_string(status) + ")\n" + describe(c));
     fp_mode_unchanged(c);
     return out;
   }
@@ -69,8 +80,8 @@ class InProcessChecker : public Checker {
       throw std::runtime_error(harness_error(testing::UnitTest::GetInstance()->current_test_info()->name(), unclaimed));
     }
   }
-  template <class T>
-  void fp_mode_unchanged(const Case<T>& c) {
+  template <class C>
+  void fp_mode_unchanged(const C& c) {
     if (const std::string& change = kernel_from_environment().fp_mode_call_finding; !change.empty())
       fail("floating-point mode: " + change + "\n" + describe(c));
   }

@@ -31,11 +31,12 @@ std::string not_applicable(const Property& p, uint32_t claimed, const Policies& 
   // without dropout.
   if ((p.needs & ATTNCHECK_CAP_DROPOUT) && policies.empty_rows == EmptyRows::mean)
     return "checks dropout, not under --empty-rows mean";
+  if (!p.layer && (claimed & kLayerOnly)) return "checks a forward, and the kernel exports the multi-head layer alone";
   const uint32_t float_formats = ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16;
   const uint32_t formats = p.double_precision ? uint32_t(ATTNCHECK_CAP_F64)
                            : p.float32_cases  ? uint32_t(ATTNCHECK_CAP_F32)
                                               : float_formats;
-  const uint32_t needs = p.needs | (p.backward ? uint32_t(ATTNCHECK_CAP_BACKWARD) : 0u);
+  const uint32_t needs = p.needs | (p.backward ? uint32_t(ATTNCHECK_CAP_BACKWARD) : 0u) | (p.layer ? uint32_t(ATTNCHECK_CAP_MHA) : 0u);
   if (!(claimed & formats)) return (formats == float_formats ? "checks one of " : "checks ") + feature_names(formats);
   if (needs & ~claimed) return "needs " + feature_names(needs & ~claimed);
   if (p.needs_one_of && !(claimed & p.needs_one_of)) return "needs one of " + feature_names(p.needs_one_of);

@@ -85,6 +85,8 @@ class CampaignChecker : public Checker {
   bool has_backward() const override { return options_.backward && (kernel_.capabilities() & ATTNCHECK_CAP_BACKWARD); }
   void run_backward(const Case<float>& c, const Grads<float>& g) override { backward_isolated(c, g); }
   void run_backward(const Case<double>& c, const Grads<double>& g) override { backward_isolated(c, g); }
+  std::vector<float> run_layer(const LayerCase<float>& c, std::vector<float>* w) override { return layer_isolated(c, w); }
+  std::vector<double> run_layer(const LayerCase<double>& c, std::vector<double>* w) override { return layer_isolated(c, w); }
   Policies policies() const override { return options_.policies; }
   CaseLimits limits(CaseLimits base) const override {
     base.abi_only = true;
@@ -170,6 +172,15 @@ class CampaignChecker : public Checker {
     const Outcome outcome = kernel_.run_backward(c, g);
     if (outcome.kind != Outcome::ok)
       throw Failed{"the implementation's backward " + outcome.detail + "\n" + describe(c), outcome.kind};
+  }
+
+  // A layer call: its case is the choices that drew it (a layer has no case text yet).
+  template <class T>
+  std::vector<T> layer_isolated(const LayerCase<T>& c, std::vector<T>* weights) {
+    std::vector<T> out;
+    const Outcome outcome = kernel_.run_layer(c, out, weights);
+    if (outcome.kind != Outcome::ok) throw Failed{"the implementation's layer " + outcome.detail + "\n" + describe(c), outcome.kind};
+    return out;
   }
 
   IsolatedKernel& kernel_;
@@ -365,7 +376,7 @@ bool seen_before(const Finding& found, const std::vector<Finding>& earlier) {
 }
 
 uint32_t checked_capabilities(uint32_t claimed, const CampaignOptions& options) {
-  return claimed & all_capabilities() & (options.formats | ~kFormatCapabilities) &
+  return claimed & (all_capabilities() | kLayerOnly) & (options.formats | ~kFormatCapabilities) &
          (options.backward ? ~0u : ~uint32_t(ATTNCHECK_CAP_BACKWARD));
 }
 

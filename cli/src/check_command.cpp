@@ -68,7 +68,7 @@ struct Coverage {
 };
 Coverage coverage(uint32_t claimed, const CampaignOptions& options) {
   const uint32_t all = all_capabilities(), exercised = checked_capabilities(claimed, options);
-  return {exercised, claimed & all & ~exercised, ~claimed & all};
+  return {exercised & all, claimed & all & ~exercised, ~claimed & all};
 }
 
 // What a verdict assumed: the strict contract, or each policy that relaxes one of its rules.
@@ -101,7 +101,7 @@ void require_writable(const std::string& flag, const std::string& path) {
 // Capability bits the kernel claims that no feature has, for the "checked" line: "; claimed bits
 // this attncheck does not know, ignored: 0xffff0000" (empty when there are none).
 std::string unknown_bits(uint32_t claimed) {
-  const uint32_t unknown = claimed & ~all_capabilities();
+  const uint32_t unknown = claimed & ~all_capabilities() & ~kLayerOnly;
   if (!unknown) return "";
   char bits[16];
   std::snprintf(bits, sizeof bits, "0x%08x", unknown);
@@ -364,7 +364,7 @@ int check(const FlagValues& o) {
   if (options.keep_going) std::printf("%s", findings_table(result).c_str());
   const Coverage covered = coverage(result.capabilities, options);
   const std::string checked = "checked: " + feature_names(covered.checked) + " (ABI v" + std::to_string(result.abi_version) +
-                              ")" + (covered.unchecked ? "; claimed, not checked: " + feature_names(covered.unchecked) : "") +
+                              ((result.capabilities & kLayerOnly) ? "; the multi-head layer alone" : "") + ")" + (covered.unchecked ? "; claimed, not checked: " + feature_names(covered.unchecked) : "") +
                               "; not claimed: " + feature_names(covered.not_claimed) + unknown_bits(result.capabilities) +
                               skipped(result) + "\npolicies: " + policies_said(options.policies);
   const std::string summary_line = summary(verdict.c_str(), result, options.policies);

@@ -19,11 +19,12 @@ const Subcommand kSubcommands[] = {
     {"mutants", attncheck::mutants_command, "every planted bug against the properties: the kill matrix"},
     {"features", attncheck::features_command, "the features a kernel may claim, and their names (--python yes: the client's table)"},
     {"repro", attncheck::repro_command, "a replay file's finding as a standalone regression test (GoogleTest or pytest)"},
+    {"mha-shapes", attncheck::mha_shapes_command, "the shapes and parameter counts of a multi-head attention layer and of the fully connected map it replaces"},
 };
 
 void list(std::FILE* to) {
   std::fprintf(to, "usage: attncheck SUBCOMMAND [--flag value ...]\n");
-  for (const Subcommand& s : kSubcommands) std::fprintf(to, "  %-8s %s\n", s.name, s.summary);
+  for (const Subcommand& s : kSubcommands) std::fprintf(to, "  %-10s %s\n", s.name, s.summary);
   std::fprintf(to, "attncheck SUBCOMMAND --help lists its flags\n");
 }
 

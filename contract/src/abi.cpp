@@ -223,6 +223,104 @@ void narrow_grads(const attncheck_grads_v2& g, const WideGrads& wide) {
     });
 }
 
+void layer_input_sizes(const LayerShape& s, int64_t (&sizes)[kLayerInputCount]) {
+  const int64_t all[kLayerInputCount] = {s.x_q_size(),   s.x_kv_size(), s.D * s.q_width(), s.D * s.k_width(),
+                                         s.D * s.v_width(), s.q_width(), s.k_width(),       s.v_width(),
+                                         s.merged_width() * s.D, s.D};
+  std::copy(std::begin(all), std::end(all), sizes);
+}
+
+template <class T>
+attncheck_mha_v2 to_abi_mha(const Layer<T>& l, T* out, T* weights, NarrowLayer& narrow) {
+  // x_q [B,Tq,D], x_kv [B,Tk,D], the maps and biases (layer.hpp); out [B,Tq,D], weights [B,H,Tq,Tk].
+  const Shape& h = l.shape.heads;
+  attncheck_mha_v2 m{};
+  m.size = int32_t(sizeof m);
+  m.dtype = int32_t(l.format);
+  m.batch = int32_t(h.B);
+  m.q_len = int32_t(h.Tq);
+  m.kv_len = int32_t(h.Tk);
+  m.d_model = int32_t(l.shape.D);
+  m.heads = int32_t(h.H);
+  m.kv_heads = int32_t(h.kv_heads());
+  m.d_k = int32_t(h.dk);
+  m.d_v = int32_t(h.dv);
+  for (const LayerInput<T>& input : kLayerInputs<T>) m.*input.in_abi = l.*input.in_layer;
+  m.allow = l.masks.allow;
+  m.kv_lens = l.masks.key_lengths;
+  m.causal = int32_t(l.masks.causal);
+  m.window_left = int32_t(l.masks.window_left);
+  m.window_right = int32_t(l.masks.window_right);
+  m.scale = l.scale;
+  m.out = out;
+  m.weights = reinterpret_cast<float*>(weights);  // double for f64, as the ABI says
+  if (is_narrow(l.format))
+    visit_narrow(l.format, [&](auto zero) {
+      using F = decltype(zero);
+      int64_t sizes[kLayerInputCount];
+      layer_input_sizes(l.shape, sizes);
+      for (int n = 0; n < kLayerInputCount; ++n) {
+        const T* x = l.*kLayerInputs<T>[n].in_layer;
+        if (!x || (n == 1 && l.x_kv == l.x_q)) continue;
+        narrow.inputs[n] = narrowed<F>(x, sizes[n]);
+        m.*kLayerInputs<T>[n].in_abi = narrow.inputs[n].data();
+      }
+      if (l.x_kv == l.x_q) m.x_kv = m.x_q;  // self-attention keeps one pointer
+      narrow.out.assign(size_t(l.shape.out_size()), Precision<F>::from_double(std::numeric_limits<double>::quiet_NaN()).bits);
+      m.out = narrow.out.data();
+    });
+  return m;
+}
+
+template <class T>
+void widen_layer_output(const Layer<T>& l, const NarrowLayer& narrow, T* out) {
+  if (is_narrow(l.format))
+    visit_narrow(l.format, [&](auto zero) { widened<decltype(zero)>(narrow.out.data(), l.shape.out_size(), out); });
+}
+
+template <class T>
+Layer<T> from_abi_mha(const attncheck_mha_v2& m) {
+  Layer<T> l;
+  l.shape = {{m.batch, m.heads, m.q_len, m.kv_len, m.d_k, m.d_v, m.kv_heads}, m.d_model};
+  for (const LayerInput<T>& input : kLayerInputs<T>) l.*input.in_layer = static_cast<const T*>(m.*input.in_abi);
+  l.masks = {m.allow, Causal(m.causal), m.kv_lens, m.window_left, m.window_right};
+  l.scale = m.scale;
+  return l;
+}
+
+void widen_layer_inputs(const attncheck_mha_v2& m, Layer<float>& l, WideLayer& wide) {
+  l.format = Format(m.dtype);
+  visit_narrow(l.format, [&](auto zero) {
+    using F = decltype(zero);
+    int64_t sizes[kLayerInputCount];
+    layer_input_sizes(l.shape, sizes);
+    for (int n = 0; n < kLayerInputCount; ++n) {
+      const void* bits = m.*kLayerInputs<float>[n].in_abi;
+      if (!bits || (n == 1 && m.x_kv == m.x_q)) continue;
+      wide.inputs[n].resize(size_t(sizes[n]));
+      widened<F>(static_cast<const uint16_t*>(bits), sizes[n], wide.inputs[n].data());
+      l.*kLayerInputs<float>[n].in_layer = wide.inputs[n].data();
+    }
+    if (m.x_kv == m.x_q) l.x_kv = l.x_q;
+    wide.out.assign(size_t(l.shape.out_size()), 0);
+  });
+}
+
+void narrow_layer_output(const attncheck_mha_v2& m, const WideLayer& wide) {
+  const Format format = Format(m.dtype);
+  if (is_narrow(format))
+    visit_narrow(format, [&](auto zero) {
+      const std::vector<uint16_t> bits = narrowed<decltype(zero)>(wide.out.data(), int64_t(wide.out.size()));
+      std::copy(bits.begin(), bits.end(), static_cast<uint16_t*>(m.out));
+    });
+}
+
+template attncheck_mha_v2 to_abi_mha(const Layer<float>&, float*, float*, NarrowLayer&);
+template attncheck_mha_v2 to_abi_mha(const Layer<double>&, double*, double*, NarrowLayer&);
+template void widen_layer_output(const Layer<float>&, const NarrowLayer&, float*);
+template void widen_layer_output(const Layer<double>&, const NarrowLayer&, double*);
+template Layer<float> from_abi_mha(const attncheck_mha_v2&);
+template Layer<double> from_abi_mha(const attncheck_mha_v2&);
 template attncheck_problem to_abi(const Problem<float>&, float*, std::vector<uint8_t>&);
 template attncheck_problem to_abi(const Problem<double>&, double*, std::vector<uint8_t>&);
 template Problem<float> from_abi(const attncheck_problem&);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -35,9 +36,7 @@ bool permits(const Masks& m, const Shape& s, int64_t b, int64_t i, int64_t j) {
 // than a few GiB, and a typo in a shape is refused rather than allocated.
 constexpr int64_t kMaxElements = int64_t(1) << 31;
 
-template <class T>
-std::string problem_error(const Problem<T>& p, const Result<T>& r) {
-  const Shape& s = p.shape;
+std::string shape_error(const Shape& s) {
   const int64_t dims[] = {s.B, s.H, s.Tq, s.Tk, s.dk, s.dv};
   const char* names[] = {"B", "H", "Tq", "Tk", "dk", "dv"};
   for (int n = 0; n < 6; ++n)
@@ -50,37 +49,52 @@ std::string problem_error(const Problem<T>& p, const Result<T>& r) {
   const double bh = double(s.B) * double(s.H), bkv = double(s.B) * double(s.kv_heads());
   for (double elements : {bh * s.Tq * s.dk, bkv * s.Tk * s.dk, bkv * s.Tk * s.dv, bh * s.Tq * s.dv, bh * s.Tq * s.Tk})
     if (elements > double(kMaxElements)) return "shape: a buffer would exceed 2^31 elements";
-  if (!p.q || !p.k || !p.v || !r.out) return "a required buffer (q, k, v or out) is null";
-  const auto c = int32_t(p.masks.causal);
+  return {};
+}
+
+std::string masks_error(const Masks& m, const Shape& s, double scale) {
+  const auto c = int32_t(m.causal);
   if (c < 0 || c > 2) return "causal must be 0 (none), 1 (upper-left) or 2 (lower-right), got " + std::to_string(c);
-  if (!std::isfinite(p.scale)) return "scale must be finite (0 = default 1/sqrt(dk))";
+  if (!std::isfinite(scale)) return "scale must be finite (0 = default 1/sqrt(dk))";
+  if (m.window_left < -1 || m.window_right < -1) return "a window side must be -1 (unbounded) or at least 0";
+  // ABI v2 carries int32: a wider side would reach the kernel as another window.
+  if (m.window_left > INT32_MAX || m.window_right > INT32_MAX)
+    return "a window side past 2^31 - 1, more than plugin ABI v2 carries";
+  if (m.key_lengths)
+    for (int64_t b = 0; b < s.B; ++b)
+      if (m.key_lengths[b] < 0) return "key_lengths[" + std::to_string(b) + "] is negative";
+  return {};
+}
+
+template <class T>
+std::string format_error(Format format, std::initializer_list<std::pair<const char*, std::pair<const T*, int64_t>>> inputs) {
+  if (format != Precision<T>::format && !(std::is_same_v<T, float> && is_narrow(format)))
+    return std::string("format: ") + Precision<T>::name + " buffers cannot hold another format but float16 or bfloat16";
+  if (!is_narrow(format)) return {};
+  const char* name = format_name(format);
+  for (const auto& [tensor, buffer] : inputs)
+    if (!visit_narrow(format, [&](auto zero) { return all_in_format<decltype(zero)>(buffer.first, buffer.second); }))
+      return std::string(tensor) + " holds a value that is not a " + name + " (format " + name + ")";
+  return {};
+}
+
+template <class T>
+std::string problem_error(const Problem<T>& p, const Result<T>& r) {
+  const Shape& s = p.shape;
+  if (std::string e = shape_error(s); !e.empty()) return e;
+  if (!p.q || !p.k || !p.v || !r.out) return "a required buffer (q, k, v or out) is null";
+  if (std::string e = masks_error(p.masks, s, p.scale); !e.empty()) return e;
   if (!(p.softcap >= 0) || !std::isfinite(p.softcap)) return "softcap must be finite and at least 0 (0 = none)";
   if (!(p.dropout_p >= 0 && p.dropout_p < 1)) return "dropout_p must be in [0, 1) (0 = none)";
-  if (p.masks.window_left < -1 || p.masks.window_right < -1) return "a window side must be -1 (unbounded) or at least 0";
-  // ABI v2 carries int32: a wider side would reach the kernel as another window.
-  if (p.masks.window_left > INT32_MAX || p.masks.window_right > INT32_MAX)
-    return "a window side past 2^31 - 1, more than plugin ABI v2 carries";
-  if (p.masks.key_lengths)
-    for (int64_t b = 0; b < s.B; ++b)
-      if (p.masks.key_lengths[b] < 0) return "key_lengths[" + std::to_string(b) + "] is negative";
-  if (p.format != Precision<T>::format && !(std::is_same_v<T, float> && is_narrow(p.format)))
-    return std::string("format: ") + Precision<T>::name + " buffers cannot hold another format but float16 or bfloat16";
-  if (is_narrow(p.format)) {
-    const char* name = format_name(p.format);
-    const auto in_format = [&](const T* x, int64_t n) {
-      return visit_narrow(p.format, [&](auto zero) { return all_in_format<decltype(zero)>(x, n); });
-    };
-    const std::pair<const char*, std::pair<const T*, int64_t>> inputs[] = {
-        {"q", {p.q, s.q_size()}}, {"k", {p.k, s.k_size()}}, {"v", {p.v, s.v_size()}},
-        {"bias", {p.bias, p.bias ? s.scores_size() : 0}}};
-    for (const auto& [tensor, buffer] : inputs)
-      if (!in_format(buffer.first, buffer.second))
-        return std::string(tensor) + " holds a value that is not a " + name + " (format " + name + ")";
-  }
-  return {};
+  return format_error<T>(p.format, {{"q", {p.q, s.q_size()}},
+                                    {"k", {p.k, s.k_size()}},
+                                    {"v", {p.v, s.v_size()}},
+                                    {"bias", {p.bias, p.bias ? s.scores_size() : 0}}});
 }
 
 template std::string problem_error(const Problem<float>&, const Result<float>&);
 template std::string problem_error(const Problem<double>&, const Result<double>&);
+template std::string format_error(Format, std::initializer_list<std::pair<const char*, std::pair<const float*, int64_t>>>);
+template std::string format_error(Format, std::initializer_list<std::pair<const char*, std::pair<const double*, int64_t>>>);
 
 }  // namespace attncheck

@@ -31,6 +31,8 @@ CallView using_only(uint32_t capability) {
     case ATTNCHECK_CAP_BACKWARD: call.backward = true; break;
     case ATTNCHECK_CAP_DROPOUT: call.dropout_p = 0.5; break;
     case ATTNCHECK_CAP_DROPOUT_MASK: call.keep = true; break;
+    case ATTNCHECK_CAP_MHA: call.layer = true; break;
+    case ATTNCHECK_CAP_MHA_WEIGHTS: call.layer_weights = true; break;
     default: break;
   }
   return call;
@@ -53,7 +55,8 @@ TEST(Features, BitsNamesAndFlagsAreEachUsedOnce) {
     EXPECT_TRUE(f.protocol_flag == 0 || flags.insert(f.protocol_flag).second) << f.name;
     EXPECT_EQ(std::string(f.c_name).rfind("ATTNCHECK_CAP_", 0), 0u) << f.c_name;
   }
-  EXPECT_EQ(all_capabilities(), (uint32_t(ATTNCHECK_CAP_DROPOUT_MASK) << 1) - 1);  // every bit plugin.h defines
+  EXPECT_EQ(all_capabilities(), (uint32_t(ATTNCHECK_CAP_MHA_WEIGHTS) << 1) - 1);  // every bit plugin.h defines
+  EXPECT_EQ(all_capabilities() & kLayerOnly, 0u);                                 // the checker's own bit is no row's
 }
 
 TEST(Features, TheChokePointRefusesWhatIsNotClaimedAndNamesIt) {

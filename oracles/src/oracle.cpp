@@ -167,8 +167,9 @@ ExactRow empty_row(const Problem<T>& p, int64_t b, int64_t h, ExactRow row) {
 
 template <class T>
 [[gnu::always_inline]] inline ExactRow row_body(const Problem<T>& p, const KeyFacts& keys, DD scale, int64_t b,
-                                                int64_t h, int64_t i) {
-  // Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk] in; row (b, h, i) out.
+                                                int64_t h, int64_t i, const double* input_error) {
+  // Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk], input_error [Tk] or null in;
+  // row (b, h, i) out.
   const Shape& s = p.shape;
   const T* q_i = p.q + s.q_at(b, h, i);
   const T* bias_i = p.bias ? p.bias + s.scores_at(b, h, i) : nullptr;
@@ -229,7 +230,9 @@ template <class T>
     score.push_back(s_j);
     if (p.softcap != 0) row.cap_slope.push_back(slope);
     facts.score_size.push_back(score_size);
-    facts.oracle_score_error.push_back(inflate(scale_up * dot2_error(s.dk, qk_abs), 1));
+    // An error of the inputs the kernel computes the scores from counts as a score error too.
+    const double own = inflate(scale_up * dot2_error(s.dk, qk_abs), 1);
+    facts.oracle_score_error.push_back(input_error ? inflate(own + input_error[j], 1) : own);
     // Flushing, in any order of scaling: a subnormal q_k or k_k read as 0, a scaled c q_k or c k_k
     // flushed (tiny, not c tiny, times the other factor), and each of the dk products and dk - 1
     // sums flushed: max(1, c) tiny (2 dk + sum |q| + sum |k|).
@@ -364,12 +367,12 @@ template <class T>
 #define ATTNCHECK_FMA_CLONES
 #endif
 ATTNCHECK_FMA_CLONES ExactRow row_of(const Problem<float>& p, const KeyFacts& keys, DD scale, int64_t b, int64_t h,
-                                     int64_t i) {
-  return row_body(p, keys, scale, b, h, i);
+                                     int64_t i, const double* input_error = nullptr) {
+  return row_body(p, keys, scale, b, h, i, input_error);
 }
 ATTNCHECK_FMA_CLONES ExactRow row_of(const Problem<double>& p, const KeyFacts& keys, DD scale, int64_t b, int64_t h,
-                                     int64_t i) {
-  return row_body(p, keys, scale, b, h, i);
+                                     int64_t i, const double* input_error = nullptr) {
+  return row_body(p, keys, scale, b, h, i, input_error);
 }
 
 // The mean of the values of row (b, h)'s KV head over all Tk keys, with its bound: the row of a
@@ -427,9 +430,10 @@ void require_keep_mask(const Problem<T>& p) {
 }
 
 template <class T>
-ExactRow exact_row(const Problem<T>& p, int64_t b, int64_t h, int64_t i) {
+ExactRow exact_row(const Problem<T>& p, int64_t b, int64_t h, int64_t i, const double* input_score_error) {
   require_keep_mask(p);
-  return row_of(p, key_facts(p, b, p.shape.kv_head(h), Arithmetic::of(p.format).tiny), scale_of(p.shape, p.scale), b, h, i);
+  return row_of(p, key_facts(p, b, p.shape.kv_head(h), Arithmetic::of(p.format).tiny), scale_of(p.shape, p.scale), b, h,
+                i, input_score_error);
 }
 
 namespace {
@@ -512,8 +516,8 @@ Reference reference(const Problem<T>& p, const std::vector<uint8_t>* rows) {
   return ref;
 }
 
-template ExactRow exact_row(const Problem<float>&, int64_t, int64_t, int64_t);
-template ExactRow exact_row(const Problem<double>&, int64_t, int64_t, int64_t);
+template ExactRow exact_row(const Problem<float>&, int64_t, int64_t, int64_t, const double*);
+template ExactRow exact_row(const Problem<double>&, int64_t, int64_t, int64_t, const double*);
 template std::vector<ExactRow> exact_rows(const Problem<float>&);
 template std::vector<ExactRow> exact_rows(const Problem<double>&);
 template Reference reference(const Problem<float>&, const std::vector<uint8_t>*);

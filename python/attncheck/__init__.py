@@ -7,16 +7,22 @@
     attncheck.serve(forward, capabilities={"f32", "allow", "causal"})  # under attncheck check --impl-cmd
     attncheck.check(forward)      # from pytest: the whole campaign, AssertionError on a finding
 
+    def layer(m):                 # m: attncheck.Layer (x_q, w_q, ..., NumPy arrays; docs/protocol.md "A layer call")
+        ...
+        return out                # [B,Tq,D]; (out, weights [B,H,Tq,Tk]) when m.want_weights
+    attncheck.serve(layer=layer, capabilities={"f32", "causal", "mha"})  # a layer-only function
+
 See the README's "Checking Python code" and docs/protocol.md.
 """
 from ._adapters import masked
 from ._check import check, find_binary
 from ._bound import outside_bound
 from ._command import run_command
+from ._layer import Layer
 from ._problem import Problem
 from ._protocol import CAPABILITIES
 from ._replay import numpy_source, problem_from_replay
 from ._serve import serve
 
-__all__ = ["CAPABILITIES", "Problem", "check", "find_binary", "masked", "numpy_source", "outside_bound",
+__all__ = ["CAPABILITIES", "Layer", "Problem", "check", "find_binary", "masked", "numpy_source", "outside_bound",
            "problem_from_replay", "run_command", "serve"]

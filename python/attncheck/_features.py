@@ -5,11 +5,11 @@ it is what that prints. Do not edit it by hand.
 """
 
 # ABI v2's capability bits, by the name a served function claims them with.
-CAPABILITIES = {"f32": 1, "f64": 2, "f16": 4, "bf16": 8, "allow": 16, "causal": 32, "kv_lens": 64, "gqa": 128, "window": 256, "softcap": 512, "bias": 1024, "lse": 2048, "backward": 4096, "dropout": 8192, "dropout_mask": 16384}
+CAPABILITIES = {"f32": 1, "f64": 2, "f16": 4, "bf16": 8, "allow": 16, "causal": 32, "kv_lens": 64, "gqa": 128, "window": 256, "softcap": 512, "bias": 1024, "lse": 2048, "backward": 4096, "dropout": 8192, "dropout_mask": 16384, "mha": 32768, "mha_weights": 65536}
 # What reports call each.
-NAMES = {"f32": "f32", "f64": "f64", "f16": "f16", "bf16": "bf16", "allow": "allow mask", "causal": "causal", "kv_lens": "key lengths", "gqa": "grouped KV heads", "window": "window", "softcap": "soft-cap", "bias": "bias", "lse": "lse", "backward": "backward", "dropout": "dropout", "dropout_mask": "dropout keep mask"}
+NAMES = {"f32": "f32", "f64": "f64", "f16": "f16", "bf16": "bf16", "allow": "allow mask", "causal": "causal", "kv_lens": "key lengths", "gqa": "grouped KV heads", "window": "window", "softcap": "soft-cap", "bias": "bias", "lse": "lse", "backward": "backward", "dropout": "dropout", "dropout_mask": "dropout keep mask", "mha": "multi-head layer", "mha_weights": "layer weights"}
 # The PROB header's flag bits.
-FLAGS = {"allow": 1, "kv_lens": 2, "bias": 4, "lse": 8, "backward": 16, "dropout": 32, "dropout_mask": 64}
+FLAGS = {"allow": 1, "kv_lens": 2, "bias": 4, "lse": 8, "backward": 16, "dropout": 32, "dropout_mask": 64, "mha": 128, "mha_weights": 256}
 # The case text's line (or word) that carries each.
 LINES = {"allow": "allow", "causal": "causal", "kv_lens": "key-lengths", "gqa": "H_kv", "window": "window", "softcap": "softcap", "bias": "bias", "dropout": "dropout"}
 # ABI v2's dtype codes, each format's storage in the protocol's bytes, and its log-sum-exp's.

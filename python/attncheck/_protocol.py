@@ -43,6 +43,36 @@ def problem_payload(dtype, dims, causal="none", window=None, scale=0.0, softcap=
     return header + b"".join(x for x in (q, k, v, allow, kv_lens, bias) if x is not None)
 
 
+# The HELO capability bit of a layer-only function (no forward): features.hpp's kLayerOnly, not an ABI bit.
+LAYER_ONLY = 1 << 31
+# A layer call (docs/protocol.md, "A layer call"): flag 128, and 256 when each head's weights are asked.
+HAS_LAYER, WANT_WEIGHTS = FLAGS["mha"], FLAGS["mha_weights"]
+# Its 16-byte header at offset 64, after the forward's 64: D (the model width), parts, and a u64 0.
+LAYER = struct.Struct("<iIQ")
+# The parts' bits: self-attention (x_kv is x_q, not sent), and which biases are present.
+SELF, B_Q, B_K, B_V, B_O = 1, 2, 4, 8, 16
+# The flags a layer call never carries.
+NOT_IN_A_LAYER = HAS_BIAS | WANT_LSE | BACKWARD | HAS_DROPOUT | WANT_KEEP
+
+
+def layer_payload(dtype, dims, D, causal="none", window=None, scale=0.0, *, x_q, w_q, w_k, w_v, w_o, x_kv=None,
+                  b_q=None, b_k=None, b_v=None, b_o=None, allow=None, kv_lens=None, want_weights=False):
+    """A layer call's PROB payload: the 64-byte header (softcap 0), the 16-byte layer header, then
+    allow, kv_lens, x_q, x_kv, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, each when given. dtype and
+    causal by name; dims (B, H, H_kv, Tq, Tk, dk, dv); D the model width; each tensor as bytes, in
+    the format's storage (allow uint8, kv_lens int32). x_kv None is self-attention (part 1: x_kv is
+    x_q and not sent, so Tq must be Tk); a bias None is absent (its part bit clear)."""
+    left, right = window if window is not None else (-1, -1)
+    flags = (HAS_LAYER | (WANT_WEIGHTS if want_weights else 0) | (HAS_ALLOW if allow is not None else 0) |
+             (HAS_KV_LENS if kv_lens is not None else 0))
+    parts = ((SELF if x_kv is None else 0) | (B_Q if b_q is not None else 0) | (B_K if b_k is not None else 0) |
+             (B_V if b_v is not None else 0) | (B_O if b_o is not None else 0))
+    header = HEADER.pack(_DTYPE_CODES[dtype], flags, *dims, _CAUSAL_CODES[causal], left, right, scale, 0.0)
+    header += LAYER.pack(D, parts, 0)
+    tensors = (allow, kv_lens, x_q, x_kv, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o)
+    return header + b"".join(x for x in tensors if x is not None)
+
+
 def capability_bits(names):
     """The bits of a set of capability names; an unknown name is a ValueError naming the known ones."""
     bits = 0

@@ -1,4 +1,5 @@
-"""The child's side of the bridge: serve(forward) answers the checker's problems on stdin/stdout."""
+"""The child's side of the bridge: serve(forward) answers the checker's problems on stdin/stdout
+(serve(layer=...) a layer's, docs/protocol.md "A layer call")."""
 import os
 import sys
 import traceback
@@ -6,6 +7,7 @@ import traceback
 import numpy as np
 
 from . import _protocol as wire
+from ._layer import Layer
 from ._problem import Problem
 
 
@@ -80,26 +82,62 @@ def _backward_result(p, result):
     return [wire.encode(p.dtype, _expect(g, shapes[name], name)) for g, name in zip(result, shapes)]
 
 
-def default_capabilities(forward):
-    """What forward says it takes (attncheck.masked sets this), else float32 alone."""
-    return getattr(forward, "capabilities", {"f32"})
+def _layer_result(m, result):
+    """A layer call's RSLT payload from layer's return: out [B,Tq,D], or (out, weights) when the
+    call asks for the weights (weights [B,H,Tq,Tk], written as float32, float64 for f64)."""
+    if m.want_weights:
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            given = "out alone" if not isinstance(result, (tuple, list)) else f"{len(result)} results"
+            raise TypeError(f"returned {given}, but the layer call asks for (out, weights) (capability 'mha_weights')")
+        out, weights = result
+    else:
+        out, weights = (result[0] if isinstance(result, (tuple, list)) else result), None
+    parts = [wire.encode(m.dtype, _expect(out, (m.B, m.Tq, m.D), "out"))]
+    if m.want_weights:
+        weights = _expect(weights, (m.B, m.H, m.Tq, m.Tk), "weights")
+        parts.append(np.ascontiguousarray(weights, dtype=wire.LSE_STORAGE[m.dtype]).tobytes())
+    return parts
 
 
-def serve(forward, capabilities=None, backward=None):
+def default_capabilities(forward, layer=None):
+    """What forward says it takes (attncheck.masked sets this), else what layer says, else float32
+    alone; with "mha" when a layer function is given."""
+    if forward is not None and hasattr(forward, "capabilities"):
+        names = set(forward.capabilities)
+    elif layer is not None and hasattr(layer, "capabilities"):
+        names = set(layer.capabilities)
+    else:
+        names = {"f32"}
+    if layer is not None:
+        names.add("mha")
+    return names
+
+
+def serve(forward=None, capabilities=None, backward=None, layer=None):
     """Answers the checker's problems until it closes stdin: forward(p) -> out, or (out, lse) when
     p.want_lse, (out, keep) when p.want_keep, (out, lse, keep) when both; backward(p, dout) ->
-    (dq, dk, dv) with p.out and p.lse the forward's.
+    (dq, dk, dv) with p.out and p.lse the forward's; layer(m) -> out [B,Tq,D], or (out, weights)
+    when m.want_weights, for a layer call (m an attncheck.Layer). forward may be None when layer
+    is given (a layer-only function: the formats and masks claimed are then the layer's).
 
     Run under `attncheck check --impl-cmd "python3 this_file.py"`. While serving, print() and
     anything else written to stdout goes to stderr (the checker shows it with a finding), and
     stdin reads as empty: the pipes are the protocol's.
     """
-    names = set(default_capabilities(forward) if capabilities is None else capabilities)
+    if forward is None and layer is None:
+        raise ValueError("serve() needs a forward function, a layer function (layer=...), or both")
+    names = set(default_capabilities(forward, layer) if capabilities is None else capabilities)
     if backward is not None:
         names.add("backward")
     elif "backward" in names:
         raise ValueError("capability 'backward' needs serve(forward, backward=...)")
-    bits = wire.capability_bits(names)
+    if layer is not None:
+        names.add("mha")
+    elif names & {"mha", "mha_weights"}:
+        raise ValueError("capabilities 'mha' and 'mha_weights' need serve(..., layer=...)")
+    if backward is not None and forward is None:
+        raise ValueError("serve(backward=...) needs the forward too")
+    bits = wire.capability_bits(names) | (wire.LAYER_ONLY if forward is None else 0)
     requests = os.fdopen(os.dup(0), "rb")
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # the protocol's stdout is `answers` now; fd 1 and sys.stdout go to stderr
@@ -113,11 +151,20 @@ def serve(forward, capabilities=None, backward=None):
         if tag != b"PROB":
             raise SystemExit(f"attncheck.serve: expected a PROB frame from the checker, got {tag!r}")
         try:
-            p = Problem(payload)
-            if p.backward:
-                parts = _backward_result(p, backward(p, p.dout))
+            is_layer = len(payload) >= 8 and wire.struct.unpack_from("<I", payload, 4)[0] & wire.HAS_LAYER
+            if is_layer:
+                if layer is None:
+                    raise TypeError("a layer call, but serve() was given no layer function (layer=...)")
+                m = Layer(payload)
+                parts = _layer_result(m, layer(m))
             else:
-                parts = _forward_result(p, forward(p))
+                if forward is None:
+                    raise TypeError("an attention call, but serve() was given a layer function alone")
+                p = Problem(payload)
+                if p.backward:
+                    parts = _backward_result(p, backward(p, p.dout))
+                else:
+                    parts = _forward_result(p, forward(p))
         except Exception as e:
             traceback.print_exc(file=sys.stderr)
             sys.stderr.flush()

@@ -33,7 +33,6 @@ namespace attncheck {
 namespace {
 
 using namespace protocol;
-static_assert(kBuffers == 13, "IsolatedKernel::exchange's arrays (isolated_kernel.hpp) hold one pointer per buffer");
 constexpr uint8_t kCanary = 0xA5;
 constexpr size_t kLongestFail = 1 << 16;  // a FAIL's text; longer is a broken protocol, not an allocation
 constexpr size_t kShownFail = 400;        // of it, on one line
@@ -126,6 +125,44 @@ void send_mode(int fd) {
   if (!write_frame(fd, kMode, &control, sizeof control)) _exit(0);
 }
 
+// The ABI view of a layer call's buffers (`data` gives each one's pointer, null when absent); x_kv is
+// x_q for self-attention. Empty when the call is not a layer's.
+template <class Data>
+attncheck_mha_v2 layer_of(const Request& request, Data data) {
+  const ProblemHeader& r = request.header;
+  attncheck_mha_v2 m{};
+  if (!(r.flags & kLayer)) return m;
+  m.size = int32_t(sizeof m);
+  m.dtype = r.dtype;
+  m.batch = r.B;
+  m.q_len = r.Tq;
+  m.kv_len = r.Tk;
+  m.d_model = request.layer.D;
+  m.heads = r.H;
+  m.kv_heads = r.H_kv;
+  m.d_k = r.dk;
+  m.d_v = r.dv;
+  m.x_q = data(X_Q);
+  m.x_kv = request.layer.parts & LayerHeader::kSelf ? m.x_q : data(X_KV);
+  m.w_q = data(W_Q);
+  m.w_k = data(W_K);
+  m.w_v = data(W_V);
+  m.b_q = data(B_Q);
+  m.b_k = data(B_K);
+  m.b_v = data(B_V);
+  m.w_o = data(W_O);
+  m.b_o = data(B_O);
+  m.allow = static_cast<const uint8_t*>(data(ALLOW));
+  m.kv_lens = static_cast<const int32_t*>(data(KV_LENS));
+  m.causal = r.causal;
+  m.window_left = r.window_left;
+  m.window_right = r.window_right;
+  m.scale = r.scale;
+  m.out = data(OUT);
+  m.weights = static_cast<float*>(data(WEIGHTS));
+  return m;
+}
+
 [[noreturn]] void host_plugin(const std::string& which, int requests, int answers) {
   g_answer_fd = answers;
   // MODE before and after loading (the mode the library leaves is kept: it is what a program
@@ -151,29 +188,32 @@ void send_mode(int fd) {
   const double forever = std::numeric_limits<double>::infinity();
   FrameHeader frame;
   for (uint64_t call = 0; read_all(requests, &frame, sizeof frame, forever) == Io::ok; ++call) {
-    ProblemHeader r;
-    DropoutHeader dropout{};
+    Request request{};
+    ProblemHeader& r = request.header;
+    const DropoutHeader& dropout = request.dropout;
     if (!(frame.tag == kProblem) || read_all(requests, &r, sizeof r, forever) != Io::ok) _exit(71);
-    if ((r.flags & kDropout) && read_all(requests, &dropout, sizeof dropout, forever) != Io::ok) _exit(71);
+    if ((r.flags & kDropout) && read_all(requests, &request.dropout, sizeof dropout, forever) != Io::ok) _exit(71);
+    if ((r.flags & kLayer) && read_all(requests, &request.layer, sizeof request.layer, forever) != Io::ok) _exit(71);
     size_t sizes[kBuffers];
-    buffer_sizes(r, sizes);
+    buffer_sizes(request, sizes);
     const bool at_start = call % 2 == 1;
     std::optional<Guarded> all[kBuffers];
     for (int b = 0; b < kBuffers; ++b) all[b].emplace(sizes[b], at_start);
     for (int b = 0; b < kBuffers; ++b) {
-      if (written(r, b)) continue;
+      if (written(request, b)) continue;
       if (read_all(requests, all[b]->data, sizes[b], forever) != Io::ok) _exit(0);
       all[b]->read_only();
     }
     // Unwritten outputs read as NaN (a keep mask as kUnwrittenKeep).
     for (int b = 0; b < kBuffers; ++b) {
-      if (!written(r, b)) continue;
+      if (!written(request, b)) continue;
       Guarded& buffer = *all[b];
       if (b == KEEP) {
         std::memset(buffer.data, kUnwrittenKeep, buffer.n);
         continue;
       }
-      visit_format(b == LSE ? (r.dtype == ATTNCHECK_F64 ? Format::f64 : Format::f32) : Format(r.dtype), [&](auto zero) {
+      const bool float_storage = b == LSE || b == WEIGHTS;  // float, or double for f64
+      visit_format(float_storage ? (r.dtype == ATTNCHECK_F64 ? Format::f64 : Format::f32) : Format(r.dtype), [&](auto zero) {
         using F = decltype(zero);
         const auto nan = Precision<F>::to_bits(Precision<F>::from_double(std::numeric_limits<double>::quiet_NaN()));
         for (size_t n = 0; n < buffer.n; n += sizeof nan) std::memcpy(buffer.data + n, &nan, sizeof nan);
@@ -216,12 +256,14 @@ void send_mode(int fd) {
       return (r.dtype == ATTNCHECK_F64 ? plugin.forward_f64 : plugin.forward_f32)(&v1);
     };
     const attncheck_grads_v2 grads{&v2, data(DOUT), data(DQ), data(DK), data(DV)};
+    const attncheck_mha_v2 layer = layer_of(request, data);
     for (int b = 0; b < kBuffers; ++b) {
       g_buffers[b] = &*all[b];
-      g_written[b] = written(r, b);
+      g_written[b] = written(request, b);
     }
     const bool backward = r.flags & kBackward;
-    const int32_t status = backward                   ? (plugin.backward_v2 ? plugin.backward_v2(&grads) : 4)
+    const int32_t status = r.flags & kLayer           ? (plugin.mha_v2 ? plugin.mha_v2(&layer) : 4)
+                           : backward                 ? (plugin.backward_v2 ? plugin.backward_v2(&grads) : 4)
                            : plugin.version != 1      ? plugin.forward_v2(&v2)
                            : r.dtype == ATTNCHECK_F64 ? call_v1(0.0)
                                                       : call_v1(0.0f);
@@ -230,16 +272,16 @@ void send_mode(int fd) {
     // MODE, STRY for the first written buffer whose canaries changed, then RSLT.
     send_mode(answers);
     for (int b = 0; b < kBuffers; ++b)
-      if (const int damage = written(r, b) ? all[b]->damaged() : -1; damage >= 0) {
+      if (const int damage = written(request, b) ? all[b]->damaged() : -1; damage >= 0) {
         const int32_t stray[2] = {b, damage};
         if (!write_frame(answers, kStray, stray, sizeof stray)) _exit(0);
         break;
       }
-    const FrameHeader result{kResult, uint32_t(status == 0 ? result_payload(r) : sizeof status)};
+    const FrameHeader result{kResult, uint32_t(status == 0 ? result_payload(request) : sizeof status)};
     if (write_all(answers, &result, sizeof result, forever) != Io::ok || write_all(answers, &status, sizeof status, forever) != Io::ok)
       _exit(0);
     for (int b = 0; b < kBuffers && status == 0; ++b)
-      if (written(r, b) && write_all(answers, all[b]->data, sizes[b], forever) != Io::ok) _exit(0);
+      if (written(request, b) && write_all(answers, all[b]->data, sizes[b], forever) != Io::ok) _exit(0);
   }
   _exit(0);
 }
@@ -444,7 +486,8 @@ std::optional<Outcome> IsolatedKernel::receive(const char* during, double deadli
     if (hello->abi != 1 && hello->abi != 2) return broken("its HELO names ABI " + std::to_string(hello->abi) + ", not 1 or 2");
     return Outcome{};
   }
-  const ProblemHeader& r = *static_cast<const ProblemHeader*>(request);
+  const Request& headers = *static_cast<const Request*>(request);
+  const ProblemHeader& r = headers.header;
   if (frame.tag == kStray) {
     int32_t stray[2];
     if (auto end = payload(stray, sizeof stray)) return end;
@@ -461,16 +504,16 @@ std::optional<Outcome> IsolatedKernel::receive(const char* during, double deadli
   }
   if (!(frame.tag == kResult)) return broken("expected RSLT (or FAIL" + std::string(command_ ? ")" : ", MODE, STRY, FALT)"));
   int32_t status;
-  if (frame.length != sizeof status && frame.length != result_payload(r))
-    return broken("a RSLT frame of 4 bytes (a refusal) or " + std::to_string(result_payload(r)) + " (the status and " +
-                  (r.flags & kBackward ? "dq, dk, dv)" : r.flags & kWantKeep ? (r.flags & kWantLse ? "out, keep, lse)" : "out, keep)") : r.flags & kWantLse ? "out, lse)" : "out)"));
+  if (frame.length != sizeof status && frame.length != result_payload(headers))
+    return broken("a RSLT frame of 4 bytes (a refusal) or " + std::to_string(result_payload(headers)) + " (the status and " +
+                  (r.flags & kLayer ? (r.flags & kWantWeights ? "out, weights)" : "out)") : r.flags & kBackward ? "dq, dk, dv)" : r.flags & kWantKeep ? (r.flags & kWantLse ? "out, keep, lse)" : "out, keep)") : r.flags & kWantLse ? "out, lse)" : "out)"));
   if (const Io io = read_all(from_child_, &status, sizeof status, deadline); io != Io::ok) return lost(io);
   if (status != 0 && frame.length != sizeof status) return broken("a refusal's RSLT carries the status alone");
   if (status == 0 && frame.length == sizeof status) return broken("a RSLT with status 0 carries the outputs");
   size_t sizes[kBuffers];
-  buffer_sizes(r, sizes);
+  buffer_sizes(headers, sizes);
   for (int b = 0; b < kBuffers && status == 0; ++b)
-    if (written(r, b))
+    if (written(headers, b))
       if (const Io io = read_all(from_child_, into[b], sizes[b], deadline); io != Io::ok) return lost(io);
   if (stray_.first >= 0)
     return Outcome{Outcome::stray_write, 0,
@@ -616,27 +659,27 @@ Request request_for(const Case<T>& c, const attncheck_problem_v2& abi, bool want
 
 }  // namespace
 
-Outcome IsolatedKernel::exchange(const void* request_bytes, const void* const (&buffers)[13], void* const (&into)[13],
-                                 const char* entry_point) {
-  const Request& headers = *static_cast<const Request*>(request_bytes);
+Outcome IsolatedKernel::exchange(const Request& headers, const void* const (&buffers)[kBuffers],
+                                 void* const (&into)[kBuffers], const char* entry_point) {
   const ProblemHeader& request = headers.header;
   size_t sizes[kBuffers];
-  buffer_sizes(request, sizes);
+  buffer_sizes(headers, sizes);
   // One deadline for the whole exchange: a child that stops reading its problem hangs as surely as
   // one that never answers (to_child_ is non-blocking, so a full pipe cannot block the checker).
   call_timeout_ = timeout_for(request);
   const double sent_at = deadline_after(0), deadline = deadline_after(call_timeout_);
-  const FrameHeader frame{kProblem, uint32_t(problem_payload(request))};
+  const FrameHeader frame{kProblem, uint32_t(problem_payload(headers))};
   Io sent = write_all(to_child_, &frame, sizeof frame, deadline);
   if (sent == Io::ok) sent = write_all(to_child_, &request, sizeof request, deadline);
   if (sent == Io::ok && (request.flags & kDropout)) sent = write_all(to_child_, &headers.dropout, sizeof headers.dropout, deadline);
+  if (sent == Io::ok && (request.flags & kLayer)) sent = write_all(to_child_, &headers.layer, sizeof headers.layer, deadline);
   for (int b = 0; b < kBuffers && sent == Io::ok; ++b)
-    if (!written(request, b) && sizes[b] > 0) sent = write_all(to_child_, buffers[b], sizes[b], deadline);
+    if (!written(headers, b) && sizes[b] > 0) sent = write_all(to_child_, buffers[b], sizes[b], deadline);
   if (sent == Io::closed) return fate("reading its problem");
   if (sent == Io::timed_out) return hung("reading its problem");
   stray_ = {-1, -1};
   std::optional<Outcome> outcome;
-  while (!(outcome = receive("computing", deadline, &request, into, entry_point, nullptr))) {
+  while (!(outcome = receive("computing", deadline, &headers, into, entry_point, nullptr))) {
   }
   if (outcome->kind != Outcome::hung) record_time(request, deadline_after(0) - sent_at);
   return *outcome;
@@ -664,7 +707,7 @@ Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out, std::vector<T
   const Request request = request_for(c, abi, lse != nullptr, false, want_keep);
   const void* const buffers[kBuffers] = {abi.q, abi.k, abi.v, c.allow.data(), c.key_lengths.data(), abi.bias};
   void* const into[kBuffers] = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, abi.out, abi.dropout_keep, abi.lse};
-  const Outcome outcome = exchange(&request, buffers, into, entry_point_name(version_, std::is_same_v<T, float>));
+  const Outcome outcome = exchange(request, buffers, into, entry_point_name(version_, std::is_same_v<T, float>));
   widen_output(problem, narrow, out.data());
   return outcome;
 }
@@ -685,11 +728,48 @@ Outcome IsolatedKernel::run_backward(const Case<T>& c, const Grads<T>& grads) {
                                          forward.bias, abi.dout, forward.out, nullptr, forward.lse};
   void* const into[kBuffers] = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                                 nullptr, nullptr, nullptr, abi.dq,  abi.dk,  abi.dv};
-  const Outcome outcome = exchange(&request, buffers, into, "attncheck_backward_v2");
+  const Outcome outcome = exchange(request, buffers, into, "attncheck_backward_v2");
   widen_grads(problem, narrow_grads, grads);
   return outcome;
 }
 
+template <class T>
+Outcome IsolatedKernel::run_layer(const LayerCase<T>& c, std::vector<T>& out, std::vector<T>* weights) {
+  // c: x_q [B,Tq,D], x_kv [B,Tk,D], the maps and biases (layer.hpp), allow [B,Tq,Tk], key lengths
+  // [B]; out [B,Tq,D] and, when asked, weights [B,H,Tq,Tk].
+  if (child_ < 0) start();
+  const Layer<T> layer = c.layer();
+  const Shape& h = c.shape.heads;
+  require_claimed(layer_call_view(layer, weights != nullptr), capabilities_);
+  out.resize(size_t(c.shape.out_size()));
+  if (weights) weights->resize(size_t(h.scores_size()));
+  NarrowLayer narrow;
+  const attncheck_mha_v2 abi = to_abi_mha(layer, out.data(), weights ? weights->data() : nullptr, narrow);
+  uint32_t flags = 0;
+  for (const Feature& f : features())
+    if (f.used(layer_call_view(layer, weights != nullptr))) flags |= f.protocol_flag;
+  const uint32_t parts = (c.self_attention ? LayerHeader::kSelf : 0) | (abi.b_q ? LayerHeader::kBiasQ : 0) |
+                         (abi.b_k ? LayerHeader::kBiasK : 0) | (abi.b_v ? LayerHeader::kBiasV : 0) |
+                         (abi.b_o ? LayerHeader::kBiasO : 0);
+  const Request request{{abi.dtype, flags, abi.batch, abi.heads, abi.kv_heads, abi.q_len, abi.kv_len, abi.d_k, abi.d_v,
+                         abi.causal, abi.window_left, abi.window_right, abi.scale, 0},
+                        {},
+                        {abi.d_model, parts, 0}};
+  const void* buffers[kBuffers] = {};
+  buffers[ALLOW] = c.allow.data();
+  buffers[KV_LENS] = c.key_lengths.data();
+  const void* const inputs[] = {abi.x_q, abi.x_kv, abi.w_q, abi.w_k, abi.w_v, abi.b_q, abi.b_k, abi.b_v, abi.w_o, abi.b_o};
+  for (int n = 0; n < kLayerInputCount; ++n) buffers[X_Q + n] = inputs[n];
+  void* into[kBuffers] = {};
+  into[OUT] = abi.out;
+  into[WEIGHTS] = abi.weights;
+  const Outcome outcome = exchange(request, buffers, into, "attncheck_mha_forward_v2");
+  widen_layer_output(layer, narrow, out.data());
+  return outcome;
+}
+
+template Outcome IsolatedKernel::run_layer(const LayerCase<float>&, std::vector<float>&, std::vector<float>*);
+template Outcome IsolatedKernel::run_layer(const LayerCase<double>&, std::vector<double>&, std::vector<double>*);
 template Outcome IsolatedKernel::run(const Case<float>&, std::vector<float>&, std::vector<float>*, std::vector<uint8_t>*);
 template Outcome IsolatedKernel::run(const Case<double>&, std::vector<double>&, std::vector<double>*, std::vector<uint8_t>*);
 template Outcome IsolatedKernel::run_backward(const Case<float>&, const Grads<float>&);

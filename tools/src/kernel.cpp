@@ -10,6 +10,7 @@
 #include "attncheck/attention.hpp"
 #include "attncheck/attention_backward.hpp"
 #include "attncheck/features.hpp"
+#include "attncheck/mha.hpp"
 #include "attncheck/protocol.hpp"
 
 namespace attncheck {
@@ -105,6 +106,33 @@ int32_t run_kernel_backward(const Kernel& kernel, const Case<T>& c, const Grads<
   return status;
 }
 
+template <class T>
+int32_t run_kernel_layer(const Kernel& kernel, const LayerCase<T>& c, std::vector<T>& out, std::vector<T>* weights) {
+  const Layer<T> layer = c.layer();
+  const Shape& h = c.shape.heads;
+  out.assign(size_t(c.shape.out_size()), std::numeric_limits<T>::quiet_NaN());  // unwritten outputs fail
+  if (weights) weights->assign(size_t(h.scores_size()), std::numeric_limits<T>::quiet_NaN());
+  T* weights_data = weights ? weights->data() : nullptr;
+  require_claimed(layer_call_view(layer, weights != nullptr), kernel.claimed());
+  if (kernel.full_contract) {
+    mha_forward(layer, LayerResult<T>{out.data(), weights_data});
+    return 0;
+  }
+  NarrowLayer narrow;
+  const attncheck_mha_v2 abi = to_abi_mha(layer, out.data(), weights_data, narrow);
+  const FpMode caller = current_fp_mode();
+  set_fp_mode(kernel.mode);
+  const int32_t status = kernel.plugin.mha_v2(&abi);
+  const FpMode after = current_fp_mode();
+  set_fp_mode(caller);
+  widen_layer_output(layer, narrow, out.data());
+  if (kernel.fp_mode_call_finding.empty())
+    kernel.fp_mode_call_finding = fp_mode_finding_in_call("attncheck_mha_forward_v2", kernel.mode, after);
+  return status;
+}
+
+template int32_t run_kernel_layer(const Kernel&, const LayerCase<float>&, std::vector<float>&, std::vector<float>*);
+template int32_t run_kernel_layer(const Kernel&, const LayerCase<double>&, std::vector<double>&, std::vector<double>*);
 template int32_t run_kernel_backward(const Kernel&, const Case<float>&, const Grads<float>&);
 template int32_t run_kernel_backward(const Kernel&, const Case<double>&, const Grads<double>&);
 template int32_t run_kernel(const Kernel&, const Case<float>&, std::vector<float>&, std::vector<float>*, std::vector<uint8_t>*);

@@ -1,5 +1,7 @@
 #include "attncheck/plugin_loader.hpp"
 
+#include "attncheck/features.hpp"
+
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -9,7 +11,8 @@ namespace attncheck {
 
 Plugin load_plugin(const std::string& which) {
   if (which == "builtin")
-    return {"builtin", 2, attncheck_capabilities(), nullptr, nullptr, &attncheck_forward_v2, &attncheck_backward_v2};
+    return {"builtin", 2, attncheck_capabilities(), nullptr, nullptr, &attncheck_forward_v2, &attncheck_backward_v2,
+            &attncheck_mha_forward_v2};
 
   // A path that names an existing file is that file: dlopen would search the library path for a
   // name without a slash ("my.so"), and miss the one right here.
@@ -30,9 +33,14 @@ Plugin load_plugin(const std::string& which) {
   if (plugin.version == ATTNCHECK_ABI_VERSION_2) {
     auto capabilities = reinterpret_cast<uint32_t (*)()>(dlsym(handle, "attncheck_capabilities"));
     plugin.forward_v2 = reinterpret_cast<decltype(plugin.forward_v2)>(dlsym(handle, "attncheck_forward_v2"));
-    if (!capabilities || !plugin.forward_v2)
-      throw std::runtime_error(which + ": ABI version 2 without attncheck_capabilities and attncheck_forward_v2");
-    plugin.capabilities = capabilities();
+    plugin.mha_v2 = reinterpret_cast<decltype(plugin.mha_v2)>(dlsym(handle, "attncheck_mha_forward_v2"));
+    if (!capabilities) throw std::runtime_error(which + ": ABI version 2 without attncheck_capabilities");
+    plugin.capabilities = capabilities() & ~kLayerOnly;
+    if ((plugin.capabilities & ATTNCHECK_CAP_MHA) && !plugin.mha_v2)
+      throw std::runtime_error(which + ": claims ATTNCHECK_CAP_MHA without attncheck_mha_forward_v2");
+    if (!plugin.forward_v2 && !(plugin.capabilities & ATTNCHECK_CAP_MHA))
+      throw std::runtime_error(which + ": ABI version 2 without attncheck_forward_v2 (or ATTNCHECK_CAP_MHA and attncheck_mha_forward_v2)");
+    if (!plugin.forward_v2) plugin.capabilities |= kLayerOnly;
     plugin.backward_v2 = reinterpret_cast<decltype(plugin.backward_v2)>(dlsym(handle, "attncheck_backward_v2"));
     if ((plugin.capabilities & ATTNCHECK_CAP_BACKWARD) && !plugin.backward_v2)
       throw std::runtime_error(which + ": claims ATTNCHECK_CAP_BACKWARD without attncheck_backward_v2");

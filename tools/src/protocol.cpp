@@ -14,21 +14,54 @@
 
 namespace attncheck::protocol {
 
-const char* const kBufferNames[kBuffers] = {"q", "k", "v", "allow", "kv_lens", "bias", "dout", "out", "keep", "lse", "dq", "dk", "dv"};
+const char* const kBufferNames[kBuffers] = {"q",   "k",   "v",   "allow", "kv_lens", "bias", "dout", "out",
+                                             "keep", "lse", "dq",  "dk",   "dv",      "x_q",  "x_kv", "w_q",
+                                             "w_k", "w_v", "b_q", "b_k",  "b_v",     "w_o",  "b_o",  "weights"};
 
-bool written(const ProblemHeader& p, int b) {
-  if (p.flags & kBackward) return b >= DQ;
+bool written(const Request& r, int b) {
+  const ProblemHeader& p = r.header;
+  if (p.flags & kBackward) return b >= DQ && b <= DV;
+  if (p.flags & kLayer) return b == OUT || (b == WEIGHTS && (p.flags & kWantWeights));
   return b == OUT || (b == LSE && (p.flags & kWantLse)) || (b == KEEP && (p.flags & kWantKeep));
 }
 
-void buffer_sizes(const ProblemHeader& p, size_t (&sizes)[kBuffers]) {
+namespace {
+// A layer call's buffers: the masks, the ten inputs, out [B,Tq,D] and the weights [B,H,Tq,Tk] (f32, f64 for f64).
+void layer_sizes(const Request& r, size_t e, size_t (&sizes)[kBuffers]) {
+  const ProblemHeader& p = r.header;
+  const LayerHeader& l = r.layer;
+  const size_t B = size_t(p.B), D = size_t(l.D), tq = size_t(p.Tq), tk = size_t(p.Tk);
+  const size_t q_width = size_t(p.H) * size_t(p.dk), k_width = size_t(p.H_kv) * size_t(p.dk),
+               v_width = size_t(p.H_kv) * size_t(p.dv), merged = size_t(p.H) * size_t(p.dv);
+  auto part = [&](uint32_t bit, size_t n) { return (l.parts & bit) ? n * e : 0; };
+  std::fill(std::begin(sizes), std::end(sizes), 0);
+  sizes[ALLOW] = (p.flags & kHasAllow) ? B * tq * tk : 0;
+  sizes[KV_LENS] = (p.flags & kHasKvLens) ? B * sizeof(int32_t) : 0;
+  sizes[X_Q] = B * tq * D * e;
+  sizes[X_KV] = (l.parts & LayerHeader::kSelf) ? 0 : B * tk * D * e;
+  sizes[W_Q] = D * q_width * e;
+  sizes[W_K] = D * k_width * e;
+  sizes[W_V] = D * v_width * e;
+  sizes[B_Q] = part(LayerHeader::kBiasQ, q_width);
+  sizes[B_K] = part(LayerHeader::kBiasK, k_width);
+  sizes[B_V] = part(LayerHeader::kBiasV, v_width);
+  sizes[W_O] = merged * D * e;
+  sizes[B_O] = part(LayerHeader::kBiasO, D);
+  sizes[OUT] = B * tq * D * e;
+  sizes[WEIGHTS] = (p.flags & kWantWeights) ? B * size_t(p.H) * tq * tk * (p.dtype == ATTNCHECK_F64 ? 8 : 4) : 0;
+}
+}  // namespace
+
+void buffer_sizes(const Request& r, size_t (&sizes)[kBuffers]) {
+  const ProblemHeader& p = r.header;
   // q, k, v, bias, out, dout and the gradients in the format (2 bytes for f16, bf16); lse in float
   // (double for f64); allow and keep one byte per element; kv_lens int32.
   const size_t e = p.dtype == ATTNCHECK_F64 ? 8 : p.dtype == ATTNCHECK_F32 ? 4 : 2;
   const size_t lse_e = p.dtype == ATTNCHECK_F64 ? 8 : 4;
+  if (p.flags & kLayer) return layer_sizes(r, e, sizes);
   const size_t bh = size_t(p.B) * size_t(p.H), bkv = size_t(p.B) * size_t(p.H_kv), tq = size_t(p.Tq), tk = size_t(p.Tk);
   const bool backward = p.flags & kBackward;
-  const size_t all[kBuffers] = {bh * tq * size_t(p.dk) * e,
+  const size_t all[DV + 1] = {bh * tq * size_t(p.dk) * e,
                                 bkv * tk * size_t(p.dk) * e,
                                 bkv * tk * size_t(p.dv) * e,
                                 (p.flags & kHasAllow) ? size_t(p.B) * tq * tk : 0,
@@ -41,23 +74,26 @@ void buffer_sizes(const ProblemHeader& p, size_t (&sizes)[kBuffers]) {
                                 backward ? bh * tq * size_t(p.dk) * e : 0,
                                 backward ? bkv * tk * size_t(p.dk) * e : 0,
                                 backward ? bkv * tk * size_t(p.dv) * e : 0};
+  std::fill(std::begin(sizes), std::end(sizes), 0);
   std::copy(std::begin(all), std::end(all), sizes);
 }
 
 namespace {
-size_t payload(const ProblemHeader& p, bool writes) {
+size_t payload(const Request& r, bool writes) {
   size_t sizes[kBuffers], n = 0;
-  buffer_sizes(p, sizes);
+  buffer_sizes(r, sizes);
   for (int b = 0; b < kBuffers; ++b)
-    if (written(p, b) == writes) n += sizes[b];
+    if (written(r, b) == writes) n += sizes[b];
   return n;
 }
 }  // namespace
 
-size_t problem_payload(const ProblemHeader& p) {
-  return sizeof(ProblemHeader) + (p.flags & kDropout ? sizeof(DropoutHeader) : 0) + payload(p, false);
+size_t problem_payload(const Request& r) {
+  const uint32_t flags = r.header.flags;
+  return sizeof(ProblemHeader) + (flags & kDropout ? sizeof(DropoutHeader) : 0) + (flags & kLayer ? sizeof(LayerHeader) : 0) +
+         payload(r, false);
 }
-size_t result_payload(const ProblemHeader& p) { return sizeof(int32_t) + payload(p, true); }
+size_t result_payload(const Request& r) { return sizeof(int32_t) + payload(r, true); }
 
 namespace {
 // Waits until fd is ready for `events` or the deadline passes (an infinite deadline never passes).

@@ -13,5 +13,6 @@ int check_command(const std::vector<std::string>& args);    // the campaign agai
 int mutants_command(const std::vector<std::string>& args);  // the kill matrix
 int repro_command(const std::vector<std::string>& args);    // a finding as a regression test
 int features_command(const std::vector<std::string>& args); // the feature table
+int mha_shapes_command(const std::vector<std::string>& args);  // a multi-head layer's shapes and counts
 
 }  // namespace attncheck

@@ -8,6 +8,7 @@
 
 #include "attncheck/contract.hpp"
 #include "attncheck/features.hpp"
+#include "attncheck/layer.hpp"
 #include "attncheck/plugin.h"
 
 namespace attncheck {
@@ -96,5 +97,60 @@ struct WideGrads {
 };
 Grads<float> widen_grads_inputs(const attncheck_grads_v2& g, const Problem<float>& problem, WideGrads& wide);
 void narrow_grads(const attncheck_grads_v2& g, const WideGrads& wide);
+
+// The layer (attncheck_mha_v2). Its ten inputs in ABI order (x_q, x_kv, w_q, w_k, w_v, b_q, b_k,
+// b_v, w_o, b_o): each one's name, its pointer in Layer<T> and in the ABI, its element count
+// (0 for an absent bias). The conversions below walk this table.
+template <class T>
+struct LayerInput {
+  const char* name;
+  const T* Layer<T>::*in_layer;
+  const void* attncheck_mha_v2::*in_abi;
+};
+template <class T>
+inline constexpr LayerInput<T> kLayerInputs[] = {
+    {"x_q", &Layer<T>::x_q, &attncheck_mha_v2::x_q}, {"x_kv", &Layer<T>::x_kv, &attncheck_mha_v2::x_kv},
+    {"w_q", &Layer<T>::w_q, &attncheck_mha_v2::w_q}, {"w_k", &Layer<T>::w_k, &attncheck_mha_v2::w_k},
+    {"w_v", &Layer<T>::w_v, &attncheck_mha_v2::w_v}, {"b_q", &Layer<T>::b_q, &attncheck_mha_v2::b_q},
+    {"b_k", &Layer<T>::b_k, &attncheck_mha_v2::b_k}, {"b_v", &Layer<T>::b_v, &attncheck_mha_v2::b_v},
+    {"w_o", &Layer<T>::w_o, &attncheck_mha_v2::w_o}, {"b_o", &Layer<T>::b_o, &attncheck_mha_v2::b_o}};
+inline constexpr int kLayerInputCount = 10;
+// The element counts of the ten inputs, in that order.
+void layer_input_sizes(const LayerShape& shape, int64_t (&sizes)[kLayerInputCount]);
+
+// What a layer call carries, as the feature table reads it (CallView): its format, the attention's
+// shape and masks, the layer, and whether each head's weights are asked.
+template <class T>
+CallView layer_call_view(const Layer<T>& layer, bool weights) {
+  CallView call;
+  call.format = layer.format;
+  call.shape = layer.shape.heads;
+  call.masks = layer.masks;
+  call.layer = true;
+  call.layer_weights = weights;
+  return call;
+}
+
+// A layer in f16 or bf16: its inputs as bit patterns (x_kv shares x_q's for self-attention), and
+// out [B,Tq,D] as the kernel writes it. Empty for a layer in T's own format.
+struct NarrowLayer {
+  std::vector<uint16_t> inputs[kLayerInputCount], out;
+};
+// The ABI view of `layer` writing out [B,Tq,D] and, when not null, weights [B,H,Tq,Tk] (float, double
+// for f64); widen_layer_output brings a 2-byte out back from `narrow`.
+template <class T>
+attncheck_mha_v2 to_abi_mha(const Layer<T>& layer, T* out, T* weights, NarrowLayer& narrow);
+template <class T>
+void widen_layer_output(const Layer<T>& layer, const NarrowLayer& narrow, T* out);
+// The C++ view of an ABI layer, its buffers read as T's, the output pointers aside.
+template <class T>
+Layer<T> from_abi_mha(const attncheck_mha_v2& m);
+// A plugin's side of an f16 or bf16 layer: its inputs widened into float, out made there, and after
+// the computation out rounded into the ABI's.
+struct WideLayer {
+  std::vector<float> inputs[kLayerInputCount], out;
+};
+void widen_layer_inputs(const attncheck_mha_v2& m, Layer<float>& layer, WideLayer& wide);
+void narrow_layer_output(const attncheck_mha_v2& m, const WideLayer& wide);
 
 }  // namespace attncheck

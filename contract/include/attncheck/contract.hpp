@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "attncheck/policies.hpp"
 #include "attncheck/precision.hpp"
@@ -132,5 +134,13 @@ bool permits(const Masks& masks, const Shape& shape, int64_t b, int64_t i, int64
 // rate outside [0, 1)).
 template <class T>
 std::string problem_error(const Problem<T>& problem, const Result<T>& result);
+
+// Its parts, which the layer's check shares (layer.hpp): a dim out of range or H_kv not dividing
+// H; a bad causal mode, scale, window side or key length; a format T cannot carry, or an input
+// (name, buffer, count) holding a value its 2-byte format cannot.
+std::string shape_error(const Shape& shape);
+std::string masks_error(const Masks& masks, const Shape& shape, double scale);
+template <class T>
+std::string format_error(Format format, std::initializer_list<std::pair<const char*, std::pair<const T*, int64_t>>> inputs);
 
 }  // namespace attncheck

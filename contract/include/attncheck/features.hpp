@@ -43,6 +43,8 @@ struct CallView {
   bool backward = false;
   double dropout_p = 0;
   bool keep = false;  // the dropout keep mask asked for
+  bool layer = false;          // a multi-head layer call (attncheck_mha_forward_v2)
+  bool layer_weights = false;  // and each head's weights asked
 };
 
 template <class T>
@@ -99,10 +101,19 @@ inline constexpr Feature kFeatures[] = {
      [](const CallView& c) { return c.dropout_p > 0; }},
     {ATTNCHECK_CAP_DROPOUT_MASK, "ATTNCHECK_CAP_DROPOUT_MASK", "dropout_mask", "dropout keep mask", "", 64,
      [](const CallView& c) { return c.keep; }},
+    {ATTNCHECK_CAP_MHA, "ATTNCHECK_CAP_MHA", "mha", "multi-head layer", "", 128,
+     [](const CallView& c) { return c.layer; }},
+    {ATTNCHECK_CAP_MHA_WEIGHTS, "ATTNCHECK_CAP_MHA_WEIGHTS", "mha_weights", "layer weights", "", 256,
+     [](const CallView& c) { return c.layer_weights; }},
 };
 
 // Every feature, formats first (f32, f64, f16, bf16: ABI v2's dtype order), then by capability bit.
 inline std::span<const Feature> features() { return kFeatures; }
+
+// Not an ABI bit: set among a kernel's capabilities by the checker (and by the Python client) when
+// the kernel exports the multi-head layer alone, without attncheck_forward_v2: only the layer's
+// properties then apply. No feature row has it.
+inline constexpr uint32_t kLayerOnly = 1u << 31;
 
 // The PROB flag bit of a feature (0: none), at compile time.
 constexpr uint32_t protocol_flag(uint32_t capability) {

@@ -51,7 +51,9 @@ enum {                                   /* bits of attncheck_capabilities() */
   ATTNCHECK_CAP_LSE = 1u << 11,
   ATTNCHECK_CAP_BACKWARD = 1u << 12,     /* attncheck_backward_v2, the gradient issue */
   ATTNCHECK_CAP_DROPOUT = 1u << 13,      /* takes dropout_p > 0 */
-  ATTNCHECK_CAP_DROPOUT_MASK = 1u << 14  /* and writes the keep mask it used when asked */
+  ATTNCHECK_CAP_DROPOUT_MASK = 1u << 14, /* and writes the keep mask it used when asked */
+  ATTNCHECK_CAP_MHA = 1u << 15,          /* exports attncheck_mha_forward_v2 */
+  ATTNCHECK_CAP_MHA_WEIGHTS = 1u << 16   /* writes each head's attention weights when asked */
 };
 typedef struct attncheck_problem_v2 {
   int32_t size;                /* sizeof(attncheck_problem_v2) as the checker was built; later versions only append fields */
@@ -88,6 +90,29 @@ typedef struct attncheck_grads_v2 {
   void *dv;                    /* [B][H_kv][Tk][dv] */
 } attncheck_grads_v2;
 int32_t attncheck_backward_v2(const attncheck_grads_v2 *g);   /* with ATTNCHECK_CAP_BACKWARD; 0 = ok */
+
+/* The multi-head attention layer, with ATTNCHECK_CAP_MHA: projections, attention per head, the heads
+ * merged and projected. A plugin may export it alone, without attncheck_forward_v2: the formats and
+ * masks it claims are then the layer's. D is the model width. Every tensor is row-major. */
+typedef struct attncheck_mha_v2 {
+  int32_t size;                  /* sizeof(attncheck_mha_v2) as the checker was built; later versions only append fields */
+  int32_t dtype;                 /* of every tensor but the masks and the weights */
+  int32_t batch, q_len, kv_len;  /* B, Tq, Tk */
+  int32_t d_model, heads, kv_heads, d_k, d_v;   /* D, H, H_kv, dk, dv; query head h reads KV head h / (H / H_kv) */
+  const void *x_q;               /* [B][Tq][D], the queries' inputs */
+  const void *x_kv;              /* [B][Tk][D], the keys' and values' inputs; the same pointer as x_q for self-attention */
+  const void *w_q, *w_k, *w_v;   /* [D][H*dk], [D][H_kv*dk], [D][H_kv*dv], row-major: Q = x_q w_q + b_q; head h is columns h*dk .. h*dk + dk - 1 */
+  const void *b_q, *b_k, *b_v;   /* [H*dk], [H_kv*dk], [H_kv*dv], or NULL: bias-free (D2L) */
+  const void *w_o;               /* [H*dv][D]: out = concat_h(head_h) w_o + b_o, head h in rows h*dv .. h*dv + dv - 1 */
+  const void *b_o;               /* [D] or NULL */
+  const uint8_t *allow;          /* as in attncheck_problem_v2, and so are the next six */
+  const int32_t *kv_lens;
+  int32_t causal, window_left, window_right;
+  double scale;                  /* 0 = 1/sqrt(d_k) */
+  void *out;                     /* [B][Tq][D] */
+  float *weights;                /* [B][H][Tq][Tk] (double for F64): each head's attention weights; NULL = not asked */
+} attncheck_mha_v2;
+int32_t attncheck_mha_forward_v2(const attncheck_mha_v2 *m);   /* with ATTNCHECK_CAP_MHA; 0 = ok */
 
 #ifdef __cplusplus
 }

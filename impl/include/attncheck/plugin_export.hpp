@@ -93,6 +93,40 @@ int32_t backward_through_abi_v2(const attncheck_grads_v2* g, uint32_t capabiliti
   return p->dtype == ATTNCHECK_F64 ? run(0.0) : run(0.0f);
 }
 
+// The body of attncheck_mha_forward_v2: 1 for a null layer, 2 for a malformed one, 3 when compute
+// throws, 4 without ATTNCHECK_CAP_MHA, the format, or (weights asked) ATTNCHECK_CAP_MHA_WEIGHTS; else
+// compute(layer, result) and 0. An f16 or bf16 layer is computed in float on its widened inputs,
+// its output rounded back; its weights are float as they are.
+template <class Compute>
+int32_t layer_through_abi_v2(const attncheck_mha_v2* m, uint32_t capabilities, Compute compute) {
+  if (!m) return 1;
+  if (m->size < int32_t(sizeof(attncheck_mha_v2))) return 2;
+  if (!(capabilities & ATTNCHECK_CAP_MHA) || !claims_dtype(capabilities, m->dtype) ||
+      (m->weights && !(capabilities & ATTNCHECK_CAP_MHA_WEIGHTS)))
+    return 4;
+  auto run = [&](auto zero) -> int32_t {
+    using T = decltype(zero);
+    Layer<T> layer = from_abi_mha<T>(*m);
+    LayerResult<T> result{static_cast<T*>(m->out), reinterpret_cast<T*>(m->weights)};
+    if (!layer_error(layer, result).empty()) return 2;
+    WideLayer wide;
+    if constexpr (std::is_same_v<T, float>)
+      if (is_narrow(Format(m->dtype))) {
+        widen_layer_inputs(*m, layer, wide);
+        result.out = wide.out.data();
+        if (!layer_error(layer, result).empty()) return 2;
+      }
+    try {
+      compute(layer, result);
+    } catch (const std::exception&) {
+      return 3;
+    }
+    narrow_layer_output(*m, wide);
+    return 0;
+  };
+  return m->dtype == ATTNCHECK_F64 ? run(0.0) : run(0.0f);
+}
+
 }  // namespace attncheck
 
 #define ATTNCHECK_EXPORT extern "C" __attribute__((visibility("default")))
@@ -120,4 +154,11 @@ int32_t backward_through_abi_v2(const attncheck_grads_v2* g, uint32_t capabiliti
   ATTNCHECK_EXPORT uint32_t attncheck_capabilities(void) { return (CAPABILITIES); }         \
   ATTNCHECK_EXPORT int32_t attncheck_forward_v2(const attncheck_problem_v2* p) {             \
     return attncheck::forward_through_abi_v2(p, (CAPABILITIES), COMPUTE);                    \
+  }
+
+// Defines attncheck_mha_forward_v2 around COMPUTE, a generic callable (layer, LayerResult), for a
+// plugin whose CAPABILITIES claim ATTNCHECK_CAP_MHA.
+#define ATTNCHECK_EXPORT_LAYER_V2(COMPUTE, CAPABILITIES)                                      \
+  ATTNCHECK_EXPORT int32_t attncheck_mha_forward_v2(const attncheck_mha_v2* m) {             \
+    return attncheck::layer_through_abi_v2(m, (CAPABILITIES), COMPUTE);                      \
   }

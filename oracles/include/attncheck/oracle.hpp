@@ -32,8 +32,11 @@ struct ExactRow {
 };
 
 // Row (b, h, i) of `problem`: Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk] in.
+// With input_score_error [Tk], the kernel computes from inputs near q and k, not q and k (the
+// layer's projections, layer_oracle.hpp): its score of key j may err by input_score_error[j] more,
+// which the bound charges as a score error (docs/error-bound.md, "The layer").
 template <class T>
-ExactRow exact_row(const Problem<T>& problem, int64_t b, int64_t h, int64_t i);
+ExactRow exact_row(const Problem<T>& problem, int64_t b, int64_t h, int64_t i, const double* input_score_error = nullptr);
 
 // Every row of `problem`, [B*H*Tq] at (b H + h) Tq + i: what the backward's reference reads.
 template <class T>

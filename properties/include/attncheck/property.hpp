@@ -10,6 +10,7 @@
 #include "attncheck/backward.hpp"
 #include "attncheck/cases.hpp"
 #include "attncheck/compare.hpp"
+#include "attncheck/layer_cases.hpp"
 
 namespace attncheck {
 
@@ -51,6 +52,11 @@ class Checker {
   };
   template <class T>
   Gradients<T> gradients(const Case<T>& c, const GradReference<T>& reference, const std::vector<T>& dout);
+  // Running the implementation's multi-head layer (ABI v2's ATTNCHECK_CAP_MHA: claims() says) on
+  // layer case c: out [B,Tq,D], and each head's weights [B,H,Tq,Tk] into `weights` when given
+  // (ATTNCHECK_CAP_MHA_WEIGHTS). Fails the property as run does.
+  virtual std::vector<float> run_layer(const LayerCase<float>& c, std::vector<float>* weights = nullptr);
+  virtual std::vector<double> run_layer(const LayerCase<double>& c, std::vector<double>* weights = nullptr);
   // What the implementation can take (ABI v1: no bias, empty rows 0), on top of `base`.
   virtual CaseLimits limits(CaseLimits base) const = 0;
   // Whether the implementation takes a feature (ABI v2's capability bits), for cases a property
@@ -157,6 +163,7 @@ struct Property {
   bool backward = false;          // checks the backward: the campaign runs it only when the kernel's is checked
   uint32_t needs = 0;             // features it cannot do without (ATTNCHECK_CAP_* bits), every one of them
   uint32_t needs_one_of = 0;      // and, when set, at least one of these
+  bool layer = false;             // checks the multi-head layer (needs ATTNCHECK_CAP_MHA); the others a forward
 };
 
 // Why `property` does not apply to a kernel that claims `claimed` (ABI v2's bits; a format or the

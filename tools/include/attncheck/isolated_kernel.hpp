@@ -20,6 +20,7 @@
 
 #include "attncheck/cases.hpp"
 #include "attncheck/fp_mode.hpp"
+#include "attncheck/layer_cases.hpp"
 #include "attncheck/plugin.h"
 #include "attncheck/protocol.hpp"
 
@@ -74,11 +75,16 @@ class IsolatedKernel {
   // in, its dq, dk and dv written (sized by the caller).
   template <class T>
   Outcome run_backward(const Case<T>& c, const Grads<T>& grads);
+  // Runs layer case c (a kernel claiming ATTNCHECK_CAP_MHA) into out [B,Tq,D] and, when given
+  // (ATTNCHECK_CAP_MHA_WEIGHTS), weights [B,H,Tq,Tk].
+  template <class T>
+  Outcome run_layer(const LayerCase<T>& c, std::vector<T>& out, std::vector<T>* weights = nullptr);
 
  private:
-  // One call: the request (a PROB's headers, protocol::Request), its input buffers and where its written ones go,
+  // One call: the request (a PROB's headers), its input buffers and where its written ones go,
   // both in the protocol's buffer order; entry_point names the call in a floating-point-mode finding.
-  Outcome exchange(const void* request, const void* const (&buffers)[13], void* const (&into)[13], const char* entry_point);
+  Outcome exchange(const protocol::Request& request, const void* const (&buffers)[protocol::kBuffers],
+                   void* const (&into)[protocol::kBuffers], const char* entry_point);
   // Reads one frame: how the call (or, given hello, the start) ended, or nothing yet (MODE, STRY).
   std::optional<Outcome> receive(const char* during, double deadline, const void* request,
                                  void* const (&into)[protocol::kBuffers], const char* entry_point, protocol::Hello* hello);

@@ -9,6 +9,7 @@
 
 #include "attncheck/cases.hpp"
 #include "attncheck/fp_mode.hpp"
+#include "attncheck/layer_cases.hpp"
 #include "attncheck/plugin_loader.hpp"
 
 namespace attncheck {
@@ -51,5 +52,11 @@ int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out, 
 // written. 0, or the plugin's non-zero refusal; UnclaimedFeature as run_kernel.
 template <class T>
 int32_t run_kernel_backward(const Kernel& kernel, const Case<T>& c, const Grads<T>& grads);
+
+// Runs the kernel's multi-head layer (ATTNCHECK_CAP_MHA) on layer case c into out [B,Tq,D] and,
+// when given (ATTNCHECK_CAP_MHA_WEIGHTS), weights [B,H,Tq,Tk]. 0, or the plugin's non-zero refusal;
+// UnclaimedFeature as run_kernel.
+template <class T>
+int32_t run_kernel_layer(const Kernel& kernel, const LayerCase<T>& c, std::vector<T>& out, std::vector<T>* weights = nullptr);
 
 }  // namespace attncheck

@@ -22,12 +22,14 @@ struct Plugin {
   int32_t (*forward_f64)(const attncheck_problem*) = nullptr;  // v1, null when the plugin has none
   int32_t (*forward_v2)(const attncheck_problem_v2*) = nullptr;
   int32_t (*backward_v2)(const attncheck_grads_v2*) = nullptr;  // with ATTNCHECK_CAP_BACKWARD
+  int32_t (*mha_v2)(const attncheck_mha_v2*) = nullptr;         // with ATTNCHECK_CAP_MHA
   bool has_f64() const { return capabilities & ATTNCHECK_CAP_F64; }
 };
 
 // "builtin" gives the built-in implementation linked into this program (through ABI v2); anything
 // else is a shared library's path, opened with dlopen: attncheck_abi_version() 1 with
-// attncheck_forward_f32, or 2 with attncheck_capabilities and attncheck_forward_v2. Throws
+// attncheck_forward_f32, or 2 with attncheck_capabilities and attncheck_forward_v2 (or, claiming
+// ATTNCHECK_CAP_MHA, attncheck_mha_forward_v2 alone: its capabilities then carry kLayerOnly). Throws
 // std::runtime_error with a one-line reason otherwise.
 Plugin load_plugin(const std::string& which);
 

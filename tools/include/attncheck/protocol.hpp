@@ -42,7 +42,9 @@ static_assert(sizeof(Hello) == 12);
 
 // The tensors a call carries, in the order they follow a PROB (those it reads) and a RSLT (those
 // it writes).
-enum Buffer { Q, K, V, ALLOW, KV_LENS, BIAS, DOUT, OUT, KEEP, LSE, DQ, DK, DV, kBuffers };
+// A layer call (kLayer) reads ALLOW, KV_LENS and X_Q .. B_O, and writes OUT [B,Tq,D] and WEIGHTS.
+enum Buffer { Q, K, V, ALLOW, KV_LENS, BIAS, DOUT, OUT, KEEP, LSE, DQ, DK, DV,
+              X_Q, X_KV, W_Q, W_K, W_V, B_Q, B_K, B_V, W_O, B_O, WEIGHTS, kBuffers };
 extern const char* const kBufferNames[kBuffers];
 
 // The PROB flags: each the protocol_flag of its feature's row (features.hpp).
@@ -53,7 +55,9 @@ enum Flags : uint32_t {
   kWantLse = protocol_flag(ATTNCHECK_CAP_LSE),
   kBackward = protocol_flag(ATTNCHECK_CAP_BACKWARD),
   kDropout = protocol_flag(ATTNCHECK_CAP_DROPOUT),     // a DropoutHeader follows the ProblemHeader
-  kWantKeep = protocol_flag(ATTNCHECK_CAP_DROPOUT_MASK)  // the RSLT carries the keep mask after out
+  kWantKeep = protocol_flag(ATTNCHECK_CAP_DROPOUT_MASK),  // the RSLT carries the keep mask after out
+  kLayer = protocol_flag(ATTNCHECK_CAP_MHA),               // a layer call: a LayerHeader follows the ProblemHeader
+  kWantWeights = protocol_flag(ATTNCHECK_CAP_MHA_WEIGHTS)  // and its RSLT carries each head's weights after out
 };
 
 // A FALT's payload: where the faulting address lay among the call's buffers.
@@ -85,22 +89,33 @@ struct DropoutHeader {
 };
 static_assert(sizeof(DropoutHeader) == 16);
 
-// A PROB's headers: the ProblemHeader, then with kDropout the DropoutHeader.
+// A PROB with kLayer: these 16 bytes right after its ProblemHeader, before the buffers.
+struct LayerHeader {
+  enum Parts : uint32_t { kSelf = 1, kBiasQ = 2, kBiasK = 4, kBiasV = 8, kBiasO = 16 };
+  int32_t D;
+  uint32_t parts;  // kSelf: x_kv is x_q, not sent; each bias present
+  uint64_t reserved;
+};
+static_assert(sizeof(LayerHeader) == 16);
+
+// A PROB's headers: the ProblemHeader, then with kDropout the DropoutHeader, with kLayer the LayerHeader.
 struct Request {
   ProblemHeader header;
   DropoutHeader dropout;
+  LayerHeader layer;
 };
 
 // The byte an unwritten keep mask holds: neither 0 nor 1, so that a kernel that never writes it fails.
 constexpr uint8_t kUnwrittenKeep = 0xFF;
 
-// Whether a call writes buffer b: the forward out (and the keep mask and lse when asked); the backward dq, dk, dv.
-bool written(const ProblemHeader& p, int b);
+// Whether a call writes buffer b: the forward out (and the keep mask and lse when asked); the
+// backward dq, dk, dv; the layer out (and the weights when asked).
+bool written(const Request& r, int b);
 // Each buffer's bytes in a call (0: absent), in Buffer order.
-void buffer_sizes(const ProblemHeader& p, size_t (&sizes)[kBuffers]);
+void buffer_sizes(const Request& r, size_t (&sizes)[kBuffers]);
 // The bytes a call reads (its headers and buffers), and a RSLT's payload when it succeeds (the status and what it writes).
-size_t problem_payload(const ProblemHeader& p);
-size_t result_payload(const ProblemHeader& p);
+size_t problem_payload(const Request& r);
+size_t result_payload(const Request& r);
 
 // I/O on a pipe; EINTR is retried. A deadline (seconds from the steady clock's epoch, or infinity)
 // bounds a read or a write as a whole; a write is bounded only on a non-blocking fd (O_NONBLOCK),

@@ -1,0 +1,108 @@
+"""One multi-head attention layer call as the checker sends it, in NumPy (docs/protocol.md, "A layer call").
+
+Shapes: x_q [B,Tq,D], x_kv [B,Tk,D], w_q [D,H dk], w_k [D,H_kv dk], w_v [D,H_kv dv], b_q [H dk],
+b_k [H_kv dk], b_v [H_kv dv], w_o [H dv,D], b_o [D], allow [B,Tq,Tk], kv_lens [B]; out [B,Tq,D],
+weights [B,H,Tq,Tk].
+"""
+import math
+
+import numpy as np
+
+from . import _protocol as wire
+from ._problem import Problem
+
+
+class Layer:
+    """The layer's fields, as docs/protocol.md gives them.
+
+    Q = x_q w_q + b_q, K = x_kv w_k + b_k, V = x_kv w_v + b_v; head h is columns h dk .. h dk + dk - 1
+    of Q (h dv .. of V's heads) and reads KV head h // (H // H_kv); head_h = softmax(scale Q_h K_h^T
+    over the permitted keys) V_h; out = concat_h(head_h) w_o + b_o. A missing bias is zero; a row
+    with no permitted key has head 0 (NaN under --empty-rows nan), so its out is b_o.
+
+    dtype: "f32", "f64", "f16" or "bf16" (bf16 values arrive as float32 holding bf16 values).
+    x_q, x_kv, w_q, w_k, w_v, w_o: read-only arrays; x_kv is the same array object as x_q for
+    self-attention (self_attention True, Tq == Tk). b_q, b_k, b_v, b_o: arrays or None (absent).
+    allow: None or bool [B,Tq,Tk], True = may attend. kv_lens: None or int32 [B]. causal: "none",
+    "upper-left" or "lower-right"; window: None or (left, right), -1 = unbounded (as Problem's).
+    scale: None (meaning 1/sqrt(dk)) or a float. want_weights: whether the function must return
+    (out, weights), weights [B,H,Tq,Tk] each head's softmax, 0 at a forbidden key (capability
+    'mha_weights'); else out alone.
+    """
+
+    def __init__(self, payload):
+        if len(payload) < wire.HEADER.size + wire.LAYER.size:
+            raise ValueError(f"a layer PROB of {len(payload)} bytes is shorter than its two headers "
+                             f"({wire.HEADER.size + wire.LAYER.size})")
+        (dtype, flags, self.B, self.H, self.H_kv, self.Tq, self.Tk, self.dk, self.dv, causal, left, right, scale,
+         softcap) = wire.HEADER.unpack_from(payload)
+        self.D, parts, zero = wire.LAYER.unpack_from(payload, wire.HEADER.size)
+        if not flags & wire.HAS_LAYER:
+            raise ValueError(f"a PROB without the layer flag ({wire.HAS_LAYER}) read as a layer call")
+        if flags & wire.NOT_IN_A_LAYER:
+            raise ValueError(f"a layer PROB with flags {flags}: a layer call never carries bias, lse, backward "
+                             f"or dropout ({wire.NOT_IN_A_LAYER & flags})")
+        if dtype not in wire.DTYPES:
+            raise ValueError(f"a layer PROB with dtype code {dtype}; the codes are {sorted(wire.DTYPES)}")
+        if causal not in wire.CAUSAL:
+            raise ValueError(f"a layer PROB with causal code {causal}; the codes are {sorted(wire.CAUSAL)}")
+        if softcap != 0:
+            raise ValueError(f"a layer PROB with softcap {softcap!r}; a layer call's softcap is 0")
+        if zero != 0:
+            raise ValueError(f"a layer PROB whose layer header ends in {zero}, not 0")
+        if parts & ~(wire.SELF | wire.B_Q | wire.B_K | wire.B_V | wire.B_O):
+            raise ValueError(f"a layer PROB with unknown parts bits {parts:#x}")
+        dims = dict(B=self.B, H=self.H, H_kv=self.H_kv, Tq=self.Tq, Tk=self.Tk, dk=self.dk, dv=self.dv, D=self.D)
+        if any(n < 0 for n in dims.values()):
+            raise ValueError(f"a layer PROB with a negative size: {dims}")
+        if self.H_kv <= 0 or self.H % self.H_kv:
+            raise ValueError(f"a layer PROB with H {self.H} not a multiple of H_kv {self.H_kv}")
+        self.self_attention = bool(parts & wire.SELF)
+        if self.self_attention and self.Tq != self.Tk:
+            raise ValueError(f"a self-attention layer PROB with Tq {self.Tq} != Tk {self.Tk}")
+        self.dtype = wire.DTYPES[dtype]
+        self.causal = wire.CAUSAL[causal]
+        self.window = None if left < 0 and right < 0 else (left, right)
+        self.scale = None if scale == 0 else scale
+        self.want_weights = bool(flags & wire.WANT_WEIGHTS)
+        B, H, H_kv, Tq, Tk, dk, dv, D = self.B, self.H, self.H_kv, self.Tq, self.Tk, self.dk, self.dv, self.D
+        at = wire.HEADER.size + wire.LAYER.size
+
+        def take(nbytes):
+            nonlocal at
+            at += nbytes
+            if at > len(payload):
+                raise ValueError(f"a layer PROB of {len(payload)} bytes is too short for its problem")
+            return payload[at - nbytes:at]
+
+        size = np.dtype(wire.STORAGE[self.dtype]).itemsize
+        tensor = lambda *shape: wire.decode(self.dtype, take(size * math.prod(shape)), shape)
+        optional = lambda bit, *shape: tensor(*shape) if parts & bit else None
+        self.allow = (np.frombuffer(take(B * Tq * Tk), np.uint8).reshape(B, Tq, Tk) != 0
+                      if flags & wire.HAS_ALLOW else None)
+        self.kv_lens = np.frombuffer(take(4 * B), "<i4") if flags & wire.HAS_KV_LENS else None
+        self.x_q = tensor(B, Tq, D)
+        self.x_kv = self.x_q if self.self_attention else tensor(B, Tk, D)
+        self.w_q = tensor(D, H * dk)
+        self.w_k = tensor(D, H_kv * dk)
+        self.w_v = tensor(D, H_kv * dv)
+        self.b_q = optional(wire.B_Q, H * dk)
+        self.b_k = optional(wire.B_K, H_kv * dk)
+        self.b_v = optional(wire.B_V, H_kv * dv)
+        self.w_o = tensor(H * dv, D)
+        self.b_o = optional(wire.B_O, D)
+        if at != len(payload):
+            raise ValueError(f"a layer PROB of {len(payload)} bytes for a problem of {at}")
+
+    # The scale to apply and the combined mask [B,H,Tq,Tk] (True = may attend): Problem's own.
+    softmax_scale = Problem.softmax_scale
+    mask = Problem.mask
+
+    def __repr__(self):
+        biases = [name for name in ("b_q", "b_k", "b_v", "b_o") if getattr(self, name) is not None]
+        return (f"Layer({self.dtype}, B={self.B}, H={self.H}, H_kv={self.H_kv}, Tq={self.Tq}, Tk={self.Tk}, "
+                f"D={self.D}, dk={self.dk}, dv={self.dv}, self_attention={self.self_attention}, "
+                f"biases={biases or None}, causal={self.causal!r}, window={self.window}, scale={self.scale}, "
+                f"allow={'yes' if self.allow is not None else None}, "
+                f"kv_lens={None if self.kv_lens is None else self.kv_lens.tolist()}, "
+                f"want_weights={self.want_weights})")

@@ -1,0 +1,182 @@
+#include "attncheck/layer_cases.hpp"
+
+#include "attncheck/features.hpp"
+
+#include <cmath>
+#include <type_traits>
+
+namespace attncheck {
+
+template <class T>
+Layer<T> LayerCase<T>::layer() const {
+  Layer<T> l;
+  l.shape = shape;
+  l.x_q = x_q.data();
+  l.x_kv = self_attention ? x_q.data() : x_kv.data();
+  l.w_q = w_q.data();
+  l.w_k = w_k.data();
+  l.w_v = w_v.data();
+  l.w_o = w_o.data();
+  auto optional = [](const std::vector<T>& b) { return b.empty() ? nullptr : b.data(); };
+  l.b_q = optional(b_q);
+  l.b_k = optional(b_k);
+  l.b_v = optional(b_v);
+  l.b_o = optional(b_o);
+  l.masks = {allow.empty() ? nullptr : allow.data(), causal, key_lengths.empty() ? nullptr : key_lengths.data(),
+             window_left, window_right};
+  l.scale = scale;
+  l.empty_rows = empty_rows;
+  l.format = format;
+  return l;
+}
+
+template <class T>
+LayerCase<T> LayerCase<T>::as_cross_attention() const {
+  LayerCase c = *this;
+  if (c.self_attention) c.x_kv = c.x_q;
+  c.self_attention = false;
+  return c;
+}
+
+namespace {
+
+// n standard normal values times `scale`, rounded to the format.
+template <class T>
+std::vector<T> normal(Chooser& choose, int64_t n, double scale, Format format) {
+  std::vector<T> x(static_cast<size_t>(n));
+  for (T& e : x) e = T(round_to(format, standard_normal(choose) * scale));
+  return x;
+}
+
+template <class T>
+Format layer_format(Chooser& choose, uint32_t can) {
+  if (!std::is_same_v<T, float>) return Precision<T>::format;
+  std::vector<Format> claimed;
+  for (Format f : {Format::f32, Format::f16, Format::bf16})
+    if (can & capability_of(f)) claimed.push_back(f);
+  if (claimed.empty()) return Format::f32;
+  return claimed.size() == 1 ? claimed[0] : claimed[choose.below(claimed.size())];
+}
+
+// B, H, H_kv, Tq, Tk, dk, dv and D; self-attention or not.
+template <class T>
+void draw_shape(Chooser& choose, const CaseLimits& limits, LayerCase<T>& c) {
+  Shape& s = c.shape.heads;
+  const uint32_t can = limits.capabilities;
+  s.B = 1 + int64_t(choose.below(2));
+  // Up to 4 heads whatever the attention's max_heads, 4 before 3: 4 heads in 2 KV groups is the
+  // smallest shape where a group read as h % H_kv differs from h / (H / H_kv).
+  s.H = std::max<int64_t>(limits.min_heads, (const int64_t[]){1, 2, 4, 3}[choose.below(4)]);
+  s.H_kv = s.H;
+  if ((can & ATTNCHECK_CAP_GQA) && s.H > 1 && choose.below(2) == 1) {
+    std::vector<int64_t> groups;  // the KV head counts below H that divide it, largest first
+    for (int64_t g = s.H / 2; g >= 1; --g)
+      if (s.H % g == 0) groups.push_back(g);
+    s.H_kv = groups[choose.below(groups.size())];
+  }
+  const int64_t max_len = std::min<int64_t>(limits.max_len, 8);
+  c.self_attention = choose.below(3) != 0;
+  s.Tq = std::max<int64_t>(limits.min_len, 1 + int64_t(choose.below(uint64_t(max_len))));
+  s.Tk = c.self_attention ? s.Tq : std::max<int64_t>(limits.min_len, 1 + int64_t(choose.below(uint64_t(max_len))));
+  if (choose.below(3) != 0) {  // D = H dk, dk = dv: the usual layer
+    s.dk = s.dv = 1 + int64_t(choose.below(4));
+    c.shape.D = s.H * s.dk;
+  } else {
+    s.dk = 1 + int64_t(choose.below(6));
+    s.dv = 1 + int64_t(choose.below(6));
+    c.shape.D = 1 + int64_t(choose.below(12));
+  }
+}
+
+// The masks the kernel claims, each absent at choice 0.
+template <class T>
+void draw_masks(Chooser& choose, uint32_t can, LayerCase<T>& c) {
+  const Shape& s = c.shape.heads;
+  if ((can & ATTNCHECK_CAP_ALLOW) && choose.below(3) == 1) {
+    const uint64_t quarters = 1 + choose.below(4);
+    c.allow.resize(size_t(s.allow_size()));
+    for (uint8_t& a : c.allow) a = choose.below(4) < quarters ? 1 : 0;
+    c.mix += ", allow mask";
+  }
+  if ((can & ATTNCHECK_CAP_KV_LENS) && choose.below(3) == 1) {
+    c.key_lengths.resize(size_t(s.B));
+    for (int32_t& length : c.key_lengths) length = int32_t(choose.below(uint64_t(s.Tk) + 1));
+    c.mix += ", key lengths";
+  }
+  if ((can & ATTNCHECK_CAP_CAUSAL) && choose.below(3) == 1) {
+    c.causal = choose.below(2) == 1 ? Causal::upper_left : Causal::lower_right;
+    c.mix += ", causal";
+  }
+  if ((can & ATTNCHECK_CAP_WINDOW) && choose.below(4) == 1) {
+    c.window_left = int64_t(choose.below(3)) - 1;
+    c.window_right = int64_t(choose.below(3)) - 1;
+    c.mix += ", window";
+  }
+}
+
+}  // namespace
+
+template <class T>
+LayerCase<T> draw_layer_case(Chooser& choose, const CaseLimits& limits) {
+  LayerCase<T> c;
+  const uint32_t can = limits.capabilities;
+  c.format = layer_format<T>(choose, can);
+  draw_shape(choose, limits, c);
+  const LayerShape& s = c.shape;
+  const Shape& h = s.heads;
+  const double spread = choose.below(4) == 3 ? 4 : 1;  // peaked softmaxes one time in four
+  const double w_scale = spread / std::sqrt(double(s.D));
+  c.x_q = normal<T>(choose, s.x_q_size(), 1, c.format);
+  if (!c.self_attention) c.x_kv = normal<T>(choose, s.x_kv_size(), 1, c.format);
+  c.w_q = normal<T>(choose, s.D * s.q_width(), w_scale, c.format);
+  c.w_k = normal<T>(choose, s.D * s.k_width(), w_scale, c.format);
+  c.w_v = normal<T>(choose, s.D * s.v_width(), 1 / std::sqrt(double(s.D)), c.format);
+  c.w_o = normal<T>(choose, s.merged_width() * s.D, 1 / std::sqrt(double(s.merged_width())), c.format);
+  // Biases: none (D2L), all four (nn.MultiheadAttention's bias=True), or each by a coin.
+  const uint64_t biases = choose.below(3);
+  auto bias = [&](std::vector<T>& b, int64_t n) {
+    if (biases == 1 || (biases == 2 && choose.below(2) == 1)) b = normal<T>(choose, n, 1, c.format);
+  };
+  bias(c.b_q, s.q_width());
+  bias(c.b_k, s.k_width());
+  bias(c.b_v, s.v_width());
+  bias(c.b_o, s.D);
+  c.mix = c.self_attention ? "self-attention" : "cross-attention";
+  c.mix += biases == 0 ? ", bias-free" : biases == 1 ? ", biases" : ", some biases";
+  if (h.kv_heads() != h.H) c.mix += ", grouped KV heads";
+  draw_masks(choose, can, c);
+  if (choose.below(5) == 4) c.scale = 0.5;
+  return c;
+}
+
+template <class T>
+std::string describe(const LayerCase<T>& c) {
+  const LayerShape& s = c.shape;
+  const Shape& h = s.heads;
+  std::string text = "layer B " + std::to_string(h.B) + ", Tq " + std::to_string(h.Tq) + ", Tk " + std::to_string(h.Tk) +
+                     ", D " + std::to_string(s.D) + ", H " + std::to_string(h.H) + ", H_kv " + std::to_string(h.kv_heads()) +
+                     ", dk " + std::to_string(h.dk) + ", dv " + std::to_string(h.dv) + "; " + c.mix + "; scale " +
+                     (c.scale == 0 ? std::string("1/sqrt(dk)") : show(c.scale)) + "; causal " + causal_name(c.causal) +
+                     "; window " + std::to_string(c.window_left) + " " + std::to_string(c.window_right) + "; " +
+                     format_name(c.format) + (c.empty_rows == EmptyRows::nan ? "; empty rows NaN" : "") + "\n";
+  if (c.key_lengths.size())
+    for (int64_t b = 0; b < h.B; ++b) text += "  key length of batch " + std::to_string(b) + ": " + std::to_string(c.key_lengths[size_t(b)]) + "\n";
+  for (int64_t b = 0; b < h.B; ++b) {
+    text += "  mask of batch " + std::to_string(b) + " (# may attend):\n";
+    for (int64_t i = 0; i < h.Tq; ++i) {
+      text += "    ";
+      for (int64_t j = 0; j < h.Tk; ++j) text += c.permits(b, i, j) ? '#' : '.';
+      text += "\n";
+    }
+  }
+  return text;
+}
+
+template struct LayerCase<float>;
+template struct LayerCase<double>;
+template LayerCase<float> draw_layer_case(Chooser&, const CaseLimits&);
+template LayerCase<double> draw_layer_case(Chooser&, const CaseLimits&);
+template std::string describe(const LayerCase<float>&);
+template std::string describe(const LayerCase<double>&);
+
+}  // namespace attncheck
