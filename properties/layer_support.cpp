@@ -26,8 +26,7 @@ template <class T>
 LayerCase<T> draw_layer(Checker& check, CaseLimits base) {
   Via via(check);
   LayerCase<T> c = draw_layer_case<T>(via, check.limits(base));
-  const EmptyRows policy = check.policies().empty_rows;
-  if (policy == EmptyRows::nan) c.empty_rows = policy;
+  c.empty_rows = check.policies().empty_rows;
   check.classify(true, c.mix);
   return c;
 }

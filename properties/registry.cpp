@@ -31,7 +31,7 @@ std::string not_applicable(const Property& p, uint32_t claimed, const Policies& 
   // without dropout.
   if ((p.needs & ATTNCHECK_CAP_DROPOUT) && policies.empty_rows == EmptyRows::mean)
     return "checks dropout, not under --empty-rows mean";
-  if (!p.layer && (claimed & kLayerOnly)) return "checks a forward, and the kernel exports the multi-head layer alone";
+  if (!p.layer && (claimed & kLayerOnly)) return kLayerOnlySkip;
   const uint32_t float_formats = ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16;
   const uint32_t formats = p.double_precision ? uint32_t(ATTNCHECK_CAP_F64)
                            : p.float32_cases  ? uint32_t(ATTNCHECK_CAP_F32)

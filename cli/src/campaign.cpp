@@ -259,13 +259,23 @@ std::string finding_kind(int kind, double ratio, const std::string& message, con
   return message.find("imprecise: ") != std::string::npos ? "imprecise" : "broke a relation";
 }
 
+// What a raised finding raised, "NotExpressible" or "TypeError" (the word after "raised " in its
+// message); empty for other kinds. An adapter's limit and a library's exception are two findings.
+std::string raised_type(const std::string& kind, const std::string& message) {
+  const size_t at = kind == "raised" ? message.find("raised ") : std::string::npos;
+  if (at == std::string::npos) return "";
+  const size_t start = at + 7, end = message.find_first_of(": \n", start);
+  return message.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
 // A trial that fails as the counterexample did: the same kind of failure (a property's, or the
-// same kind of fault), and clearly: a largest error/bound of at least 2 (or the found case's, if
+// same kind of fault, a raise of the same exception type), and clearly: a largest error/bound of at least 2 (or the found case's, if
 // smaller), or a failure of another kind than the bound (a wrong special value, a broken identity:
 // every error/bound under 1), so that shrinking never trades a bug shown plainly for a case that
 // barely fails.
-bool fails_alike(const Run& run, int kind, double found_ratio) {
-  return run.failed && run.kind == kind && (run.worst_ratio >= std::min(found_ratio, 2.0) || run.worst_ratio < 1);
+bool fails_alike(const Run& run, int kind, double found_ratio, const std::string& raised) {
+  return run.failed && run.kind == kind && (run.worst_ratio >= std::min(found_ratio, 2.0) || run.worst_ratio < 1) &&
+         raised_type(finding_kind(run.kind, 0, ""), run.finding.message) == raised;
 }
 
 // Makes a counterexample smaller within options.shrink_seconds (a trial under way finishes). A
@@ -276,6 +286,7 @@ bool fails_alike(const Run& run, int kind, double found_ratio) {
 Finding shrink(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, Finding best,
                int kind, double found_ratio) {
   if (kind == Outcome::hung) return best;
+  const std::string raised = raised_type(finding_kind(kind, 0, ""), best.message);  // an adapter's limit is not a library's raise
   const Clock::time_point start = Clock::now();
   auto in_time = [&] { return since(start) < options.shrink_seconds; };
   if (!best.case_text.empty()) {
@@ -288,7 +299,7 @@ Finding shrink(IsolatedKernel& kernel, const CampaignOptions& options, const Pro
           Finding trial = best;
           trial.case_text = case_to_text(candidate);
           const Run run = run_once(kernel, options, property, 0, nullptr, false, ~0u, &trial);
-          if (!fails_alike(run, kind, found_ratio)) return false;
+          if (!fails_alike(run, kind, found_ratio, raised)) return false;
           best = run.finding;
           simpler = std::move(candidate);
           return true;
@@ -317,7 +328,7 @@ Finding shrink(IsolatedKernel& kernel, const CampaignOptions& options, const Pro
         std::vector<uint64_t> trial = best.choices;
         trial[at] = smaller;
         const Run run = run_once(kernel, options, property, 0, &trial, best.ladder, best.capabilities);
-        if (!fails_alike(run, kind, found_ratio)) continue;
+        if (!fails_alike(run, kind, found_ratio, raised)) continue;
         best = run.finding;
         improved = true;
         break;
@@ -363,14 +374,16 @@ void examine(IsolatedKernel& kernel, const CampaignOptions& options, const Prope
 
 }  // namespace
 
-// Whether `found` is an earlier finding again: the same property failing the same way, a hang
+// Whether `found` is an earlier finding again: the same property failing the same way (a raise of
+// the same exception type), a hang
 // again (whose call is not run twice), or a call that fails as an earlier finding's does and needs
 // the same features or shares one it needs (Diagnosis::same_bug): one bug seen through many properties. A heuristic
 // (docs/checking.md): a second bug whose calls fail exactly as the first's is said once the first
 // is fixed.
 bool seen_before(const Finding& found, const std::vector<Finding>& earlier) {
   for (const Finding& f : earlier)
-    if ((f.kind == found.kind && (f.property == found.property || f.hung)) || found.diagnosis.same_bug(f.diagnosis))
+    if ((f.kind == found.kind && (f.property == found.property || f.hung) && raised_type(f.kind, f.message) == raised_type(found.kind, found.message)) ||
+        found.diagnosis.same_bug(f.diagnosis))
       return true;
   return false;
 }
@@ -409,7 +422,9 @@ void add_finding(IsolatedKernel& kernel, const CampaignOptions& options, const P
   finding.run_kind = finding_kind(run.kind, run.worst_ratio, run.finding.message);
   if (options.keep_going) {
     for (const Finding& f : result.findings)  // the same property failing as before: no call run again
-      if (f.property == finding.property && f.run_kind == finding.run_kind) return;
+      if (f.property == finding.property && f.run_kind == finding.run_kind &&
+          raised_type(f.run_kind, f.message) == raised_type(finding.run_kind, finding.message))
+        return;
     examine(kernel, options, property, finding, run.kind);
     if (seen_before(finding, result.findings)) return;
   }

@@ -82,10 +82,15 @@ std::string policies_said(const Policies& policies) {
 // AgreesWithOracleInDouble, ..." (empty for none).
 std::string skipped(const CampaignResult& r) {
   std::map<std::string, std::string> by_reason;
-  for (const auto& [property, why] : r.not_applicable) by_reason[why] += (by_reason[why].empty() ? "" : ", ") + property;
+  std::map<std::string, int> counts;
+  for (const auto& [property, why] : r.not_applicable) {
+    by_reason[why] += (by_reason[why].empty() ? "" : ", ") + property;
+    ++counts[why];
+  }
   std::string text;
-  for (const auto& [why, properties] : by_reason)
-    text += (text.empty() ? "\nskipped, not applicable: " : "; ") + why + ": " + properties;
+  for (const auto& [why, properties] : by_reason)  // a layer alone skips every forward property: counted, not named
+    text += (text.empty() ? "\nskipped, not applicable: " : "; ") + why + ": " +
+            (why == kLayerOnlySkip ? std::to_string(counts[why]) + " properties" : properties);
   return text;
 }
 

@@ -225,6 +225,7 @@ const MutantCase kMutants[] = {
     {LayerMutation::softmax_over_queries_in_columns, "softmax_over_queries_in_columns", 0},
     {LayerMutation::weights_averaged_over_heads, "weights_averaged_over_heads", 0},  // out right, weights not
     {LayerMutation::kv_heads_from_query_heads, "kv_heads_from_query_heads", 2},     // H 4, H_kv 2
+    {LayerMutation::self_attention_path_drops_padding, "self_attention_path_drops_padding", 1},  // self, key lengths
 };
 
 template <class T>

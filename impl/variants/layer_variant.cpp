@@ -64,6 +64,9 @@ class Misread {
           layer.masks.key_lengths = nullptr;
         }
         break;
+      case LayerMutation::self_attention_path_drops_padding:
+        if (l.x_kv == l.x_q) layer.masks.key_lengths = nullptr;
+        break;
       case LayerMutation::kv_heads_from_query_heads:
         if (h.kv_heads() < h.H) {
           const int64_t n = h.kv_heads();

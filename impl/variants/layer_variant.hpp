@@ -24,6 +24,9 @@ enum class LayerMutation {
   softmax_over_queries_in_columns,  // in UDL's D x N layout, the softmax of K^T Q taken along its rows: over the queries (PyTorch-NLP 2, softmax on the wrong dim)
   weights_averaged_over_heads,      // the returned weights the mean over the heads, nn.MultiheadAttention's average_attn_weights=True default (pytorch 47583, PR 70055)
   kv_heads_from_query_heads,        // GQA's KV heads tiled (repeat) for repeat_interleave: query head h reads KV head h % H_kv (onnx PR 7274)
+  self_attention_path_drops_padding,  // a self-attention fast path (x_kv is x_q) that loses the key lengths: PyTorch's
+                                      // fast path taking padding through nested tensors (pytorch 86120; 97409, its
+                                      // masks mishandled); cross-attention, the slow path, is right
 };
 
 // How the layer is computed. The mutants of the misread inputs live in builtin; d2l and udl carry

@@ -11,8 +11,8 @@
 
 namespace attncheck {
 
-// A layer within the kernel's limits and claims, under its empty-row policy (zero or nan; a
-// policy without one layer answer, mean or any, keeps the strict zero).
+// A layer within the kernel's limits and claims, under its empty-row policy: a row with no
+// permitted key has head output 0, NaN, the mean of its values, or anything (unchecked).
 template <class T>
 LayerCase<T> draw_layer(Checker& check, CaseLimits base = {});
 

@@ -170,6 +170,8 @@ struct Property {
 // backward left out of a campaign is not claimed) under `policies`: "needs causal", "checks f64"; empty when it
 // applies. A property that does not apply is skipped, and said to be (check, properties_test).
 std::string not_applicable(const Property& property, uint32_t claimed, const Policies& policies = {});
+// Its reason for every forward property on a kernel that exports the multi-head layer alone.
+inline constexpr const char* kLayerOnlySkip = "checks a forward, and the kernel exports the multi-head layer alone";
 
 // Adds a property to the registry; ATTNCHECK_PROPERTY calls it during static initialization.
 bool register_property(const Property& property);
