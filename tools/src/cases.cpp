@@ -174,9 +174,16 @@ void draw_kv_groups(Chooser& choose, Case<T>& c, const CaseLimits& limits, bool 
   mixed(c, ATTNCHECK_CAP_GQA);
 }
 
-// The format of a case: for float, one of f32, f16 and bf16 that the capabilities claim (choice 0
-// the first, so that float32 is the simplest; no choice when only one is claimed, so that a kernel
-// of one format draws what it always drew); f64 for double.
+
+// The bias, drawn in T, rounded to the case's format.
+template <class T>
+void round_bias(Case<T>& c) {
+  if (is_narrow(c.format))
+    for (T& x : c.bias) x = T(round_to(c.format, double(x)));
+}
+
+}  // namespace
+
 template <class T>
 Format draw_format(Chooser& choose, uint32_t can) {
   if (!std::is_same_v<T, float>) return Precision<T>::format;
@@ -187,14 +194,8 @@ Format draw_format(Chooser& choose, uint32_t can) {
   return claimed.size() == 1 ? claimed[0] : claimed[choose.below(claimed.size())];
 }
 
-// The bias, drawn in T, rounded to the case's format.
-template <class T>
-void round_bias(Case<T>& c) {
-  if (is_narrow(c.format))
-    for (T& x : c.bias) x = T(round_to(c.format, double(x)));
-}
-
-}  // namespace
+template Format draw_format<float>(Chooser&, uint32_t);
+template Format draw_format<double>(Chooser&, uint32_t);
 
 double standard_normal(Chooser& choose) {
   const double u1 = 1 - uniform01(choose), u2 = uniform01(choose);

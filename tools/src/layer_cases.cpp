@@ -48,16 +48,6 @@ std::vector<T> normal(Chooser& choose, int64_t n, double scale, Format format) {
   return x;
 }
 
-template <class T>
-Format layer_format(Chooser& choose, uint32_t can) {
-  if (!std::is_same_v<T, float>) return Precision<T>::format;
-  std::vector<Format> claimed;
-  for (Format f : {Format::f32, Format::f16, Format::bf16})
-    if (can & capability_of(f)) claimed.push_back(f);
-  if (claimed.empty()) return Format::f32;
-  return claimed.size() == 1 ? claimed[0] : claimed[choose.below(claimed.size())];
-}
-
 // B, H, H_kv, Tq, Tk, dk, dv and D; self-attention or not.
 template <class T>
 void draw_shape(Chooser& choose, const CaseLimits& limits, LayerCase<T>& c) {
@@ -120,7 +110,7 @@ template <class T>
 LayerCase<T> draw_layer_case(Chooser& choose, const CaseLimits& limits) {
   LayerCase<T> c;
   const uint32_t can = limits.capabilities;
-  c.format = layer_format<T>(choose, can);
+  c.format = draw_format<T>(choose, can);
   draw_shape(choose, limits, c);
   const LayerShape& s = c.shape;
   const Shape& h = s.heads;

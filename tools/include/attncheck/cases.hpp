@@ -85,6 +85,12 @@ struct Case {
 template <class T>
 Case<T> draw_case(Chooser& choose, const CaseLimits& limits = {});
 
+// The format of a case: for float, one of f32, f16 and bf16 that the capabilities claim (choice 0
+// the first, so that float32 is the simplest; no choice when only one is claimed, so that a kernel
+// of one format draws what it always drew); f64 for double.
+template <class T>
+Format draw_format(Chooser& choose, uint32_t capabilities);
+
 // c with dv = Tk and every head's V [Tk,Tk] the identity, so that the output is the weights:
 // out[b,h,i,j] = sum_k w_ik [k == j] = w_ij exactly (the other terms are zeros).
 template <class T>
