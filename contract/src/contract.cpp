@@ -72,9 +72,11 @@ std::string format_error(Format format, std::initializer_list<std::pair<const ch
     return std::string("format: ") + Precision<T>::name + " buffers cannot hold another format but float16 or bfloat16";
   if (!is_narrow(format)) return {};
   const char* name = format_name(format);
-  for (const auto& [tensor, buffer] : inputs)
+  for (const auto& input : inputs) {  // (name, (buffer, count)); not a structured binding, which C++17 lambdas cannot capture
+    const std::pair<const T*, int64_t> buffer = input.second;
     if (!visit_narrow(format, [&](auto zero) { return all_in_format<decltype(zero)>(buffer.first, buffer.second); }))
-      return std::string(tensor) + " holds a value that is not a " + name + " (format " + name + ")";
+      return std::string(input.first) + " holds a value that is not a " + name + " (format " + name + ")";
+  }
   return {};
 }
 
