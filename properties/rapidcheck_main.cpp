@@ -102,7 +102,7 @@ rc::Gen<Case<T>> cases(const CaseLimits& limits) {
       offer_simpler<T>(c, limits.capabilities, [&](Case<T>&& s) {
         simpler.push_back(std::move(s));
         return false;  // every neighbour, in order: RapidCheck tries them
-      });
+      }, limits.domain);
       return rc::seq::fromContainer(std::move(simpler));
     });
   });

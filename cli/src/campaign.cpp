@@ -91,6 +91,7 @@ class CampaignChecker : public Checker {
   CaseLimits limits(CaseLimits base) const override {
     base.abi_only = true;
     base.capabilities &= kernel_.capabilities() & capabilities_ & (options_.formats | ~kFormatCapabilities);
+    base.domain = kernel_.domain();
     if (ladder_) {  // sizes that straddle tiles, up to FlashAttention's test sizes
       base.ladder_len = 4096;
       base.ladder_width = 256;
@@ -303,7 +304,7 @@ Finding shrink(IsolatedKernel& kernel, const CampaignOptions& options, const Pro
           best = run.finding;
           simpler = std::move(candidate);
           return true;
-        });
+        }, kernel.domain());
         if (!found) break;
         c = std::move(*simpler);
       }

@@ -60,7 +60,7 @@ void diagnose_call(IsolatedKernel& kernel, const CampaignOptions& options, const
   const Shape& s = c.shape;
   d.shape = "B " + std::to_string(s.B) + " H " + std::to_string(s.H) + " H_kv " + std::to_string(s.kv_heads()) + " Tq " +
             std::to_string(s.Tq) + " Tk " + std::to_string(s.Tk) + " dk " + std::to_string(s.dk) + " dv " + std::to_string(s.dv);
-  for (const WithoutFeature<T>& without : without_each_feature(c, kernel.capabilities())) {
+  for (const WithoutFeature<T>& without : without_each_feature(c, kernel.capabilities(), kernel.domain())) {
     d.features.push_back(without.name);
     if (right_on(kernel, without.c, with_lse)) d.needs.push_back(without.name);
   }

@@ -32,7 +32,9 @@ std::vector<V> erase_range(const std::vector<V>& x, Dims d, int axis, int64_t fr
 }
 
 // The axes a case can lose indices along, and what losing [from, to) of one does to every buffer.
-enum Axis { batch, head, kv_group, group_member, query, key, key_width, value_width };
+// position: a query and the key at its index together (a square domain); head_width: a column of
+// q and k and one of v together (dk = dv).
+enum Axis { batch, head, kv_group, group_member, query, key, key_width, value_width, position, head_width };
 
 template <class T>
 Case<T> without(const Case<T>& c, Axis axis, int64_t from, int64_t to) {
@@ -89,6 +91,10 @@ Case<T> without(const Case<T>& c, Axis axis, int64_t from, int64_t to) {
       r.v = erase_range(c.v, v, 3, from, to);
       r.shape.dv -= n;
       break;
+    case position:
+      return without(without(c, query, from, to), key, from, to);
+    case head_width:
+      return without(without(c, key_width, from, to), value_width, from, to);
   }
   return r;
 }
@@ -164,20 +170,24 @@ std::string features(const Case<T>& c) {
 }  // namespace
 
 template <class T>
-bool offer_simpler(const Case<T>& c, uint32_t capabilities, const std::function<bool(Case<T>&&)>& offer) {
+bool offer_simpler(const Case<T>& c, uint32_t capabilities, const std::function<bool(Case<T>&&)>& offer,
+                   const Domain& domain) {
   const auto accept = [&](Case<T>&& candidate) {
+    if (restrictions_broken(call_view(candidate.problem(), false, false), domain)) return false;
     candidate.mix = features(candidate);
     return offer(std::move(candidate));
   };
   const Shape& s = c.shape;
   // Ranges of every axis (members of every KV group among them), halves of each first, then quarters
   // of each... (delta debugging, level by level across the axes): a large case loses most of itself
-  // in a few trials, whichever axis is large, and a small one an index at a time.
+  // in a few trials, whichever axis is large, and a small one an index at a time. A square case
+  // loses queries and keys together too, and one with dk = dv columns of both widths, so that a
+  // domain that takes only those still shrinks.
   const int64_t kv = s.kv_heads(), group = s.H / kv;
   const std::pair<Axis, int64_t> axes[] = {{batch, s.B},  {group == 1 ? head : kv_group, group == 1 ? s.H : kv},
                                            {group_member, group > 1 ? group : 0},
-                                           {query, s.Tq}, {key, s.Tk},
-                                           {key_width, s.dk}, {value_width, s.dv}};
+                                           {query, s.Tq}, {key, s.Tk}, {position, s.Tq == s.Tk ? s.Tq : 0},
+                                           {key_width, s.dk}, {value_width, s.dv}, {head_width, s.dk == s.dv ? s.dk : 0}};
   for (int64_t parts = 2, widest = 1; widest >= 1; parts *= 2) {
     widest = 0;
     for (const auto& [axis, n] : axes) {
@@ -239,9 +249,11 @@ bool offer_simpler(const Case<T>& c, uint32_t capabilities, const std::function<
 }
 
 template <class T>
-std::vector<WithoutFeature<T>> without_each_feature(const Case<T>& c, uint32_t capabilities) {
+std::vector<WithoutFeature<T>> without_each_feature(const Case<T>& c, uint32_t capabilities, const Domain& domain) {
   std::vector<WithoutFeature<T>> without;
-  auto add = [&](const std::string& name, Case<T> r) { without.push_back({name, std::move(r)}); };
+  auto add = [&](const std::string& name, Case<T> r) {
+    if (!restrictions_broken(call_view(r.problem(), false, false), domain)) without.push_back({name, std::move(r)});
+  };
   auto changed = [&](auto change) {
     Case<T> r = c;
     change(r);
@@ -259,9 +271,9 @@ std::vector<WithoutFeature<T>> without_each_feature(const Case<T>& c, uint32_t c
   return without;
 }
 
-template std::vector<WithoutFeature<float>> without_each_feature(const Case<float>&, uint32_t);
-template std::vector<WithoutFeature<double>> without_each_feature(const Case<double>&, uint32_t);
-template bool offer_simpler(const Case<float>&, uint32_t, const std::function<bool(Case<float>&&)>&);
-template bool offer_simpler(const Case<double>&, uint32_t, const std::function<bool(Case<double>&&)>&);
+template std::vector<WithoutFeature<float>> without_each_feature(const Case<float>&, uint32_t, const Domain&);
+template std::vector<WithoutFeature<double>> without_each_feature(const Case<double>&, uint32_t, const Domain&);
+template bool offer_simpler(const Case<float>&, uint32_t, const std::function<bool(Case<float>&&)>&, const Domain&);
+template bool offer_simpler(const Case<double>&, uint32_t, const std::function<bool(Case<double>&&)>&, const Domain&);
 
 }  // namespace attncheck

@@ -92,22 +92,43 @@ int64_t ladder_length(Chooser& choose, int64_t limit) {
   return choose.below(3) == 2 && next > rung + 1 ? rung + 1 + int64_t(choose.below(uint64_t(next - rung - 1))) : rung;
 }
 
+// The most of a length the domain takes (its limit, else `most`).
+int64_t within(int64_t most, int64_t limit) { return limit > 0 ? std::min(most, limit) : most; }
+
+// dk and dv of `widths` (dv = dk under ATTNCHECK_ONLY_EQUAL_HEAD_DIMS, and one time in four anyway:
+// most real heads have it).
+void draw_widths(Chooser& choose, const Domain& domain, const std::vector<int64_t>& widths, Shape& s) {
+  s.dk = widths[choose.below(widths.size())];
+  s.dv = widths[choose.below(widths.size())];
+  if (choose.below(4) == 0 || domain.only(ATTNCHECK_ONLY_EQUAL_HEAD_DIMS)) s.dv = s.dk;
+}
+
 // A large shape: B and H 1 or 2 (within the limits); decoding (Tq 1 to 3) or a prefill (Tq from the ladder), Tk from
-// the ladder; widths from theirs, dk != dv as often as not; then within kLargeCaseWork.
+// the ladder (Tq itself for a square domain); widths from theirs that the domain takes, dk != dv as often as not;
+// then within kLargeCaseWork.
 void draw_large_shape(Chooser& choose, const CaseLimits& limits, Shape& s) {
+  const Domain& domain = limits.domain;
   const int64_t top_heads = std::max(limits.min_heads, std::min<int64_t>(2, limits.max_heads));
   s.B = 1 + int64_t(choose.below(uint64_t(std::min<int64_t>(2, limits.max_batch))));
   s.H = limits.min_heads + int64_t(choose.below(uint64_t(top_heads - limits.min_heads + 1)));
-  const bool decoding = choose.below(3) == 0;
-  s.Tq = std::max(limits.min_len, decoding ? 1 + int64_t(choose.below(3)) : ladder_length(choose, limits.ladder_len));
+  const bool decoding = choose.below(3) == 0 && !domain.square();
+  const int64_t most_q = within(limits.ladder_len, domain.limits.max_Tq);
+  s.Tq = std::max(limits.min_len, decoding ? 1 + int64_t(choose.below(3)) : ladder_length(choose, most_q));
   s.Tk = std::max(limits.min_len, ladder_length(choose, limits.ladder_len));
-  const uint64_t widths = rungs(kWidthLadder, limits.ladder_width);
-  s.dk = kWidthLadder[choose.below(widths)];
-  s.dv = kWidthLadder[choose.below(widths)];
+  if (domain.square()) s.Tk = s.Tq;
+  std::vector<int64_t> widths;
+  for (int64_t w : kWidthLadder)
+    if (w <= limits.ladder_width && domain.limits.takes_width(w)) widths.push_back(w);
+  draw_widths(choose, domain, widths.empty() ? drawable_widths(domain.limits, limits.ladder_width) : widths, s);
   auto work = [&] { return s.B * s.H * s.Tq * s.Tk * (s.dk + s.dv); };
+  auto shorter = [&](int64_t length) {
+    return std::max(limits.min_len, *(std::lower_bound(std::begin(kLengthLadder), std::end(kLengthLadder), length) - 1));
+  };
   for (int64_t* length : {&s.Tq, &s.Tk})
-    while (work() > kLargeCaseWork && *length > limits.min_len)
-      *length = std::max(limits.min_len, *(std::lower_bound(std::begin(kLengthLadder), std::end(kLengthLadder), *length) - 1));
+    while (work() > kLargeCaseWork && *length > limits.min_len) {
+      *length = shorter(*length);
+      if (domain.square()) s.Tq = s.Tk = *length;
+    }
 }
 
 // Extreme logits for the bias: the fp32 exp overflow edge, the common finite mask sentinels, -FLT_MAX.
@@ -165,8 +186,13 @@ void draw_kv_groups(Chooser& choose, Case<T>& c, const CaseLimits& limits, bool 
     c.k.resize(size_t(s.k_size()));  // the first head's keys and values serve both
     c.v.resize(size_t(s.v_size()));
   } else {
-    s.H_kv = 1 + int64_t(choose.below(3));
-    s.H = s.H_kv * (const int64_t[]){2, 3, 4, 6, 8, 12}[choose.below(6)];
+    // Within the domain's heads: the group sizes H_kv of them may have (none limits: every one).
+    const int64_t most = limits.domain.limits.max_H > 0 ? limits.domain.limits.max_H : 36;
+    s.H_kv = std::min<int64_t>(1 + int64_t(choose.below(3)), std::max<int64_t>(1, most / 2));
+    std::vector<int64_t> groups;
+    for (int64_t g : {2, 3, 4, 6, 8, 12})
+      if (s.H_kv * g <= most) groups.push_back(g);
+    s.H = s.H_kv * groups[choose.below(groups.size())];
     fill(choose, c.q, size_t(s.q_size()), qk_kind, false, c.format);
     fill(choose, c.k, size_t(s.k_size()), qk_kind, false, c.format);
     fill(choose, c.v, size_t(s.v_size()), v_kind, false, c.format);
@@ -183,6 +209,24 @@ void round_bias(Case<T>& c) {
 }
 
 }  // namespace
+
+CaseLimits clamped_to_domain(CaseLimits limits) {
+  const Limits& l = limits.domain.limits;
+  limits.max_batch = within(limits.max_batch, l.max_B);
+  limits.max_heads = within(limits.max_heads, l.max_H);
+  limits.min_heads = std::min(limits.min_heads, limits.max_heads);
+  limits.max_len = within(within(limits.max_len, l.max_Tq), limits.domain.square() ? l.max_Tk : 0);
+  limits.min_len = std::min(limits.min_len, limits.max_len);
+  limits.ladder_len = within(within(limits.ladder_len, l.max_Tq), l.max_Tk);
+  return limits;
+}
+
+std::vector<int64_t> drawable_widths(const Limits& l, int64_t most) {
+  std::vector<int64_t> widths = l.widths_up_to(most);
+  if (!widths.empty()) return widths;
+  if (!l.widths.empty()) return {*std::min_element(l.widths.begin(), l.widths.end())};
+  return {std::max<int64_t>(1, l.width_multiple)};
+}
 
 template <class T>
 Format draw_format(Chooser& choose, uint32_t can) {
@@ -223,7 +267,9 @@ Problem<T> Case<T>::problem() const {
 }
 
 template <class T>
-Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
+Case<T> draw_case(Chooser& choose, const CaseLimits& unclamped) {
+  const CaseLimits limits = clamped_to_domain(unclamped);
+  const Domain& domain = limits.domain;
   Case<T> c;
   Shape& s = c.shape;
   c.format = draw_format<T>(choose, limits.capabilities);
@@ -233,10 +279,12 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
   } else {
     s.B = 1 + int64_t(choose.below(uint64_t(limits.max_batch)));
     s.H = limits.min_heads + int64_t(choose.below(uint64_t(limits.max_heads - limits.min_heads + 1)));
+    const int64_t most_k = within(limits.max_len, domain.limits.max_Tk);
     s.Tq = limits.min_len + int64_t(choose.below(uint64_t(limits.max_len - limits.min_len + 1)));
-    s.Tk = limits.min_len + int64_t(choose.below(uint64_t(limits.max_len - limits.min_len + 1)));
-    s.dk = 1 + int64_t(choose.below(uint64_t(limits.max_width)));
-    s.dv = 1 + int64_t(choose.below(uint64_t(limits.max_width)));
+    s.Tk = limits.min_len + int64_t(choose.below(uint64_t(most_k - limits.min_len + 1)));
+    // Square one time in four (self-attention, most real calls), always for a square domain.
+    if ((choose.below(4) == 0 && s.Tq <= most_k) || domain.square()) s.Tk = s.Tq;
+    draw_widths(choose, domain, drawable_widths(domain.limits, limits.max_width), s);
   }
 
   const auto qk_kind = Values(choose.below(5)), v_kind = Values(choose.below(5));
@@ -250,12 +298,19 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
   fill(choose, c.v, size_t(s.v_size()), v_kind, large, c.format);
 #endif
   c.mix = std::string(large ? "large, " : "") + "qk " + kValueNames[int(qk_kind)] + ", v " + kValueNames[int(v_kind)];
+  const size_t values_mix = c.mix.size();
 
   const uint32_t can = limits.capabilities;
-  if (can & ATTNCHECK_CAP_CAUSAL) c.causal = Causal(choose.below(3));
+  if (can & ATTNCHECK_CAP_CAUSAL) {  // the modes the domain takes, none first (it shrinks away)
+    std::vector<Causal> modes;
+    for (Causal mode : {Causal::none, Causal::upper_left, Causal::lower_right})
+      if (domain.takes(mode)) modes.push_back(mode);
+    c.causal = modes[choose.below(modes.size())];
+  }
+  const bool explicit_scale = choose.below(4) == 0 && !domain.only(ATTNCHECK_ONLY_DEFAULT_SCALE);
   if (large) {
     draw_large_masks(choose, c, can);
-    if (choose.below(4) == 0) c.scale = double(value<T>(choose, Values::normal));
+    if (explicit_scale) c.scale = double(value<T>(choose, Values::normal));
     draw_kv_groups(choose, c, limits, true, qk_kind, v_kind);
     round_bias(c);
     return c;
@@ -289,7 +344,7 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
       mixed(c, ATTNCHECK_CAP_BIAS);
     }
   }
-  if (choose.below(4) == 0) c.scale = double(value<T>(choose, Values::normal));
+  if (explicit_scale) c.scale = double(value<T>(choose, Values::normal));
   if (!limits.abi_only && choose.below(4) == 0) c.empty_rows = EmptyRows::nan;
   // Features beyond ABI v1 take choice 0 for "absent", so that they shrink away.
   if ((can & ATTNCHECK_CAP_WINDOW) && choose.below(4) == 3) {  // a window: 0, 1, small, past the length, one side only
@@ -297,6 +352,15 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& limits) {
     c.window_left = side();
     c.window_right = side();
     mixed(c, ATTNCHECK_CAP_WINDOW);
+    if (choose.below(2) == 1) {  // half the time the window alone, as sliding-window models use it
+      c.allow.clear();
+      c.key_lengths.clear();
+      c.bias.clear();
+      if (domain.causal_optional()) c.causal = Causal::none;
+      c.mix.resize(values_mix);
+      if (s.kv_heads() != s.H) mixed(c, ATTNCHECK_CAP_GQA);
+      c.mix += ", window alone";
+    }
   }
   if ((can & ATTNCHECK_CAP_SOFTCAP) && choose.below(4) == 3) {  // caps that bite (1 to 5) and Gemma 2's (30, 50)
     c.softcap = (const double[]){1, 2, 5, 30, 50}[choose.below(5)];

@@ -176,7 +176,8 @@ attncheck_mha_v2 layer_of(const Request& request, Data data) {
     _exit(0);
   }
   send_mode(answers);
-  const Hello hello{kVersion, uint32_t(plugin.version), plugin.capabilities};
+  const Hello hello{kVersion, uint32_t(plugin.version), plugin.capabilities, plugin.domain.restrictions,
+                    limits_to_abi(plugin.domain.limits)};
   if (!write_frame(answers, kHello, &hello, sizeof hello)) _exit(0);
 
   struct sigaction action {};
@@ -467,11 +468,12 @@ std::optional<Outcome> IsolatedKernel::receive(const char* during, double deadli
     mode_ = mode;
     return std::nullopt;
   }
-  if (frame.tag == kFail) {
-    if (frame.length > kLongestFail) return broken("a FAIL frame of at most 65536 bytes");
+  if (frame.tag == kFail || (frame.tag == kNotTaken && !hello)) {
+    if (frame.length > kLongestFail) return broken("a " + std::string(frame.tag.name, 4) + " frame of at most 65536 bytes");
     std::string text(frame.length, '\0');
     if (auto end = payload(text.data(), text.size())) return end;
     text = printable(text, kShownFail);
+    if (frame.tag == kNotTaken) return Outcome{Outcome::not_taken, 0, text};
     if (hello) {
       stop();
       return Outcome{Outcome::refused, 0, text};
@@ -480,10 +482,16 @@ std::optional<Outcome> IsolatedKernel::receive(const char* during, double deadli
   }
   if (hello) {
     if (!(frame.tag == kHello)) return broken(command_ ? "expected HELO (or FAIL)" : "expected HELO (or FAIL, MODE)");
-    if (auto end = payload(hello, sizeof *hello)) return end;
+    // 12 bytes, or 108 with the domain (a HELO from before restrictions takes every problem).
+    *hello = Hello{};
+    if (frame.length != kHelloWithoutDomain && frame.length != sizeof *hello)
+      return broken("a HELO frame of 12 or " + std::to_string(sizeof *hello) + " bytes");
+    if (auto end = payload(hello, frame.length)) return end;
     if (hello->protocol != kVersion)
       return broken("it speaks protocol version " + std::to_string(hello->protocol) + ", this checker " + std::to_string(kVersion));
     if (hello->abi != 1 && hello->abi != 2) return broken("its HELO names ABI " + std::to_string(hello->abi) + ", not 1 or 2");
+    const Domain domain{hello->restrictions, limits_from_abi(hello->limits)};
+    if (const std::string why = domain_error(domain); !why.empty()) return broken("its HELO declares " + why);
     return Outcome{};
   }
   const Request& headers = *static_cast<const Request*>(request);
@@ -568,6 +576,7 @@ void IsolatedKernel::start() {
   }
   version_ = int32_t(hello.abi);
   capabilities_ = hello.capabilities;
+  domain_ = {hello.restrictions, limits_from_abi(hello.limits)};
 }
 
 Outcome IsolatedKernel::hung(const char* during) {
@@ -697,7 +706,7 @@ Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out, std::vector<T
     throw std::logic_error("a case whose tensors do not fit its shape");
   const Problem<T> problem = c.problem();
   const bool want_keep = keep && c.dropout_p > 0;
-  require_claimed(call_view(problem, lse != nullptr, false, want_keep), capabilities_);  // a v1 plugin's: what ABI v1 carries
+  require_sendable(call_view(problem, lse != nullptr, false, want_keep), capabilities_, domain_);  // a v1 plugin's: what ABI v1 carries
   out.resize(size_t(s.out_size()));
   if (lse) lse->resize(size_t(s.lse_size()));
   if (keep) keep->assign(want_keep ? size_t(s.scores_size()) : 0, kUnwrittenKeep);
@@ -718,7 +727,7 @@ Outcome IsolatedKernel::run_backward(const Case<T>& c, const Grads<T>& grads) {
   // and dv [B,H_kv,Tk,dv] out.
   if (child_ < 0) start();
   const Problem<T> problem = c.problem();
-  require_claimed(call_view(problem, false, true), capabilities_);
+  require_sendable(call_view(problem, false, true), capabilities_, domain_);
   NarrowBuffers narrow;
   NarrowGrads narrow_grads;
   attncheck_problem_v2 forward;
@@ -740,7 +749,7 @@ Outcome IsolatedKernel::run_layer(const LayerCase<T>& c, std::vector<T>& out, st
   if (child_ < 0) start();
   const Layer<T> layer = c.layer();
   const Shape& h = c.shape.heads;
-  require_claimed(layer_call_view(layer, weights != nullptr), capabilities_);
+  require_sendable(layer_call_view(layer, weights != nullptr), capabilities_, domain_);
   out.resize(size_t(c.shape.out_size()));
   if (weights) weights->resize(size_t(h.scores_size()));
   NarrowLayer narrow;

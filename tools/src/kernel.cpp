@@ -18,6 +18,7 @@ namespace attncheck {
 CaseLimits Kernel::limits(CaseLimits base) const {
   base.abi_only |= !full_contract;
   if (!full_contract) base.capabilities &= plugin.capabilities;
+  base.domain = plugin.domain;
   return base;
 }
 
@@ -61,7 +62,7 @@ int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out, 
   T* lse_data = lse ? lse->data() : nullptr;
   uint8_t* keep_data = want_keep ? keep->data() : nullptr;
   const Problem<T> problem = c.problem();
-  require_claimed(call_view(problem, lse != nullptr, false, want_keep), kernel.claimed());
+  require_sendable(call_view(problem, lse != nullptr, false, want_keep), kernel.claimed(), kernel.domain());
   if (kernel.full_contract) {
     attention(problem, Result<T>{out.data(), nullptr, lse_data, keep_data});
     return 0;
@@ -86,7 +87,7 @@ int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out, 
 template <class T>
 int32_t run_kernel_backward(const Kernel& kernel, const Case<T>& c, const Grads<T>& grads) {
   const Problem<T> problem = c.problem();
-  require_claimed(call_view(problem, false, true), kernel.claimed());
+  require_sendable(call_view(problem, false, true), kernel.claimed(), kernel.domain());
   if (kernel.full_contract) {
     attention_backward(problem, grads);
     return 0;
@@ -113,7 +114,7 @@ int32_t run_kernel_layer(const Kernel& kernel, const LayerCase<T>& c, std::vecto
   out.assign(size_t(c.shape.out_size()), std::numeric_limits<T>::quiet_NaN());  // unwritten outputs fail
   if (weights) weights->assign(size_t(h.scores_size()), std::numeric_limits<T>::quiet_NaN());
   T* weights_data = weights ? weights->data() : nullptr;
-  require_claimed(layer_call_view(layer, weights != nullptr), kernel.claimed());
+  require_sendable(layer_call_view(layer, weights != nullptr), kernel.claimed(), kernel.domain());
   if (kernel.full_contract) {
     mha_forward(layer, LayerResult<T>{out.data(), weights_data});
     return 0;

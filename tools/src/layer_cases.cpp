@@ -48,15 +48,17 @@ std::vector<T> normal(Chooser& choose, int64_t n, double scale, Format format) {
   return x;
 }
 
-// B, H, H_kv, Tq, Tk, dk, dv and D; self-attention or not.
+// B, H, H_kv, Tq, Tk, dk, dv and D; self-attention or not; all within the domain.
 template <class T>
 void draw_shape(Chooser& choose, const CaseLimits& limits, LayerCase<T>& c) {
   Shape& s = c.shape.heads;
+  const Domain& domain = limits.domain;
   const uint32_t can = limits.capabilities;
-  s.B = 1 + int64_t(choose.below(2));
+  s.B = std::min<int64_t>(1 + int64_t(choose.below(2)), limits.max_batch);
   // Up to 4 heads whatever the attention's max_heads, 4 before 3: 4 heads in 2 KV groups is the
   // smallest shape where a group read as h % H_kv differs from h / (H / H_kv).
-  s.H = std::max<int64_t>(limits.min_heads, (const int64_t[]){1, 2, 4, 3}[choose.below(4)]);
+  const int64_t most_heads = domain.limits.max_H > 0 ? domain.limits.max_H : 4;
+  s.H = std::min(most_heads, std::max<int64_t>(limits.min_heads, (const int64_t[]){1, 2, 4, 3}[choose.below(4)]));
   s.H_kv = s.H;
   if ((can & ATTNCHECK_CAP_GQA) && s.H > 1 && choose.below(2) == 1) {
     std::vector<int64_t> groups;  // the KV head counts below H that divide it, largest first
@@ -64,24 +66,27 @@ void draw_shape(Chooser& choose, const CaseLimits& limits, LayerCase<T>& c) {
       if (s.H % g == 0) groups.push_back(g);
     s.H_kv = groups[choose.below(groups.size())];
   }
-  const int64_t max_len = std::min<int64_t>(limits.max_len, 8);
-  c.self_attention = choose.below(3) != 0;
+  const int64_t max_len = std::min<int64_t>(std::min<int64_t>(limits.max_len, 8), domain.limits.max_Tk > 0 ? domain.limits.max_Tk : 8);
+  c.self_attention = choose.below(3) != 0 || domain.only(ATTNCHECK_ONLY_SELF_ATTENTION);
   s.Tq = std::max<int64_t>(limits.min_len, 1 + int64_t(choose.below(uint64_t(max_len))));
-  s.Tk = c.self_attention ? s.Tq : std::max<int64_t>(limits.min_len, 1 + int64_t(choose.below(uint64_t(max_len))));
-  if (choose.below(3) != 0) {  // D = H dk, dk = dv: the usual layer
-    s.dk = s.dv = 1 + int64_t(choose.below(4));
-    c.shape.D = s.H * s.dk;
-  } else {
-    s.dk = 1 + int64_t(choose.below(6));
-    s.dv = 1 + int64_t(choose.below(6));
-    c.shape.D = 1 + int64_t(choose.below(12));
-  }
+  s.Tk = std::max<int64_t>(limits.min_len, 1 + int64_t(choose.below(uint64_t(max_len))));
+  if (c.self_attention || domain.square()) s.Tk = s.Tq;
+  // D = H dk, dk = dv: the usual layer (nn.MultiheadAttention's, and the only one under
+  // ATTNCHECK_ONLY_LAYER_HEAD_WIDTH); else any widths and D.
+  const bool usual = choose.below(3) != 0 || domain.only(ATTNCHECK_ONLY_LAYER_HEAD_WIDTH);
+  const std::vector<int64_t> widths = drawable_widths(domain.limits, usual ? 4 : 6);
+  s.dk = widths[choose.below(widths.size())];
+  s.dv = widths[choose.below(widths.size())];
+  if (usual || domain.only(ATTNCHECK_ONLY_EQUAL_HEAD_DIMS)) s.dv = s.dk;
+  c.shape.D = usual ? s.H * s.dk : 1 + int64_t(choose.below(12));
 }
 
-// The masks the kernel claims, each absent at choice 0.
+// The masks the kernel claims, each absent at choice 0 (causal always, for a causal-only domain).
 template <class T>
-void draw_masks(Chooser& choose, uint32_t can, LayerCase<T>& c) {
+void draw_masks(Chooser& choose, const CaseLimits& limits, LayerCase<T>& c) {
   const Shape& s = c.shape.heads;
+  const uint32_t can = limits.capabilities;
+  const Domain& domain = limits.domain;
   if ((can & ATTNCHECK_CAP_ALLOW) && choose.below(3) == 1) {
     const uint64_t quarters = 1 + choose.below(4);
     c.allow.resize(size_t(s.allow_size()));
@@ -93,8 +98,9 @@ void draw_masks(Chooser& choose, uint32_t can, LayerCase<T>& c) {
     for (int32_t& length : c.key_lengths) length = int32_t(choose.below(uint64_t(s.Tk) + 1));
     c.mix += ", key lengths";
   }
-  if ((can & ATTNCHECK_CAP_CAUSAL) && choose.below(3) == 1) {
+  if ((can & ATTNCHECK_CAP_CAUSAL) && (choose.below(3) == 1 || !domain.causal_optional())) {
     c.causal = choose.below(2) == 1 ? Causal::upper_left : Causal::lower_right;
+    if (!domain.takes(c.causal)) c.causal = c.causal == Causal::upper_left ? Causal::lower_right : Causal::upper_left;
     c.mix += ", causal";
   }
   if ((can & ATTNCHECK_CAP_WINDOW) && choose.below(4) == 1) {
@@ -107,10 +113,11 @@ void draw_masks(Chooser& choose, uint32_t can, LayerCase<T>& c) {
 }  // namespace
 
 template <class T>
-LayerCase<T> draw_layer_case(Chooser& choose, const CaseLimits& limits) {
+LayerCase<T> draw_layer_case(Chooser& choose, const CaseLimits& unclamped) {
   LayerCase<T> c;
-  const uint32_t can = limits.capabilities;
+  const uint32_t can = unclamped.capabilities;
   c.format = draw_format<T>(choose, can);
+  const CaseLimits limits = clamped_to_domain(unclamped);
   draw_shape(choose, limits, c);
   const LayerShape& s = c.shape;
   const Shape& h = s.heads;
@@ -122,8 +129,9 @@ LayerCase<T> draw_layer_case(Chooser& choose, const CaseLimits& limits) {
   c.w_k = normal<T>(choose, s.D * s.k_width(), w_scale, c.format);
   c.w_v = normal<T>(choose, s.D * s.v_width(), 1 / std::sqrt(double(s.D)), c.format);
   c.w_o = normal<T>(choose, s.merged_width() * s.D, 1 / std::sqrt(double(s.merged_width())), c.format);
-  // Biases: none (D2L), all four (nn.MultiheadAttention's bias=True), or each by a coin.
-  const uint64_t biases = choose.below(3);
+  // Biases: none (D2L), all four (nn.MultiheadAttention's bias=True), or each by a coin (not where
+  // the domain takes all or none).
+  const uint64_t biases = choose.below(limits.domain.only(ATTNCHECK_ONLY_LAYER_HEAD_WIDTH) ? 2 : 3);
   auto bias = [&](std::vector<T>& b, int64_t n) {
     if (biases == 1 || (biases == 2 && choose.below(2) == 1)) b = normal<T>(choose, n, 1, c.format);
   };
@@ -134,8 +142,8 @@ LayerCase<T> draw_layer_case(Chooser& choose, const CaseLimits& limits) {
   c.mix = c.self_attention ? "self-attention" : "cross-attention";
   c.mix += biases == 0 ? ", bias-free" : biases == 1 ? ", biases" : ", some biases";
   if (h.kv_heads() != h.H) c.mix += ", grouped KV heads";
-  draw_masks(choose, can, c);
-  if (choose.below(5) == 4) c.scale = 0.5;
+  draw_masks(choose, limits, c);
+  if (choose.below(5) == 4 && !limits.domain.only(ATTNCHECK_ONLY_DEFAULT_SCALE)) c.scale = 0.5;
   return c;
 }
 

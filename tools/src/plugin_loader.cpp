@@ -8,6 +8,28 @@
 #include <stdexcept>
 
 namespace attncheck {
+namespace {
+
+// The restrictions and limits a library exports, if any; a domain it cannot keep is a load error.
+Domain exported_domain(void* handle, const std::string& which) {
+  Domain domain;
+  auto restrictions = reinterpret_cast<uint32_t (*)()>(dlsym(handle, "attncheck_restrictions"));
+  if (!restrictions) return domain;
+  domain.restrictions = restrictions();
+  if (domain.only(ATTNCHECK_ONLY_WITHIN_LIMITS)) {
+    auto limits = reinterpret_cast<void (*)(attncheck_limits*)>(dlsym(handle, "attncheck_limits_v2"));
+    if (!limits) throw std::runtime_error(which + ": restricts itself to ATTNCHECK_ONLY_WITHIN_LIMITS without attncheck_limits_v2");
+    attncheck_limits given{};
+    given.size = int32_t(sizeof given);
+    limits(&given);
+    domain.limits = limits_from_abi(given);
+  }
+  if (const std::string why = domain_error(domain); !why.empty())
+    throw std::runtime_error(which + ": attncheck_restrictions declares " + why);
+  return domain;
+}
+
+}  // namespace
 
 Plugin load_plugin(const std::string& which) {
   if (which == "builtin")
@@ -28,6 +50,7 @@ Plugin load_plugin(const std::string& which) {
     plugin.forward_f64 = reinterpret_cast<decltype(plugin.forward_f64)>(dlsym(handle, "attncheck_forward_f64"));
     if (!plugin.forward_f32) throw std::runtime_error(which + ": no attncheck_forward_f32 symbol (it is required)");
     plugin.capabilities = kAbiV1Capabilities | (plugin.forward_f64 ? uint32_t(ATTNCHECK_CAP_F64) : 0u);
+    plugin.domain = exported_domain(handle, which);
     return plugin;
   }
   if (plugin.version == ATTNCHECK_ABI_VERSION_2) {
@@ -46,6 +69,7 @@ Plugin load_plugin(const std::string& which) {
       throw std::runtime_error(which + ": claims ATTNCHECK_CAP_BACKWARD without attncheck_backward_v2");
     if (!(plugin.capabilities & (ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16)))
       throw std::runtime_error(which + ": claims no format (f32, f64, f16 or bf16)");
+    plugin.domain = exported_domain(handle, which);
     return plugin;
   }
   throw std::runtime_error(which + ": ABI version " + std::to_string(plugin.version) +

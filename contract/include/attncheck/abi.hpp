@@ -128,6 +128,10 @@ CallView layer_call_view(const Layer<T>& layer, bool weights) {
   call.masks = layer.masks;
   call.layer = true;
   call.layer_weights = weights;
+  call.scale = layer.scale;
+  call.D = layer.shape.D;
+  call.self_attention = layer.x_kv == layer.x_q;
+  call.biases = (layer.b_q != nullptr) + (layer.b_k != nullptr) + (layer.b_v != nullptr) + (layer.b_o != nullptr);
   return call;
 }
 

@@ -45,12 +45,20 @@ struct CallView {
   bool keep = false;  // the dropout keep mask asked for
   bool layer = false;          // a multi-head layer call (attncheck_mha_forward_v2)
   bool layer_weights = false;  // and each head's weights asked
+  // What the restrictions read (domain.hpp): the scale (0: the default), and of a layer call its
+  // model width, whether x_kv is x_q and how many of its four biases it has.
+  double scale = 0;
+  int64_t D = 0;
+  bool self_attention = false;
+  int biases = 0;
 };
 
 template <class T>
 CallView call_view(const Problem<T>& problem, bool lse, bool backward, bool keep = false) {
-  return {problem.format, problem.shape, problem.masks, problem.bias != nullptr, problem.softcap, lse && !backward, backward,
-          problem.dropout_p, keep && problem.dropout_p > 0};
+  CallView call{problem.format, problem.shape, problem.masks, problem.bias != nullptr, problem.softcap, lse && !backward,
+                backward, problem.dropout_p, keep && problem.dropout_p > 0};
+  call.scale = problem.scale;
+  return call;
 }
 
 struct Feature {

@@ -114,6 +114,30 @@ typedef struct attncheck_mha_v2 {
 } attncheck_mha_v2;
 int32_t attncheck_mha_forward_v2(const attncheck_mha_v2 *m);   /* with ATTNCHECK_CAP_MHA; 0 = ok */
 
+/* ---- Restrictions: a kernel that takes less than its claims say (causal self-attention only, the
+ * default scale only, some head widths) says so with the optional export attncheck_restrictions,
+ * these bits, and is sent only problems inside them; a refusal inside them is still a finding. With
+ * ATTNCHECK_ONLY_WITHIN_LIMITS it exports attncheck_limits_v2 too. Any ABI version may export them. */
+enum {                                        /* bits of attncheck_restrictions() */
+  ATTNCHECK_ONLY_CAUSAL = 1u << 0,            /* every call causal; with neither alignment below, Tq = Tk */
+  ATTNCHECK_ONLY_LOWER_RIGHT = 1u << 1,       /* a causal call is lower-right (causal 2), never upper-left */
+  ATTNCHECK_ONLY_UPPER_LEFT = 1u << 2,        /* a causal call is upper-left (causal 1), never lower-right */
+  ATTNCHECK_ONLY_SQUARE = 1u << 3,            /* Tq = Tk */
+  ATTNCHECK_ONLY_SELF_ATTENTION = 1u << 4,    /* a layer call's keys and values come from x_q (x_kv is x_q) */
+  ATTNCHECK_ONLY_DEFAULT_SCALE = 1u << 5,     /* scale 0: 1/sqrt(d_k) */
+  ATTNCHECK_ONLY_EQUAL_HEAD_DIMS = 1u << 6,   /* d_k = d_v */
+  ATTNCHECK_ONLY_LAYER_HEAD_WIDTH = 1u << 7,  /* a layer call has d_k = d_v = D / H and its four biases all or none */
+  ATTNCHECK_ONLY_WITHIN_LIMITS = 1u << 8      /* the shapes attncheck_limits_v2 gives */
+};
+uint32_t attncheck_restrictions(void);
+typedef struct attncheck_limits {
+  int32_t size;                                          /* sizeof(attncheck_limits) as the checker was built */
+  int32_t max_batch, max_heads, max_q_len, max_kv_len;   /* the largest B, H, Tq, Tk; 0 = no limit */
+  int32_t head_dim_multiple, max_head_dim;               /* d_k and d_v are multiples of this and at most that; 0 = any */
+  int32_t head_dims[16];                                 /* or one of these widths: 0 ends the list (an empty list: any) */
+} attncheck_limits;
+void attncheck_limits_v2(attncheck_limits *limits);      /* fills what it limits, leaves the rest 0 */
+
 #ifdef __cplusplus
 }
 #endif

@@ -62,6 +62,9 @@ class Checker {
   // Whether the implementation takes a feature (ABI v2's capability bits), for cases a property
   // changes itself: an allow mask it adds, key lengths it sets.
   bool claims(uint32_t capability) const { return limits({}).capabilities & capability; }
+  // What it takes within its claims (domain.hpp): its restrictions and limits, for cases a property
+  // builds or changes itself (a causal mode it sets, a shape it makes).
+  Domain domain() const { return limits({}).domain; }
   // The policies the implementation is checked under (policies.hpp), for cases a property builds
   // itself: follow_policies sets a case's empty-row ones.
   virtual Policies policies() const { return {}; }

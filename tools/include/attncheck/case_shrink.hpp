@@ -20,23 +20,24 @@ namespace attncheck {
 // whether one was accepted (c is not touched after that). Every neighbour is smaller or plainer
 // than c: never a larger shape, never a value farther from 0 but a plain one (+-0.5, 1, 2, 3) in
 // place of one below 1 in magnitude. A neighbour uses no feature outside
-// `capabilities` (ABI v2's bits) that c does not.
+// `capabilities` (ABI v2's bits) that c does not, and stays inside `domain`.
 template <class T>
-bool offer_simpler(const Case<T>& c, uint32_t capabilities, const std::function<bool(Case<T>&&)>& accept);
+bool offer_simpler(const Case<T>& c, uint32_t capabilities, const std::function<bool(Case<T>&&)>& accept,
+                   const Domain& domain = {});
 
 // c without each of its features in turn, for saying which ones a finding needs ("fails only with:
 // grouped KV heads"): the same problem where it can be rewritten (grouped KV heads repeated into
 // full heads; a causal mode, a window or key lengths folded into the allow mask, when
 // `capabilities` take one; a 2-byte format read as f32, which holds its values, when they take f32),
 // else the feature dropped (a soft-cap, a bias, an explicit scale). Each with the name reports give
-// what it removed: the feature table's, or "explicit scale".
+// what it removed: the feature table's, or "explicit scale". One that leaves `domain` is not tried.
 template <class T>
 struct WithoutFeature {
   std::string name;
   Case<T> c;
 };
 template <class T>
-std::vector<WithoutFeature<T>> without_each_feature(const Case<T>& c, uint32_t capabilities);
+std::vector<WithoutFeature<T>> without_each_feature(const Case<T>& c, uint32_t capabilities, const Domain& domain = {});
 
 // The case's size as shrinking measures it: B H Tq Tk (dk + dv).
 template <class T>

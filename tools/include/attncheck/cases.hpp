@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "attncheck/contract.hpp"
+#include "attncheck/domain.hpp"
 #include "attncheck/plugin.h"
 
 namespace attncheck {
@@ -42,6 +43,9 @@ struct CaseLimits {
   // What the cases may use, in ABI v2's capability bits (plugin.h): an allow mask, causal masks, key
   // lengths, a window, a soft-cap, a bias; all of them unless a plugin's capabilities say less.
   uint32_t capabilities = ~0u;
+  // And within what the kernel takes of them (domain.hpp): every case drawn is inside it by
+  // construction, the shapes above clamped to its limits.
+  Domain domain;
   // The size ladder: when ladder_len > 0, one case in three is large, Tq and Tk from kLengthLadder
   // up to ladder_len (or between two rungs), dk and dv from kWidthLadder up to ladder_width.
   // Off unless the runner asks (the campaign does); a property whose check costs more than a few
@@ -84,6 +88,13 @@ struct Case {
 
 template <class T>
 Case<T> draw_case(Chooser& choose, const CaseLimits& limits = {});
+
+// `limits` with its shapes clamped to its domain's limits (a property's least heads or length too).
+CaseLimits clamped_to_domain(CaseLimits limits);
+
+// The head widths a case may have up to `most`: those `limits` take, or the smallest they take when
+// none is that narrow (head widths 64 and 128 only: 64).
+std::vector<int64_t> drawable_widths(const Limits& limits, int64_t most);
 
 // The format of a case: for float, one of f32, f16 and bf16 that the capabilities claim (choice 0
 // the first, so that float32 is the simplest; no choice when only one is claimed, so that a kernel

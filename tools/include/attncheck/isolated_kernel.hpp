@@ -28,9 +28,11 @@ namespace attncheck {
 
 // What became of one call.
 struct Outcome {
-  enum Kind { ok, refused, crashed, hung, exited, stray_write, raised, broke_protocol } kind = ok;
+  // not_taken: a command's NTKN (the Python client's NotExpressible): no finding, and counted.
+  enum Kind { ok, refused, crashed, hung, exited, stray_write, raised, broke_protocol, not_taken } kind = ok;
   int32_t status = 0;  // the plugin's return (refused), the signal (crashed), the exit status (exited)
-  // raised: a command's FAIL (a Python exception); broke_protocol: bytes that are not the protocol's.
+  // raised: a command's FAIL (a Python exception); broke_protocol: bytes that are not the protocol's;
+  // not_taken: its reason.
   std::string detail;  // one line a person can read
 };
 
@@ -51,6 +53,8 @@ class IsolatedKernel {
   int32_t version() const { return version_; }
   uint32_t capabilities() const { return capabilities_; }
   bool has_f64() const { return capabilities_ & ATTNCHECK_CAP_F64; }
+  // What it takes within its claims: its restrictions and limits (domain.hpp), as its HELO said them.
+  const Domain& domain() const { return domain_; }
   // The first change the library made to the process's floating-point mode, as it loaded or in a
   // call, as a one-line finding; empty when it left the mode alone.
   const std::string& fp_mode_finding() const { return fp_mode_finding_; }
@@ -111,6 +115,7 @@ class IsolatedKernel {
   int to_child_ = -1, from_child_ = -1;
   int32_t version_ = 0;
   uint32_t capabilities_ = 0;
+  Domain domain_;
   FpMode mode_;  // the child's floating-point mode as last reported
   std::string fp_mode_finding_;
 };

@@ -28,6 +28,8 @@ struct Kernel {
   CaseLimits limits(CaseLimits base = {}) const;
   // What it claims, ABI v2's bits: the built-in one, everything.
   uint32_t claimed() const;
+  // What it takes within its claims (domain.hpp): the plugin's restrictions and limits.
+  const Domain& domain() const { return plugin.domain; }
   // Whether it returns the log-sum-exp: the built-in one, or a plugin claiming ATTNCHECK_CAP_LSE.
   bool has_lse() const { return claimed() & ATTNCHECK_CAP_LSE; }
   // Whether it has a backward: the built-in one, or a plugin claiming ATTNCHECK_CAP_BACKWARD.

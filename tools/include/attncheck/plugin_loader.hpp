@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "attncheck/domain.hpp"
 #include "attncheck/plugin.h"
 
 namespace attncheck {
@@ -23,14 +24,16 @@ struct Plugin {
   int32_t (*forward_v2)(const attncheck_problem_v2*) = nullptr;
   int32_t (*backward_v2)(const attncheck_grads_v2*) = nullptr;  // with ATTNCHECK_CAP_BACKWARD
   int32_t (*mha_v2)(const attncheck_mha_v2*) = nullptr;         // with ATTNCHECK_CAP_MHA
+  Domain domain;  // its restrictions and limits (attncheck_restrictions, attncheck_limits_v2), when it exports them
   bool has_f64() const { return capabilities & ATTNCHECK_CAP_F64; }
 };
 
 // "builtin" gives the built-in implementation linked into this program (through ABI v2); anything
 // else is a shared library's path, opened with dlopen: attncheck_abi_version() 1 with
 // attncheck_forward_f32, or 2 with attncheck_capabilities and attncheck_forward_v2 (or, claiming
-// ATTNCHECK_CAP_MHA, attncheck_mha_forward_v2 alone: its capabilities then carry kLayerOnly). Throws
-// std::runtime_error with a one-line reason otherwise.
+// ATTNCHECK_CAP_MHA, attncheck_mha_forward_v2 alone: its capabilities then carry kLayerOnly), and
+// either may export attncheck_restrictions (and with ATTNCHECK_ONLY_WITHIN_LIMITS attncheck_limits_v2).
+// Throws std::runtime_error with a one-line reason otherwise.
 Plugin load_plugin(const std::string& which);
 
 // The entry point a call of the given precision goes through, for reports: attncheck_forward_f32,

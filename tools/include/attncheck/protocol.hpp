@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "attncheck/domain.hpp"
 #include "attncheck/features.hpp"
 
 namespace attncheck::protocol {
@@ -18,14 +19,16 @@ static_assert(std::endian::native == std::endian::little, "the protocol's number
 constexpr uint32_t kVersion = 1;
 
 // The frames. Child to checker: HELO first (or FAIL: it cannot start), then for each PROB one RSLT,
-// or FAIL (the call raised). The plugin host alone also sends MODE (its floating-point mode),
+// or FAIL (the call raised), or NTKN (the library's API cannot express this problem, which no
+// restriction states: the Python client's NotExpressible; counted, never a finding). The plugin host alone also sends MODE (its floating-point mode),
 // STRY (a stray write seen by canaries) and FALT (a fault, from its signal handler).
 struct Tag {
   char name[4];
   bool operator==(const Tag&) const = default;
 };
 constexpr Tag kHello{{'H', 'E', 'L', 'O'}}, kProblem{{'P', 'R', 'O', 'B'}}, kResult{{'R', 'S', 'L', 'T'}},
-    kFail{{'F', 'A', 'I', 'L'}}, kMode{{'M', 'O', 'D', 'E'}}, kStray{{'S', 'T', 'R', 'Y'}}, kFault{{'F', 'A', 'L', 'T'}};
+    kFail{{'F', 'A', 'I', 'L'}}, kMode{{'M', 'O', 'D', 'E'}}, kStray{{'S', 'T', 'R', 'Y'}}, kFault{{'F', 'A', 'L', 'T'}},
+    kNotTaken{{'N', 'T', 'K', 'N'}};
 
 struct FrameHeader {
   Tag tag;
@@ -37,8 +40,12 @@ struct Hello {
   uint32_t protocol;      // kVersion
   uint32_t abi;           // the ABI whose view of a problem the implementation takes: 1 or 2
   uint32_t capabilities;  // ABI v2's ATTNCHECK_CAP_* bits
+  // Appended: a HELO of the first 12 bytes alone takes every problem its claims allow.
+  uint32_t restrictions;    // plugin.h's ATTNCHECK_ONLY_* bits (domain.hpp)
+  attncheck_limits limits;  // with ATTNCHECK_ONLY_WITHIN_LIMITS
 };
-static_assert(sizeof(Hello) == 12);
+inline constexpr size_t kHelloWithoutDomain = 12;
+static_assert(offsetof(Hello, restrictions) == kHelloWithoutDomain && sizeof(Hello) == 108, "the layout docs/protocol.md gives");
 
 // The tensors a call carries, in the order they follow a PROB (those it reads) and a RSLT (those
 // it writes).
