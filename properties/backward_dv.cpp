@@ -20,10 +20,8 @@ ATTNCHECK_PROPERTY(BackwardDvIsTheWeightedSumOfDout, .order = 125, .catches = "c
   const GradReference<float> gradients = reference_backward(c.problem(), dout.data());
   const Checker::Gradients<float> g = check.gradients(c, gradients, dout);
 
-  // The forward's weights [B,H,Tq,Tk], and their bound, through V = I.
-  const Case<float> identity = with_identity_values(c);
-  const std::vector<float> weights = check.run(identity);
-  const Reference weight_bound = reference(identity.problem());
+  // The forward's weights [B,H,Tq,Tk], and their bound, through V = I (or its blocks).
+  const ReadWeights read = read_weights(check, c);
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.H; h += s.H / s.kv_heads())  // the first query head of each KV head
       for (int64_t j = 0; j < s.Tk; ++j)
@@ -35,11 +33,11 @@ ATTNCHECK_PROPERTY(BackwardDvIsTheWeightedSumOfDout, .order = 125, .catches = "c
           bool checkable = true;
           for (int64_t member = h; member < h + s.H / s.kv_heads(); ++member)
             for (int64_t i = 0; i < s.Tq; ++i) {
-              const size_t w = size_t(identity.shape.out_at(b, member, i) + j);
+              const size_t w = size_t(s.scores_at(b, member, i) + j);
               const double d = double(dout[size_t(s.out_at(b, member, i) + col)]);
-              checkable &= std::isfinite(weight_bound.out.bound[w]) && std::isfinite(weights[w]);
-              sum += (long double)weights[w] * d;
-              slack += (weight_bound.out.bound[w] + 0x1p-60 * std::fabs(weights[w])) * std::fabs(d);
+              checkable &= std::isfinite(read.bound[w]) && std::isfinite(read.w[w]);
+              sum += (long double)read.w[w] * d;
+              slack += (read.bound[w] + 0x1p-60 * std::fabs(read.w[w])) * std::fabs(d);
             }
           if (!checkable) continue;
           const double difference = double(std::fabs((long double)g.dv[at] - sum));

@@ -40,6 +40,7 @@ Case<T> truncate(const Case<T>& c, int64_t Tq, int64_t Tk) {
 ATTNCHECK_PROPERTY(CausalPrefixIgnoresTheFuture, .order = 110, .catches = "causal_swapped", .needs = ATTNCHECK_CAP_CAUSAL) {
   Case<float> c = check.draw<float>({.min_len = 2});
   c.causal = check.coin() ? Causal::upper_left : Causal::lower_right;
+  if (!check.domain().takes(c.causal)) c.causal = c.causal == Causal::upper_left ? Causal::lower_right : Causal::upper_left;
   // A window is centred on the lower-right diagonal: dropping as many queries as keys keeps it, but
   // the upper-left truncation moves it.
   if (c.causal == Causal::upper_left) c.window_left = c.window_right = -1;

@@ -9,7 +9,8 @@
 namespace attncheck::properties {
 
 ATTNCHECK_PROPERTY(DropoutMasksDifferAcrossHeads, .order = 225, .catches = "dropout_mask_shared_across_heads",
-                   .float32_cases = true, .needs = ATTNCHECK_CAP_DROPOUT) {
+                   .float32_cases = true, .needs = ATTNCHECK_CAP_DROPOUT,
+                   .leaves = ATTNCHECK_ONLY_CAUSAL | ATTNCHECK_ONLY_WITHIN_LIMITS) {
   const double p = draw_dropout_rate(check);
   const uint64_t seed = check.below(uint64_t(1) << 32);
   const std::vector<uint8_t> keep = uniform_keep_mask(check, p, seed);

@@ -10,7 +10,8 @@
 namespace attncheck::properties {
 
 ATTNCHECK_PROPERTY(DropoutSeedHonoured, .order = 230, .catches = "dropout_seed_ignored", .float32_cases = true,
-                   .needs = ATTNCHECK_CAP_DROPOUT) {
+                   .needs = ATTNCHECK_CAP_DROPOUT,
+                   .leaves = ATTNCHECK_ONLY_CAUSAL | ATTNCHECK_ONLY_WITHIN_LIMITS) {
   const double p = draw_dropout_rate(check);
   const uint64_t seed = check.below(uint64_t(1) << 32), other = seed + 1 + check.below(1000);
   const Case<float> c = uniform_dropout_case(p, seed);

@@ -10,7 +10,8 @@
 namespace attncheck::properties {
 
 ATTNCHECK_PROPERTY(DropoutWeightsReadOffTheOutput, .order = 215, .catches = "dropout_before_softmax",
-                   .needs = ATTNCHECK_CAP_DROPOUT) {
+                   .needs = ATTNCHECK_CAP_DROPOUT,
+                   .leaves = ATTNCHECK_ONLY_EQUAL_HEAD_DIMS | ATTNCHECK_ONLY_WITHIN_LIMITS) {
   const double p = draw_dropout_rate(check);
   // V = [I | 1] makes dv = Tk + 1: a large case would cost Tk times a pass over it.
   const Case<float> c = with_weight_values(with_dropout(check, check.draw<float>({.small_only = true}), p));

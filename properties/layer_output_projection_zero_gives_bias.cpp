@@ -11,9 +11,14 @@ namespace attncheck::properties {
 ATTNCHECK_PROPERTY(LayerOutputProjectionZeroGivesBias, .order = 310, .catches = "out_bias_dropped", .layer = true) {
   LayerCase<float> c = draw_layer<float>(check);
   const LayerShape& s = c.shape;
-  if (c.b_o.empty()) {  // the claim is about b_o: give the layer one
+  if (c.b_o.empty()) {  // the claim is about b_o: give the layer one (and zero ones to a layer whose biases are all or none)
     c.b_o.resize(size_t(s.D));
     for (int64_t d = 0; d < s.D; ++d) c.b_o[size_t(d)] = float(round_to(c.format, 0.25 * double(d + 1)));
+    if (check.domain().only(ATTNCHECK_ONLY_LAYER_HEAD_WIDTH)) {
+      c.b_q.assign(size_t(s.q_width()), 0.0f);
+      c.b_k.assign(size_t(s.k_width()), 0.0f);
+      c.b_v.assign(size_t(s.v_width()), 0.0f);
+    }
   }
   require_layer_agreement(check, c, check.run_layer(c), nullptr, layer_reference(c.layer()), "the layer with its w_o");
   std::fill(c.w_o.begin(), c.w_o.end(), 0.0f);

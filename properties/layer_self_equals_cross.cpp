@@ -8,7 +8,7 @@
 namespace attncheck::properties {
 
 ATTNCHECK_PROPERTY(LayerSelfAttentionEqualsCrossWithACopy, .order = 315, .catches = "self_attention_path_drops_padding",
-                   .layer = true) {
+                   .layer = true, .leaves = ATTNCHECK_ONLY_SELF_ATTENTION) {
   LayerCase<float> c = draw_layer<float>(check);
   if (!c.self_attention) {  // the claim is about self-attention: make it one (Tk = Tq, x_kv dropped)
     c.self_attention = true;

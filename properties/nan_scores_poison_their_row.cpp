@@ -15,27 +15,39 @@
 namespace attncheck::properties {
 namespace {
 
-constexpr int64_t kPoisoned = 2;  // the key whose k holds the NaN or inf
+// The key whose k holds the NaN or inf: key 2, which some rows do not see (below), or under
+// --masked-inputs finite with a causal mask key 0, which every row sees (a NaN or inf is then
+// never where some query may not look).
+int64_t poisoned_index(const Checker& check) {
+  return check.policies().masked_inputs == MaskedInputs::finite && open_causal(check.domain()) != Causal::none ? 0 : 2;
+}
 
 // B 2, H 1, Tq 2, Tk 3, dk 2, dv 2 in `format`, every value exact in it: q [B,H,Tq,dk] positive
 // small integers (so that an inf in k scores +inf, not NaN), the keys of k [B,H,Tk,dk] e_1, e_2 and
-// (poison, 1), of v [B,H,Tk,dv] e_1, e_2 and (1, 1). Key 2 is hidden from some rows by the first
-// mask the kernel takes: the allow mask from query 1 of each batch, lower-right causal from query
-// 0, or key lengths (3, 2) from batch 1; with none, every row sees it.
+// (poison, 1) (the poison's key first under poisoned_index 0), of v [B,H,Tk,dv] e_1, e_2 and
+// (1, 1). Key 2 is hidden from some rows by the first mask the kernel takes: the allow mask from
+// query 1 of each batch, lower-right causal from query 0, or key lengths (3, 2) from batch 1; with
+// none, or under --masked-inputs finite, every row sees it. A kernel that takes only square or
+// causal calls gets Tq 3 and its causal mode, which hides key 2 from queries 0 and 1.
 Case<float> poisoned_key(const Checker& check, Format format, float poison) {
+  const Domain domain = check.domain();
   Case<float> c;
-  c.shape = {2, 1, 2, 3, 2, 2};
+  c.shape = {2, 1, domain.square() || !domain.causal_optional() ? 3 : 2, 3, 2, 2};
   c.format = format;
   check.follow_policies(c);  // no row is empty, but the case says the policies checked
   c.mix = "a poisoned key";
-  c.q = {1, 1, 1, 2, 2, 1, 1, 1};
-  c.k = {1, 0, 0, 1, poison, 1, 1, 0, 0, 1, poison, 1};
-  c.v = {1, 0, 0, 1, 1, 1, 1, 0, 0, 1, 1, 1};
-  // Under --masked-inputs finite a NaN or inf is never where some query may not look: every row sees key 2.
-  if (check.policies().masked_inputs == MaskedInputs::finite) return c;
+  const float q[2][3][2] = {{{1, 1}, {1, 2}, {2, 1}}, {{2, 1}, {1, 1}, {1, 2}}};
+  for (int64_t b = 0; b < c.shape.B; ++b) {
+    for (int64_t i = 0; i < c.shape.Tq; ++i) c.q.insert(c.q.end(), q[b][i], q[b][i] + 2);
+    c.k.insert(c.k.end(), {1, 0, 0, 1, poison, 1});
+    if (poisoned_index(check) == 0) std::swap_ranges(c.k.end() - 6, c.k.end() - 4, c.k.end() - 2);
+    c.v.insert(c.v.end(), {1, 0, 0, 1, 1, 1});
+  }
+  c.causal = open_causal(domain);
+  if (check.policies().masked_inputs == MaskedInputs::finite || c.causal != Causal::none) return c;
   if (check.claims(ATTNCHECK_CAP_ALLOW)) {
     c.allow.assign(size_t(c.shape.allow_size()), 1);
-    for (int64_t b = 0; b < c.shape.B; ++b) c.allow[size_t(c.shape.allow_at(b, 1) + kPoisoned)] = 0;
+    for (int64_t b = 0; b < c.shape.B; ++b) c.allow[size_t(c.shape.allow_at(b, 1) + 2)] = 0;
   } else if (check.claims(ATTNCHECK_CAP_CAUSAL)) {
     c.causal = Causal::lower_right;
   } else if (check.claims(ATTNCHECK_CAP_KV_LENS)) {
@@ -50,8 +62,10 @@ Case<float> poisoned_key(const Checker& check, Format format, float poison) {
 // scale, a poor exp or rounded weights, but a fixed case is not shrunk, and a drawn one that shows
 // the same bug shrinks to a few elements. Round 0 takes a fraction of a second, so the poison is
 // still found on every run within it.
-ATTNCHECK_PROPERTY(ANanOrInfPermittedScoreMakesItsRowNaN, .order = 178, .catches = "nan_row_zeroed", .generated = false) {
-  const std::string key = std::to_string(kPoisoned);
+ATTNCHECK_PROPERTY(ANanOrInfPermittedScoreMakesItsRowNaN, .order = 178, .catches = "nan_row_zeroed", .generated = false,
+                   .leaves = ATTNCHECK_ONLY_WITHIN_LIMITS) {
+  const int64_t poisoned = poisoned_index(check);
+  const std::string key = std::to_string(poisoned);
   for (const Format format : {Format::f32, Format::f16, Format::bf16}) {
     if (!check.claims(capability_of(format))) continue;
     std::vector<float> clean_lse;
@@ -77,7 +91,7 @@ ATTNCHECK_PROPERTY(ANanOrInfPermittedScoreMakesItsRowNaN, .order = 178, .catches
       for (int64_t b = 0; b < s.B; ++b)
         for (int64_t h = 0; h < s.H; ++h)
           for (int64_t i = 0; i < s.Tq; ++i) {
-            const bool seen = c.permits(b, i, kPoisoned);
+            const bool seen = c.permits(b, i, poisoned);
             const std::string row = std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i);
             for (int64_t col = 0; col < s.dv; ++col) {
               const size_t at = size_t(s.out_at(b, h, i) + col);

@@ -88,25 +88,33 @@ void require_gradients(Checker& check, const Case<T>& c, const Checker::Gradient
   }
 }
 
-ShiftedCase with_scores_shifted(const Case<float>& c, double a) {
-  // c's q [B,H,Tq,dk] and k [B,H_kv,Tk,dk] in; the shifted case's, [..,dk + 1], out.
+std::optional<ShiftedCase> with_scores_shifted(const Checker& check, const Case<float>& c, double a) {
+  // c's q [B,H,Tq,dk] and k [B,H_kv,Tk,dk] in; the shifted case's, [..,width], out (v [..,width] too under dk = dv).
   const Shape& s = c.shape;
-  Case<float> shifted = c;
-  shifted.shape.dk = s.dk + 1;
-  shifted.scale = effective_scale(s, c.scale);
-  float appended = float(round_to(c.format, a / shifted.scale));
-  for (; !std::isfinite(appended); a /= 10) appended = float(round_to(c.format, a / 10 / shifted.scale));
-  shifted.q.clear();
-  shifted.k.clear();
-  for (int64_t row = 0; row < s.B * s.H * s.Tq; ++row) {
-    shifted.q.insert(shifted.q.end(), c.q.begin() + row * s.dk, c.q.begin() + (row + 1) * s.dk);
-    shifted.q.push_back(appended);
-  }
-  for (int64_t row = 0; row < s.B * s.kv_heads() * s.Tk; ++row) {
-    shifted.k.insert(shifted.k.end(), c.k.begin() + row * s.dk, c.k.begin() + (row + 1) * s.dk);
-    shifted.k.push_back(1);
-  }
-  return {shifted, shifted.scale * appended};
+  const Domain domain = check.domain();
+  int64_t width = s.dk + 1;
+  while (!domain.limits.takes_width(width))
+    if (++width > std::max<int64_t>(4 * s.dk, 256)) return std::nullopt;
+  Case<float> shifted = domain.only(ATTNCHECK_ONLY_EQUAL_HEAD_DIMS) ? with_value_width(c, width) : c;
+  shifted.shape.dk = width;
+  if (!domain.only(ATTNCHECK_ONLY_DEFAULT_SCALE)) shifted.scale = effective_scale(s, c.scale);
+  const double scale = effective_scale(shifted.shape, shifted.scale);
+  float appended = float(round_to(c.format, a / scale));
+  for (; !std::isfinite(appended); a /= 10) appended = float(round_to(c.format, a / 10 / scale));
+  auto widened = [&](const std::vector<float>& x, int64_t rows, float last) {  // [rows, dk] to [rows, width]
+    std::vector<float> y(size_t(rows * width), 0.0f);
+    for (int64_t row = 0; row < rows; ++row) {
+      std::copy_n(x.begin() + row * s.dk, s.dk, y.begin() + row * width);
+      y[size_t(row * width + width - 1)] = last;
+    }
+    return y;
+  };
+  Case<float> unshifted = shifted;
+  shifted.q = widened(c.q, s.B * s.H * s.Tq, appended);
+  shifted.k = widened(c.k, s.B * s.kv_heads() * s.Tk, 1);
+  unshifted.q = widened(c.q, s.B * s.H * s.Tq, 0);
+  unshifted.k = widened(c.k, s.B * s.kv_heads() * s.Tk, 0);
+  return ShiftedCase{std::move(shifted), std::move(unshifted), scale * appended};
 }
 
 template <class T>
@@ -160,6 +168,93 @@ std::vector<float> forbidden_poisons(const Checker& check, Format format) {
   if (check.policies().masked_inputs == MaskedInputs::finite) return {huge, -huge, big, -big};
   const float inf = std::numeric_limits<float>::infinity();
   return {std::numeric_limits<float>::quiet_NaN(), inf, -inf, float(round_to(format, 1e30)), float(round_to(format, -1e30))};
+}
+
+Causal open_causal(const Domain& domain) {
+  if (domain.causal_optional()) return Causal::none;
+  return domain.takes(Causal::lower_right) ? Causal::lower_right : Causal::upper_left;
+}
+
+template <class T>
+Case<T> with_last_query(const Checker& check, Case<T> c) {
+  // c: q [B,H,1,dk], allow [B,1,Tk], bias [B,H,1,Tk] in; q [B,H,Tk,dk], allow [B,Tk,Tk], bias
+  // [B,H,Tk,Tk] out when the domain wants it square.
+  const Domain domain = check.domain();
+  c.causal = open_causal(domain);
+  const Shape s = c.shape;
+  if (!(domain.square() || c.causal == Causal::upper_left) || s.Tq == s.Tk) return c;
+  auto repeated = [&](const auto& x, int64_t matrices, int64_t width) {
+    std::decay_t<decltype(x)> y;
+    for (int64_t m = 0; m < matrices && !x.empty(); ++m)
+      for (int64_t i = 0; i < s.Tk; ++i) y.insert(y.end(), x.begin() + m * width, x.begin() + (m + 1) * width);
+    return y;
+  };
+  c.shape.Tq = s.Tk;
+  c.q = repeated(c.q, s.B * s.H, s.dk);
+  c.allow = repeated(c.allow, s.B, s.Tk);
+  c.bias = repeated(c.bias, s.B * s.H, s.Tk);
+  return c;
+}
+template Case<float> with_last_query(const Checker&, Case<float>);
+template Case<double> with_last_query(const Checker&, Case<double>);
+
+template <class T>
+Case<T> with_value_width(Case<T> c, int64_t dv) {
+  // c's v [B,H_kv,Tk,dv0] in, [B,H_kv,Tk,dv] out, the new columns 0.
+  const Shape s = c.shape;
+  const std::vector<T> v = std::move(c.v);
+  c.shape.dv = dv;
+  c.v.assign(size_t(c.shape.v_size()), T(0));
+  for (int64_t row = 0; row < s.B * s.kv_heads() * s.Tk; ++row)
+    std::copy_n(v.begin() + row * s.dv, std::min(s.dv, dv), c.v.begin() + row * dv);
+  return c;
+}
+template Case<float> with_value_width(Case<float>, int64_t);
+template Case<double> with_value_width(Case<double>, int64_t);
+
+namespace {
+
+// The value width that reads the weights of `keys` keys in as few calls as the domain lets: Tk
+// itself, else the narrowest it takes above Tk, else the widest below (dk under dk = dv).
+int64_t reading_width(const Shape& s, const Domain& domain) {
+  if (domain.only(ATTNCHECK_ONLY_EQUAL_HEAD_DIMS)) return s.dk;
+  const Limits& l = domain.limits;
+  if (l.takes_width(s.Tk)) return s.Tk;
+  const std::vector<int64_t> widths = drawable_widths(l, std::max<int64_t>(s.Tk, 256));
+  for (int64_t w : widths)
+    if (w > s.Tk) return w;
+  return widths.back();
+}
+
+}  // namespace
+
+ReadWeights read_weights(Checker& check, const Case<float>& c) {
+  // c: q [B,H,Tq,dk], k [B,H_kv,Tk,dk] in; the weights [B,H,Tq,Tk] out, through calls with v
+  // [B,H_kv,Tk,width] and out [B,H,Tq,width].
+  const Shape& s = c.shape;
+  const int64_t width = reading_width(s, check.domain());
+  ReadWeights read{std::vector<float>(size_t(s.scores_size())), std::vector<long double>(size_t(s.scores_size())),
+                   std::vector<double>(size_t(s.scores_size())), {}};
+  for (int64_t first = 0; first < s.Tk; first += width) {  // keys [first, first + width) in this call
+    Case<float> block = c;
+    block.shape.dv = width;
+    block.v.assign(size_t(block.shape.v_size()), 0.0f);
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t g = 0; g < s.kv_heads(); ++g)
+        for (int64_t j = first; j < std::min(s.Tk, first + width); ++j)
+          block.v[size_t(block.shape.v_at(b, g * (s.H / s.kv_heads()), j) + (j - first))] = 1;
+    const std::vector<float> out = check.run(block);
+    const Reference ref = reference(block.problem());
+    for (int64_t row = 0; row < s.B * s.H * s.Tq; ++row)
+      for (int64_t j = first; j < std::min(s.Tk, first + width); ++j) {
+        const size_t at = size_t(row * width + (j - first)), to = size_t(row * s.Tk + j);
+        read.w[to] = out[at];
+        read.exact[to] = ref.out.exact[at];
+        read.bound[to] = ref.out.bound[at];
+      }
+    read.calls.push_back(std::move(block));
+  }
+  return read;
 }
 
 }  // namespace attncheck

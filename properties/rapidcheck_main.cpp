@@ -146,7 +146,7 @@ class PropertyTest : public testing::Test {
  public:
   explicit PropertyTest(const Property& property) : property_(property) {}
   void TestBody() override {
-    if (const std::string why = not_applicable(property_, kernel_from_environment().claimed()); !why.empty())
+    if (const std::string why = not_applicable(property_, kernel_from_environment().claimed(), {}, kernel_from_environment().domain()); !why.empty())
       GTEST_SKIP() << "not applicable: Property." << property_.name << " " << why << ", which the kernel does not claim";
     if (property_.generated) {
       EXPECT_TRUE(rc::check(std::string("Property.") + property_.name, [this] {

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <string>
 
+#include "attncheck/domain.hpp"
 #include "attncheck/features.hpp"
 #include "attncheck/property.hpp"
 
@@ -21,7 +22,7 @@ bool register_property(const Property& property) {
   return true;
 }
 
-std::string not_applicable(const Property& p, uint32_t claimed, const Policies& policies) {
+std::string not_applicable(const Property& p, uint32_t claimed, const Policies& policies, const Domain& domain) {
   // The backward's contract gives an empty row nothing (dq 0, no key's gradient): of a row whose
   // forward is a mean of values, or anything, it says nothing.
   if (p.backward && (policies.empty_rows == EmptyRows::mean || policies.empty_rows == EmptyRows::any))
@@ -40,6 +41,8 @@ std::string not_applicable(const Property& p, uint32_t claimed, const Policies& 
   if (!(claimed & formats)) return (formats == float_formats ? "checks one of " : "checks ") + feature_names(formats);
   if (needs & ~claimed) return "needs " + feature_names(needs & ~claimed);
   if (p.needs_one_of && !(claimed & p.needs_one_of)) return "needs one of " + feature_names(p.needs_one_of);
+  if (const uint32_t left = p.leaves & domain.restrictions; left)
+    return "builds cases outside the kernel's domain (" + restriction_names(left) + ")";
   return "";
 }
 

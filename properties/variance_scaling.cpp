@@ -22,8 +22,9 @@ std::pair<double, double> acceptance(int64_t n) {
 }
 
 // N two-key problems, one per head: q Gaussian, k_1 Gaussian, k_2 = 0, v_1 = e_1, v_2 = e_2, so
-// that out = (sigmoid(s), 1 - sigmoid(s)) and the kernel's score is s = log(out_1 / out_2).
-Case<float> score_probe(int64_t d, uint64_t seed) {
+// that out = (sigmoid(s), 1 - sigmoid(s)) and the kernel's score is s = log(out_1 / out_2); in the
+// kernel's domain (with_last_query; v as wide as q under dk = dv), read off the last query.
+Case<float> score_probe(const Checker& check, int64_t d, uint64_t seed) {
   SeededChooser choose(seed);
   Case<float> c;
   c.shape = {1, kN, 1, 2, d, 2};
@@ -34,7 +35,8 @@ Case<float> score_probe(int64_t d, uint64_t seed) {
     c.k.insert(c.k.end(), size_t(d), 0.0f);
     c.v.insert(c.v.end(), {1, 0, 0, 1});
   }
-  return c;
+  if (check.domain().only(ATTNCHECK_ONLY_EQUAL_HEAD_DIMS)) c = with_value_width(c, d);
+  return with_last_query(check, c);
 }
 
 // T/N: (1/N) sum_i d s_i^2 / |k_i|^2 with s_i read off the outputs, or (q.k_i)^2/|k_i|^2 unscaled
@@ -46,10 +48,10 @@ double statistic(const Case<float>& c, const std::vector<float>& out) {
   for (int64_t h = 0; h < kN; ++h) {
     double qk = 0, k_norm2 = 0;
     for (int64_t k = 0; k < d; ++k) {
-      qk += double(c.q[size_t(shape.q_at(0, h, 0) + k)]) * c.k[size_t(shape.k_at(0, h, 0) + k)];
+      qk += double(c.q[size_t(shape.q_at(0, h, last_query(c)) + k)]) * c.k[size_t(shape.k_at(0, h, 0) + k)];
       k_norm2 += double(c.k[size_t(shape.k_at(0, h, 0) + k)]) * c.k[size_t(shape.k_at(0, h, 0) + k)];
     }
-    const size_t row = size_t(shape.out_at(0, h, 0));
+    const size_t row = size_t(shape.out_at(0, h, last_query(c)));
     const double s = out.empty() ? qk : std::log(double(out[row]) / double(out[row + 1]));
     total += (out.empty() ? 1.0 : double(d)) * s * s / k_norm2;
   }
@@ -58,10 +60,11 @@ double statistic(const Case<float>& c, const std::vector<float>& out) {
 
 }  // namespace
 
-ATTNCHECK_PROPERTY(ScaledScoresHaveUnitVariance, .order = 180, .catches = "model_width_scale", .generated = false, .float32_cases = true, .first_round = 5) {
+ATTNCHECK_PROPERTY(ScaledScoresHaveUnitVariance, .order = 180, .catches = "model_width_scale", .generated = false, .float32_cases = true, .first_round = 5,
+                   .leaves = ATTNCHECK_ONLY_WITHIN_LIMITS) {
   const auto [lo, hi] = acceptance(kN);
   for (int64_t d : {4, 16, 64, 256}) {
-    const Case<float> probe = score_probe(d, 1000 + uint64_t(d));
+    const Case<float> probe = score_probe(check, d, 1000 + uint64_t(d));
     const double raw = statistic(probe, {}), scaled = statistic(probe, check.run(probe));
     ATTNCHECK_REQUIRE(check, raw >= lo && raw <= hi,
                       "d " + std::to_string(d) + ": the generator's q.k/|k| has variance " + show(raw) +
@@ -78,7 +81,9 @@ ATTNCHECK_PROPERTY(ScaledScoresHaveUnitVariance, .order = 180, .catches = "model
 // case that tells the three apart. Float rounding moves it by at most about 3e-7 (the bound of each
 // output, about 10u, over outputs near 0.5); 1e-5 leaves room for any correct kernel.
 // Last of round 0 but one, as ANanOrInfPermittedScoreMakesItsRowNaN: drawn cases, which shrink, first.
-ATTNCHECK_PROPERTY(ScaleReadOffTwoKeys, .order = 177, .catches = "model_width_scale", .generated = false, .float32_cases = true) {
+// In the kernel's domain: read off the last query (with_last_query), v as wide as q under dk = dv.
+ATTNCHECK_PROPERTY(ScaleReadOffTwoKeys, .order = 177, .catches = "model_width_scale", .generated = false, .float32_cases = true,
+                   .leaves = ATTNCHECK_ONLY_WITHIN_LIMITS) {
   constexpr int64_t kHeads = 2, kWidth = 4;
   Case<float> c;
   c.shape = {1, kHeads, 1, 2, kWidth, 2};
@@ -91,9 +96,11 @@ ATTNCHECK_PROPERTY(ScaleReadOffTwoKeys, .order = 177, .catches = "model_width_sc
     c.k.insert(c.k.end(), kWidth, 0.0f);
     c.v.insert(c.v.end(), {1, 0, 0, 1});
   }
+  if (check.domain().only(ATTNCHECK_ONLY_EQUAL_HEAD_DIMS)) c = with_value_width(c, kWidth);
+  c = with_last_query(check, c);
   const std::vector<float> out = check.run(c);
   for (int64_t h = 0; h < kHeads; ++h) {
-    const size_t row = size_t(c.shape.out_at(0, h, 0));
+    const size_t row = size_t(c.shape.out_at(0, h, last_query(c)));
     const double read = std::log(double(out[row]) / out[row + 1]);
     ATTNCHECK_REQUIRE(check, std::fabs(read - 0.5) <= 1e-5,
                       "head " + std::to_string(h) + ": log(out_1/out_2) = " + show(read) +

@@ -404,7 +404,7 @@ CampaignResult claims(const IsolatedKernel& kernel, const CampaignOptions& optio
   result.capabilities = kernel.capabilities();
   const uint32_t checked = checked_capabilities(kernel.capabilities(), options);
   for (const Property& property : all_properties())
-    if (std::string why = not_applicable(property, checked, options.policies); !why.empty())
+    if (std::string why = not_applicable(property, checked, options.policies, kernel.domain()); !why.empty())
       result.not_applicable[property.name] = why;
   if (options.require_backward && !(kernel.capabilities() & ATTNCHECK_CAP_BACKWARD))
     throw std::runtime_error(options.impl + ": claims no backward (ATTNCHECK_CAP_BACKWARD), and --backward on asks for it");

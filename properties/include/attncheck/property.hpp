@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -130,14 +131,52 @@ void require_gradients(Checker& check, const Case<T>& c, const Checker::Gradient
                        const GradReference<T>& reference, const std::vector<T>& dout, const std::string& claim);
 
 // c (without a soft-cap, which bends the scores) with every score of every row shifted by one
-// constant near `shift`: a / scale appended to every q and 1 to every k (dk + 1, the scale made
-// explicit), the appended value rounded to c's format and, where the format cannot hold it, taken
-// ten times smaller; `applied` is the shift it makes, scale times that value.
+// constant near `shift`: a / scale appended to every q and 1 to every k, the appended value rounded
+// to c's format and, where the format cannot hold it, taken ten times smaller; `applied` is the
+// shift it makes, scale times that value. The scale is c's made explicit, or under the domain's
+// default scale only the default of the wider q (1/sqrt(dk + 1)); the width is dk + 1, or the next
+// the domain's limits take (zeros between), and under dk = dv the values gain as many zero columns.
+// `unshifted` is the same case with 0 appended: its exact outputs are the shifted one's. None when
+// the domain takes no wider head.
 struct ShiftedCase {
-  Case<float> c;
+  Case<float> c, unshifted;
   double applied;
 };
-ShiftedCase with_scores_shifted(const Case<float>& c, double shift);
+std::optional<ShiftedCase> with_scores_shifted(const Checker& check, const Case<float>& c, double shift);
+
+// Building cases inside the kernel's domain (domain.hpp), for properties that make their own.
+//
+// The causal mode a built case gets where every query may see every key it has: none, unless the
+// domain takes only causal calls; then lower-right if it takes that (one query then sees every key),
+// else upper-left (square: the last query sees every key).
+Causal open_causal(const Domain& domain);
+// c, whose queries each see all of their keys (one query per (b, h), no causal mask), as a case of
+// the domain's: its causal mode open_causal(), and where that or the domain wants Tq = Tk, each
+// (b, h)'s query repeated to Tq = Tk rows (its allow and bias rows with it), the last of which, the
+// original, sees every key. last_query(c) is the row that holds the original's output.
+template <class T>
+Case<T> with_last_query(const Checker& check, Case<T> c);
+template <class T>
+int64_t last_query(const Case<T>& c) {
+  return c.shape.Tq - 1;
+}
+// c's values with zero columns appended up to dv columns (its outputs gain zero columns): for a
+// domain of dk = dv, or of head widths, whose value width c does not have.
+template <class T>
+Case<T> with_value_width(Case<T> c, int64_t dv);
+
+// The weights [B,H,Tq,Tk] the kernel computes for case c, read off its output through values that
+// are columns of the identity (out[b,h,i,j - first] = w_ij), with the oracle's exact values and
+// bounds: one call with V = I (dv = Tk) where the domain takes that width, else one call per block
+// of keys as wide as a value width it takes (dk itself under dk = dv), V holding I's columns of that
+// block. `calls` keeps the cases sent, the first first, for reports.
+struct ReadWeights {
+  std::vector<float> w;              // [B,H,Tq,Tk] (c.shape.scores_at)
+  std::vector<long double> exact;    // the oracle's
+  std::vector<double> bound;
+  std::vector<Case<float>> calls;
+};
+ReadWeights read_weights(Checker& check, const Case<float>& c);
 
 // The values a property puts where a query may not look (a forbidden key's k and v), in `format`:
 // NaN, +-inf and +-1e30, or under --masked-inputs finite the finite extremes alone (+-1e30 and
@@ -167,12 +206,17 @@ struct Property {
   uint32_t needs = 0;             // features it cannot do without (ATTNCHECK_CAP_* bits), every one of them
   uint32_t needs_one_of = 0;      // and, when set, at least one of these
   bool layer = false;             // checks the multi-head layer (needs ATTNCHECK_CAP_MHA); the others a forward
+  // Restrictions (ATTNCHECK_ONLY_* bits) whose domain the cases it builds leave: not applicable to a
+  // kernel with any of them. The others it keeps (cases drawn inside the domain, changes that stay).
+  uint32_t leaves = 0;
 };
 
 // Why `property` does not apply to a kernel that claims `claimed` (ABI v2's bits; a format or the
-// backward left out of a campaign is not claimed) under `policies`: "needs causal", "checks f64"; empty when it
-// applies. A property that does not apply is skipped, and said to be (check, properties_test).
-std::string not_applicable(const Property& property, uint32_t claimed, const Policies& policies = {});
+// backward left out of a campaign is not claimed) under `policies`, taking `domain`: "needs causal",
+// "checks f64", "builds cases outside its domain: causal only"; empty when it applies. A property
+// that does not apply is skipped, and said to be (check, properties_test).
+std::string not_applicable(const Property& property, uint32_t claimed, const Policies& policies = {},
+                           const Domain& domain = {});
 // Its reason for every forward property on a kernel that exports the multi-head layer alone.
 inline constexpr const char* kLayerOnlySkip = "checks a forward, and the kernel exports the multi-head layer alone";
 
