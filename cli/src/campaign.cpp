@@ -12,6 +12,7 @@
 #include "attncheck/abi.hpp"
 #include "attncheck/case_shrink.hpp"
 #include "attncheck/case_text.hpp"
+#include "attncheck/causes.hpp"
 #include "attncheck/diagnosis.hpp"
 #include "attncheck/features.hpp"
 #include "attncheck/isolated_kernel.hpp"
@@ -33,6 +34,12 @@ struct Failed {
   std::string message;
   int kind = -1;  // the Outcome::Kind of an implementation fault, -1 for a property's own failure
 };
+// A run that ends with neither verdict: a call the kernel did not take (NTKN: its library cannot
+// express the problem), or one the budget's end stopped.
+struct NotTaken {
+  std::string reason;
+};
+struct OutOfBudget {};
 
 // One case of either precision, kept for a finding's text.
 struct KeptCase {
@@ -105,6 +112,8 @@ class CampaignChecker : public Checker {
   }
 
   std::vector<KernelCall>* calls = nullptr;  // when set, every forward call is kept here
+  int64_t calls_made = 0, calls_not_taken = 0;
+  Format call_format = Format::f32;    // the last call's
   std::vector<uint64_t> choices;       // every answer of below(), in order
   std::vector<uint64_t> kept_choices;  // those outside the case's draw
   double worst_ratio = 0;
@@ -112,6 +121,10 @@ class CampaignChecker : public Checker {
   std::string case_text() const { return drawn_.text(); }
   // A property that draws no case: the last case it ran the kernel on (its own), for reports.
   std::string last_call_text() const { return last_.text(); }
+  // What the drawn case holds that a policy relaxes (policy_traits); empty when it drew none.
+  std::string drawn_traits() const {
+    return drawn_.f32 ? policy_traits(*drawn_.f32) : drawn_.f64 ? policy_traits(*drawn_.f64) : "";
+  }
 
  protected:
   Case<float> draw_f32(const CaseLimits& limits) override { return draw_with_policy<float>(limits); }
@@ -154,11 +167,25 @@ class CampaignChecker : public Checker {
     std::vector<T> out;
     remember(c);
     const Outcome outcome = kernel_.run(c, out, lse, keep);
-    if (calls)
+    if (calls && outcome.kind != Outcome::not_taken && outcome.kind != Outcome::out_of_budget)
       calls->push_back({case_to_text(c), std::vector<double>(out.begin(), out.end()),
                         lse ? std::vector<double>(lse->begin(), lse->end()) : std::vector<double>(), outcome.detail});
-    if (outcome.kind != Outcome::ok) throw Failed{"the implementation " + outcome.detail + "\n" + describe(c), outcome.kind};
+    settle(outcome, c.format, "", c);
     return out;
+  }
+
+  // Counts the call, and ends the run as its outcome says: a fault as Failed, a call not taken as
+  // NotTaken, one the budget's end stopped as OutOfBudget.
+  template <class C>
+  void settle(const Outcome& outcome, Format format, const char* which, const C& c) {
+    ++calls_made;
+    call_format = format;
+    if (outcome.kind == Outcome::not_taken) {
+      ++calls_not_taken;
+      throw NotTaken{outcome.detail};
+    }
+    if (outcome.kind == Outcome::out_of_budget) throw OutOfBudget{};
+    if (outcome.kind != Outcome::ok) throw Failed{std::string("the implementation") + which + " " + outcome.detail + "\n" + describe(c), outcome.kind};
   }
 
   // Keeps a copy of the case of each call, when the property drew none (its own cases are small).
@@ -170,17 +197,14 @@ class CampaignChecker : public Checker {
   template <class T>
   void backward_isolated(const Case<T>& c, const Grads<T>& g) {
     remember(c);
-    const Outcome outcome = kernel_.run_backward(c, g);
-    if (outcome.kind != Outcome::ok)
-      throw Failed{"the implementation's backward " + outcome.detail + "\n" + describe(c), outcome.kind};
+    settle(kernel_.run_backward(c, g), c.format, "'s backward", c);
   }
 
   // A layer call: its case is the choices that drew it (a layer has no case text yet).
   template <class T>
   std::vector<T> layer_isolated(const LayerCase<T>& c, std::vector<T>* weights) {
     std::vector<T> out;
-    const Outcome outcome = kernel_.run_layer(c, out, weights);
-    if (outcome.kind != Outcome::ok) throw Failed{"the implementation's layer " + outcome.detail + "\n" + describe(c), outcome.kind};
+    settle(kernel_.run_layer(c, out, weights), c.format, "'s layer", c);
     return out;
   }
 
@@ -195,12 +219,18 @@ class CampaignChecker : public Checker {
   KeptCase drawn_, last_;  // the case drawn; a property that draws none: its last call's
 };
 
-// One run of `property`: the failure, if any, with the choices that led to it.
+// One run of `property`: the failure, if any, with the choices that led to it; or, neither passed
+// nor failed, a call not taken (its reason) or the budget's end.
 struct Run {
   bool failed = false;
   int kind = -1;  // as Failed::kind
   Finding finding;
   double worst_ratio = 0;
+  bool not_taken = false, out_of_budget = false;
+  std::string not_taken_reason;
+  std::string traits;  // of the drawn case, when it failed (policy_traits)
+  int64_t calls = 0, calls_not_taken = 0;
+  bool judged() const { return !not_taken && !out_of_budget; }
 };
 // The case's text is written for a failure, or always (`with_text`: a replay says what it ran).
 Run run_once(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, uint64_t seed,
@@ -222,7 +252,15 @@ Run run_once(IsolatedKernel& kernel, const CampaignOptions& options, const Prope
     // A command's stderr in this run (a Python traceback) goes with its finding.
     if (const std::string err = kernel.take_stderr(); !err.empty())
       message += "\nthe implementation wrote to stderr:\n" + err + (err.back() == '\n' ? "" : "\n");
+  } catch (const NotTaken& not_taken) {
+    run.not_taken = true;
+    run.not_taken_reason = not_taken.reason;
+  } catch (const OutOfBudget&) {
+    run.out_of_budget = true;
   }
+  run.calls = checker.calls_made;
+  run.calls_not_taken = checker.calls_not_taken;
+  if (run.failed) run.traits = checker.drawn_traits();
   const std::string case_text = run.failed || with_text ? checker.case_text() : "";
   Finding& f = run.finding;  // its failed call is the caller's to find (keep_failed_call)
   f.property = property.name;
@@ -235,6 +273,7 @@ Run run_once(IsolatedKernel& kernel, const CampaignOptions& options, const Prope
   f.capabilities = capabilities;
   f.last_call_case = run.failed && case_text.empty() ? checker.last_call_text() : "";
   f.ratio = checker.worst_ratio;
+  f.format = format_name(checker.call_format);
   run.worst_ratio = checker.worst_ratio;
   return run;
 }
@@ -258,6 +297,13 @@ std::string finding_kind(int kind, double ratio, const std::string& message, con
   if (!(ratio < std::numeric_limits<double>::infinity())) return "wrong special value";
   if (ratio >= 1) return "wrong value";
   return message.find("imprecise: ") != std::string::npos ? "imprecise" : "broke a relation";
+}
+
+// Whether a finding's kind is a fault of the call (it refused, crashed, hung, raised...), not a wrong result.
+bool fault_kind(const std::string& kind) {
+  for (int k = Outcome::refused; k <= Outcome::broke_protocol; ++k)
+    if (kind == finding_kind(k, 0, "")) return true;
+  return false;
 }
 
 // What a raised finding raised, "NotExpressible" or "TypeError" (the word after "raised " in its
@@ -285,11 +331,11 @@ bool fails_alike(const Run& run, int kind, double found_ratio, const std::string
 // it fails alike; a property that draws no case has its choices shrunk instead. A hang is not
 // shrunk: every trial would cost the whole case timeout.
 Finding shrink(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, Finding best,
-               int kind, double found_ratio) {
+               int kind, double found_ratio, double seconds) {
   if (kind == Outcome::hung) return best;
   const std::string raised = raised_type(finding_kind(kind, 0, ""), best.message);  // an adapter's limit is not a library's raise
   const Clock::time_point start = Clock::now();
-  auto in_time = [&] { return since(start) < options.shrink_seconds; };
+  auto in_time = [&] { return since(start) < seconds; };
   if (!best.case_text.empty()) {
     visit_case_text(best.case_text, [&](auto c) {
       using T = typename decltype(c.q)::value_type;
@@ -365,27 +411,35 @@ const Property& property_named(const std::string& name) {
   throw std::runtime_error("no property named '" + printable(name, 80) + "'");
 }
 
-// Its failed call kept (keep_failed_call), what it shows (diagnose), and its kind from them.
+// Its failed call kept (keep_failed_call), what it shows (diagnose) and the known bug class it
+// matches (cause_of), and its kind from them.
 void examine(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, Finding& f, int fault) {
   if (fault != Outcome::hung) keep_failed_call(kernel, options, property, f);
   diagnose(kernel, options, f);
   if (f.diagnosis.wrong) f.ratio = std::max(f.ratio, f.diagnosis.element.ratio);  // a relation's failed call: how wrong it is
   f.kind = finding_kind(fault, f.ratio, f.message, f.diagnosis);
+  f.diagnosis.cause = cause_of(kernel, options, f);
 }
 
 }  // namespace
 
-// Whether `found` is an earlier finding again: the same property failing the same way (a raise of
-// the same exception type), a hang
-// again (whose call is not run twice), or a call that fails as an earlier finding's does and needs
-// the same features or shares one it needs (Diagnosis::same_bug): one bug seen through many properties. A heuristic
-// (docs/checking.md): a second bug whose calls fail exactly as the first's is said once the first
-// is fixed.
+// Whether `found` is an earlier finding again. Findings are told apart by property, kind, format,
+// the exception type a raise named, and whether a policy accepts them (a convention is one finding,
+// a bug beside it another); a hang again (whose call is not run twice) is one; so is a call that
+// fails as an earlier finding's does in its format and needs the same features or shares one it
+// needs (Diagnosis::same_bug: one bug seen through many properties), and one fault of the layer
+// seen through each layer property. A heuristic (docs/checking.md): a second bug whose calls fail
+// exactly as the first's is said once the first is fixed.
 bool seen_before(const Finding& found, const std::vector<Finding>& earlier) {
-  for (const Finding& f : earlier)
-    if ((f.kind == found.kind && (f.property == found.property || f.hung) && raised_type(f.kind, f.message) == raised_type(found.kind, found.message)) ||
-        found.diagnosis.same_bug(f.diagnosis))
+  const bool convention = found.diagnosis.accepting != 0;
+  const auto layer = [](const Finding& f) { return f.property.rfind("Layer", 0) == 0; };
+  for (const Finding& f : earlier) {
+    if (f.format != found.format || raised_type(f.kind, f.message) != raised_type(found.kind, found.message)) continue;
+    if (f.kind == found.kind && (f.property == found.property || f.hung) && (f.diagnosis.accepting != 0) == convention)
       return true;
+    if (found.diagnosis.same_bug(f.diagnosis) && (f.diagnosis.accepting != 0) == convention) return true;
+    if (f.kind == found.kind && layer(f) && layer(found) && fault_kind(f.kind)) return true;
+  }
   return false;
 }
 
@@ -402,6 +456,7 @@ CampaignResult claims(const IsolatedKernel& kernel, const CampaignOptions& optio
   CampaignResult result;
   result.abi_version = kernel.version();
   result.capabilities = kernel.capabilities();
+  result.domain = kernel.domain();
   const uint32_t checked = checked_capabilities(kernel.capabilities(), options);
   for (const Property& property : all_properties())
     if (std::string why = not_applicable(property, checked, options.policies, kernel.domain()); !why.empty())
@@ -414,40 +469,78 @@ CampaignResult claims(const IsolatedKernel& kernel, const CampaignOptions& optio
   return result;
 }
 
-// A failed run becomes a finding: shrunk (in --shrink-seconds of its own), its failed call kept and
-// examined. With keep_going, one an earlier finding explains (seen_before, before shrinking and
-// after) is dropped.
+// What tells failed runs apart before any call is run again: the property, what broke, the
+// format, the exception type a raise named, and what the drawn case holds that a policy relaxes
+// (policy_traits: an empty row, a NaN or inf where no query looks).
+std::string run_key(const Run& run) {
+  const Finding& f = run.finding;
+  const std::string kind = finding_kind(run.kind, run.worst_ratio, f.message);
+  return f.property + "|" + kind + "|" + f.format + "|" + raised_type(kind, f.message) + "|" + run.traits;
+}
+
+// The time a run may still spend, of its budget: the search stops at options.seconds, and what a
+// finding costs after it (shrinking, examining) may take it to kOvertime of it, never further.
+constexpr double kOvertime = 1.08;
+
+// A failed run becomes a finding: shrunk (in --shrink-seconds, or what is left of the run's budget),
+// its failed call kept and examined. With keep_going, one an earlier finding explains (seen_before,
+// before shrinking and after) is dropped; a run whose key (run_key) an earlier finding has is
+// examined again only the 2nd, 4th, 8th... time, so that a bug in every call costs little.
 void add_finding(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, const Run& run,
-                 int64_t position, CampaignResult& result) {
+                 int64_t position, CampaignResult& result, std::map<std::string, int64_t>& repeats,
+                 Clock::time_point began) {
+  const Clock::time_point start = Clock::now();
   Finding finding = run.finding;
   finding.run_kind = finding_kind(run.kind, run.worst_ratio, run.finding.message);
-  if (options.keep_going) {
-    for (const Finding& f : result.findings)  // the same property failing as before: no call run again
-      if (f.property == finding.property && f.run_kind == finding.run_kind &&
-          raised_type(f.run_kind, f.message) == raised_type(finding.run_kind, finding.message))
-        return;
+  auto examined = [&] {
     examine(kernel, options, property, finding, run.kind);
+    result.examine_seconds += since(start);
+  };
+  if (options.keep_going) {
+    const int64_t seen = ++repeats[run_key(run)];
+    if (seen > 1 && (seen & (seen - 1)) != 0) return;
+    examined();
     if (seen_before(finding, result.findings)) return;
   }
-  finding = shrink(kernel, options, property, run.finding, run.kind, run.worst_ratio);
+  const Clock::time_point shrinking = Clock::now();
+  const double left = options.seconds * kOvertime - since(began);
+  finding = shrink(kernel, options, property, run.finding, run.kind, run.worst_ratio,
+                   std::max(0.0, std::min(options.shrink_seconds, left)));
+  result.shrink_seconds += since(shrinking);
   finding.run_kind = finding_kind(run.kind, run.worst_ratio, run.finding.message);
   finding.hung = run.kind == Outcome::hung;
   finding.found_at = position;
+  const Clock::time_point again = Clock::now();
   examine(kernel, options, property, finding, run.kind);  // the shrunk run's, which may show it plainer
+  result.examine_seconds += since(again);
   if (options.keep_going && seen_before(finding, result.findings)) return;
   result.found = true;
   result.findings.push_back(std::move(finding));
   result.finding = result.findings.front();
 }
 
+// A run that ended with neither verdict, counted: a call not taken (and its reason), or the budget's end.
+void count_unjudged(const Property& property, const Run& run, CampaignResult& result) {
+  if (run.out_of_budget) {
+    ++result.cut_runs;
+    return;
+  }
+  ++result.not_taken_runs[property.name];
+  ++result.not_taken_reasons[run.not_taken_reason.substr(0, run.not_taken_reason.find_first_of(":\n"))];
+}
+
 }  // namespace
 
 CampaignResult run_campaign_share(const CampaignOptions& options, const CampaignShare& share) {
+  // The budget bounds the whole run: starting the kernel, the search, and each finding's shrinking
+  // and examining; no call runs past kOvertime of it (a call the end stops gives no verdict).
+  const Clock::time_point began = Clock::now();
   IsolatedKernel kernel(options.impl, options.case_timeout, options.command);
   kernel.adapt_timeout(options.adaptive_timeout);
+  kernel.set_budget_end(protocol::deadline_after(options.seconds * kOvertime));
   kernel.start();
-  Clock::time_point start = Clock::now();  // of the search: moved on by each shrinking, which has a budget of its own
   CampaignResult result = claims(kernel, options);
+  result.start_seconds = since(began);
   const std::vector<Property>& properties = all_properties();
   // The runs are one sequence, fixed by the seed and the kernel's claims, each run's seed by its
   // property and round; this share runs its places in it (worker, worker + jobs, ...). The budget
@@ -455,12 +548,18 @@ CampaignResult run_campaign_share(const CampaignOptions& options, const Campaign
   // the same for any number of them), or at the first run that would start once the time is spent,
   // or whose property has taken longer than what is left (later, cheaper runs do not fill the gap,
   // so a longer budget always checks a superset and the count moves only with the speed), or past
-  // another share's first finding. Shrinking has options.shrink_seconds of its own.
+  // another share's first finding.
   std::vector<double> longest(properties.size(), 0);
+  std::map<std::string, int64_t> repeats;  // failed runs by run_key
   int last_first_round = 0;  // after it, a round that starts nothing means no later one will
   for (const Property& property : properties) last_first_round = std::max(last_first_round, property.first_round);
   int64_t position = 0;
   bool started = true, stop = false;
+  auto finish = [&] {
+    result.seconds = since(began) - result.start_seconds - result.shrink_seconds - result.examine_seconds;
+    result.fp_mode = kernel.fp_mode_finding();
+    return result;
+  };
   for (uint64_t round = 0; !stop && (started || round <= uint64_t(last_first_round) + 1); ++round) {
     started = false;
     for (size_t index = 0; index < properties.size() && !stop; ++index) {
@@ -469,40 +568,36 @@ CampaignResult run_campaign_share(const CampaignOptions& options, const Campaign
         continue;
       if (result.not_applicable.count(property.name)) continue;
       const int64_t at = position++;
-      stop = (options.max_cases > 0 && at >= options.max_cases) || since(start) >= options.seconds ||
-             longest[index] > options.seconds - since(start) || (share.first_finding && at > share.first_finding->load());
+      stop = (options.max_cases > 0 && at >= options.max_cases) || since(began) >= options.seconds ||
+             longest[index] > options.seconds - since(began) || (share.first_finding && at > share.first_finding->load());
       if (stop) break;
       started = true;
       if (at % share.jobs != share.worker) continue;
-      ++result.cases;
-      ++result.per_property[property.name];
       const Clock::time_point run_start = Clock::now();
       // Round 0 draws small cases only; from round 1 on, the size ladder joins.
       const Run run = run_once(kernel, options, property, mix(options.seed ^ mix(index) ^ mix(round << 32)), nullptr, round > 0);
       const double took = since(run_start);
       longest[index] = std::max(longest[index], took);
+      result.calls += run.calls;
+      result.not_taken += run.calls_not_taken;
+      if (!run.judged()) {
+        count_unjudged(property, run, result);
+        continue;
+      }
+      ++result.cases;
+      ++result.per_property[property.name];
       result.per_property_seconds[property.name] += took;
       result.worst_ratio = std::max(result.worst_ratio, run.worst_ratio);
-      if (options.progress) options.progress({result.cases, result.per_property.size(), since(start), run.failed});
+      if (options.progress) options.progress({result.cases, result.per_property.size(), since(began), run.failed});
       if (!run.failed) continue;
       if (!options.keep_going && share.first_finding)  // the other shares stop past it
         for (int64_t first = share.first_finding->load(); at < first && !share.first_finding->compare_exchange_weak(first, at);) {
         }
-      const Clock::time_point shrink_start = Clock::now();
-      const double searched = since(start);
-      add_finding(kernel, options, property, run, at, result);
-      result.shrink_seconds += since(shrink_start);
-      if (result.found && !options.keep_going) {
-        result.seconds = searched;
-        result.fp_mode = kernel.fp_mode_finding();
-        return result;
-      }
-      start += Clock::now() - shrink_start;
+      add_finding(kernel, options, property, run, at, result, repeats, began);
+      if (result.found && !options.keep_going) return finish();
     }
   }
-  result.seconds = since(start);
-  result.fp_mode = kernel.fp_mode_finding();
-  return result;
+  return finish();
 }
 
 CampaignResult replay(const CampaignOptions& options, const Finding& recorded, std::vector<KernelCall>* calls) {
@@ -522,6 +617,7 @@ CampaignResult replay(const CampaignOptions& options, const Finding& recorded, s
   CampaignResult result;
   result.abi_version = kernel.version();
   result.capabilities = kernel.capabilities();
+  result.domain = kernel.domain();
   result.replayed = true;
   result.cases = 1;
   result.per_property[recorded.property] = 1;

@@ -21,17 +21,23 @@
 #include "attncheck/plugin.h"
 #include "attncheck/commands.hpp"
 #include "attncheck/diagnosis.hpp"
+#include "attncheck/domain.hpp"
 #include "attncheck/features.hpp"
 #include "attncheck/flags.hpp"
 #include "attncheck/html_report.hpp"
 #include "attncheck/implementation.hpp"
 #include "attncheck/policy_flags.hpp"
+#include "attncheck/printable.hpp"
 #include "attncheck/property.hpp"
 
 namespace attncheck {
 namespace {
 
-using Json = nlohmann::ordered_json;  // ordered: the keys in the order written, for people reading the file
+using Json = nlohmann::ordered_json;
+
+// The exit code of a run that found nothing but could not check enough (inconclusive): neither a
+// pass (0) nor a finding (1) nor an error (2).
+constexpr int kInconclusive = 3;  // ordered: the keys in the order written, for people reading the file
 
 // The cores this process may run on (its affinity mask), at least 1.
 int cores_available() {
@@ -39,18 +45,83 @@ int cores_available() {
   return sched_getaffinity(0, sizeof set, &set) == 0 ? std::max(1, CPU_COUNT(&set)) : 1;
 }
 
-// The one-line summary of a campaign: verdict, cases, properties, seconds, rate, largest error/bound
-// (the finding's, when there is one).
-std::string summary(const char* verdict, const CampaignResult& r, const Policies& policies) {
-  char line[400], shrinking[48] = "";
-  if (r.found && !r.replayed) std::snprintf(shrinking, sizeof shrinking, " + %.1f s shrinking", r.shrink_seconds);
-  std::snprintf(line, sizeof line,
-                "attncheck check: %s: %lld cases, %zu properties, %.1f s%s, %.0f cases/s, largest error/bound %.3g%s",
-                verdict, (long long)r.cases, r.per_property.size(), r.seconds, shrinking,
-                r.seconds > 0 ? double(r.cases) / r.seconds : 0.0, r.reported_ratio(),
-                r.found && r.finding.ratio < 1 ? " (not how the finding fails)" : "");
+// Where the run's seconds went: "60.4 s (0.3 starting, 51.2 searching, 6.8 shrinking, 2.1 examining)".
+std::string seconds_spent(const CampaignResult& r) {
+  char text[160];
+  std::snprintf(text, sizeof text, "%.1f s", r.total_seconds());
+  std::string parts;
+  for (const auto& [seconds, what] : {std::pair{r.start_seconds, "starting"}, {r.seconds, "searching"},
+                                      {r.shrink_seconds, "shrinking"}, {r.examine_seconds, "examining"}}) {
+    if (seconds < 0.05 && std::string(what) != "searching") continue;
+    char part[48];
+    std::snprintf(part, sizeof part, "%s%.1f %s", parts.empty() ? "" : ", ", seconds, what);
+    parts += part;
+  }
+  return std::string(text) + (r.replayed ? "" : " (" + parts + ")");
+}
+
+// The calls the kernel did not take, when any: "; taken 4,980 of 5,114 calls; not taken 134
+// (upper-left causal with Tq != Tk)", the commonest reasons first.
+std::string calls_taken(const CampaignResult& r) {
+  if (r.not_taken == 0) return "";
+  std::vector<std::pair<int64_t, std::string>> reasons;
+  for (const auto& [reason, count] : r.not_taken_reasons) reasons.push_back({-count, reason});
+  std::sort(reasons.begin(), reasons.end());
+  std::string why;
+  for (size_t n = 0; n < reasons.size() && n < 3; ++n)
+    why += (n ? "; " : "") + printable(reasons[n].second, 120) + (reasons.size() > 1 ? ": " + grouped(-reasons[n].first) : "");
+  return "; taken " + grouped(r.calls - r.not_taken) + " of " + grouped(r.calls) + " calls; not taken " + grouped(r.not_taken) +
+         " (" + why + (reasons.size() > 3 ? "; ..." : "") + ")";
+}
+
+// The one-line summary of a campaign: verdict, cases, properties, seconds and where they went,
+// rate, largest error/bound (the worst finding's, when there is one), the calls not taken.
+std::string summary(const std::string& verdict, const CampaignResult& r, const Policies& policies) {
   const std::string relaxed = relaxed_flags(policies);
-  return line + (relaxed.empty() ? "" : "; under " + relaxed);
+  const double worst = r.reported_ratio();
+  return "attncheck check: " + verdict + ": " + grouped(r.cases) + " cases, " + std::to_string(r.per_property.size()) +
+         " properties, " + seconds_spent(r) + ", " + grouped(int64_t(r.seconds > 0 ? double(r.cases) / r.seconds : 0.0)) +
+         " cases/s, largest error/bound " + ratio_text(worst) + (r.found && worst < 1 ? " (not how the finding fails)" : "") +
+         calls_taken(r) + (relaxed.empty() ? "" : "; under " + relaxed);
+}
+
+// Why a run that found nothing is no pass (empty when it is one): fewer than half its calls taken,
+// or a property that applies never finished a run (the budget ended first, or its calls were not
+// taken).
+std::string inconclusive(const CampaignResult& r) {
+  if (r.replayed) return "";
+  if (r.calls > 0 && 2 * (r.calls - r.not_taken) < r.calls)
+    return "fewer than half the calls were taken (" + grouped(r.calls - r.not_taken) + " of " + grouped(r.calls) +
+           "): the kernel cannot take most of what it claims; say what it takes with its restrictions";
+  std::string never, none_taken;
+  for (const Property& p : all_properties()) {
+    if (r.not_applicable.count(p.name) || r.per_property.count(p.name)) continue;
+    (r.not_taken_runs.count(p.name) ? none_taken : never) += std::string(", ") + p.name;
+  }
+  std::string why;
+  if (!never.empty()) why = "applicable properties never ran (the budget ended first: a longer --seconds runs them): " + never.substr(2);
+  if (!none_taken.empty())
+    why += (why.empty() ? "" : "; ") + std::string("applicable properties whose every call was not taken: ") + none_taken.substr(2);
+  return why;
+}
+
+// The run's one hint: the combination of policies that accepts the most findings, with the fewest
+// rules relaxed ("every finding but 1 is accepted under --empty-rows any --masked-inputs finite");
+// empty when no policy accepts any.
+std::string policy_hint(const std::vector<Finding>& findings) {
+  int best = -1, accepted = 0;
+  for (int n = 1; n < policy_combinations(); ++n) {
+    int count = 0;
+    for (const Finding& f : findings) count += (f.diagnosis.accepting >> n) & 1;
+    if (count > accepted || (count == accepted && count > 0 && relaxed_count(policy_combination(n)) < relaxed_count(policy_combination(best))))
+      best = n, accepted = count;
+  }
+  if (accepted == 0) return "";
+  const int left = int(findings.size()) - accepted;
+  return std::string(left == 0 ? findings.size() == 1 ? "the finding is" : "every finding is"
+                               : "every finding but " + std::to_string(left) + " is") +
+         " accepted under " + relaxed_flags(policy_combination(best)) +
+         (left == 0 ? ": the kernel follows those conventions (docs/contract.md, \"Policies\")" : "");
 }
 
 // The features among `bits`, by name (the feature table's order), as the JSON says them.
@@ -146,8 +217,8 @@ std::string findings_table(const CampaignResult& r) {
   char line[512];
   for (size_t n = 0; n < r.findings.size(); ++n) {
     const Finding& f = r.findings[n];
-    std::snprintf(line, sizeof line, "  %2zu  %-37s %-52s %-42s %.3g\n", n + 1, f.kind.c_str(), ("Property." + f.property).c_str(),
-                  shrunk_shape(f).c_str(), f.ratio);
+    std::snprintf(line, sizeof line, "  %2zu  %-37s %-52s %-42s %s %s\n", n + 1, f.kind.c_str(), ("Property." + f.property).c_str(),
+                  shrunk_shape(f).c_str(), f.format.c_str(), ratio_text(f.ratio).c_str());
     table += line;
   }
   return table;
@@ -178,26 +249,50 @@ Json finding_json(const Finding& f, const std::string& replay_file) {
           {"features", d.features},
           {"fails_only_with", d.needs},
           {"accepted_under", d.accepted_under},
+          {"cause", d.cause.empty() ? Json() : Json(d.cause)},
+          {"format", f.format},
           {"shrunk_to", shrunk_shape(f)},
           {"error_bound_ratio", number_json(f.ratio)},
           {"message", f.message},
           {"replay", replay_file}};
 }
 
+// The domain as the JSON says it: its restrictions' words and its limits by name.
+Json domain_json(const Domain& d) {
+  Json restrictions = Json::array(), limits = Json::object();
+  for (const Restriction& r : kRestrictions)
+    if (d.only(r.bit)) restrictions.push_back(r.word);
+  for (const LimitField& l : kLimitFields)
+    if (d.limits.*l.field) limits[l.word] = d.limits.*l.field;
+  if (!d.limits.widths.empty()) limits[kHeadDimsWord] = d.limits.widths;
+  return {{"restrictions", restrictions}, {"limits", limits}};
+}
+
 Json result_json(const std::string& verdict, const CampaignOptions& options, const CampaignResult& r,
-                 const std::vector<std::string>& replay_files) {
+                 const std::vector<std::string>& replay_files, const std::string& hint, const std::string& inconclusive) {
   Json json = {{"verdict", verdict},
+               {"inconclusive", inconclusive.empty() ? Json() : Json(inconclusive)},
                {options.command ? "impl_cmd" : "impl", options.impl},
                {"seed", options.seed},
                {"cases", r.cases},
                {"properties", r.per_property.size()},
-               {"seconds", r.seconds},
+               {"seconds", r.total_seconds()},
+               {"start_seconds", r.start_seconds},
+               {"search_seconds", r.seconds},
                {"shrink_seconds", r.shrink_seconds},
+               {"examine_seconds", r.examine_seconds},
+               {"calls", r.calls},
+               {"calls_not_taken", r.not_taken},
+               {"not_taken_reasons", r.not_taken_reasons},
+               {"not_taken_runs", r.not_taken_runs},
+               {"runs_stopped_by_the_budget", r.cut_runs},
+               {"domain", domain_json(r.domain)},
+               {"policy_hint", hint.empty() ? Json() : Json(hint)},
                {"cases_per_second", r.seconds > 0 ? double(r.cases) / r.seconds : 0.0},
                {"largest_error_bound_ratio", number_json(r.reported_ratio())},
                {"per_property", r.per_property},
                {"per_property_seconds", r.per_property_seconds},
-               {"arithmetic", r.found ? "FAIL" : "PASS"},
+               {"arithmetic", r.found ? "FAIL" : inconclusive.empty() ? "PASS" : "INCONCLUSIVE"},
                {"floating_point_mode", r.fp_mode.empty() ? Json() : Json(r.fp_mode)},
                {"abi_version", r.abi_version},
                {"checked", features_named(coverage(r.capabilities, options).checked)},
@@ -287,7 +382,7 @@ int check(const FlagValues& o) {
         if ((f.capability & kFormatCapabilities) && dtype == f.word) options.formats |= f.capability;
   }
   read_policy_flags(o, options.policies);
-  options.keep_going = o.text("keep-going") == "yes";
+  options.keep_going = o.on("keep-going");
   options.jobs = o.number("jobs") > 0 ? int(o.number("jobs")) : cores_available();
   options.backward = o.text("backward") != "off";
   options.require_backward = o.text("backward") == "on";
@@ -331,10 +426,12 @@ int check(const FlagValues& o) {
     result = run_campaign(options);
   }
   if (progress_shown) std::printf("\r\033[K");
-  // The floating-point mode is a finding of its own; the arithmetic's verdict is given beside it.
-  const std::string verdict = result.fp_mode.empty() ? (result.found ? "FAIL" : "PASS")
-                              : std::string("FAIL: the floating-point mode (the arithmetic: ") +
-                                    (result.found ? "FAIL" : "PASS") + ")";
+  // The floating-point mode is a finding of its own; the arithmetic's verdict is given beside it. A
+  // run that found nothing but could not check enough is inconclusive, never a pass.
+  const std::string why_inconclusive = result.found ? "" : inconclusive(result);
+  const std::string arithmetic = result.found ? "FAIL" : why_inconclusive.empty() ? "PASS" : "INCONCLUSIVE";
+  const std::string verdict =
+      result.fp_mode.empty() ? arithmetic : "FAIL: the floating-point mode (the arithmetic: " + arithmetic + ")";
   if (!result.fp_mode.empty()) std::printf("floating-point mode: %s\n", result.fp_mode.c_str());
   // Each finding's report as printed, its replay file and the command that replays it; JUnit's
   // failures carry them too. A replay's one finding is the file's; a campaign's are written now.
@@ -358,8 +455,9 @@ int check(const FlagValues& o) {
       write_replay(file, options, f);
       const std::string heading = options.keep_going ? "finding " + std::to_string(n + 1) + " of " +
                                                            std::to_string(result.findings.size()) + " (" + f.kind + "): " : "";
-      reports.push_back(heading + "counterexample to Property." + f.property + " (" + case_note(f) + "):\n" +
-                        diagnosis_text(f.diagnosis) + f.message + "\nreplay it: " + replay_command(file));
+      reports.push_back(heading + "counterexample to Property." + f.property + " (" + case_note(f) + "; " + f.format +
+                        ", error/bound " + ratio_text(f.ratio) + "):\n" + diagnosis_text(f.diagnosis) + f.message +
+                        "\nreplay it: " + replay_command(file));
       replay_files.push_back(file);
     }
   } else if (o.given("replay")) {
@@ -367,19 +465,25 @@ int check(const FlagValues& o) {
   }
   for (const std::string& report : reports) std::printf("%s\n", report.c_str());
   if (options.keep_going) std::printf("%s", findings_table(result).c_str());
+  const std::string hint = result.findings.size() > 1 || options.keep_going ? policy_hint(result.findings) : "";
+  if (!hint.empty()) std::printf("hint: %s\n", hint.c_str());
   const Coverage covered = coverage(result.capabilities, options);
   const std::string checked = "checked: " + feature_names(covered.checked) + " (ABI v" + std::to_string(result.abi_version) +
-                              ((result.capabilities & kLayerOnly) ? "; the multi-head layer alone" : "") + ")" + (covered.unchecked ? "; claimed, not checked: " + feature_names(covered.unchecked) : "") +
+                              ((result.capabilities & kLayerOnly) ? "; the multi-head layer alone" : "") + ")" +
+                              (result.domain.restrictions ? "; restricted to: " + domain_text(result.domain) : "") +
+                              (covered.unchecked ? "; claimed, not checked: " + feature_names(covered.unchecked) : "") +
                               "; not claimed: " + feature_names(covered.not_claimed) + unknown_bits(result.capabilities) +
                               skipped(result) + "\npolicies: " + policies_said(options.policies);
-  const std::string summary_line = summary(verdict.c_str(), result, options.policies);
+  const std::string summary_line = summary(verdict, result, options.policies);
+  if (!why_inconclusive.empty()) std::printf("inconclusive: %s\n", why_inconclusive.c_str());
   std::printf("%s\n%s\n", checked.c_str(), summary_line.c_str());
-  if (o.given("json")) write_json(o.text("json"), result_json(verdict, options, result, replay_files));
+  if (o.given("json")) write_json(o.text("json"), result_json(verdict, options, result, replay_files, hint, why_inconclusive));
   if (o.given("junit")) write_junit(o.text("junit"), result, reports, checked + "\n" + summary_line);
   if (o.given("html"))
     write_html_report(o.text("html"), options, result,
                       {verdict, summary_line, checked, replay_commands(replay_files)});
-  return result.found || !result.fp_mode.empty() ? 1 : 0;
+  if (result.found || !result.fp_mode.empty()) return 1;
+  return why_inconclusive.empty() ? 0 : kInconclusive;
 }
 
 // Whether a case's "B 1 H 1 H_kv 1 Tq 2 Tk 3 dk 2 dv 1" is as small as a counterexample usually
@@ -504,11 +608,10 @@ int check_command(const std::vector<std::string>& args) {
             "run a replay file's counterexample again, not a campaign, on --impl or --impl-cmd (or, with --trust-replay "
             "yes, the one it names); a policy flag given overrides its own")
       .text("counterexample", "FILE", "where the replay file of a counterexample goes", "attncheck-counterexample.replay")
-      .choice("keep-going", {"yes", "no"},
-              "yes: run the whole budget and report every distinct finding (by property and kind) once, each shrunk in "
-              "--shrink-seconds of its own, each with its replay file in --counterexample-dir; no: the first finding "
-              "stops the run",
-              "no")
+      .boolean("keep-going",
+               "run the whole budget and report every distinct finding once (by property, kind, format and raise "
+               "type), each shrunk, each with its replay file in --counterexample-dir; without it the first finding "
+               "stops the run")
       .text("counterexample-dir", "DIR", "with --keep-going yes, where each finding's replay file goes (made if missing)",
             "attncheck-findings")
       .number("jobs", "N",

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <type_traits>
 
 #include "attncheck/case_shrink.hpp"
@@ -69,24 +70,37 @@ void diagnose_call(IsolatedKernel& kernel, const CampaignOptions& options, const
   const Case<T> clean = with_unseen_inputs(c, Unseen::zero);
   d.poisoned = d.wrong && sees_a_key(c, d.element.at[0], d.element.at[1], d.element.at[2]) && !same_inputs(clean, c) &&
                right_on(kernel, clean, with_lse);
-  // Each other choice of each policy, the first that accepts the call: the same results judged by
-  // its rule, or the call run again on the inputs it would send.
-  for (const Policy& policy : kPolicies) {
+  // Every combination of policies that accepts the call: the same results judged by its rules, or
+  // the call run again (once) on the inputs --masked-inputs finite would send.
+  std::optional<bool> finite_run;
+  std::vector<T> finite_out, finite_lse;
+  for (int n = 0; n < policy_combinations(); ++n) {
+    const Policies other = policy_combination(n);
+    if (other == options.policies) continue;
+    Case<T> under = c;
+    under.empty_rows = other.empty_rows;
+    under.lse_empty = other.lse_empty;
+    if (other.masked_inputs == MaskedInputs::finite) under = with_unseen_inputs(std::move(under), Unseen::finite);
+    bool accepts = false;
+    if (same_inputs(under, c)) {
+      accepts = outcome.kind == Outcome::ok && judged(under, out, lse).ok();
+    } else {
+      if (!finite_run) finite_run = kernel.run(under, finite_out, with_lse ? &finite_lse : nullptr).kind == Outcome::ok;
+      accepts = *finite_run && judged(under, finite_out, finite_lse).ok();
+    }
+    if (accepts) d.accepting |= 1u << n;
+  }
+  // Each policy changed alone, its first choice that accepts: what the finding's report names.
+  for (const Policy& policy : kPolicies)
     for (int choice = 0; choice < policy.count; ++choice) {
-      if (choice == policy.get(options.policies)) continue;
       Policies other = options.policies;
       policy.set(other, choice);
-      Case<T> under = c;
-      under.empty_rows = other.empty_rows;
-      under.lse_empty = other.lse_empty;
-      if (other.masked_inputs == MaskedInputs::finite) under = with_unseen_inputs(std::move(under), Unseen::finite);
-      const bool accepts = same_inputs(under, c) ? outcome.kind == Outcome::ok && judged(under, out, lse).ok()
-                                                 : right_on(kernel, under, with_lse);
-      if (!accepts) continue;
+      int n = 0;
+      while (policy_combination(n) != other) ++n;
+      if (other == options.policies || !(d.accepting & (1u << n))) continue;
       d.accepted_under.push_back(std::string("--") + policy.flag + " " + policy.choices[choice].word);
       break;
     }
-  }
 }
 
 }  // namespace
@@ -125,6 +139,7 @@ std::string diagnosis_text(const Diagnosis& d) {
   if (!also.empty()) text += "fails without each of these as well: " + joined(also) + "\n";
   if (d.poisoned) text += "passes once the inputs no query may see are 0: a NaN, inf or extreme there changed it\n";
   if (!d.accepted_under.empty()) text += "accepted under: " + joined(d.accepted_under) + "\n";
+  if (!d.cause.empty()) text += "cause: " + d.cause + "\n";
   return text;
 }
 

@@ -1,5 +1,6 @@
-// attncheck features: the feature table (contract/include/attncheck/features.hpp) as a person reads
-// it, or as the Python client's module (--python), which python/attncheck/_features.py must equal.
+// attncheck features: the feature table (contract/include/attncheck/features.hpp) and the
+// restrictions and limits (domain.hpp) as a person reads them, or as the Python client's module
+// (--python), which python/attncheck/_features.py must equal.
 #include <bit>
 #include <cstdio>
 #include <string>
@@ -8,6 +9,7 @@
 #include "attncheck/abi.hpp"
 #include "attncheck/cases.hpp"
 #include "attncheck/commands.hpp"
+#include "attncheck/domain.hpp"
 #include "attncheck/features.hpp"
 #include "attncheck/flags.hpp"
 
@@ -43,6 +45,14 @@ std::string python_module() {
     }
   for (Causal c : {Causal::none, Causal::upper_left, Causal::lower_right})
     causal.push_back({std::to_string(int(c)), quoted(causal_name(c))});
+  std::vector<std::pair<std::string, std::string>> restriction_bits, restriction_names;
+  for (const Restriction& r : restrictions()) {
+    restriction_bits.push_back({quoted(r.word), std::to_string(r.bit)});
+    restriction_names.push_back({quoted(r.word), quoted(r.name)});
+  }
+  std::string limits = "[";
+  for (const LimitField& l : kLimitFields) limits += (limits.size() > 1 ? ", " : "") + quoted(l.word);
+  limits += "]";
   return "\"\"\"The feature table of contract/include/attncheck/features.hpp, for the Python client.\n\n"
          "Written by `attncheck features --python`; ctest (python.FeatureTableIsTheContracts) checks that\n"
          "it is what that prints. Do not edit it by hand.\n\"\"\"\n\n"
@@ -59,16 +69,28 @@ std::string python_module() {
          "STORAGE = " + dict(storage) + "\n"
          "LSE_STORAGE = " + dict(lse_storage) + "\n"
          "# The causal modes' codes.\n"
-         "CAUSAL = " + dict(causal) + "\n";
+         "CAUSAL = " + dict(causal) + "\n"
+         "# The restrictions' bits (plugin.h's ATTNCHECK_ONLY_*), by the name serve(restrictions=...) takes, and what reports call each.\n"
+         "RESTRICTIONS = " + dict(restriction_bits) + "\n"
+         "RESTRICTION_NAMES = " + dict(restriction_names) + "\n"
+         "# The limits serve(limits={...}) takes, in attncheck_limits' order, and the list of head widths.\n"
+         "LIMITS = " + limits + "\n"
+         "HEAD_DIMS = " + quoted(kHeadDimsWord) + "\n";
 }
 
 int features_table(const FlagValues& o) {
-  if (o.text("python") == "yes") {
+  if (o.on("python")) {
     std::fputs(python_module().c_str(), stdout);
     return 0;
   }
-  std::printf("%-6s %-26s %-12s %s\n", "bit", "C name", "word", "name");
-  for (const Feature& f : features()) std::printf("0x%04x %-26s %-12s %s\n", f.capability, f.c_name, f.word, f.name);
+  std::printf("%-7s %-26s %-12s %s\n", "bit", "C name", "word", "name");
+  for (const Feature& f : features()) std::printf("0x%05x %-26s %-12s %s\n", f.capability, f.c_name, f.word, f.name);
+  std::printf("\nrestrictions (attncheck_restrictions; serve(restrictions=[word, ...])): a kernel that takes less says so\n");
+  std::printf("%-7s %-31s %-16s %s\n", "bit", "C name", "word", "rule");
+  for (const Restriction& r : restrictions()) std::printf("0x%05x %-31s %-16s %s\n", r.bit, r.c_name, r.word, r.rule);
+  std::printf("\nlimits (attncheck_limits_v2; serve(limits={word: n, ...})), with ATTNCHECK_ONLY_WITHIN_LIMITS:\n");
+  for (const LimitField& l : kLimitFields) std::printf("  %-18s %s\n", l.word, l.meaning);
+  std::printf("  %-18s %s\n", kHeadDimsWord, "dk and dv are one of these widths (up to 16 of them)");
   return 0;
 }
 
@@ -76,7 +98,7 @@ int features_table(const FlagValues& o) {
 
 int features_command(const std::vector<std::string>& args) {
   return Flags("features")
-      .choice("python", {"yes", "no"}, "print the Python client's module of the table (python/attncheck/_features.py)", "no")
+      .boolean("python", "print the Python client's module of the table (python/attncheck/_features.py)")
       .run(args, features_table);
 }
 

@@ -76,6 +76,11 @@ Flags& Flags::choice(std::string name, std::vector<std::string> words, std::stri
               .fallback = std::move(fallback), .words = std::move(words)});
 }
 
+Flags& Flags::boolean(std::string name, std::string help) {
+  return add({.name = std::move(name), .placeholder = "[yes|no]", .help = std::move(help), .fallback = "no",
+              .is_boolean = true, .words = {"yes", "no"}});
+}
+
 Flags& Flags::required() {
   flags_.back().required = true;
   return *this;
@@ -104,6 +109,12 @@ FlagValues Flags::parse(const std::vector<std::string>& args) const {
   for (size_t n = 0; n < args.size(); n += 2) {
     const Flag* flag = find(args[n]);
     if (!flag) throw UsageError("unknown option '" + args[n] + "'");
+    // A yes-or-no flag without yes or no after it stands alone: yes, and the next word is a flag.
+    if (flag->is_boolean && (n + 1 >= args.size() || (args[n + 1] != "yes" && args[n + 1] != "no"))) {
+      values.given_[flag->name] = "yes";
+      n -= 1;  // (the loop's += 2 then steps one word)
+      continue;
+    }
     const std::string what = needs(*flag);
     // A flag right after another is the next flag, not this one's value.
     if (n + 1 >= args.size() || args[n + 1].empty() || find(args[n + 1]))

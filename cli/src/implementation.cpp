@@ -13,10 +13,9 @@ Flags& implementation_flags(Flags& flags) {
       .text("impl-cmd", "COMMAND",
             "the implementation: a command (run by /bin/sh) that speaks the child protocol of docs/protocol.md on its "
             "stdin and stdout, e.g. 'python3 my_attention.py' serving a function with attncheck.serve")
-      .choice("trust-replay", {"yes", "no"},
-              "with --replay and neither --impl nor --impl-cmd: run the implementation the replay file names (a file "
-              "is data: what it names runs only when you say so)",
-              "no");
+      .boolean("trust-replay",
+               "with --replay and neither --impl nor --impl-cmd: run the implementation the replay file names (a file "
+               "is data: what it names runs only when you say so)");
 }
 
 bool named_implementation(const FlagValues& given, CampaignOptions& options) {
@@ -32,7 +31,7 @@ bool named_implementation(const FlagValues& given, CampaignOptions& options) {
 }
 
 void require_trusted(const FlagValues& given, const std::string& replay, const CampaignOptions& options) {
-  if (given.text("trust-replay") == "yes") return;
+  if (given.on("trust-replay")) return;
   throw std::runtime_error(replay + " names the implementation " + (options.command ? "command '" : "'") +
                            printable(options.impl, 200) +
                            "', which attncheck does not run because a file names it: give --impl or --impl-cmd, or "

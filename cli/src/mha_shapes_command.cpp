@@ -13,6 +13,7 @@
 
 #include "attncheck/commands.hpp"
 #include "attncheck/flags.hpp"
+#include "attncheck/printable.hpp"
 
 namespace attncheck {
 namespace {
@@ -38,17 +39,6 @@ int64_t sum(const char* what, std::initializer_list<int64_t> terms) {
   for (int64_t t : terms)
     if (__builtin_add_overflow(result, t, &result)) throw std::runtime_error(std::string(what) + " overflows int64: give smaller sizes");
   return result;
-}
-
-// 1,600: counts are read by people, and 9216 vs 92160 is easy to misread.
-std::string grouped(int64_t n) {
-  const std::string digits = std::to_string(n);
-  std::string text;
-  for (size_t at = 0; at < digits.size(); ++at) {
-    if (at > 0 && (digits.size() - at) % 3 == 0) text += ',';
-    text += digits[at];
-  }
-  return text;
 }
 
 // The flags have checked x >= 1; a size must also be whole (2.5 tokens means nothing) and fit an int.

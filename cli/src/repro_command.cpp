@@ -189,7 +189,7 @@ int repro(const FlagValues& flags) {
   const std::string& replay = flags.text("replay");
   const bool named = named_implementation(flags, options);
   const Finding finding = read_replay(replay, options, named);
-  const bool standalone = flags.text("standalone") == "yes";
+  const bool standalone = flags.on("standalone");
   if (standalone && !options.command)
     throw std::runtime_error(replay + ": --standalone is for an adapter's finding (a command), not a plugin's");
   if (standalone) adapter_call(options.impl);  // a command that runs no adapter is refused before anything runs
@@ -229,11 +229,10 @@ int repro_command(const std::vector<std::string>& given) {
             "more on that implementation, and the test is of its first wrong call")
       .required()
       .text("out", "FILE", "where the test goes (default: standard output)", "")
-      .choice("standalone", {"yes", "no"},
-               "yes, for an adapter's finding (--impl-cmd 'python -m attncheck.adapters.NAME ...'): a Python script that "
+      .boolean("standalone",
+               "for an adapter's finding (--impl-cmd 'python -m attncheck.adapters.NAME ...'): a Python script that "
                "needs only NumPy and the library, with the problem as exact bits, the adapter's source and options, "
-               "the oracle's values and bound; it exits 1 while the library deviates",
-               "no")
+               "the oracle's values and bound; it exits 1 while the library deviates")
       .run(args, repro);
 }
 

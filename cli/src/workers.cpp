@@ -52,7 +52,7 @@ Json to_json(const Diagnosis& d) {
           {"at", std::vector<int64_t>(m.at, m.at + 4)}, {"computed", number(m.computed)},
           {"exact", number(double(m.exact))}, {"bound", number(m.bound)}, {"ratio", number(m.ratio)},
           {"fault", d.fault}, {"shape", d.shape}, {"features", d.features}, {"needs", d.needs},
-          {"poisoned", d.poisoned}, {"accepted_under", d.accepted_under}};
+          {"poisoned", d.poisoned}, {"accepted_under", d.accepted_under}, {"accepting", d.accepting}, {"cause", d.cause}};
 }
 
 Diagnosis diagnosis_from(const Json& j) {
@@ -74,6 +74,8 @@ Diagnosis diagnosis_from(const Json& j) {
   d.needs = j.at("needs").get<std::vector<std::string>>();
   d.poisoned = j.at("poisoned");
   d.accepted_under = j.at("accepted_under").get<std::vector<std::string>>();
+  d.accepting = j.at("accepting");
+  d.cause = j.at("cause");
   return d;
 }
 
@@ -82,7 +84,8 @@ Json to_json(const Finding& f) {
           {"case_text", f.case_text}, {"kept_choices", f.kept_choices}, {"ladder", f.ladder},
           {"capabilities", f.capabilities}, {"last_call_case", f.last_call_case}, {"failed_call", f.failed_call},
           {"failed_call_why", f.failed_call_why}, {"failed_call_lse", f.failed_call_lse}, {"hung", f.hung},
-          {"ratio", number(f.ratio)}, {"found_at", f.found_at}, {"kind", f.kind}, {"run_kind", f.run_kind}, {"diagnosis", to_json(f.diagnosis)}};
+          {"ratio", number(f.ratio)}, {"found_at", f.found_at}, {"kind", f.kind}, {"run_kind", f.run_kind},
+          {"format", f.format}, {"diagnosis", to_json(f.diagnosis)}};
 }
 
 Finding finding_from(const Json& j) {
@@ -104,8 +107,15 @@ Finding finding_from(const Json& j) {
   f.found_at = j.at("found_at");
   f.kind = j.at("kind");
   f.run_kind = j.at("run_kind");
+  f.format = j.at("format");
   f.diagnosis = diagnosis_from(j.at("diagnosis"));
   return f;
+}
+
+Json limits_json(const Limits& l) {
+  Json json = {{kHeadDimsWord, l.widths}};
+  for (const LimitField& f : kLimitFields) json[f.word] = l.*f.field;
+  return json;
 }
 
 Json to_json(const CampaignResult& r) {
@@ -114,7 +124,10 @@ Json to_json(const CampaignResult& r) {
   return {{"findings", findings}, {"cases", r.cases}, {"per_property", r.per_property},
           {"per_property_seconds", r.per_property_seconds}, {"seconds", r.seconds}, {"shrink_seconds", r.shrink_seconds},
           {"worst_ratio", number(r.worst_ratio)}, {"fp_mode", r.fp_mode}, {"abi_version", r.abi_version},
-          {"capabilities", r.capabilities}, {"not_applicable", r.not_applicable}};
+          {"capabilities", r.capabilities}, {"not_applicable", r.not_applicable}, {"examine_seconds", r.examine_seconds},
+          {"start_seconds", r.start_seconds}, {"calls", r.calls}, {"not_taken", r.not_taken}, {"cut_runs", r.cut_runs},
+          {"not_taken_reasons", r.not_taken_reasons}, {"not_taken_runs", r.not_taken_runs},
+          {"restrictions", r.domain.restrictions}, {"limits", limits_json(r.domain.limits)}};
 }
 
 CampaignResult result_from(const Json& j) {
@@ -130,6 +143,16 @@ CampaignResult result_from(const Json& j) {
   r.abi_version = j.at("abi_version");
   r.capabilities = j.at("capabilities");
   r.not_applicable = j.at("not_applicable").get<std::map<std::string, std::string>>();
+  r.examine_seconds = j.at("examine_seconds");
+  r.start_seconds = j.at("start_seconds");
+  r.calls = j.at("calls");
+  r.not_taken = j.at("not_taken");
+  r.cut_runs = j.at("cut_runs");
+  r.not_taken_reasons = j.at("not_taken_reasons").get<std::map<std::string, int64_t>>();
+  r.not_taken_runs = j.at("not_taken_runs").get<std::map<std::string, int64_t>>();
+  r.domain.restrictions = j.at("restrictions");
+  for (const LimitField& l : kLimitFields) r.domain.limits.*l.field = j.at("limits").at(l.word);
+  r.domain.limits.widths = j.at("limits").at(kHeadDimsWord).get<std::vector<int64_t>>();
   return r;
 }
 
@@ -139,10 +162,18 @@ CampaignResult merged(const std::vector<CampaignResult>& shares, const CampaignO
   CampaignResult r;
   r.abi_version = shares.front().abi_version;
   r.capabilities = shares.front().capabilities;
+  r.domain = shares.front().domain;
   r.not_applicable = shares.front().not_applicable;
   std::vector<Finding> all;
   for (const CampaignResult& share : shares) {
     r.cases += share.cases;
+    r.calls += share.calls;
+    r.not_taken += share.not_taken;
+    r.cut_runs += share.cut_runs;
+    for (const auto& [reason, count] : share.not_taken_reasons) r.not_taken_reasons[reason] += count;
+    for (const auto& [name, count] : share.not_taken_runs) r.not_taken_runs[name] += count;
+    r.examine_seconds = std::max(r.examine_seconds, share.examine_seconds);
+    r.start_seconds = std::max(r.start_seconds, share.start_seconds);
     for (const auto& [name, count] : share.per_property) r.per_property[name] += count;
     for (const auto& [name, seconds] : share.per_property_seconds) r.per_property_seconds[name] += seconds;
     r.seconds = std::max(r.seconds, share.seconds);

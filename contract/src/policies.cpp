@@ -52,6 +52,27 @@ std::string relaxed_flags(const Policies& policies) {
   return text;
 }
 
+int policy_combinations() {
+  int n = 1;
+  for (const Policy& p : kPolicies) n *= p.count;
+  return n;
+}
+
+Policies policy_combination(int n) {
+  Policies policies;
+  for (const Policy& p : kPolicies) {
+    p.set(policies, n % p.count);
+    n /= p.count;
+  }
+  return policies;
+}
+
+int relaxed_count(const Policies& policies) {
+  int n = 0;
+  for (const Policy& p : kPolicies) n += p.get(policies) != 0;
+  return n;
+}
+
 const char* empty_rows_word(EmptyRows e) {
   Policies p;
   p.empty_rows = e;

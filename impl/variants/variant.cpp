@@ -260,6 +260,7 @@ void run(const Problem<T>& p, T* out, T* lse, uint8_t* keep, const Variant& v) {
           if (v.mutation == M::scores_fp16) dot = to<Half>(dot);  // pytorch 60939
           score_i[j] = capped(masked ? minus_inf : v.prescale ? dot : scale * dot);
           if (p.bias) score_i[j] += A(p.bias[s.scores_at(b, h, i) + j]);
+          if (v.mutation == M::scores_in_format && is_narrow(p.format)) score_i[j] = A(round_to(p.format, double(score_i[j])));
           if (drop_scores && !keep_row[size_t(j)]) score_i[j] = minus_inf;
         }
       };
@@ -513,6 +514,8 @@ void variant_attention(const Problem<T>& p, T* out, const Variant& v, T* lse, ui
 #endif
   if (v.accumulate_double)
     run<T, double>(p, out, lse, keep, v);
+  else if (v.mutation == M::double_in_float)
+    run<T, float>(p, out, lse, keep, v);
   else
     run<T, T>(p, out, lse, keep, v);
 #ifdef __SSE__

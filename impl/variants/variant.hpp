@@ -79,6 +79,10 @@ enum class Mutation {
                             // llama.cpp 6646)
   softmax_bf16,             // exp and the running normalizer kept in bfloat16, rounded at every key (the
                             // softmax computed in the input format)
+  scores_in_format,         // in f16 and bf16, each score scale q . k rounded to the format before the softmax
+                            // (a math path whose matmul returns the input dtype: PyTorch SDPA's bf16 scores)
+  double_in_float,          // a float64 call computed in float32 throughout, rounded back (an eager path that
+                            // upcasts to float32 whatever the input: transformers' softmax(dtype=float32))
   // Bugs of dropout (the contract: after the softmax, each weight kept with probability 1 - p and
   // divided by 1 - p):
   dropout_before_softmax,            // dropped scores set to -inf before the softmax: the weights renormalized

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -130,6 +131,17 @@ Comparison compare(const T* computed, const ExactTensor& ref) {
   return result;
 }
 
+std::string ratio_text(double ratio) {
+  char text[40];
+  std::snprintf(text, sizeof text, "%.3g", ratio);
+  for (int digits = 4; digits <= 17; ++digits) {
+    const double shown = std::strtod(text, nullptr);
+    if ((shown < 1) == (ratio < 1) && (shown > 1) == (ratio > 1)) break;
+    std::snprintf(text, sizeof text, "%.*g", digits, ratio);
+  }
+  return text;
+}
+
 std::string Comparison::summary() const {
   const std::string rows_text =
       exact_rows == rows ? ""
@@ -138,7 +150,7 @@ std::string Comparison::summary() const {
   // worst_ratio is over finite exact values: beside a wrong special value it would read as if all were well.
   const std::string largest = special > 0   ? "inf at " + first_special.where() + " (" + first_special.expected_got() + ")"
                               : checked == 0 ? std::string("none: no element checked")
-                                             : format("%.3g at %s", worst_ratio, worst.where().c_str());
+                                             : ratio_text(worst_ratio) + " at " + worst.where();
   return format("%lld %s elements checked%s, %lld outside the checkable range, largest error/bound %s",
                 (long long)checked, worst.tensor, rows_text.c_str(), (long long)unchecked, largest.c_str());
 }

@@ -5,6 +5,8 @@
         ...
         return out                # [B,H,Tq,dv]; (out, lse) when p.want_lse, (out, keep) when p.want_keep
     attncheck.serve(forward, capabilities={"f32", "allow", "causal"})  # under attncheck check --impl-cmd
+    attncheck.serve(forward, capabilities={"f32", "causal"},       # narrow code says what it takes:
+                    restrictions=["causal", "square", "default_scale", "equal_head_dims"])
     attncheck.check(forward)      # from pytest: the whole campaign, AssertionError on a finding
 
     def layer(m):                 # m: attncheck.Layer (x_q, w_q, ..., NumPy arrays; docs/protocol.md "A layer call")
@@ -22,7 +24,8 @@ from ._layer import Layer
 from ._problem import Problem
 from ._protocol import CAPABILITIES
 from ._replay import numpy_source, problem_from_replay
-from ._serve import serve
+from ._features import RESTRICTIONS
+from ._serve import NotExpressible, serve
 
-__all__ = ["CAPABILITIES", "Layer", "Problem", "check", "find_binary", "masked", "numpy_source", "outside_bound",
-           "problem_from_replay", "run_command", "serve"]
+__all__ = ["CAPABILITIES", "Layer", "NotExpressible", "Problem", "RESTRICTIONS", "check", "find_binary", "masked",
+           "numpy_source", "outside_bound", "problem_from_replay", "run_command", "serve"]

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from ._adapters import masked
-from ._protocol import capability_bits
+from ._protocol import capability_bits, limit_values, restriction_bits
 from ._replay import numpy_source, problem_from_replay
 from ._serve import default_capabilities
 
@@ -94,7 +94,7 @@ def load(spec):
 
 
 def check(forward, seconds=20, capabilities=None, seed=None, backward=None, empty_rows="zero", lse_empty="ninf",
-          masked_inputs="any", keep_going=False, counterexample=None, args=()):
+          masked_inputs="any", keep_going=False, counterexample=None, args=(), restrictions=None, limits=None):
     """Runs `attncheck check --impl-cmd` on forward (and backward): returns the JSON report on a
     pass; raises AssertionError carrying the report on a finding, RuntimeError when it cannot run.
 
@@ -108,6 +108,9 @@ def check(forward, seconds=20, capabilities=None, seed=None, backward=None, empt
     and raise with every distinct finding, each with its replay file in attncheck-MODULE.NAME/
     (counterexample then names that folder). counterexample: where the replay file of a finding goes (default
     attncheck-MODULE.NAME.replay in the current directory, replay_name). args: more options for `attncheck check`.
+    restrictions, limits: what forward takes of what it claims, as serve() takes them (default: its own
+    attributes). A run that could not check enough (most calls not taken, a property that never ran)
+    raises RuntimeError: it is inconclusive, not a pass.
     In the child itself (while it imports the module that calls check) this returns None at once.
     """
     __tracebackhide__ = True  # pytest shows the report it raises, not this function's source
@@ -121,6 +124,14 @@ def check(forward, seconds=20, capabilities=None, seed=None, backward=None, empt
              spec_of(forward), "--capabilities", ",".join(names)]
     if backward is not None:
         child += ["--backward", spec_of(backward)]
+    restrictions = getattr(forward, "restrictions", None) if restrictions is None else restrictions
+    limits = getattr(forward, "limits", None) if limits is None else limits
+    if restrictions:
+        restriction_bits(restrictions)  # an unknown name is a ValueError here too
+        child += ["--restrictions", ",".join(restrictions)]
+    if limits:
+        limit_values(limits)
+        child += ["--limits", json.dumps(limits)]
     seed = int(os.environ.get("ATTNCHECK_SEED", "1")) if seed is None else seed
     counterexample = counterexample or (replay_name(forward)[:-len(".replay")] if keep_going else replay_name(forward))
     with tempfile.TemporaryDirectory() as scratch:
@@ -128,7 +139,7 @@ def check(forward, seconds=20, capabilities=None, seed=None, backward=None, empt
         command = [find_binary(), "check", "--impl-cmd", shlex.join(child), "--seconds", str(seconds),
                    "--seed", str(seed), "--empty-rows", empty_rows, "--lse-empty", lse_empty,
                    "--masked-inputs", masked_inputs,
-                   *(["--keep-going", "yes", "--counterexample-dir"] if keep_going else ["--counterexample"]), counterexample,
+                   *(["--keep-going", "--counterexample-dir"] if keep_going else ["--counterexample"]), counterexample,
                    "--json", report_path, *args]
         run = subprocess.run(command, capture_output=True, text=True)
         report = json.load(open(report_path)) if os.path.exists(report_path) else None

@@ -18,3 +18,9 @@ STORAGE = {"f32": "<f4", "f64": "<f8", "f16": "<f2", "bf16": "<u2"}
 LSE_STORAGE = {"f32": "<f4", "f64": "<f8", "f16": "<f4", "bf16": "<f4"}
 # The causal modes' codes.
 CAUSAL = {0: "none", 1: "upper-left", 2: "lower-right"}
+# The restrictions' bits (plugin.h's ATTNCHECK_ONLY_*), by the name serve(restrictions=...) takes, and what reports call each.
+RESTRICTIONS = {"causal": 1, "lower_right": 2, "upper_left": 4, "square": 8, "self_attention": 16, "default_scale": 32, "equal_head_dims": 64, "layer_head_width": 128, "within_limits": 256}
+RESTRICTION_NAMES = {"causal": "causal only", "lower_right": "lower-right causal only", "upper_left": "upper-left causal only", "square": "square only", "self_attention": "self-attention only", "default_scale": "default scale only", "equal_head_dims": "dk = dv only", "layer_head_width": "layer heads D / H wide only", "within_limits": "within its limits"}
+# The limits serve(limits={...}) takes, in attncheck_limits' order, and the list of head widths.
+LIMITS = ["max_B", "max_H", "max_Tq", "max_Tk", "head_dim_multiple", "max_head_dim"]
+HEAD_DIMS = "head_dims"

@@ -8,7 +8,7 @@ import struct
 import numpy as np
 
 # The feature table (capability bits, flag bits, dtypes, storage), generated from the C++ one.
-from ._features import CAPABILITIES, CAUSAL, DTYPES, FLAGS, LINES, LSE_STORAGE, STORAGE
+from ._features import CAPABILITIES, CAUSAL, DTYPES, FLAGS, HEAD_DIMS, LIMITS, LINES, LSE_STORAGE, RESTRICTIONS, STORAGE
 
 VERSION = 1
 ABI = 2
@@ -73,14 +73,56 @@ def layer_payload(dtype, dims, D, causal="none", window=None, scale=0.0, *, x_q,
     return header + b"".join(x for x in tensors if x is not None)
 
 
-def capability_bits(names):
-    """The bits of a set of capability names; an unknown name is a ValueError naming the known ones."""
+def _bits(names, table, what):
     bits = 0
     for name in names:
-        if name not in CAPABILITIES:
-            raise ValueError(f"unknown capability {name!r}; the names are {', '.join(CAPABILITIES)}")
-        bits |= CAPABILITIES[name]
+        if name not in table:
+            raise ValueError(f"unknown {what} {name!r}; the names are {', '.join(table)}")
+        bits |= table[name]
     return bits
+
+
+def capability_bits(names):
+    """The bits of a set of capability names; an unknown name is a ValueError naming the known ones."""
+    return _bits(names, CAPABILITIES, "capability")
+
+
+def restriction_bits(names):
+    """The bits of a set of restriction names (`attncheck features` lists them); an unknown name is a
+    ValueError naming the known ones."""
+    return _bits(names, RESTRICTIONS, "restriction")
+
+
+# The HELO: protocol, ABI, capabilities (12 bytes), then the domain: the restrictions and
+# attncheck_limits (its size, max B, H, Tq, Tk, the head width's multiple and maximum, 16 widths).
+HELLO = struct.Struct("<3I")
+DOMAIN = struct.Struct("<Ii6i16i")
+
+
+def limit_values(limits):
+    """The numbers of DOMAIN's limits from a dict of LIMITS and HEAD_DIMS (a list); anything else, or a
+    value that is not a whole number >= 1, is a ValueError naming what it takes."""
+    limits = dict(limits or {})
+    unknown = set(limits) - set(LIMITS) - {HEAD_DIMS}
+    if unknown:
+        raise ValueError(f"unknown limit {sorted(unknown)[0]!r}; the limits are {', '.join(LIMITS + [HEAD_DIMS])}")
+    widths = list(limits.pop(HEAD_DIMS, []))
+    if len(widths) > 16:
+        raise ValueError(f"{HEAD_DIMS}: at most 16 widths, got {len(widths)}")
+    for name, value in [*limits.items(), *((HEAD_DIMS, w) for w in widths)]:
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**31:
+            raise ValueError(f"limit {name}: a whole number from 1 to 2^31 - 1, got {value!r}")
+    return [limits.get(name, 0) for name in LIMITS] + widths + [0] * (16 - len(widths))
+
+
+def hello_payload(abi, capabilities, restrictions=0, limits=None):
+    """A HELO's payload: with no restriction and no limit the 12 bytes of old, else with the domain
+    (limits imply the restriction within_limits)."""
+    values = limit_values(limits)
+    if any(values):
+        restrictions |= RESTRICTIONS["within_limits"]
+    payload = HELLO.pack(VERSION, abi, capabilities)
+    return payload + DOMAIN.pack(restrictions, DOMAIN.size - 4, *values) if restrictions else payload
 
 
 def read_frame(stream):

@@ -113,12 +113,29 @@ def default_capabilities(forward, layer=None):
     return names
 
 
-def serve(forward=None, capabilities=None, backward=None, layer=None):
+class NotExpressible(ValueError):
+    """Raise it from a served function for a problem inside what it claims and its restrictions
+    that the library under it cannot be given (an entry point with no scale argument, a causal
+    mask of one alignment when attncheck sent the other): attncheck counts the call as not taken,
+    never as a finding, and says how many were (`taken 4,980 of 5,114 calls; not taken 134 (...)`).
+    A limit a restriction states (serve(restrictions=...)) is better said so: then no such call is
+    sent at all."""
+
+
+def serve(forward=None, capabilities=None, backward=None, layer=None, restrictions=None, limits=None):
     """Answers the checker's problems until it closes stdin: forward(p) -> out, or (out, lse) when
     p.want_lse, (out, keep) when p.want_keep, (out, lse, keep) when both; backward(p, dout) ->
     (dq, dk, dv) with p.out and p.lse the forward's; layer(m) -> out [B,Tq,D], or (out, weights)
     when m.want_weights, for a layer call (m an attncheck.Layer). forward may be None when layer
     is given (a layer-only function: the formats and masks claimed are then the layer's).
+
+    restrictions: what it takes of what it claims, by the names `attncheck features` prints
+    ("causal", "lower_right", "upper_left", "square", "self_attention", "default_scale",
+    "equal_head_dims", "layer_head_width"): attncheck sends nothing else. limits: a dict of the
+    largest shapes and the head widths it takes ("max_B", "max_H", "max_Tq", "max_Tk",
+    "head_dim_multiple", "max_head_dim", "head_dims": a list). Both default to the function's own
+    `restrictions` and `limits` attributes, else none. A call it cannot take that no restriction
+    states raises NotExpressible (counted, not a finding).
 
     Run under `attncheck check --impl-cmd "python3 this_file.py"`. While serving, print() and
     anything else written to stdout goes to stderr (the checker shows it with a finding), and
@@ -138,6 +155,9 @@ def serve(forward=None, capabilities=None, backward=None, layer=None):
     if backward is not None and forward is None:
         raise ValueError("serve(backward=...) needs the forward too")
     bits = wire.capability_bits(names) | (wire.LAYER_ONLY if forward is None else 0)
+    own = forward if forward is not None else layer
+    restricted = wire.restriction_bits(getattr(own, "restrictions", ()) if restrictions is None else restrictions)
+    hello = wire.hello_payload(wire.ABI, bits, restricted, getattr(own, "limits", None) if limits is None else limits)
     requests = os.fdopen(os.dup(0), "rb")
     answers = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # the protocol's stdout is `answers` now; fd 1 and sys.stdout go to stderr
@@ -145,7 +165,7 @@ def serve(forward=None, capabilities=None, backward=None, layer=None):
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    wire.write_frame(answers, b"HELO", wire.struct.pack("<3I", wire.VERSION, wire.ABI, bits))
+    wire.write_frame(answers, b"HELO", hello)
     while (frame := wire.read_frame(requests)) is not None:
         tag, payload = frame
         if tag != b"PROB":
@@ -165,6 +185,9 @@ def serve(forward=None, capabilities=None, backward=None, layer=None):
                     parts = _backward_result(p, backward(p, p.dout))
                 else:
                     parts = _forward_result(p, forward(p))
+        except NotExpressible as e:  # not taken: counted, no traceback
+            wire.write_frame(answers, b"NTKN", (str(e).splitlines()[0][:2000] if str(e) else "NotExpressible").encode("utf-8", "replace"))
+            continue
         except Exception as e:
             traceback.print_exc(file=sys.stderr)
             sys.stderr.flush()

@@ -552,6 +552,26 @@ Case<T> with_unseen_inputs(Case<T> c, Unseen how) {
 }
 
 template Case<float> with_unseen_inputs(Case<float>, Unseen);
+
+template <class T>
+std::string policy_traits(const Case<T>& c) {
+  const Shape& s = c.shape;
+  bool empty_row = false;
+  for (int64_t b = 0; b < s.B && !empty_row; ++b)
+    for (int64_t i = 0; i < s.Tq && !empty_row; ++i) {
+      bool any = false;
+      for (int64_t j = 0; j < s.Tk && !any; ++j) any = c.permits(b, i, j);
+      empty_row = !any;
+    }
+  const Case<T> finite = with_unseen_inputs(c, Unseen::finite);
+  auto same = [](const std::vector<T>& x, const std::vector<T>& y) {
+    return x.size() == y.size() && (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(T)) == 0);
+  };
+  const bool unseen = !(same(finite.q, c.q) && same(finite.k, c.k) && same(finite.v, c.v) && same(finite.bias, c.bias));
+  return std::string(empty_row ? "empty row" : "") + (empty_row && unseen ? ", " : "") + (unseen ? "unseen NaN or inf" : "");
+}
+template std::string policy_traits(const Case<float>&);
+template std::string policy_traits(const Case<double>&);
 template Case<double> with_unseen_inputs(Case<double>, Unseen);
 
 }  // namespace attncheck

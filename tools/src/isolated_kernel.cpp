@@ -566,6 +566,7 @@ void IsolatedKernel::start() {
   Hello hello{};
   void* const none[kBuffers] = {};
   const double deadline = deadline_after(call_timeout_);
+  cut_by_budget_ = false;
   std::optional<Outcome> started;
   while (!(started = receive(command_ ? "starting" : "loading the plugin", deadline, nullptr, none, "", &hello))) {
   }
@@ -581,6 +582,8 @@ void IsolatedKernel::start() {
 
 Outcome IsolatedKernel::hung(const char* during) {
   stop();
+  if (cut_by_budget_)  // the run's time ran out first: no verdict on the call
+    return Outcome{Outcome::out_of_budget, 0, std::string("stopped while ") + during + ": the run's budget (--seconds) ended"};
   char detail[200];
   std::snprintf(detail, sizeof detail, "hung: no answer within %.3g s while %s (the child was killed)%s", call_timeout_, during,
                 call_timeout_ < timeout_ ? "; the timeout adapts: 10 times what calls so far took on problems as large (--case-timeout S fixes it)" : "");
@@ -676,7 +679,8 @@ Outcome IsolatedKernel::exchange(const Request& headers, const void* const (&buf
   // One deadline for the whole exchange: a child that stops reading its problem hangs as surely as
   // one that never answers (to_child_ is non-blocking, so a full pipe cannot block the checker).
   call_timeout_ = timeout_for(request);
-  const double sent_at = deadline_after(0), deadline = deadline_after(call_timeout_);
+  const double sent_at = deadline_after(0), deadline = std::min(deadline_after(call_timeout_), budget_end_);
+  cut_by_budget_ = deadline == budget_end_;
   const FrameHeader frame{kProblem, uint32_t(problem_payload(headers))};
   Io sent = write_all(to_child_, &frame, sizeof frame, deadline);
   if (sent == Io::ok) sent = write_all(to_child_, &request, sizeof request, deadline);

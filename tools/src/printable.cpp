@@ -20,4 +20,14 @@ std::string printable(std::string_view text, size_t longest, bool lines) {
   return out;
 }
 
+std::string grouped(int64_t n) {
+  const std::string digits = std::to_string(n < 0 ? -n : n);
+  std::string text = n < 0 ? "-" : "";
+  for (size_t at = 0; at < digits.size(); ++at) {
+    if (at > 0 && (digits.size() - at) % 3 == 0) text += ',';
+    text += digits[at];
+  }
+  return text;
+}
+
 }  // namespace attncheck

@@ -3,6 +3,7 @@
 // or a counterexample is found; then the counterexample is shrunk and written as a replay file.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -12,6 +13,7 @@
 
 #include "attncheck/compare.hpp"
 #include "attncheck/contract.hpp"
+#include "attncheck/domain.hpp"
 
 namespace attncheck {
 
@@ -54,6 +56,10 @@ struct Diagnosis {
   std::vector<std::string> needs;          // those without which it passes: "fails only with"
   bool poisoned = false;     // it passes once the inputs no query may see are 0
   std::vector<std::string> accepted_under; // other policies under which it passes: "--empty-rows nan"
+  // Every combination of policies under which it passes: bit n for policy_combination(n)
+  // (policies.hpp), for the run's one hint (policy_hint).
+  uint32_t accepting = 0;
+  std::string cause;  // the known bug class probing the kernel matched, in one sentence (causes.hpp); or empty
   // How the call fails: a fault's kind, or a poisoned, special or plain wrong value in its tensor
   // ("" when there is no call). Two findings that fail alike and need the same features, or share
   // one they need, are taken for one bug (seen_before).
@@ -93,6 +99,7 @@ struct Finding {
   // What broke, in words (finding_kind): with the property, what makes a finding distinct.
   std::string kind;
   std::string run_kind;  // what the run that found it showed, before its call was examined
+  std::string format;    // the format of its run's last call ("float32"): findings in two formats are two
   Diagnosis diagnosis;
 };
 
@@ -110,15 +117,29 @@ struct CampaignResult {
   int64_t cases = 0;                           // property runs
   std::map<std::string, int64_t> per_property;  // runs of each
   std::map<std::string, double> per_property_seconds;  // and their seconds, summed (the search's only)
-  double seconds = 0;                          // searching
+  double seconds = 0;                          // searching (the budget, less what the other parts took)
   double shrink_seconds = 0;                   // shrinking the counterexample
   bool replayed = false;                       // a replay file's one run: no search, no shrinking
+  double examine_seconds = 0;                  // examining findings: their failed calls, variants and causes
+  double start_seconds = 0;                    // starting the kernel (loading it, a command's imports)
+  // The whole run: every part of it, which --seconds bounds.
+  double total_seconds() const { return start_seconds + seconds + shrink_seconds + examine_seconds; }
   double worst_ratio = 0;                      // the largest error/bound seen in any run
-  // What a report gives as the largest error/bound: the finding's (its shrunk run), else the campaign's.
-  double reported_ratio() const { return found ? finding.ratio : worst_ratio; }
+  // What a report gives as the largest error/bound: the worst finding's (its shrunk run), else the campaign's.
+  double reported_ratio() const {
+    double worst = 0;
+    for (const Finding& f : findings) worst = std::max(worst, f.ratio);
+    return found ? std::max(worst, finding.ratio) : worst_ratio;
+  }
+  // The kernel calls the search made, and of them those the kernel did not take (NTKN: its library
+  // cannot express the problem; each reason's first line, counted); runs of each property a call
+  // not taken ended, and runs the budget's end stopped: none of these is a case checked.
+  int64_t calls = 0, not_taken = 0, cut_runs = 0;
+  std::map<std::string, int64_t> not_taken_reasons, not_taken_runs;
   std::string fp_mode;                         // how the library changed the process's floating-point mode, or empty
   int32_t abi_version = 0;                     // the kernel's plugin ABI (the built-in: 2)
   uint32_t capabilities = 0;                   // what it claims, ABI v2's bits: the features the campaign drew from
+  Domain domain;                               // and what it takes of them (domain.hpp)
   std::map<std::string, std::string> not_applicable;  // the properties skipped, and why (not_applicable)
 };
 

@@ -18,6 +18,8 @@ class FlagValues {
   // The value given, else the default; a flag with neither must be checked with given() first.
   const std::string& text(const std::string& name) const;
   double number(const std::string& name) const;
+  // A yes-or-no flag's value (Flags::boolean): given bare or `yes`, true.
+  bool on(const std::string& name) const { return text(name) == "yes"; }
   // Every value of a repeatable flag, in the order given (empty when not given).
   std::vector<std::string> all(const std::string& name) const;
 
@@ -27,7 +29,7 @@ class FlagValues {
   std::map<std::string, std::vector<std::string>> all_;
 };
 
-// A subcommand's flags, all of the form `--name value`, e.g.
+// A subcommand's flags, of the form `--name value`, or a yes-or-no flag alone (`--keep-going`), e.g.
 //   Flags("check").number("seconds", "N", "the search's budget", "60", 0, 1e9).choice("empty-rows", {"zero", "nan"}, "...")
 class Flags {
  public:
@@ -43,6 +45,9 @@ class Flags {
   // One of `words`, which are its placeholder too (zero|nan).
   Flags& choice(std::string name, std::vector<std::string> words, std::string help,
                 std::optional<std::string> fallback = {});
+  // Yes or no, no by default: given bare (`--keep-going`, as make and cargo take such flags) it is
+  // yes; `--keep-going yes` and `--keep-going no` still read as they say.
+  Flags& boolean(std::string name, std::string help);
   // The flag declared last must be given.
   Flags& required();
   // The flag declared last may be given more than once (FlagValues::all); else the last one wins.
@@ -59,6 +64,7 @@ class Flags {
     bool required = false;
     bool repeatable = false;
     bool is_number = false;
+    bool is_boolean = false;  // may stand alone: yes
     double least = -kUnbounded, most = kUnbounded;
     std::vector<std::string> words = {};  // a choice's
   };

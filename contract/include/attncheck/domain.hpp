@@ -35,6 +35,23 @@ struct Limits {
   std::vector<int64_t> widths_up_to(int64_t most) const;
 };
 
+// The limits' numbers by the names the Python client takes them with (serve(limits={...})) and
+// reports print, with what each limits; the list of widths is "head_dims".
+struct LimitField {
+  const char* word;
+  int64_t Limits::*field;
+  const char* meaning;
+};
+inline constexpr LimitField kLimitFields[] = {
+    {"max_B", &Limits::max_B, "the largest B"},
+    {"max_H", &Limits::max_H, "the largest H"},
+    {"max_Tq", &Limits::max_Tq, "the largest Tq"},
+    {"max_Tk", &Limits::max_Tk, "the largest Tk"},
+    {"head_dim_multiple", &Limits::width_multiple, "dk and dv are multiples of it"},
+    {"max_head_dim", &Limits::max_width, "dk and dv are at most it"},
+};
+inline constexpr const char* kHeadDimsWord = "head_dims";  // the widths taken, a list (at most 16)
+
 // What a kernel takes: its restrictions (ATTNCHECK_ONLY_* bits) and, with ATTNCHECK_ONLY_WITHIN_LIMITS,
 // its limits. The default takes every problem its claims allow.
 struct Domain {

@@ -93,6 +93,13 @@ std::string relaxed_text(const Policies& policies);
 // The flags of the policies that differ from the strict contract: "--empty-rows mean --masked-inputs
 // finite"; empty for none.
 std::string relaxed_flags(const Policies& policies);
+// Every combination of the policies' choices, numbered 0 (the strict contract) to
+// policy_combinations() - 1, the first policy's choice varying fastest.
+int policy_combinations();
+Policies policy_combination(int n);
+// How many rules `policies` relaxes (its choices other than the first).
+int relaxed_count(const Policies& policies);
+
 // The words of the EmptyRows choices, as the case text and the Python client spell them.
 const char* empty_rows_word(EmptyRows e);
 

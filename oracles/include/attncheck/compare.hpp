@@ -39,6 +39,10 @@
 namespace attncheck {
 
 // One element of a named result tensor, judged.
+// An error/bound as reports print it: three significant digits, or as many more as it takes to
+// stay on its side of 1 (0.99999999 never reads as 1, a failing 1.0000001 never as a pass).
+std::string ratio_text(double ratio);
+
 struct Mismatch {
   const char* tensor;  // "out", "lse"
   int rank;

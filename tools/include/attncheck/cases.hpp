@@ -136,6 +136,12 @@ enum class Unseen { zero, finite };
 template <class T>
 Case<T> with_unseen_inputs(Case<T> c, Unseen how);
 
+// What c holds that a policy relaxes, as words: "empty row" (a query no key is permitted to),
+// "unseen NaN or inf" (a NaN or inf in an input no query may see); "" for neither. Failed runs of
+// one property whose cases differ in these may be different bugs (a convention, and one beside it).
+template <class T>
+std::string policy_traits(const Case<T>& c);
+
 // Head h of batch b alone, as a B 1, H 1 case with that batch's masks.
 template <class T>
 Case<T> slice(const Case<T>& c, int64_t b, int64_t h);

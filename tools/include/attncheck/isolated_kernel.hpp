@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -29,7 +30,8 @@ namespace attncheck {
 // What became of one call.
 struct Outcome {
   // not_taken: a command's NTKN (the Python client's NotExpressible): no finding, and counted.
-  enum Kind { ok, refused, crashed, hung, exited, stray_write, raised, broke_protocol, not_taken } kind = ok;
+  // out_of_budget: the call was still running when the run's budget ended (set_budget_end): no verdict.
+  enum Kind { ok, refused, crashed, hung, exited, stray_write, raised, broke_protocol, not_taken, out_of_budget } kind = ok;
   int32_t status = 0;  // the plugin's return (refused), the signal (crashed), the exit status (exited)
   // raised: a command's FAIL (a Python exception); broke_protocol: bytes that are not the protocol's;
   // not_taken: its reason.
@@ -69,6 +71,9 @@ class IsolatedKernel {
   // started gets (a JIT compiling, a library loading): a kernel that hangs on one shape costs
   // seconds, not the whole timeout, on every case of that shape.
   void adapt_timeout(bool adaptive) { adaptive_ = adaptive; }
+  // No call runs past `steady_seconds` (protocol::deadline_after's clock): one still running then is
+  // stopped as Outcome::out_of_budget, not as a hang. Infinity (the default): no such end.
+  void set_budget_end(double steady_seconds) { budget_end_ = steady_seconds; }
 
   // Runs case c into out [B,H,Tq,dv] and, when lse is given (a v2 plugin claiming it), lse [B,H,Tq];
   // with dropout and keep given (ATTNCHECK_CAP_DROPOUT_MASK), the keep mask [B,H,Tq,Tk], each byte
@@ -103,6 +108,8 @@ class IsolatedKernel {
   double timeout_;
   bool adaptive_ = false;
   double call_timeout_ = 0;  // this call's, for its hang's report
+  double budget_end_ = std::numeric_limits<double>::infinity();
+  bool cut_by_budget_ = false;  // this call's deadline is the budget's end, not its timeout
   // The slowest answered call of each kind (dtype and PROB flags) by work, and the kinds called
   // since the child started.
   std::map<std::pair<uint64_t, int64_t>, double> slowest_;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -11,5 +12,8 @@ namespace attncheck {
 // Control and non-ASCII bytes become \xNN (newlines and tabs stay when `lines`), and text past
 // `longest` bytes is cut with "... (N bytes)".
 std::string printable(std::string_view text, size_t longest = 40, bool lines = false);
+
+// A count with its thousands grouped, 1,600: counts are read by people, and 9216 vs 92160 is easy to misread.
+std::string grouped(int64_t n);
 
 }  // namespace attncheck
