@@ -1,8 +1,8 @@
 """expect_findings.py REPORT.json [--exit N] [--finding PROPERTY:KIND[:POLICY[:TEXT]]]...
 -- COMMAND...: runs COMMAND (an `attncheck check ... --json REPORT.json`), shows its summary and its
 findings, and passes when it exits N (default 1) and its JSON report has every --finding asked
-(property and kind; with POLICY, one of the policies the finding says would accept it; with TEXT,
-words its message holds: "TypeError", of two raised findings). For ctest
+(property, or * for any, and kind; with POLICY, one of the policies the finding says would accept
+it; with TEXT, words its message holds: "TypeError", of two raised findings). For ctest
 (examples/CMakeLists.txt).
 """
 import argparse
@@ -35,7 +35,7 @@ def main():
     for wanted in args.finding:
         prop, kind, *rest = wanted.split(":", 3)
         policy, text = (rest + ["", ""])[:2]
-        if not any(f["property"] == prop and f["kind"] == kind and (not policy or policy in f["accepted_under"]) and
+        if not any(prop in ("*", f["property"]) and f["kind"] == kind and (not policy or policy in f["accepted_under"]) and
                    text in (f.get("message") or "") for f in findings):
             problems.append(f"expected a finding {wanted}")
     for problem in problems:

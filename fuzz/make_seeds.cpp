@@ -159,6 +159,12 @@ void attention_seeds(const fs::path& dir) {
   attention_seed(dir, "key_padding_and_mask", [](const auto& in) {
     return in.c.mix.find("allow mask, key lengths") != std::string::npos && in.c.shape.B == 2;
   });
+  // Two KV heads or more, each read by two query heads or more: where a head mapping of h % H_kv
+  // differs from h / (H / H_kv) (the corpus must catch gqa_heads_interleaved whatever the generator's order).
+  attention_seed(dir, "grouped_kv_heads", [](const auto& in) {
+    const Shape& s = in.c.shape;
+    return s.kv_heads() >= 2 && s.H / s.kv_heads() >= 2 && in.c.mix.rfind("qk normal, v normal", 0) == 0 && in.c.allow.empty();
+  });
   attention_seed(dir, "bias_nan_policy_double", [](const auto& in) {
     const bool f64 = std::is_same_v<std::decay_t<decltype(in.c.q[0])>, double>;
     return f64 && !in.c.bias.empty() && in.c.empty_rows == EmptyRows::nan;

@@ -88,7 +88,7 @@ Saturation measure(Checker& check, int64_t d, bool scaled) {
 
 }  // namespace
 
-ATTNCHECK_PROPERTY(UnscaledSoftmaxSaturatesAsDGrows, .order = 190, .catches = "explicit_scale_ignored", .generated = false, .float32_cases = true, .first_round = 5,
+ATTNCHECK_PROPERTY(UnscaledSoftmaxSaturatesAsDGrows, .order = 190, .catches = "explicit_scale_ignored", .generated = false, .float32_cases = true,
                    .leaves = kSaturationLeaves | ATTNCHECK_ONLY_DEFAULT_SCALE) {
   const Saturation d4 = measure(check, 4, false), d256 = measure(check, 256, false);
   ATTNCHECK_REQUIRE(check, d4.largest_weight < 0.5 && d4.jacobian_trace > 0.65,
@@ -102,7 +102,7 @@ ATTNCHECK_PROPERTY(UnscaledSoftmaxSaturatesAsDGrows, .order = 190, .catches = "e
 // e^(2c) / (e^(2c) + n - 1), however large d grows: the unscaled d 256 probe, whose largest weight
 // is about 0.91 uncapped, stays below that with caps 1 and 2 (0.19 and 0.64), every row of it,
 // within the oracle's bound. A bound, not a statistic: no false alarm at all.
-ATTNCHECK_PROPERTY(SoftCapBoundsEveryWeight, .order = 195, .catches = "softcap_ignored", .generated = false, .float32_cases = true, .first_round = 5, .needs = ATTNCHECK_CAP_SOFTCAP,
+ATTNCHECK_PROPERTY(SoftCapBoundsEveryWeight, .order = 195, .catches = "softcap_ignored", .generated = false, .float32_cases = true, .needs = ATTNCHECK_CAP_SOFTCAP,
                    .leaves = kSaturationLeaves | ATTNCHECK_ONLY_DEFAULT_SCALE) {
   for (double cap : {1.0, 2.0}) {
     Case<float> c = probe(256, false);
@@ -118,7 +118,7 @@ ATTNCHECK_PROPERTY(SoftCapBoundsEveryWeight, .order = 195, .catches = "softcap_i
   }
 }
 
-ATTNCHECK_PROPERTY(ScaledSoftmaxStaysPutAsDGrows, .order = 200, .catches = "no_scale", .generated = false, .float32_cases = true, .first_round = 5,
+ATTNCHECK_PROPERTY(ScaledSoftmaxStaysPutAsDGrows, .order = 200, .catches = "no_scale", .generated = false, .float32_cases = true,
                    .leaves = kSaturationLeaves) {
   for (int64_t d : {4, 16, 64, 256}) {
     const Saturation s = measure(check, d, true);

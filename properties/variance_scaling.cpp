@@ -60,7 +60,7 @@ double statistic(const Case<float>& c, const std::vector<float>& out) {
 
 }  // namespace
 
-ATTNCHECK_PROPERTY(ScaledScoresHaveUnitVariance, .order = 180, .catches = "model_width_scale", .generated = false, .float32_cases = true, .first_round = 5,
+ATTNCHECK_PROPERTY(ScaledScoresHaveUnitVariance, .order = 180, .catches = "model_width_scale", .generated = false, .float32_cases = true,
                    .leaves = ATTNCHECK_ONLY_WITHIN_LIMITS) {
   const auto [lo, hi] = acceptance(kN);
   for (int64_t d : {4, 16, 64, 256}) {

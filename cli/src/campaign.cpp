@@ -413,32 +413,34 @@ const Property& property_named(const std::string& name) {
 
 // Its failed call kept (keep_failed_call), what it shows (diagnose) and the known bug class it
 // matches (cause_of), and its kind from them.
-void examine(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, Finding& f, int fault) {
+void examine(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, Finding& f, int fault,
+             CauseCache& causes) {
   if (fault != Outcome::hung) keep_failed_call(kernel, options, property, f);
   diagnose(kernel, options, f);
   if (f.diagnosis.wrong) f.ratio = std::max(f.ratio, f.diagnosis.element.ratio);  // a relation's failed call: how wrong it is
   f.kind = finding_kind(fault, f.ratio, f.message, f.diagnosis);
-  f.diagnosis.cause = cause_of(kernel, options, f);
+  f.diagnosis.cause = cause_of(kernel, f, causes);
 }
 
 }  // namespace
 
-// Whether `found` is an earlier finding again. Findings are told apart by property, kind, format,
-// the exception type a raise named, and whether a policy accepts them (a convention is one finding,
-// a bug beside it another); a hang again (whose call is not run twice) is one; so is a call that
-// fails as an earlier finding's does in its format and needs the same features or shares one it
-// needs (Diagnosis::same_bug: one bug seen through many properties), and one fault of the layer
-// seen through each layer property. A heuristic (docs/checking.md): a second bug whose calls fail
-// exactly as the first's is said once the first is fixed.
+// Whether `found` is an earlier finding again. Findings in two formats, of two exception types a
+// raise named, or one a policy accepts and one none does (a convention, and a bug beside it), are
+// never one. Within that: the same property failing the same way; a hang again (whose call is not
+// run twice); a failed call that fails as an earlier finding's does and needs the same features or
+// shares one it needs (Diagnosis::same_bug: one bug seen through many properties); one fault of the
+// layer through each layer property (whose calls have no case text to diagnose). A heuristic
+// (docs/checking.md): a second bug whose calls fail exactly as the first's is said once the first
+// is fixed.
 bool seen_before(const Finding& found, const std::vector<Finding>& earlier) {
-  const bool convention = found.diagnosis.accepting != 0;
   const auto layer = [](const Finding& f) { return f.property.rfind("Layer", 0) == 0; };
   for (const Finding& f : earlier) {
-    if (f.format != found.format || raised_type(f.kind, f.message) != raised_type(found.kind, found.message)) continue;
-    if (f.kind == found.kind && (f.property == found.property || f.hung) && (f.diagnosis.accepting != 0) == convention)
+    if (f.format != found.format || raised_type(f.kind, f.message) != raised_type(found.kind, found.message) ||
+        (f.diagnosis.accepting != 0) != (found.diagnosis.accepting != 0))
+      continue;
+    if ((f.kind == found.kind && (f.property == found.property || f.hung)) || found.diagnosis.same_bug(f.diagnosis) ||
+        (f.kind == found.kind && fault_kind(f.kind) && layer(f) && layer(found)))
       return true;
-    if (found.diagnosis.same_bug(f.diagnosis) && (f.diagnosis.accepting != 0) == convention) return true;
-    if (f.kind == found.kind && layer(f) && layer(found) && fault_kind(f.kind)) return true;
   }
   return false;
 }
@@ -488,12 +490,12 @@ constexpr double kOvertime = 1.08;
 // examined again only the 2nd, 4th, 8th... time, so that a bug in every call costs little.
 void add_finding(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, const Run& run,
                  int64_t position, CampaignResult& result, std::map<std::string, int64_t>& repeats,
-                 Clock::time_point began) {
+                 CauseCache& causes, Clock::time_point began) {
   const Clock::time_point start = Clock::now();
   Finding finding = run.finding;
   finding.run_kind = finding_kind(run.kind, run.worst_ratio, run.finding.message);
   auto examined = [&] {
-    examine(kernel, options, property, finding, run.kind);
+    examine(kernel, options, property, finding, run.kind, causes);
     result.examine_seconds += since(start);
   };
   if (options.keep_going) {
@@ -511,7 +513,7 @@ void add_finding(IsolatedKernel& kernel, const CampaignOptions& options, const P
   finding.hung = run.kind == Outcome::hung;
   finding.found_at = position;
   const Clock::time_point again = Clock::now();
-  examine(kernel, options, property, finding, run.kind);  // the shrunk run's, which may show it plainer
+  examine(kernel, options, property, finding, run.kind, causes);  // the shrunk run's, which may show it plainer
   result.examine_seconds += since(again);
   if (options.keep_going && seen_before(finding, result.findings)) return;
   result.found = true;
@@ -526,7 +528,7 @@ void count_unjudged(const Property& property, const Run& run, CampaignResult& re
     return;
   }
   ++result.not_taken_runs[property.name];
-  ++result.not_taken_reasons[run.not_taken_reason.substr(0, run.not_taken_reason.find_first_of(":\n"))];
+  ++result.not_taken_reasons[run.not_taken_reason.substr(0, run.not_taken_reason.find(": "))];  // its first clause
 }
 
 }  // namespace
@@ -551,8 +553,7 @@ CampaignResult run_campaign_share(const CampaignOptions& options, const Campaign
   // another share's first finding.
   std::vector<double> longest(properties.size(), 0);
   std::map<std::string, int64_t> repeats;  // failed runs by run_key
-  int last_first_round = 0;  // after it, a round that starts nothing means no later one will
-  for (const Property& property : properties) last_first_round = std::max(last_first_round, property.first_round);
+  CauseCache causes;
   int64_t position = 0;
   bool started = true, stop = false;
   auto finish = [&] {
@@ -560,12 +561,13 @@ CampaignResult run_campaign_share(const CampaignOptions& options, const Campaign
     result.fp_mode = kernel.fp_mode_finding();
     return result;
   };
-  for (uint64_t round = 0; !stop && (started || round <= uint64_t(last_first_round) + 1); ++round) {
+  // Every property runs in round 0 (the fixed ones only then, last by their order), so that a short
+  // budget checks each once; a round after it that starts nothing means no later one will.
+  for (uint64_t round = 0; !stop && (started || round <= 1); ++round) {
     started = false;
     for (size_t index = 0; index < properties.size() && !stop; ++index) {
       const Property& property = properties[index];
-      if (round < uint64_t(property.first_round) || (!property.generated && round > uint64_t(property.first_round)))
-        continue;
+      if (!property.generated && round > 0) continue;
       if (result.not_applicable.count(property.name)) continue;
       const int64_t at = position++;
       stop = (options.max_cases > 0 && at >= options.max_cases) || since(began) >= options.seconds ||
@@ -593,7 +595,7 @@ CampaignResult run_campaign_share(const CampaignOptions& options, const Campaign
       if (!options.keep_going && share.first_finding)  // the other shares stop past it
         for (int64_t first = share.first_finding->load(); at < first && !share.first_finding->compare_exchange_weak(first, at);) {
         }
-      add_finding(kernel, options, property, run, at, result, repeats, began);
+      add_finding(kernel, options, property, run, at, result, repeats, causes, began);
       if (result.found && !options.keep_going) return finish();
     }
   }
@@ -624,7 +626,8 @@ CampaignResult replay(const CampaignOptions& options, const Finding& recorded, s
   result.found = run.failed;
   result.finding = run.finding;
   if (run.failed) {
-    examine(kernel, both, property, result.finding, run.kind);
+    CauseCache causes;
+    examine(kernel, both, property, result.finding, run.kind, causes);
     result.findings = {result.finding};
   }
   result.worst_ratio = run.worst_ratio;

@@ -429,16 +429,18 @@ double roundest_in(double lo, double hi) {
   return middle;
 }
 
-std::string cause_of(IsolatedKernel& kernel, const CampaignOptions& options, const Finding& finding) {
-  (void)options;
+std::string cause_of(IsolatedKernel& kernel, const Finding& finding, CauseCache& cache) {
   Format format = Format::f32;
   for (Format f : {Format::f32, Format::f64, Format::f16, Format::bf16})
     if (finding.format == format_name(f)) format = f;
   if (!(kernel.capabilities() & capability_of(format))) return "";
   const Probing p{kernel, finding, format};
-  for (const Cause& cause : kCauses)
-    if (cause.applies(finding))
-      if (std::string sentence = cause.probe(p); !sentence.empty()) return sentence;
+  for (int n = 0; n < int(std::size(kCauses)); ++n) {
+    if (!kCauses[n].applies(finding)) continue;
+    const auto [at, fresh] = cache.answered.try_emplace({n, format});
+    if (fresh) at->second = kCauses[n].probe(p);
+    if (!at->second.empty()) return at->second;
+  }
   return "";
 }
 

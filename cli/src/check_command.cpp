@@ -69,7 +69,7 @@ std::string calls_taken(const CampaignResult& r) {
   std::sort(reasons.begin(), reasons.end());
   std::string why;
   for (size_t n = 0; n < reasons.size() && n < 3; ++n)
-    why += (n ? "; " : "") + printable(reasons[n].second, 120) + (reasons.size() > 1 ? ": " + grouped(-reasons[n].first) : "");
+    why += (n ? "; " : "") + printable(reasons[n].second, 100) + (reasons.size() > 1 ? ": " + grouped(-reasons[n].first) : "");
   return "; taken " + grouped(r.calls - r.not_taken) + " of " + grouped(r.calls) + " calls; not taken " + grouped(r.not_taken) +
          " (" + why + (reasons.size() > 3 ? "; ..." : "") + ")";
 }
@@ -118,9 +118,11 @@ std::string policy_hint(const std::vector<Finding>& findings) {
   }
   if (accepted == 0) return "";
   const int left = int(findings.size()) - accepted;
-  return std::string(left == 0 ? findings.size() == 1 ? "the finding is" : "every finding is"
-                               : "every finding but " + std::to_string(left) + " is") +
-         " accepted under " + relaxed_flags(policy_combination(best)) +
+  const std::string which = left == 0          ? (findings.size() == 1 ? "the finding is" : "every finding is")
+                            : accepted > left ? "every finding but " + std::to_string(left) + " is"
+                                              : std::to_string(accepted) + " of " + std::to_string(findings.size()) +
+                                                    (accepted == 1 ? " findings is" : " findings are");
+  return which + " accepted under " + relaxed_flags(policy_combination(best)) +
          (left == 0 ? ": the kernel follows those conventions (docs/contract.md, \"Policies\")" : "");
 }
 
@@ -203,11 +205,16 @@ std::string shrunk_shape(const Finding& f) {
   return f.case_text.substr(at + 7, f.case_text.find('\n', at + 1) - at - 7) + (f.hung ? " (not shrunk: it hung)" : "");
 }
 
-// Where --keep-going writes a finding's replay file: DIR/Property.kind.replay, the kind's words joined by '-'.
-std::string finding_file(const std::string& dir, const Finding& f) {
+// Where --keep-going writes a finding's replay file: DIR/Property.kind.format.replay, the kind's
+// words joined by '-', and -2, -3... after it when an earlier finding of this run took the name
+// (one kind of one property, a convention and a bug beside it).
+std::string finding_file(const std::string& dir, const Finding& f, const std::vector<std::string>& taken) {
   std::string kind = f.kind;
   for (char& c : kind) c = c == ' ' ? '-' : c;
-  return (std::filesystem::path(dir) / (f.property + "." + kind + ".replay")).string();
+  const std::string stem = (std::filesystem::path(dir) / (f.property + "." + kind + "." + f.format)).string();
+  std::string path = stem + ".replay";
+  for (int n = 2; std::find(taken.begin(), taken.end(), path) != taken.end(); ++n) path = stem + "-" + std::to_string(n) + ".replay";
+  return path;
 }
 
 // Every finding of a --keep-going campaign at a glance: what broke, the property, the shrunk shape,
@@ -446,17 +453,17 @@ int check(const FlagValues& o) {
     return commands;
   };
   if (result.found && o.given("replay")) {
-    reports.push_back(result.finding.message);
+    reports.push_back(diagnosis_text(result.finding.diagnosis) + result.finding.message);
     replay_files.push_back(o.text("replay"));
   } else if (result.found) {
     for (size_t n = 0; n < result.findings.size(); ++n) {
       const Finding& f = result.findings[n];
-      const std::string file = options.keep_going ? finding_file(o.text("counterexample-dir"), f) : counterexample;
+      const std::string file = options.keep_going ? finding_file(o.text("counterexample-dir"), f, replay_files) : counterexample;
       write_replay(file, options, f);
       const std::string heading = options.keep_going ? "finding " + std::to_string(n + 1) + " of " +
                                                            std::to_string(result.findings.size()) + " (" + f.kind + "): " : "";
-      reports.push_back(heading + "counterexample to Property." + f.property + " (" + case_note(f) + "; " + f.format +
-                        ", error/bound " + ratio_text(f.ratio) + "):\n" + diagnosis_text(f.diagnosis) + f.message +
+      reports.push_back(heading + "counterexample to Property." + f.property + " (" + case_note(f) + "), " + f.format +
+                        ", error/bound " + ratio_text(f.ratio) + ":\n" + diagnosis_text(f.diagnosis) + f.message +
                         "\nreplay it: " + replay_command(file));
       replay_files.push_back(file);
     }

@@ -5,10 +5,10 @@
 attncheck=$1
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-script -qec "$attncheck check --seconds 2" /dev/null >"$dir/tty.txt" </dev/null
-"$attncheck" check --seconds 2 >"$dir/pipe.txt"
+script -qec "$attncheck check --cases 45 --seconds 600" /dev/null >"$dir/tty.txt" </dev/null
+"$attncheck" check --cases 45 --seconds 600 >"$dir/pipe.txt"
 cat -v "$dir/tty.txt"
-grep -q $'\r\e\\[Kattncheck check: [0-9]* properties, [0-9]* cases, [0-9.]* s of 2 s' "$dir/tty.txt" ||
+grep -q $'\r\e\\[Kattncheck check: [0-9]* properties, [0-9]* cases, [0-9.]* s of 600 s' "$dir/tty.txt" ||
   { echo "expected a progress line on the terminal"; exit 1; }
 grep -q "attncheck check: PASS" "$dir/tty.txt" || { echo "expected the verdict on the terminal"; exit 1; }
 grep -q $'[\r\e]' "$dir/pipe.txt" && { echo "expected no progress line into a pipe:"; cat -v "$dir/pipe.txt"; exit 1; }

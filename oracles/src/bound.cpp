@@ -53,10 +53,11 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();
 // log(expm1(x)) for x > 0, without overflow for large x.
 double log_expm1(double x) { return x > 40 ? x : std::log(std::expm1(x)); }
 
-// log(e^x + e^y), exact for -inf arguments.
+// log(e^x + e^y), exact for infinite arguments (an infinite tau where a score's error bound
+// overflows double: inf - inf would make it NaN, and the whole row's bound with it).
 double log_add(double x, double y) {
   const double top = std::max(x, y);
-  return top == -std::numeric_limits<double>::infinity() ? top : top + std::log1p(std::exp(std::min(x, y) - top));
+  return std::isinf(top) ? top : top + std::log1p(std::exp(std::min(x, y) - top));
 }
 
 // upper, minus_lower and Lambda of bound_row, where every tau_j <= 30. As sum_k p_k = 1,
@@ -133,6 +134,7 @@ double cancellation_logs(const RowFacts& f, const std::vector<double>& tau, std:
     const double t_high = tau[j] + others_up[j], t_low = others_down[j] - tau[j];
     const double high = log_add(f.log_weight[j], t_high), low = log_add(f.log_weight[j], t_low);
     auto error = [&](double result, double t, double others_j) {
+      if (std::isinf(result)) return 0.0;  // an infinite bound needs no widening (and inf - inf is NaN)
       const double carried = t == -kInfinity ? 0 : std::exp(t - result) * (chain(others_j) + u * std::fabs(t));
       return 2 * u * (std::fabs(result) + 1) + carried;
     };

@@ -94,7 +94,8 @@ def load(spec):
 
 
 def check(forward, seconds=20, capabilities=None, seed=None, backward=None, empty_rows="zero", lse_empty="ninf",
-          masked_inputs="any", keep_going=False, counterexample=None, args=(), restrictions=None, limits=None):
+          masked_inputs="any", keep_going=False, counterexample=None, args=(), restrictions=None, limits=None,
+          cases=None):
     """Runs `attncheck check --impl-cmd` on forward (and backward): returns the JSON report on a
     pass; raises AssertionError carrying the report on a finding, RuntimeError when it cannot run.
 
@@ -109,7 +110,8 @@ def check(forward, seconds=20, capabilities=None, seed=None, backward=None, empt
     (counterexample then names that folder). counterexample: where the replay file of a finding goes (default
     attncheck-MODULE.NAME.replay in the current directory, replay_name). args: more options for `attncheck check`.
     restrictions, limits: what forward takes of what it claims, as serve() takes them (default: its own
-    attributes). A run that could not check enough (most calls not taken, a property that never ran)
+    attributes). cases: also stop after that many property runs (`attncheck check --cases`): with a
+    generous `seconds`, the same runs on any machine, loaded or not. A run that could not check enough (most calls not taken, a property that never ran)
     raises RuntimeError: it is inconclusive, not a pass.
     In the child itself (while it imports the module that calls check) this returns None at once.
     """
@@ -140,7 +142,7 @@ def check(forward, seconds=20, capabilities=None, seed=None, backward=None, empt
                    "--seed", str(seed), "--empty-rows", empty_rows, "--lse-empty", lse_empty,
                    "--masked-inputs", masked_inputs,
                    *(["--keep-going", "--counterexample-dir"] if keep_going else ["--counterexample"]), counterexample,
-                   "--json", report_path, *args]
+                   "--json", report_path, *(["--cases", str(cases)] if cases else []), *args]
         run = subprocess.run(command, capture_output=True, text=True)
         report = json.load(open(report_path)) if os.path.exists(report_path) else None
     text = f"$ {shlex.join(command)}\n{run.stdout}{run.stderr}"

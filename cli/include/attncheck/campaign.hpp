@@ -162,9 +162,10 @@ struct CampaignShare {
 };
 CampaignResult run_campaign_share(const CampaignOptions& options, const CampaignShare& share);
 
-// Whether `found` is one of `earlier` again (the same property failing the same way, a hang again,
-// or a failed call that fails as an earlier one's and needs the same features): --keep-going keeps
-// it out, and the workers' findings are merged by it.
+// Whether `found` is one of `earlier` again, in its format, exception type and acceptance by a
+// policy (the same property failing the same way, a hang again, or a failed call that fails as an
+// earlier one's and needs the same features): --keep-going keeps it out, and the workers' findings
+// are merged by it.
 bool seen_before(const Finding& found, const std::vector<Finding>& earlier);
 
 // One forward call a property made (replay's `calls`): its case (case_text.hpp's exact bits) and

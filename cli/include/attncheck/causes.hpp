@@ -6,15 +6,23 @@
 // itself estimated. docs/checking.md, "Causes".
 #pragma once
 
+#include <map>
 #include <string>
+#include <utility>
 
 #include "attncheck/campaign.hpp"
 #include "attncheck/isolated_kernel.hpp"
 
 namespace attncheck {
 
+// What one kernel's probes answered, by class and format: a campaign asks each once, however many
+// findings it examines (a probe is dozens of calls: a second each of a slow library).
+struct CauseCache {
+  std::map<std::pair<int, Format>, std::string> answered;
+};
+
 // The sentence of the first class whose probe the kernel matches, or empty.
-std::string cause_of(IsolatedKernel& kernel, const CampaignOptions& options, const Finding& finding);
+std::string cause_of(IsolatedKernel& kernel, const Finding& finding, CauseCache& cache);
 
 // A value as a person writes a round number: -1e9, -10000, -1e+30 as -1e30, 3.4e38 (three
 // significant digits at most, no trailing zeros).

@@ -201,7 +201,6 @@ struct Property {
   bool generated = true;
   bool double_precision = false;  // checks f64 (the others f32, f16 and bf16, as the kernel claims them)
   bool float32_cases = false;     // builds float32 cases of its own: runs only on a kernel that claims f32
-  int first_round = 0;            // the campaign round it joins: heavy ones after the cheap ones
   bool backward = false;          // checks the backward: the campaign runs it only when the kernel's is checked
   uint32_t needs = 0;             // features it cannot do without (ATTNCHECK_CAP_* bits), every one of them
   uint32_t needs_one_of = 0;      // and, when set, at least one of these

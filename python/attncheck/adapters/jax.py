@@ -264,7 +264,8 @@ def setup(argv=None):
                              "says default, and return the first dv columns (and dq, dk, dv cut likewise)")
     options = parser.parse_args(argv)
     load(options.enable_x64, options.implementation, options.jit, options.pad_head_dims)
-    return dict(forward=forward, capabilities=capabilities(), backward=backward)
+    # The function takes a value of the key's shape: dk = dv only.
+    return dict(forward=forward, capabilities=capabilities(), backward=backward, restrictions=["equal_head_dims"])
 
 
 def main(argv=None):

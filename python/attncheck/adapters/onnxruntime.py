@@ -13,9 +13,10 @@ onnxruntime 1.30.0, onnx 1.21.0):
 
   PYTHONPATH=python build/cli/attncheck check --impl-cmd "$ATTNCHECK_VENV_PYTHON -m attncheck.adapters.onnxruntime --op gqa"
 
-A problem the chosen operator cannot express raises ValueError naming what it lacks (attncheck
-reports it as "raised"); the capabilities attncheck has today cannot say "lower-right causal only"
-or "Tq <= Tk", so such problems are sent.
+Each operator says what it takes of its claims (RESTRICTIONS: GroupQueryAttention's causal mask is
+lower-right only), and attncheck sends nothing else; a problem inside them that the operator cannot
+be given (GroupQueryAttention's Tq > Tk) raises NotExpressible, naming what it lacks, and is counted
+as not taken.
 
 --op attention: how each feature of a problem reaches the ONNX Attention operator
 
@@ -128,6 +129,8 @@ CAPABILITIES = {
     "gqa": {"f32", "f16", "causal", "gqa", "window", "softcap", "bias"},
     "mha": {"f32", "f16", "allow", "causal", "kv_lens", "bias"},
 }
+# What each operator takes of what it claims (attncheck features lists the restrictions).
+RESTRICTIONS = {"attention": [], "gqa": ["lower_right"], "mha": []}
 OPSETS = (23, 24)
 FORMATS = {"f32": np.float32, "f16": np.float16}
 ELEMENTS = {"f32": TensorProto.FLOAT, "f16": TensorProto.FLOAT16}
@@ -271,19 +274,15 @@ def translate_gqa(p):
     _check_claimed(p, "gqa", ("allow", "kv_lens"))
     if p.Tq > p.Tk:
         raise NotExpressible(f"Tq {p.Tq} > Tk {p.Tk}: GroupQueryAttention's new keys are as many as its queries, "
-                             "after a past of Tk - Tq keys (attncheck would need a capability meaning Tq <= Tk)")
-    causal = p.causal != "none"
-    if p.causal == "upper-left" and p.Tq != p.Tk:
-        raise NotExpressible("upper-left causal with Tq != Tk: GroupQueryAttention's causal mask is lower-right "
-                             "(attncheck would need a capability meaning causal lower-right only)")
+                             "after a past of Tk - Tq keys")
+    causal = p.causal != "none"  # lower-right: its restriction (upper-left is never sent)
     local_window_size = -1
     if p.window is not None:
         left, right = p.window
         if not causal:
             if right != 0:
                 raise NotExpressible(f"window ({left}, {right}) without a causal mask: GroupQueryAttention's "
-                                     "local_window_size needs causal = 1, which bounds the right side at 0 "
-                                     "(attncheck would need a capability meaning windows with right side 0 or causal)")
+                                     "local_window_size needs causal = 1, which bounds the right side at 0")
             causal = True  # the window (left, 0) is the lower-right causal mask with a left bound
         local_window_size = left + 1 if left >= 0 else -1  # counts the current token (onnxruntime PR 25927)
 
@@ -373,7 +372,7 @@ def setup(argv=None):
     if args.opset != 23 and args.op != "attention":
         parser.error("--opset is --op attention's (the contrib operators are version 1 of com.microsoft)")
     fn = {"attention": functools.partial(forward, opset=args.opset), "gqa": forward_gqa, "mha": forward_mha}[args.op]
-    return dict(forward=fn, capabilities=CAPABILITIES[args.op])
+    return dict(forward=fn, capabilities=CAPABILITIES[args.op], restrictions=RESTRICTIONS[args.op])
 
 
 def main(argv=None):

@@ -169,7 +169,7 @@ def setup(argv=None):
     parser = argparse.ArgumentParser(prog="python -m attncheck.adapters.onnxruntime_attention", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.parse_args(argv)
-    return dict(layer=layer, capabilities=CAPABILITIES)
+    return dict(layer=layer, capabilities=CAPABILITIES, restrictions=["self_attention"])
 
 
 def main(argv=None):

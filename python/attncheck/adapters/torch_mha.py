@@ -148,6 +148,9 @@ class Adapter:
         self.path = path
         self.counter = fast_path_counter() if path == "fast" else None
         self.capabilities = self._probe()
+        # What nn.MultiheadAttention takes of its claims: heads D / H wide, biases all or none, the
+        # default scale; the fast path self-attention alone.
+        self.restrictions = ["layer_head_width", "default_scale"] + (["self_attention"] if path == "fast" else [])
 
     def _probe(self):
         """The formats and features a 1-element layer call with each runs with on this torch (and,
@@ -276,7 +279,7 @@ def setup(argv=None):
     if args.show_capabilities:
         print(f"torch {torch.__version__}, path {args.path}: {' '.join(sorted(adapter.capabilities))}")
         return None
-    return dict(layer=adapter, capabilities=adapter.capabilities)
+    return dict(layer=adapter, capabilities=adapter.capabilities, restrictions=adapter.restrictions)
 
 
 def main(argv=None):

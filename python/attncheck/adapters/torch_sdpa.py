@@ -151,6 +151,8 @@ class Adapter:
         backend_context(backend)  # refuses a backend this torch does not have
         self.backend, self.lse = backend, lse
         self.capabilities = self._probe()
+        # torch 1.13's entry point has no scale argument (scale= came in 2.1): the default scale only.
+        self.restrictions = [] if HAS_SCALE else ["default_scale"]
 
     def _probe(self):
         """The features a 1-element call with each accepts on this torch and backend."""
@@ -295,7 +297,7 @@ def setup(argv=None):
         print(f"torch {torch.__version__}, backend {args.backend}{', lse' if args.lse else ''}: "
               f"{' '.join(sorted(adapter.capabilities))}")
         return None
-    return dict(forward=adapter, capabilities=adapter.capabilities)
+    return dict(forward=adapter, capabilities=adapter.capabilities, restrictions=adapter.restrictions)
 
 
 def main(argv=None):

@@ -184,12 +184,13 @@ def test_gqa_causal_is_lower_right_through_the_cache():
     assert ort_attention.forward_gqa(gqa_problem(3, 3, causal="upper-left"))[0, 0, :, 0].tolist() == [1.0, 1.5, 2.0]
 
 
-def test_gqa_refuses_what_it_cannot_express_naming_the_missing_capability():
-    with pytest.raises(ort_attention.NotExpressible, match="causal lower-right only"):
-        ort_attention.translate_gqa(gqa_problem(2, 5, causal="upper-left"))
-    with pytest.raises(ort_attention.NotExpressible, match="Tq <= Tk"):
+def test_gqa_says_it_is_lower_right_only_and_refuses_what_it_cannot_express():
+    # A restriction keeps upper-left calls away; what no restriction states is NotExpressible, counted.
+    assert ort_attention.RESTRICTIONS["gqa"] == ["lower_right"]
+    assert ort_attention.setup(["--op", "gqa"])["restrictions"] == ["lower_right"]
+    with pytest.raises(ort_attention.NotExpressible, match="Tq 3 > Tk 2"):
         ort_attention.translate_gqa(gqa_problem(3, 2))
-    with pytest.raises(ort_attention.NotExpressible, match="right side 0"):
+    with pytest.raises(ort_attention.NotExpressible, match="right side at 0"):
         ort_attention.translate_gqa(gqa_problem(3, 3, window=(1, 1)))
 
 
