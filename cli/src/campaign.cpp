@@ -429,7 +429,8 @@ void examine(IsolatedKernel& kernel, const CampaignOptions& options, const Prope
 // never one. Within that: the same property failing the same way; a hang again (whose call is not
 // run twice); a failed call that fails as an earlier finding's does and needs the same features or
 // shares one it needs (Diagnosis::same_bug: one bug seen through many properties); one fault of the
-// layer through each layer property (whose calls have no case text to diagnose). A heuristic
+// layer through each layer property (whose calls have no case text to diagnose); a bug of one known
+// cause (the probes' sentence), no policy accepting either. A heuristic
 // (docs/checking.md): a second bug whose calls fail exactly as the first's is said once the first
 // is fixed.
 bool seen_before(const Finding& found, const std::vector<Finding>& earlier) {
@@ -441,6 +442,9 @@ bool seen_before(const Finding& found, const std::vector<Finding>& earlier) {
     if ((f.kind == found.kind && (f.property == found.property || f.hung)) || found.diagnosis.same_bug(f.diagnosis) ||
         (f.kind == found.kind && fault_kind(f.kind) && layer(f) && layer(found)))
       return true;
+    // A bug no policy accepts whose cause the probes read off (causes.hpp) is one bug, whichever
+    // property and kind showed it.
+    if (f.diagnosis.accepting == 0 && !f.diagnosis.cause.empty() && f.diagnosis.cause == found.diagnosis.cause) return true;
   }
   return false;
 }
@@ -486,8 +490,9 @@ constexpr double kOvertime = 1.08;
 
 // A failed run becomes a finding: shrunk (in --shrink-seconds, or what is left of the run's budget),
 // its failed call kept and examined. With keep_going, one an earlier finding explains (seen_before,
-// before shrinking and after) is dropped; a run whose key (run_key) an earlier finding has is
-// examined again only the 2nd, 4th, 8th... time, so that a bug in every call costs little.
+// before shrinking and after) is dropped; a run whose key (run_key) an earlier run had is examined
+// again only the 2nd, 4th, 8th... time, and not once examining has taken a third of the budget, so
+// that a bug in every call costs little.
 void add_finding(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, const Run& run,
                  int64_t position, CampaignResult& result, std::map<std::string, int64_t>& repeats,
                  CauseCache& causes, Clock::time_point began) {
@@ -499,8 +504,9 @@ void add_finding(IsolatedKernel& kernel, const CampaignOptions& options, const P
     result.examine_seconds += since(start);
   };
   if (options.keep_going) {
+    // Once examining has had a third of the budget, a key seen before is examined no more.
     const int64_t seen = ++repeats[run_key(run)];
-    if (seen > 1 && (seen & (seen - 1)) != 0) return;
+    if (seen > 1 && ((seen & (seen - 1)) != 0 || result.examine_seconds > options.seconds / 3)) return;
     examined();
     if (seen_before(finding, result.findings)) return;
   }
