@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "attncheck/compare.hpp"
+#include "attncheck/domain.hpp"
 #include "attncheck/features.hpp"
 #include "attncheck/kernel.hpp"
 #include "attncheck/oracle.hpp"
@@ -24,13 +25,16 @@ namespace attncheck::fuzz {
 namespace {
 
 // Why this kernel cannot take case c, or "": a feature it does not claim (the feature table's
-// rule, as require_claimed's), or the NaN empty-row policy, which only the built-in one follows.
+// rule, as require_claimed's), a restriction it has (require_in_domain's), or the NaN empty-row
+// policy, which only the built-in one follows.
 template <class T>
 std::string cannot_take(const Kernel& kernel, const Case<T>& c) {
   if (c.empty_rows != EmptyRows::zero && !kernel.full_contract) return "a plugin has only the zero empty-row policy";
   if (c.dropout_p != 0) return "dropout is judged by the dropout properties alone, for the kernel's own mask";
-  const uint32_t unclaimed = features_used(call_view(c.problem(), false, false)) & ~kernel.claimed();
-  return unclaimed ? "it does not claim " + feature_names(unclaimed) : "";
+  const CallView call = call_view(c.problem(), false, false);
+  if (const uint32_t unclaimed = features_used(call) & ~kernel.claimed()) return "it does not claim " + feature_names(unclaimed);
+  if (const uint32_t broken = restrictions_broken(call, kernel.domain())) return "it takes " + restriction_names(broken);
+  return "";
 }
 
 template <class T>

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import attncheck
 from attncheck import _protocol as wire
 from attncheck import Problem, problem_from_replay, numpy_source
 
@@ -276,3 +277,52 @@ def test_a_replay_with_dropout_carries_it(tmp_path):
     p, _ = problem_from_replay(path)
     assert p.dropout_p == 0.375 and p.dropout_seed == 2 ** 64 - 1 and not p.want_keep
     assert "dropout_p = 0.375\ndropout_seed = 18446744073709551615" in numpy_source(p)
+
+
+NARROW = r'''
+import numpy as np
+import attncheck
+def forward(p):
+    if p.Tq == 7:
+        raise attncheck.NotExpressible("Tq 7: not this library's: more words")
+    return np.zeros((p.B, p.H, p.Tq, p.dv), np.float32)
+attncheck.serve(forward, capabilities={"f32", "causal"}, restrictions=["causal", "square"],
+                limits={"head_dims": [64, 128], "max_Tq": 512})
+'''
+
+
+def test_a_narrow_function_says_its_domain_and_a_call_it_cannot_take_is_not_taken():
+    command = f"env PYTHONPATH={shlex.quote(str(ROOT / 'python'))} {shlex.quote(sys.executable)} -c {shlex.quote(NARROW)}"
+    child = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        tag, hello = wire.read_frame(child.stdout)
+        assert tag == b"HELO" and len(hello) == 108  # docs/protocol.md: 12 bytes, then the domain
+        protocol, abi, capabilities, restrictions, size, *limits = struct.unpack("<3IIi6i16i", hello)
+        assert (protocol, abi, capabilities) == (1, 2, 1 | 32)
+        assert restrictions == 1 | 8 | 256  # causal, square, and the limits given: within_limits
+        assert size == 92 and limits[:6] == [0, 0, 512, 0, 0, 0] and limits[6:9] == [64, 128, 0]
+        for Tq, want in ((7, b"NTKN"), (3, b"RSLT")):
+            dims = (1, 1, 1, Tq, Tq, 64, 64)
+            payload = wire.problem_payload("f32", dims, "lower-right", q=bytes(4 * Tq * 64), k=bytes(4 * Tq * 64),
+                                           v=bytes(4 * Tq * 64))
+            wire.write_frame(child.stdin, b"PROB", payload)
+            tag, body = wire.read_frame(child.stdout)
+            assert tag == want, (tag, body)
+            if want == b"NTKN":
+                assert body == b"Tq 7: not this library's: more words"
+    finally:
+        child.stdin.close()
+        child.wait(30)
+
+
+def test_restrictions_and_limits_are_checked_by_name():
+    assert wire.hello_payload(2, 1) == struct.pack("<3I", 1, 2, 1)  # no domain: the 12 bytes of old
+    with pytest.raises(ValueError, match="unknown restriction 'causal_only'; the names are causal, lower_right"):
+        wire.restriction_bits(["causal_only"])
+    with pytest.raises(ValueError, match="unknown limit 'max_Q'"):
+        wire.limit_values({"max_Q": 3})
+    with pytest.raises(ValueError, match="limit head_dims: a whole number from 1"):
+        wire.limit_values({"head_dims": [64, 0]})
+    with pytest.raises(ValueError, match="at most 16 widths"):
+        wire.limit_values({"head_dims": list(range(1, 18))})
+    assert attncheck.RESTRICTIONS["lower_right"] == 2 and issubclass(attncheck.NotExpressible, ValueError)

@@ -77,6 +77,7 @@ TEST(Isolation, EachMisbehaviourOfACommandIsReportedWithItsCause) {
       {"half_a_result", Outcome::hung, "hung"},
       {"raise", Outcome::raised, "raised ZeroDivisionError: division by zero"},
       {"refuse", Outcome::refused, "returned 7"},
+      {"not_taken", Outcome::not_taken, "Tq 3: this library decodes one query a call"},
       {"forges_mode", Outcome::broke_protocol, "a MODE frame, which only attncheck's plugin host sends"},
       {"forges_stray", Outcome::broke_protocol, "a STRY frame, which only attncheck's plugin host sends"},
       {"forges_fault", Outcome::broke_protocol, "a FALT frame, which only attncheck's plugin host sends"},
@@ -122,6 +123,7 @@ TEST(Isolation, ACommandThatCannotStartIsAnErrorWithItsStderr) {
   for (const auto& [mode, reason] : {std::pair{"cannot_start", "exited with status 1 while starting"},
                                      std::pair{"garbage_first", "expected HELO (or FAIL); it sent 'Loading "},
                                      std::pair{"old_protocol", "it speaks protocol version 9, this checker 1"},
+                                     std::pair{"impossible_domain", "its HELO declares both ATTNCHECK_ONLY_LOWER_RIGHT and"},
                                      std::pair{"hostile_fail", "\\x1b[2J\\x1b[31mcannot start\\x0d\\x0aAAA"}}) {
     IsolatedKernel kernel(std::string(MISBEHAVING_CHILD) + " " + mode, 5, true);
     try {

@@ -24,6 +24,9 @@ if MODE == "garbage_first":
 if MODE == "old_protocol":
     frame(b"HELO", struct.pack("<3I", 9, 2, 1))
     time.sleep(60)
+if MODE == "impossible_domain":  # a HELO with a domain no call can keep: both causal alignments alone
+    frame(b"HELO", struct.pack("<3I", 1, 2, 1 | 32) + struct.pack("<Ii6i16i", 1 | 2 | 4, 92, *([0] * 22)))
+    time.sleep(60)
 if MODE == "hostile_fail":  # a refusal to start whose text would paint the terminal and fill it
     frame(b"FAIL", b"\x1b[2J\x1b[31mcannot start\r\n" + b"A" * 65000)
     sys.exit(0)
@@ -76,6 +79,8 @@ while True:
         time.sleep(60)
     elif MODE == "refuse":
         frame(b"RSLT", struct.pack("<i", 7))
+    elif MODE == "not_taken":  # NotExpressible: the library cannot be given this problem
+        frame(b"NTKN", b"Tq 3: this library decodes one query a call")
     elif MODE == "half_a_result":
         out.write(b"RSLT" + struct.pack("<I", 4 + out_bytes) + struct.pack("<i", 0))
         out.flush()
