@@ -2,10 +2,11 @@
 contract and under its documented conventions, for each format it has, every finding kept.
 
 For each row of ROWS (an implementation, its version and entry point) and each format the adapter
-claims, `attncheck check --keep-going yes --dtype F` runs twice: strict, and with the row's
+claims, `attncheck check --keep-going --dtype F` runs twice: strict, and with the row's
 conventions. A finding is put in the columns of the claims it is about (COLUMNS: from the features
 it fails only with, the policy that would accept it, its kind); the same finding in several formats
-is listed once. Each finding's replay file is kept in docs/conformance/ROW/, and `attncheck repro
+is listed once. What the library takes is its adapter's restrictions (never sent a problem outside
+them) and the calls it could not take (NotExpressible: counted, not findings). Each finding's replay file is kept in docs/conformance/ROW/, and `attncheck repro
 --standalone yes` turns it into a script that is run with the row's python, isolated (-I, no
 attncheck importable), to show that the library alone reproduces it. Writes docs/conformance.md
 and the README's summary between its markers.
@@ -130,13 +131,13 @@ def run_check(row, fmt, contract, args):
     shutil.rmtree(folder, ignore_errors=True)
     os.makedirs(folder)
     policy = row.conventions if contract == CONVENTIONS else []
-    command = [args.attncheck, "check", "--impl-cmd", command_of(row, args), "--dtype", fmt, "--keep-going", "yes",
+    command = [args.attncheck, "check", "--impl-cmd", command_of(row, args), "--dtype", fmt, "--keep-going",
                "--seconds", str(args.seconds), "--shrink-seconds", str(args.shrink_seconds), "--seed", str(args.seed),
                "--jobs", "1", "--json", report, "--counterexample-dir", os.path.join(folder, "findings")] + policy
     with open(os.path.join(folder, "output.txt"), "w") as output:
         run = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, env=environment(), cwd=folder)
     print(f"conformance: {row.key} {contract} {fmt}: exit {run.returncode}", flush=True)
-    return json.load(open(report)) if run.returncode in (0, 1) and os.path.exists(report) else None
+    return json.load(open(report)) if run.returncode in (0, 1, 3) and os.path.exists(report) else None
 
 
 def merged(runs):
@@ -145,15 +146,13 @@ def merged(runs):
     findings are of one cause when they fail only with the same features (formats aside), are
     accepted under the same policies and are both refusals or both wrong outputs; a finding that
     needs no feature is one with those the same policies accept, or else its property's and kind's
-    alone; a limit (NotExpressible) is one per reason."""
+    alone."""
     found = {}
     for fmt, report in runs.items():
         for f in (report or {}).get("findings", []):
             needs = tuple(sorted(set(f["fails_only_with"]) - set(FORMATS)))
             cause = (f["kind"] in REFUSALS, needs) if needs else ("accepted",) if f["accepted_under"] else \
                 (f["property"], f["kind"])  # a policy accepting it names the cause (the empty row's value, ...)
-            if limit(f):  # one limit, whichever property met it: its reason, the message with its numbers blanked
-                cause = ("limit", re.sub(r"[-+\d.e]*\d", "#", f["message"].split("NotExpressible: ", 1)[1])[:80])
             entry = found.setdefault(cause + tuple(f["accepted_under"]),
                                      dict(f, formats=[], columns=set(), also=[], folder=fmt))
             entry["columns"] |= columns_of(f)
@@ -197,8 +196,7 @@ def keep_and_reproduce(row, contract, number, finding, args):
                              cwd=os.path.dirname(script))
     except subprocess.TimeoutExpired:
         return "the standalone script did not finish in 300 s"
-    return "a limit: the standalone script raises NotExpressible" if limit(finding) and shown(finding, run) else \
-        "reproduced standalone" if shown(finding, run) else \
+    return "reproduced standalone" if shown(finding, run) else \
         f"NOT reproduced standalone (the script exits {run.returncode}: {last_line(run)[:160]})"
 
 
@@ -258,17 +256,26 @@ def cell(row_claims, column, need, findings, ran, anchor):
     if not applies:
         return "not supported"
     mine = [(n, f) for n, f in findings if (own(f, column, ran) if column in FORMATS else column in f["columns"])]
-    links = lambda limits: ", ".join(f"[{n}](#{anchor}-{n})" for n, f in mine if limit(f) == limits)
-    said = [f"{word} {links(limits)}" for word, limits in (("deviates", False), ("limited", True)) if links(limits)]
-    if said:
-        return "; ".join(said)
+    if mine:
+        return "deviates " + ", ".join(f"[{n}](#{anchor}-{n})" for n, f in mine)
     return "no deviation of its own" if column in FORMATS and findings else "conforms"
 
 
-def limit(finding):
-    """A refusal of what the entry point cannot be given (the adapter's NotExpressible): a limit of
-    the library, not a deviation."""
-    return finding["kind"] == "raised" and "NotExpressible: " in (finding.get("message") or "")
+def takes(runs):
+    """What a row's library takes, from its reports by format: its restrictions (the adapter's) and
+    the calls it could not take, with their reasons (the first clause, numbers blanked); a format
+    whose run was inconclusive is named."""
+    reports = [r for r in runs.values() if r is not None]
+    if not reports:
+        return "-"
+    restrictions = sorted({w for r in reports for w in r["domain"]["restrictions"]})
+    calls, not_taken = sum(r["calls"] for r in reports), sum(r["calls_not_taken"] for r in reports)
+    reasons = sorted({re.sub(r"[-+\d.e]*\d", "#", reason) for r in reports for reason in r["not_taken_reasons"]})
+    said = ["only " + ", ".join(restrictions)] if restrictions else ["all it claims"]
+    if not_taken:
+        said.append(f"not taken {not_taken:,} of {calls:,} calls ({'; '.join(reasons)})")
+    said += [f"INCONCLUSIVE in {fmt}: {r['inconclusive']}" for fmt, r in runs.items() if r and r.get("inconclusive")]
+    return "; ".join(said)
 
 
 def render(results, args, started):
@@ -276,13 +283,15 @@ def render(results, args, started):
              f"Written by `ci/conformance` on {started:%Y-%m-%d} ({args.seconds} s per format and contract, seed "
              f"{args.seed}, shrinking {args.shrink_seconds} s per finding; attncheck {commits_text(args.commits)}; CPU: {cpu()}).",
              "Each row is one implementation, version and entry point, run through its adapter "
-             "(python/attncheck/adapters) with `attncheck check --keep-going yes`, once per format it has. A cell says "
+             "(python/attncheck/adapters) with `attncheck check --keep-going`, once per format it has. A cell says "
              "whether the implementation conforms to that claim, deviates (linked to the finding), or does not "
-             "support it; limited: the entry point cannot be given such a problem (the adapter raised NotExpressible, "
-             "saying why), a limit of the library rather than a wrong answer. A finding is reproduced by the library alone: `attncheck repro FILE.replay --standalone yes "
+             "support it. The column \"takes\" says what the entry point takes of its claims: the adapter's "
+             "restrictions (attncheck features lists them; no problem outside them is sent) and the calls the "
+             "library could not be given (the adapter raised NotExpressible, saying why), counted and never a "
+             "finding: a limit of the library rather than a wrong answer. A finding is reproduced by the library alone: `attncheck repro FILE.replay --standalone yes "
              "--out repro.py && python3 repro.py` (the replay files are in docs/conformance/).", ""]
-    header = "| implementation | version | entry point | " + " | ".join(c for c, _ in COLUMNS) + " |"
-    rule = "|" + "---|" * (3 + len(COLUMNS))
+    header = "| implementation | version | entry point | takes | " + " | ".join(c for c, _ in COLUMNS) + " |"
+    rule = "|" + "---|" * (4 + len(COLUMNS))
     details = []
     for contract, title in ((STRICT, "Under the strict contract"), (CONVENTIONS, "Under each library's documented conventions")):
         lines += [f"## {title}", ""]
@@ -302,12 +311,13 @@ def render(results, args, started):
             findings = list(enumerate(runs[contract + "-findings"], 1))
             anchor = f"{row.key}-{contract}"
             cells = [cell(claims, c, need, findings, ran(runs[contract]), anchor) for c, need in COLUMNS]
-            lines.append(f"| {row.implementation} | {version} | {row.entry} | " + " | ".join(cells) + " |")
+            lines.append(f"| {row.implementation} | {version} | {row.entry} | {takes(runs[contract])} | " +
+                         " | ".join(cells) + " |")
             if findings:
                 policy = " " + " ".join(row.conventions) if contract == CONVENTIONS else ""
                 details += [f"### {row.implementation} {version}, {row.entry}: {title.lower()}", "",
                             f"`attncheck check --impl-cmd \"python3 -m attncheck.adapters.{row.adapter}"
-                            f"{''.join(' ' + o for o in row.options)}\"{policy} --keep-going yes --dtype F`, "
+                            f"{''.join(' ' + o for o in row.options)}\"{policy} --keep-going --dtype F`, "
                             f"F in {', '.join(runs[contract])}:", ""]
                 details += [f"<a id=\"{anchor}-{n}\"></a>{n}. {describe(f)}. {f['reproduced']}: `{f['kept']}`."
                             for n, f in findings] + [""]
@@ -326,14 +336,13 @@ def summary(results):
         version, _, runs = results[row.key]
         counts = []
         for contract in (STRICT, CONVENTIONS):
-            deviations = [f for f in runs[contract + "-findings"] if not limit(f)]
+            deviations = runs[contract + "-findings"]
             columns = sorted({c for f in deviations for c in f["columns"]} |
                              {fmt for f in deviations for fmt in FORMATS if own(f, fmt, ran(runs[contract]))},
                              key=[c for c, _ in COLUMNS].index)
-            limits = len(runs[contract + "-findings"]) - len(deviations)
             n = len(deviations)
             text = "conforms" if n == 0 else f"{n} deviations: {', '.join(columns)}"
-            counts.append(text + (f"; {limits} limit{'s' if limits > 1 else ''} (NotExpressible)" if limits else ""))
+            counts.append(text)
         lines.append(f"| {row.implementation} | {version} | {row.entry} | {counts[0]} | {counts[1]} |")
     return "\n".join(lines)
 

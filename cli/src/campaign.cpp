@@ -657,8 +657,9 @@ WrongCall first_wrong_call(const std::vector<KernelCall>& calls) {
   return {calls.size(), ""};
 }
 
-void write_replay(const std::string& path, const CampaignOptions& options, const Finding& finding) {
+void write_replay(const std::string& path, const CampaignOptions& options, const Finding& finding, const Domain& domain) {
   ReplayFile r;
+  r.domain = domain;
   r.property = finding.property;
   r.impl = options.impl;
   r.command = options.command;

@@ -459,7 +459,7 @@ int check(const FlagValues& o) {
     for (size_t n = 0; n < result.findings.size(); ++n) {
       const Finding& f = result.findings[n];
       const std::string file = options.keep_going ? finding_file(o.text("counterexample-dir"), f, replay_files) : counterexample;
-      write_replay(file, options, f);
+      write_replay(file, options, f, result.domain);
       const std::string heading = options.keep_going ? "finding " + std::to_string(n + 1) + " of " +
                                                            std::to_string(result.findings.size()) + " (" + f.kind + "): " : "";
       reports.push_back(heading + "counterexample to Property." + f.property + " (" + case_note(f) + "), " + f.format +

@@ -11,9 +11,11 @@
 #include <cmath>
 #include <filesystem>
 #include <sstream>
+#include <tuple>
 
 #include "attncheck/campaign.hpp"
 #include "attncheck/case_text.hpp"
+#include "attncheck/replay_file.hpp"
 
 namespace attncheck {
 namespace {
@@ -86,8 +88,39 @@ TEST(KeptRegressions, AFindingKeepsTheProblemTheKernelFailedOn) {
   EXPECT_FALSE(finite(finding.failed_call)) << "the failed call is not the poisoned one:\n" << finding.failed_call;
   const fs::path written = fs::temp_directory_path() / "attncheck_failed_call.replay";
   CampaignOptions options;
-  write_replay(written.string(), options, finding);
+  write_replay(written.string(), options, finding, Domain{});
   EXPECT_EQ(read_replay(written.string(), options, false).failed_call, finding.failed_call);
+  fs::remove(written);
+}
+
+// The kernel's domain when it was found is kept: its restrictions' words and its limits read back
+// as written; a word no restriction has, or limits without their restriction, is a one-line error.
+TEST(KeptRegressions, AFindingKeepsTheDomainItWasFoundIn) {
+  const fs::path file = fs::path(REGRESSIONS_DIR) / "mutant_multiply_forbidden_values.replay";
+  const CampaignResult on_kernel = replay_file(file);
+  ASSERT_TRUE(on_kernel.found);
+  Domain domain{ATTNCHECK_ONLY_CAUSAL | ATTNCHECK_ONLY_DEFAULT_SCALE | ATTNCHECK_ONLY_WITHIN_LIMITS, {}};
+  domain.limits.max_Tk = 512;
+  domain.limits.widths = {32, 64};
+  const fs::path written = fs::temp_directory_path() / "attncheck_domain.replay";
+  CampaignOptions options;
+  write_replay(written.string(), options, on_kernel.finding, domain);
+  const std::string text = replay_text(read_replay_file(written.string()));
+  EXPECT_NE(text.find("\nrestrictions causal default_scale within_limits\nlimits max_Tk 512 head_dims 32,64\n"),
+            std::string::npos) << text;
+  EXPECT_EQ(read_replay_file(written.string()).domain, domain);
+  for (const auto& [from, to, says] : {std::tuple{"restrictions causal", "restrictions causal sideways", "no restriction"},
+                                       std::tuple{"restrictions causal default_scale within_limits\n", "", "without"}}) {
+    std::string damaged = text;
+    damaged.replace(damaged.find(from), std::string(from).size(), to);
+    std::istringstream in(damaged);
+    try {
+      parse_replay(in, "damaged");
+      ADD_FAILURE() << "read without an error:\n" << damaged;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  }
   fs::remove(written);
 }
 

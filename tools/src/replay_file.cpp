@@ -33,6 +33,57 @@ std::string read_case(std::istream& in, const std::string& first, const std::str
   return text;
 }
 
+// The domain's lines: "restrictions WORD..." and "limits WORD VALUE..." (head_dims' values joined
+// by commas), each written only when it says something.
+std::string domain_lines(const Domain& d) {
+  std::string text;
+  for (const Restriction& r : kRestrictions)
+    if (d.only(r.bit)) text += (text.empty() ? "restrictions " : " ") + std::string(r.word);
+  std::string limits;
+  for (const LimitField& l : kLimitFields)
+    if (d.limits.*l.field) limits += " " + std::string(l.word) + " " + std::to_string(d.limits.*l.field);
+  for (size_t n = 0; n < d.limits.widths.size(); ++n)
+    limits += (n ? "," : " " + std::string(kHeadDimsWord) + " ") + std::to_string(d.limits.widths[n]);
+  return (text.empty() ? "" : text + "\n") + (limits.empty() ? "" : "limits" + limits + "\n");
+}
+
+uint32_t restriction_bits(const std::string& words, const std::runtime_error& unknown) {
+  uint32_t bits = 0;
+  std::istringstream in(words);
+  for (std::string word; in >> word;) {
+    const Restriction* row = nullptr;
+    for (const Restriction& r : kRestrictions)
+      if (word == r.word) row = &r;
+    if (!row) throw unknown;
+    bits |= row->bit;
+  }
+  return bits;
+}
+
+int64_t limit_number(const std::string& text, const std::runtime_error& bad) {
+  if (text.empty() || text.size() > 12 || text.find_first_not_of("0123456789") != std::string::npos) throw bad;
+  return std::stoll(text);
+}
+
+Limits limits_of(const std::string& words, const std::runtime_error& bad) {
+  Limits l;
+  std::istringstream in(words);
+  for (std::string word, value; in >> word;) {
+    if (!(in >> value)) throw bad;
+    if (word == kHeadDimsWord) {
+      std::istringstream widths(value);
+      for (std::string width; std::getline(widths, width, ',');) l.widths.push_back(limit_number(width, bad));
+      continue;
+    }
+    const LimitField* field = nullptr;
+    for (const LimitField& f : kLimitFields)
+      if (word == f.word) field = &f;
+    if (!field) throw bad;
+    l.*field->field = limit_number(value, bad);
+  }
+  return l;
+}
+
 }  // namespace
 
 ReplayFile parse_replay(std::istream& in, const std::string& name) {
@@ -60,6 +111,10 @@ ReplayFile parse_replay(std::istream& in, const std::string& name) {
       const auto choice = policy_choice(*p, value);
       if (!choice) throw error(key + " must be one of " + choices_text(*p));
       p->set(r.policies, *choice);
+    } else if (key == "restrictions") {
+      r.domain.restrictions = restriction_bits(value, error("the restrictions line holds a word no restriction has"));
+    } else if (key == "limits") {
+      r.domain.limits = limits_of(value, error("the limits line must be names of limits, each with a number"));
     } else if (key == "case") {
       if (r.format == 1) throw error("a format-1 file holds no case (is its first line damaged?)");
       r.case_text = read_case(in, line, name, "");
@@ -80,6 +135,7 @@ ReplayFile parse_replay(std::istream& in, const std::string& name) {
   }
   for (const char* needed : {"property", "impl", "empty-rows", "choices"})
     if (!seen.count(needed)) throw error(std::string("no '") + needed + "' line: the file is not whole");
+  if (const std::string why = domain_error(r.domain); !why.empty()) throw error("its domain: " + why);
   if (!failed_call.empty()) {
     std::istringstream call(failed_call);
     std::string first;
@@ -111,7 +167,7 @@ std::string replay_text(const ReplayFile& r) {
   text << "attncheck-replay " << r.format << "\nproperty " << r.property << (r.command ? "\nimpl-cmd " : "\nimpl ") << r.impl
        << "\n";
   for (const Policy& p : kPolicies) text << p.flag << ' ' << policy_word(p, r.policies) << '\n';
-  text << r.case_text << "choices";
+  text << domain_lines(r.domain) << r.case_text << "choices";
   for (uint64_t choice : r.choices) text << ' ' << choice;
   text << '\n';
   std::istringstream failed_call(r.failed_call);

@@ -193,9 +193,10 @@ WrongCall first_wrong_call(const std::vector<KernelCall>& calls);
 CampaignResult replay(const CampaignOptions& options, const Finding& recorded, std::vector<KernelCall>* calls = nullptr);
 
 // A finding as a replay file (replay_file.hpp) and back: into `options` go the file's
-// implementation, unless the caller set it (keep_impl), and the policies it was checked under.
+// implementation, unless the caller set it (keep_impl), and the policies it was checked under; the
+// file records the domain the kernel said it takes (a replay asks the kernel for it again).
 // Reading runs nothing; errors are one line (std::runtime_error).
-void write_replay(const std::string& path, const CampaignOptions& options, const Finding& finding);
+void write_replay(const std::string& path, const CampaignOptions& options, const Finding& finding, const Domain& domain);
 Finding read_replay(const std::string& path, CampaignOptions& options, bool keep_impl);
 
 }  // namespace attncheck

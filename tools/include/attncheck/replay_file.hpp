@@ -6,6 +6,8 @@
 //   empty-rows zero                     (a line per policy, policies.hpp)
 //   lse-empty ninf
 //   masked-inputs any
+//   restrictions causal default_scale   (the kernel's domain when it was found, domain.hpp's words;
+//   limits head_dims 32,64 max_Tk 512    optional, none when it took every problem it claimed)
 //   case float32 1 ... end              (the case as exact bits, case_text.hpp; none for a fixed property)
 //   choices 3 0 1                       (the property's other choices)
 //   failed-call case ... end            (the call the oracle found wrong, each line prefixed; optional)
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "attncheck/contract.hpp"
+#include "attncheck/domain.hpp"
 
 namespace attncheck {
 
@@ -31,6 +34,7 @@ struct ReplayFile {
   std::string impl;      // a plugin's path or "builtin"; with command, a command line
   bool command = false;
   Policies policies;  // a line each (empty-rows required; the others, from later files, optional)
+  Domain domain;      // what the kernel said it takes (a record: a replay asks the kernel again)
   std::string case_text;  // "case ... end\n", checked; empty for a property that draws no case
   std::vector<uint64_t> choices;
   std::string failed_call, failed_call_why;  // the case text (checked) and why; both empty when not kept
