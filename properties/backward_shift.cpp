@@ -10,7 +10,8 @@
 
 namespace attncheck::properties {
 
-ATTNCHECK_PROPERTY(BackwardScoreRowsSumToZero, .order = 85, .catches = "d_from_other_output", .backward = true) {
+ATTNCHECK_PROPERTY(BackwardScoreRowsSumToZero, .order = 85, .catches = "d_from_other_output", .backward = true,
+                   .widens_heads = true) {
   Case<float> c = check.draw<float>({.small_only = true});
   c.empty_rows = EmptyRows::zero;
   c.softcap = 0;  // a soft-cap bends the scores: no shift of them

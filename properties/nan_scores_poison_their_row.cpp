@@ -28,11 +28,13 @@ int64_t poisoned_index(const Checker& check) {
 // (1, 1). Key 2 is hidden from some rows by the first mask the kernel takes: the allow mask from
 // query 1 of each batch, lower-right causal from query 0, or key lengths (3, 2) from batch 1; with
 // none, or under --masked-inputs finite, every row sees it. A kernel that takes only square or
-// causal calls gets Tq 3 and its causal mode, which hides key 2 from queries 0 and 1.
+// causal calls, or upper-left causal alone, gets Tq 3 and its causal mode, which hides key 2 from
+// queries 0 and 1.
 Case<float> poisoned_key(const Checker& check, Format format, float poison) {
   const Domain domain = check.domain();
   Case<float> c;
-  c.shape = {2, 1, domain.square() || !domain.causal_optional() ? 3 : 2, 3, 2, 2};
+  const Causal fallback = domain.takes(Causal::lower_right) ? Causal::lower_right : Causal::upper_left;
+  c.shape = {2, 1, domain.square() || !domain.causal_optional() || fallback == Causal::upper_left ? 3 : 2, 3, 2, 2};
   c.format = format;
   check.follow_policies(c);  // no row is empty, but the case says the policies checked
   c.mix = "a poisoned key";
@@ -49,7 +51,7 @@ Case<float> poisoned_key(const Checker& check, Format format, float poison) {
     c.allow.assign(size_t(c.shape.allow_size()), 1);
     for (int64_t b = 0; b < c.shape.B; ++b) c.allow[size_t(c.shape.allow_at(b, 1) + 2)] = 0;
   } else if (check.claims(ATTNCHECK_CAP_CAUSAL)) {
-    c.causal = Causal::lower_right;
+    c.causal = fallback;
   } else if (check.claims(ATTNCHECK_CAP_KV_LENS)) {
     c.key_lengths = {3, 2};
   }

@@ -43,6 +43,8 @@ std::string not_applicable(const Property& p, uint32_t claimed, const Policies& 
   if (p.needs_one_of && !(claimed & p.needs_one_of)) return "needs one of " + feature_names(p.needs_one_of);
   if (const uint32_t left = p.leaves & domain.restrictions; left)
     return "builds cases outside the kernel's domain (" + restriction_names(left) + ")";
+  if (p.widens_heads && domain.only(ATTNCHECK_ONLY_WITHIN_LIMITS) && domain.limits.widths_up_to(1024).size() <= 1)
+    return "widens the heads by a dimension, and the kernel takes one head width";
   return "";
 }
 

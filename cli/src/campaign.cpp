@@ -429,8 +429,8 @@ void examine(IsolatedKernel& kernel, const CampaignOptions& options, const Prope
 // never one. Within that: the same property failing the same way; a hang again (whose call is not
 // run twice); a failed call that fails as an earlier finding's does and needs the same features or
 // shares one it needs (Diagnosis::same_bug: one bug seen through many properties); one fault of the
-// layer through each layer property (whose calls have no case text to diagnose); a bug of one known
-// cause (the probes' sentence), no policy accepting either. A heuristic
+// layer through each layer property (whose calls have no case text to diagnose). Never a shared cause
+// alone: a probe's sentence says what the kernel does, not which finding it explains. A heuristic
 // (docs/checking.md): a second bug whose calls fail exactly as the first's is said once the first
 // is fixed.
 bool seen_before(const Finding& found, const std::vector<Finding>& earlier) {
@@ -442,9 +442,6 @@ bool seen_before(const Finding& found, const std::vector<Finding>& earlier) {
     if ((f.kind == found.kind && (f.property == found.property || f.hung)) || found.diagnosis.same_bug(f.diagnosis) ||
         (f.kind == found.kind && fault_kind(f.kind) && layer(f) && layer(found)))
       return true;
-    // A bug no policy accepts whose cause the probes read off (causes.hpp) is one bug, whichever
-    // property and kind showed it.
-    if (f.diagnosis.accepting == 0 && !f.diagnosis.cause.empty() && f.diagnosis.cause == found.diagnosis.cause) return true;
   }
   return false;
 }

@@ -13,11 +13,16 @@
 namespace attncheck {
 namespace {
 
-// Whether the kernel gets c right: no fault, and its results within the bound.
+// An outcome that says nothing of the kernel: a call it could not take, or one the budget stopped.
+bool unknown(const Outcome& outcome) { return outcome.kind == Outcome::not_taken || outcome.kind == Outcome::out_of_budget; }
+
+// Whether the kernel gets c right: no fault, and its results within the bound; nothing when the
+// call said nothing (unknown).
 template <class T>
-bool right_on(IsolatedKernel& kernel, const Case<T>& c, bool with_lse) {
+std::optional<bool> right_on(IsolatedKernel& kernel, const Case<T>& c, bool with_lse) {
   std::vector<T> out, lse;
   const Outcome outcome = kernel.run(c, out, with_lse ? &lse : nullptr);
+  if (unknown(outcome)) return std::nullopt;
   return outcome.kind == Outcome::ok && judged(c, out, lse).ok();
 }
 
@@ -50,6 +55,7 @@ template <class T>
 void diagnose_call(IsolatedKernel& kernel, const CampaignOptions& options, const Case<T>& c, bool with_lse, Diagnosis& d) {
   std::vector<T> out, lse;
   const Outcome outcome = kernel.run(c, out, with_lse ? &lse : nullptr);
+  if (unknown(outcome)) return;  // nothing to say of it
   if (outcome.kind != Outcome::ok) {
     d.fault = outcome.kind;
   } else {
@@ -62,14 +68,16 @@ void diagnose_call(IsolatedKernel& kernel, const CampaignOptions& options, const
   d.shape = "B " + std::to_string(s.B) + " H " + std::to_string(s.H) + " H_kv " + std::to_string(s.kv_heads()) + " Tq " +
             std::to_string(s.Tq) + " Tk " + std::to_string(s.Tk) + " dk " + std::to_string(s.dk) + " dv " + std::to_string(s.dv);
   for (const WithoutFeature<T>& without : without_each_feature(c, kernel.capabilities(), kernel.domain())) {
+    const std::optional<bool> right = right_on(kernel, without.c, with_lse);
+    if (!right) continue;  // the variant said nothing: the feature is neither needed nor not
     d.features.push_back(without.name);
-    if (right_on(kernel, without.c, with_lse)) d.needs.push_back(without.name);
+    if (*right) d.needs.push_back(without.name);
   }
   // A wrong valid row (one that sees a key) that is right once no unseen input holds anything: an
   // empty row's value comes from unseen inputs by its nature (the mean of V), so it is never this.
   const Case<T> clean = with_unseen_inputs(c, Unseen::zero);
   d.poisoned = d.wrong && sees_a_key(c, d.element.at[0], d.element.at[1], d.element.at[2]) && !same_inputs(clean, c) &&
-               right_on(kernel, clean, with_lse);
+               right_on(kernel, clean, with_lse).value_or(false);
   // Every combination of policies that accepts the call: the same results judged by its rules, or
   // the call run again (once) on the inputs --masked-inputs finite would send.
   std::optional<bool> finite_run;
@@ -85,6 +93,7 @@ void diagnose_call(IsolatedKernel& kernel, const CampaignOptions& options, const
     if (same_inputs(under, c)) {
       accepts = outcome.kind == Outcome::ok && judged(under, out, lse).ok();
     } else {
+      // A call not taken accepts nothing: the finding stays a bug rather than hide behind a policy.
       if (!finite_run) finite_run = kernel.run(under, finite_out, with_lse ? &finite_lse : nullptr).kind == Outcome::ok;
       accepts = *finite_run && judged(under, finite_out, finite_lse).ok();
     }

@@ -83,9 +83,11 @@ void require_in_domain(const CallView& call, const Domain& domain) {
   throw OutsideDomain("a problem outside the kernel's domain (" + rules + ")");
 }
 
-std::string domain_error(const Domain& d) {
+std::string domain_error(const Domain& d, uint32_t capabilities) {
   if (const uint32_t unknown = d.restrictions & ~all_restrictions())
     return "restriction bits " + std::to_string(unknown) + " that no ATTNCHECK_ONLY_* row has";
+  if (d.only(ATTNCHECK_ONLY_CAUSAL) && !(capabilities & ATTNCHECK_CAP_CAUSAL))
+    return "ATTNCHECK_ONLY_CAUSAL without claiming causal masks (ATTNCHECK_CAP_CAUSAL): no call could be sent";
   if (d.only(ATTNCHECK_ONLY_LOWER_RIGHT) && d.only(ATTNCHECK_ONLY_UPPER_LEFT))
     return "both ATTNCHECK_ONLY_LOWER_RIGHT and ATTNCHECK_ONLY_UPPER_LEFT: a causal call has one alignment";
   const Limits& l = d.limits;
@@ -93,6 +95,12 @@ std::string domain_error(const Domain& d) {
     if (x < 0) return "a limit below 0 (" + std::to_string(x) + ")";
   for (int64_t w : l.widths)
     if (w < 1) return "a head width below 1 in its list";
+  for (int64_t w : l.widths)
+    if (w > kWidestHead) return "a head width " + std::to_string(w) + " in its list, wider than any attncheck draws (" +
+                                std::to_string(kWidestHead) + ")";
+  if (l.width_multiple > kWidestHead)
+    return "head widths multiples of " + std::to_string(l.width_multiple) + ", wider than any attncheck draws (" +
+           std::to_string(kWidestHead) + ")";
   if (d.only(ATTNCHECK_ONLY_WITHIN_LIMITS) && l.widths.empty() && l.max_width > 0 && l.width_multiple > l.max_width)
     return "limits that take no head width (multiples of " + std::to_string(l.width_multiple) + " up to " +
            std::to_string(l.max_width) + ")";

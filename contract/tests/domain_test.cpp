@@ -47,7 +47,9 @@ Domain only(uint32_t bit) {
 TEST(Domain, EachRowRefusesTheCallThatBreaksItsRuleAndNamesIt) {
   for (const Restriction& r : restrictions()) {
     const Domain d = only(r.bit);
-    if (r.bit != ATTNCHECK_ONLY_UPPER_LEFT) EXPECT_EQ(restrictions_broken(inside(), d), 0u) << r.name;
+    if (r.bit != ATTNCHECK_ONLY_UPPER_LEFT) {
+      EXPECT_EQ(restrictions_broken(inside(), d), 0u) << r.name;
+    }
     EXPECT_EQ(restrictions_broken(breaking(r.bit), d), r.bit) << r.name;
     EXPECT_NO_THROW(require_in_domain(breaking(r.bit), Domain{}));  // unrestricted: every call
     try {
@@ -114,6 +116,14 @@ TEST(Domain, ADeclaredDomainThatCannotBeKeptIsSaid) {
   Limits negative;
   negative.max_B = -1;
   EXPECT_NE(domain_error(Domain{ATTNCHECK_ONLY_WITHIN_LIMITS, negative}).find("below 0"), std::string::npos);
+  Limits wide;
+  wide.widths = {64, kWidestHead + 1};
+  EXPECT_NE(domain_error(Domain{ATTNCHECK_ONLY_WITHIN_LIMITS, wide}).find("wider than any"), std::string::npos);
+  wide = {};
+  wide.width_multiple = 1 << 30;
+  EXPECT_NE(domain_error(Domain{ATTNCHECK_ONLY_WITHIN_LIMITS, wide}).find("wider than any"), std::string::npos);
+  EXPECT_NE(domain_error(Domain{ATTNCHECK_ONLY_CAUSAL, {}}, ATTNCHECK_CAP_F32).find("without claiming causal"), std::string::npos);
+  EXPECT_EQ(domain_error(Domain{ATTNCHECK_ONLY_CAUSAL, {}}, ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_CAUSAL), "");
 }
 
 }  // namespace

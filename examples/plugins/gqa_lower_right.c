@@ -4,6 +4,9 @@
    positions), an online softmax over the keys. Plugin ABI v2, and it says what it takes with
    attncheck_restrictions: causal calls only, lower-right only.
 
+   Built with -DDECODE it is a decode step's kernel: one new query a call (Tq 1) and heads 64 or 128
+   wide, its limits (attncheck_limits_v2), as a runtime's decode kernel is specialized.
+
    cc -O2 -shared -fPIC -I contract/include examples/plugins/gqa_lower_right.c -o gqa_lower_right.so -lm */
 #include <math.h>
 #include <stdint.h>
@@ -12,7 +15,18 @@
 
 int32_t attncheck_abi_version(void) { return 2; }
 uint32_t attncheck_capabilities(void) { return ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_CAUSAL | ATTNCHECK_CAP_GQA; }
+#ifdef DECODE
+uint32_t attncheck_restrictions(void) {
+  return ATTNCHECK_ONLY_CAUSAL | ATTNCHECK_ONLY_LOWER_RIGHT | ATTNCHECK_ONLY_WITHIN_LIMITS;
+}
+void attncheck_limits_v2(attncheck_limits *limits) {
+  limits->max_q_len = 1;
+  limits->head_dims[0] = 64;
+  limits->head_dims[1] = 128;
+}
+#else
 uint32_t attncheck_restrictions(void) { return ATTNCHECK_ONLY_CAUSAL | ATTNCHECK_ONLY_LOWER_RIGHT; }
+#endif
 
 int32_t attncheck_forward_v2(const attncheck_problem_v2 *p) {
   /* q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], out [B,H,Tq,dv]; query head h reads KV head

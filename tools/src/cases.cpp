@@ -112,9 +112,10 @@ void draw_large_shape(Chooser& choose, const CaseLimits& limits, Shape& s) {
   s.B = 1 + int64_t(choose.below(uint64_t(std::min<int64_t>(2, limits.max_batch))));
   s.H = limits.min_heads + int64_t(choose.below(uint64_t(top_heads - limits.min_heads + 1)));
   const bool decoding = choose.below(3) == 0 && !domain.square();
-  const int64_t most_q = within(limits.ladder_len, domain.limits.max_Tq);
-  s.Tq = std::max(limits.min_len, decoding ? 1 + int64_t(choose.below(3)) : ladder_length(choose, most_q));
-  s.Tk = std::max(limits.min_len, ladder_length(choose, limits.ladder_len));
+  const Lengths most = longest(limits, limits.ladder_len);
+  s.Tq = std::max(limits.min_len, decoding ? 1 + int64_t(choose.below(uint64_t(std::min<int64_t>(3, most.q))))
+                                           : ladder_length(choose, most.q));
+  s.Tk = std::max(limits.min_len, ladder_length(choose, most.k));
   if (domain.square()) s.Tk = s.Tq;
   std::vector<int64_t> widths;
   for (int64_t w : kWidthLadder)
@@ -210,14 +211,20 @@ void round_bias(Case<T>& c) {
 
 }  // namespace
 
+Lengths longest(const CaseLimits& limits, int64_t most) {
+  const Limits& l = limits.domain.limits;
+  Lengths lengths{within(most, l.max_Tq), within(most, l.max_Tk)};
+  if (limits.domain.square()) lengths.q = lengths.k = std::min(lengths.q, lengths.k);
+  return lengths;
+}
+
 CaseLimits clamped_to_domain(CaseLimits limits) {
   const Limits& l = limits.domain.limits;
   limits.max_batch = within(limits.max_batch, l.max_B);
   limits.max_heads = within(limits.max_heads, l.max_H);
   limits.min_heads = std::min(limits.min_heads, limits.max_heads);
-  limits.max_len = within(within(limits.max_len, l.max_Tq), limits.domain.square() ? l.max_Tk : 0);
-  limits.min_len = std::min(limits.min_len, limits.max_len);
-  limits.ladder_len = within(within(limits.ladder_len, l.max_Tq), l.max_Tk);
+  const Lengths most = longest(limits, limits.max_len);
+  limits.min_len = std::min({limits.min_len, most.q, most.k});
   return limits;
 }
 
@@ -279,11 +286,11 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& unclamped) {
   } else {
     s.B = 1 + int64_t(choose.below(uint64_t(limits.max_batch)));
     s.H = limits.min_heads + int64_t(choose.below(uint64_t(limits.max_heads - limits.min_heads + 1)));
-    const int64_t most_k = within(limits.max_len, domain.limits.max_Tk);
-    s.Tq = limits.min_len + int64_t(choose.below(uint64_t(limits.max_len - limits.min_len + 1)));
-    s.Tk = limits.min_len + int64_t(choose.below(uint64_t(most_k - limits.min_len + 1)));
+    const Lengths most = longest(limits, limits.max_len);
+    s.Tq = limits.min_len + int64_t(choose.below(uint64_t(most.q - limits.min_len + 1)));
+    s.Tk = limits.min_len + int64_t(choose.below(uint64_t(most.k - limits.min_len + 1)));
     // Square one time in four (self-attention, most real calls), always for a square domain.
-    if ((choose.below(4) == 0 && s.Tq <= most_k) || domain.square()) s.Tk = s.Tq;
+    if ((choose.below(4) == 0 && s.Tq <= most.k) || domain.square()) s.Tk = s.Tq;
     draw_widths(choose, domain, drawable_widths(domain.limits, limits.max_width), s);
   }
 

@@ -491,7 +491,8 @@ std::optional<Outcome> IsolatedKernel::receive(const char* during, double deadli
       return broken("it speaks protocol version " + std::to_string(hello->protocol) + ", this checker " + std::to_string(kVersion));
     if (hello->abi != 1 && hello->abi != 2) return broken("its HELO names ABI " + std::to_string(hello->abi) + ", not 1 or 2");
     const Domain domain{hello->restrictions, limits_from_abi(hello->limits)};
-    if (const std::string why = domain_error(domain); !why.empty()) return broken("its HELO declares " + why);
+    if (const std::string why = domain_error(domain, hello->capabilities); !why.empty())
+      return broken("its HELO declares " + why);
     return Outcome{};
   }
   const Request& headers = *static_cast<const Request*>(request);
@@ -580,10 +581,15 @@ void IsolatedKernel::start() {
   domain_ = {hello.restrictions, limits_from_abi(hello.limits)};
 }
 
+Outcome IsolatedKernel::budget_ended(const char* during) {
+  return Outcome{Outcome::out_of_budget, 0, std::string("stopped while ") + during + ": the run's budget (--seconds) ended"};
+}
+
+bool IsolatedKernel::past_budget() const { return deadline_after(0) >= budget_end_; }
+
 Outcome IsolatedKernel::hung(const char* during) {
   stop();
-  if (cut_by_budget_)  // the run's time ran out first: no verdict on the call
-    return Outcome{Outcome::out_of_budget, 0, std::string("stopped while ") + during + ": the run's budget (--seconds) ended"};
+  if (cut_by_budget_) return budget_ended(during);  // the run's time ran out first: no verdict on the call
   char detail[200];
   std::snprintf(detail, sizeof detail, "hung: no answer within %.3g s while %s (the child was killed)%s", call_timeout_, during,
                 call_timeout_ < timeout_ ? "; the timeout adapts: 10 times what calls so far took on problems as large (--case-timeout S fixes it)" : "");
@@ -678,6 +684,7 @@ Outcome IsolatedKernel::exchange(const Request& headers, const void* const (&buf
   buffer_sizes(headers, sizes);
   // One deadline for the whole exchange: a child that stops reading its problem hangs as surely as
   // one that never answers (to_child_ is non-blocking, so a full pipe cannot block the checker).
+  if (past_budget()) return budget_ended("waiting to be sent");
   call_timeout_ = timeout_for(request);
   const double sent_at = deadline_after(0), deadline = std::min(deadline_after(call_timeout_), budget_end_);
   cut_by_budget_ = deadline == budget_end_;
@@ -702,7 +709,7 @@ template <class T>
 Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out, std::vector<T>* lse, std::vector<uint8_t>* keep) {
   // c: Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], allow [B,Tq,Tk], key lengths [B], bias
   // [B,H,Tq,Tk]; out [B,H,Tq,dv] and, when asked, lse [B,H,Tq] and the dropout keep mask [B,H,Tq,Tk].
-  if (child_ < 0) start();
+  if (child_ < 0 && !past_budget()) start();
   const Shape& s = c.shape;
   // A case that does not fill its shape, or uses what the plugin does not claim, is the harness's
   // fault: say so, never blame the kernel.
@@ -729,7 +736,7 @@ template <class T>
 Outcome IsolatedKernel::run_backward(const Case<T>& c, const Grads<T>& grads) {
   // c as run's; grads: out, dout [B,H,Tq,dv] and lse [B,H,Tq] in, dq [B,H,Tq,dk], dk [B,H_kv,Tk,dk]
   // and dv [B,H_kv,Tk,dv] out.
-  if (child_ < 0) start();
+  if (child_ < 0 && !past_budget()) start();
   const Problem<T> problem = c.problem();
   require_sendable(call_view(problem, false, true), capabilities_, domain_);
   NarrowBuffers narrow;
@@ -750,7 +757,7 @@ template <class T>
 Outcome IsolatedKernel::run_layer(const LayerCase<T>& c, std::vector<T>& out, std::vector<T>* weights) {
   // c: x_q [B,Tq,D], x_kv [B,Tk,D], the maps and biases (layer.hpp), allow [B,Tq,Tk], key lengths
   // [B]; out [B,Tq,D] and, when asked, weights [B,H,Tq,Tk].
-  if (child_ < 0) start();
+  if (child_ < 0 && !past_budget()) start();
   const Layer<T> layer = c.layer();
   const Shape& h = c.shape.heads;
   require_sendable(layer_call_view(layer, weights != nullptr), capabilities_, domain_);

@@ -66,11 +66,11 @@ void draw_shape(Chooser& choose, const CaseLimits& limits, LayerCase<T>& c) {
       if (s.H % g == 0) groups.push_back(g);
     s.H_kv = groups[choose.below(groups.size())];
   }
-  const int64_t max_len = std::min<int64_t>(std::min<int64_t>(limits.max_len, 8), domain.limits.max_Tk > 0 ? domain.limits.max_Tk : 8);
+  const Lengths most = longest(limits, std::min<int64_t>(limits.max_len, 8));
   c.self_attention = choose.below(3) != 0 || domain.only(ATTNCHECK_ONLY_SELF_ATTENTION);
-  s.Tq = std::max<int64_t>(limits.min_len, 1 + int64_t(choose.below(uint64_t(max_len))));
-  s.Tk = std::max<int64_t>(limits.min_len, 1 + int64_t(choose.below(uint64_t(max_len))));
-  if (c.self_attention || domain.square()) s.Tk = s.Tq;
+  s.Tq = std::max<int64_t>(limits.min_len, 1 + int64_t(choose.below(uint64_t(most.q))));
+  s.Tk = std::max<int64_t>(limits.min_len, 1 + int64_t(choose.below(uint64_t(most.k))));
+  if (c.self_attention || domain.square()) s.Tk = s.Tq = std::min(s.Tq, most.k);
   // D = H dk, dk = dv: the usual layer (nn.MultiheadAttention's, and the only one under
   // ATTNCHECK_ONLY_LAYER_HEAD_WIDTH); else any widths and D.
   const bool usual = choose.below(3) != 0 || domain.only(ATTNCHECK_ONLY_LAYER_HEAD_WIDTH);

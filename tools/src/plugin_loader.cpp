@@ -11,7 +11,7 @@ namespace attncheck {
 namespace {
 
 // The restrictions and limits a library exports, if any; a domain it cannot keep is a load error.
-Domain exported_domain(void* handle, const std::string& which) {
+Domain exported_domain(void* handle, const std::string& which, uint32_t capabilities) {
   Domain domain;
   auto restrictions = reinterpret_cast<uint32_t (*)()>(dlsym(handle, "attncheck_restrictions"));
   if (!restrictions) return domain;
@@ -24,7 +24,7 @@ Domain exported_domain(void* handle, const std::string& which) {
     limits(&given);
     domain.limits = limits_from_abi(given);
   }
-  if (const std::string why = domain_error(domain); !why.empty())
+  if (const std::string why = domain_error(domain, capabilities); !why.empty())
     throw std::runtime_error(which + ": attncheck_restrictions declares " + why);
   return domain;
 }
@@ -50,7 +50,7 @@ Plugin load_plugin(const std::string& which) {
     plugin.forward_f64 = reinterpret_cast<decltype(plugin.forward_f64)>(dlsym(handle, "attncheck_forward_f64"));
     if (!plugin.forward_f32) throw std::runtime_error(which + ": no attncheck_forward_f32 symbol (it is required)");
     plugin.capabilities = kAbiV1Capabilities | (plugin.forward_f64 ? uint32_t(ATTNCHECK_CAP_F64) : 0u);
-    plugin.domain = exported_domain(handle, which);
+    plugin.domain = exported_domain(handle, which, plugin.capabilities);
     return plugin;
   }
   if (plugin.version == ATTNCHECK_ABI_VERSION_2) {
@@ -69,7 +69,7 @@ Plugin load_plugin(const std::string& which) {
       throw std::runtime_error(which + ": claims ATTNCHECK_CAP_BACKWARD without attncheck_backward_v2");
     if (!(plugin.capabilities & (ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16)))
       throw std::runtime_error(which + ": claims no format (f32, f64, f16 or bf16)");
-    plugin.domain = exported_domain(handle, which);
+    plugin.domain = exported_domain(handle, which, plugin.capabilities);
     return plugin;
   }
   throw std::runtime_error(which + ": ABI version " + std::to_string(plugin.version) +

@@ -51,6 +51,8 @@ inline constexpr LimitField kLimitFields[] = {
     {"max_head_dim", &Limits::max_width, "dk and dv are at most it"},
 };
 inline constexpr const char* kHeadDimsWord = "head_dims";  // the widths taken, a list (at most 16)
+// The widest head a domain may insist on: a case at least this wide is never drawn.
+inline constexpr int64_t kWidestHead = 4096;
 
 // What a kernel takes: its restrictions (ATTNCHECK_ONLY_* bits) and, with ATTNCHECK_ONLY_WITHIN_LIMITS,
 // its limits. The default takes every problem its claims allow.
@@ -151,7 +153,8 @@ inline void require_sendable(const CallView& call, uint32_t capabilities, const 
 
 // Empty when a domain a kernel declares can be kept, else a one-line reason: a bit no row has, both
 // alignments, a limit below 0, limits that take no head width.
-std::string domain_error(const Domain& domain);
+// `capabilities` are the kernel's claims (every one when the caller has none: a replay file's record).
+std::string domain_error(const Domain& domain, uint32_t capabilities = ~0u);
 
 // The C struct and back (ABI, protocol): attncheck_limits' fields in the shape vocabulary.
 Limits limits_from_abi(const attncheck_limits& l);

@@ -208,6 +208,9 @@ struct Property {
   // Restrictions (ATTNCHECK_ONLY_* bits) whose domain the cases it builds leave: not applicable to a
   // kernel with any of them. The others it keeps (cases drawn inside the domain, changes that stay).
   uint32_t leaves = 0;
+  // Builds a case whose heads are wider than the drawn one's (a score shift in an added dimension):
+  // not applicable to a kernel that takes one head width.
+  bool widens_heads = false;
 };
 
 // Why `property` does not apply to a kernel that claims `claimed` (ABI v2's bits; a format or the

@@ -45,7 +45,7 @@ struct CaseLimits {
   uint32_t capabilities = ~0u;
   // And within what the kernel takes of them (domain.hpp): every case drawn is inside it by
   // construction, the shapes above clamped to its limits.
-  Domain domain;
+  Domain domain{};
   // The size ladder: when ladder_len > 0, one case in three is large, Tq and Tk from kLengthLadder
   // up to ladder_len (or between two rungs), dk and dv from kWidthLadder up to ladder_width.
   // Off unless the runner asks (the campaign does); a property whose check costs more than a few
@@ -89,8 +89,15 @@ struct Case {
 template <class T>
 Case<T> draw_case(Chooser& choose, const CaseLimits& limits = {});
 
-// `limits` with its shapes clamped to its domain's limits (a property's least heads or length too).
+// `limits` with its batch and heads clamped to its domain's limits (a property's least heads or length
+// too; Tq and Tk through longest).
 CaseLimits clamped_to_domain(CaseLimits limits);
+// The longest Tq and Tk a case within `limits` may have up to `most`: each its domain's own limit
+// (both the smaller one in a square domain).
+struct Lengths {
+  int64_t q, k;
+};
+Lengths longest(const CaseLimits& limits, int64_t most);
 
 // The head widths a case may have up to `most`: those `limits` take, or the smallest they take when
 // none is that narrow (head widths 64 and 128 only: 64).

@@ -100,6 +100,10 @@ class IsolatedKernel {
   void stop();
   Outcome fate(const char* waiting_for);  // how the child ended, once it closed its end of a pipe
   Outcome hung(const char* during);       // kills the child that passed the case's deadline
+  static Outcome budget_ended(const char* during);  // out_of_budget: no verdict on the call
+  // Whether the run's budget has ended: no call is sent and no child started (a restart of a
+  // command costs seconds) past it.
+  bool past_budget() const;
 
   double timeout_for(const protocol::ProblemHeader& request) const;  // adapt_timeout's rule
   void record_time(const protocol::ProblemHeader& request, double seconds);

@@ -24,7 +24,7 @@ struct Plugin {
   int32_t (*forward_v2)(const attncheck_problem_v2*) = nullptr;
   int32_t (*backward_v2)(const attncheck_grads_v2*) = nullptr;  // with ATTNCHECK_CAP_BACKWARD
   int32_t (*mha_v2)(const attncheck_mha_v2*) = nullptr;         // with ATTNCHECK_CAP_MHA
-  Domain domain;  // its restrictions and limits (attncheck_restrictions, attncheck_limits_v2), when it exports them
+  Domain domain{};  // its restrictions and limits (attncheck_restrictions, attncheck_limits_v2), when it exports them
   bool has_f64() const { return capabilities & ATTNCHECK_CAP_F64; }
 };
 
