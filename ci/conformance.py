@@ -271,7 +271,7 @@ def takes(runs):
     restrictions = sorted({w for r in reports for w in r["domain"]["restrictions"]})
     calls, not_taken = sum(r["calls"] for r in reports), sum(r["calls_not_taken"] for r in reports)
     reasons = sorted({re.sub(r"[-+\d.e]*\d", "#", reason) for r in reports for reason in r["not_taken_reasons"]})
-    said = ["only " + ", ".join(restrictions)] if restrictions else ["all it claims"]
+    said = ["only " + ", ".join(w.replace("_", " ") for w in restrictions)] if restrictions else ["all it claims"]
     if not_taken:
         said.append(f"not taken {not_taken:,} of {calls:,} calls ({'; '.join(reasons)})")
     said += [f"INCONCLUSIVE in {fmt}: {r['inconclusive']}" for fmt, r in runs.items() if r and r.get("inconclusive")]
@@ -422,10 +422,11 @@ def commits_text(commits):
 
 def results_of(probes, reports, args):
     """Per row: (version, claims, runs), runs holding each contract's reports by format and its
-    merged findings, each kept and reproduced; (None, why, None) for a row that cannot run here."""
-    shutil.rmtree(args.docs, ignore_errors=True)
+    merged findings, each kept and reproduced; (None, why, None) for a row that cannot run here. Each
+    row's folder in --docs is made anew; nothing else there is touched (layers.md is kept by hand)."""
     results = {}
     for row in ROWS:
+        shutil.rmtree(os.path.join(args.docs, row.key), ignore_errors=True)
         version, claims = probes[row.key]
         if version is None:
             results[row.key] = (None, claims, None)
@@ -456,7 +457,8 @@ def main():
     args.render_only = True  # every report from its file now: this run's, and the last run's of the other rows
     reports = {job: run_check(by_key[job[0]], *job[1:], args) for job in jobs}
     results = results_of(probes, reports, args)
-    open(os.path.join(ROOT, "docs", "conformance.md"), "w").write(render(results, args, started) + "\n")
+    text = render(results, args, started) + "\n"  # whole before the file is opened: an error leaves the old one
+    open(os.path.join(ROOT, "docs", "conformance.md"), "w").write(text)
     update_readme(summary(results))
     failed = [f"{k} {c} {f}" for (k, f, c), report in reports.items() if report is None]
     print("conformance: docs/conformance.md written" + (f"; no report (attncheck failed) for: {', '.join(failed)}"

@@ -164,8 +164,8 @@ def translate(p):
     if p.softcap is not None or p.want_lse:
         raise ValueError("a soft-cap or lse is not claimed")
     if p.dv != p.dk and not PAD_HEAD_DIMS:
-        raise NotExpressible(f"dv {p.dv} != dk {p.dk}: the function takes a value of the key's shape (B,T,K,H: one "
-                             f"head width H), and refuses any other; --pad-head-dims emulates it")
+        raise NotExpressible(f"dv != dk: the function takes a value of the key's shape (B,T,K,H: one head width "
+                             f"H), and refuses any other (dv {p.dv}, dk {p.dk}); --pad-head-dims emulates it")
     dtype = table[p.dtype]
     logits_dtype = jnp.float64 if p.dtype == "f64" else jnp.float32  # jnp.promote_types(query.dtype, float32)
     width = max(p.dk, p.dv) if PAD_HEAD_DIMS else None  # --pad-head-dims: zero columns up to one head width

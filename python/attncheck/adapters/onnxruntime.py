@@ -191,7 +191,7 @@ def _float32_scale(p):
     if p.scale is None:
         return None
     if np.float32(p.scale) == 0:
-        raise NotExpressible(f"scale {p.scale!r} rounds to 0 in float32, which the operator reads as its default")
+        raise NotExpressible(f"a scale that rounds to 0 in float32: the operator reads 0 as its default (scale {p.scale!r})")
     return float(p.scale)
 
 
@@ -273,16 +273,16 @@ def translate_gqa(p):
     """GroupQueryAttention's inputs and attributes: (feeds, attributes, d), d the padded head size."""
     _check_claimed(p, "gqa", ("allow", "kv_lens"))
     if p.Tq > p.Tk:
-        raise NotExpressible(f"Tq {p.Tq} > Tk {p.Tk}: GroupQueryAttention's new keys are as many as its queries, "
-                             "after a past of Tk - Tq keys")
+        raise NotExpressible(f"Tq > Tk: GroupQueryAttention's new keys are as many as its queries, after a past of "
+                             f"Tk - Tq keys (Tq {p.Tq}, Tk {p.Tk})")
     causal = p.causal != "none"  # lower-right: its restriction (upper-left is never sent)
     local_window_size = -1
     if p.window is not None:
         left, right = p.window
         if not causal:
             if right != 0:
-                raise NotExpressible(f"window ({left}, {right}) without a causal mask: GroupQueryAttention's "
-                                     "local_window_size needs causal = 1, which bounds the right side at 0")
+                raise NotExpressible(f"a window without a causal mask: GroupQueryAttention's local_window_size needs "
+                                     f"causal = 1, which bounds the right side at 0 (window ({left}, {right}))")
             causal = True  # the window (left, 0) is the lower-right causal mask with a left bound
         local_window_size = left + 1 if left >= 0 else -1  # counts the current token (onnxruntime PR 25927)
 

@@ -127,7 +127,7 @@ def translate(m):
         raise NotExpressible("cross-attention: com.microsoft Attention projects its one input to Q, K and V "
                              "(self-attention; it has no key or value input)")
     if m.H_kv != m.H:
-        raise NotExpressible(f"H_kv {m.H_kv} != H {m.H}: com.microsoft Attention has one num_heads")
+        raise NotExpressible(f"H_kv != H: com.microsoft Attention has one num_heads (H_kv {m.H_kv}, H {m.H})")
     zeros = lambda n: np.zeros(n, np.float32)
     bias = np.concatenate([zeros(m.H * m.dk) if m.b_q is None else m.b_q,
                            zeros(m.H * m.dk) if m.b_k is None else m.b_k,
@@ -140,7 +140,7 @@ def translate(m):
         attributes["unidirectional"] = 1  # Tq == Tk: upper-left and lower-right coincide
     if m.scale is not None:
         if np.float32(m.scale) == 0:
-            raise NotExpressible(f"scale {m.scale!r} rounds to 0 in float32, which the operator reads as its default")
+            raise NotExpressible(f"a scale that rounds to 0 in float32: the operator reads 0 as its default (scale {m.scale!r})")
         attributes["scale"] = float(m.scale)
     mask = _raw_mask(m)
     if mask is None and m.kv_lens is not None:

@@ -195,8 +195,8 @@ class Adapter:
     def module(self, m):
         """The nn.MultiheadAttention of the Layer m, its parameters the problem's weights."""
         if m.H_kv != m.H:
-            raise NotExpressible(f"H_kv {m.H_kv} != H {m.H}: nn.MultiheadAttention has one num_heads for "
-                                 f"queries, keys and values (no grouped KV heads)")
+            raise NotExpressible(f"H_kv != H: nn.MultiheadAttention has one num_heads for queries, keys and values "
+                                 f"(no grouped KV heads; H_kv {m.H_kv}, H {m.H})")
         if m.D % m.H or m.dk != m.D // m.H or m.dv != m.D // m.H:
             raise NotExpressible(f"dk {m.dk}, dv {m.dv} with D {m.D}, H {m.H}: nn.MultiheadAttention's heads "
                                  f"are D / H wide for Q, K and V alike")
@@ -229,8 +229,8 @@ class Adapter:
                 raise NotExpressible("cross-attention: torch's fast path takes self-attention alone (query is key "
                                      "is value), and falls back to the slow path otherwise")
             if m.H % 2:
-                raise NotExpressible(f"H {m.H} is odd: torch {torch.__version__}'s fast path falls back to the slow "
-                                     f"path with an odd num_heads")
+                raise NotExpressible(f"an odd H: torch {torch.__version__}'s fast path falls back to the slow path with "
+                                     f"an odd num_heads (H {m.H})")
         module = self.module(m)
         t = DTYPES[m.dtype]
         x_q = torch.from_numpy(np.array(m.x_q)).to(t)
