@@ -1,5 +1,6 @@
 #include "attncheck/dropout_support.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "attncheck/oracle.hpp"
@@ -52,8 +53,9 @@ std::vector<uint8_t> keep_read_off(const Case<float>& c, const std::vector<float
   return keep;
 }
 
-Reference read_off_reference(const Case<float>& c, const std::vector<uint8_t>& keep, const Reference& weights) {
-  // keep [B,H,Tq,Tk]; the reference's out [B,H,Tq,Tk+1]; weights: undropped_weights(c).
+Reference read_off_reference(const Case<float>& c, const std::vector<uint8_t>& keep, const Reference& weights,
+                             const std::vector<float>& out) {
+  // keep [B,H,Tq,Tk]; out and the reference's out [B,H,Tq,Tk+1]; weights: undropped_weights(c).
   Reference ref = reference(with_keep(c, keep));
   const Shape& s = c.shape;
   const double rescale = dropout_rescale(c.dropout_p);
@@ -72,8 +74,11 @@ Reference read_off_reference(const Case<float>& c, const std::vector<uint8_t>& k
         }
         if (less + more == 0 || !ref.out.row_is_exact(s.lse_at(b, h, i))) continue;
         const size_t sum = at + size_t(s.Tk);
-        ref.out.exact[sum] += (more - less) / 2;
-        ref.out.bound[sum] = (ref.out.bound[sum] + (more + less) / 2) * (1 + 0x1p-50);
+        // less and more as summed in double: each end moved out by more than their rounding.
+        const long double lowest = ref.out.exact[sum] - less * (1 + 0x1p-50), highest = ref.out.exact[sum] + more * (1 + 0x1p-50),
+                          seen = out[sum];
+        if (std::isnan(double(seen))) continue;  // a NaN is wrong wherever the interval lies
+        ref.out.exact[sum] = std::clamp(seen, lowest, highest);
       }
   return ref;
 }

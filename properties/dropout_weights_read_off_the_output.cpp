@@ -18,7 +18,7 @@ ATTNCHECK_PROPERTY(DropoutWeightsReadOffTheOutput, .order = 215, .catches = "dro
   const std::vector<float> out = check.run(c);
   const Reference weights = undropped_weights(c);
   const std::vector<uint8_t> keep = keep_read_off(c, out, weights);
-  require_agreement<float>(check, c, out, read_off_reference(c, keep, weights),
+  require_agreement<float>(check, c, out, read_off_reference(c, keep, weights, out),
                     "dropout at p = " + show(p) + ", V = [I | 1]: each weight 0 or p_ij / (1 - p), their sum last", nullptr,
                     &keep);
 }

@@ -35,9 +35,12 @@ Reference undropped_weights(const Case<float>& c);
 
 // The oracle's reference for that mask, where a weight too small to read (p_ij / (1 - p) within
 // its element's bound, as an f16 output rounds it to 0 kept or dropped) may have been kept or
-// not: the sum column's exact value is then the middle of the sums either way, its bound widened
-// by half the unreadable weights' sum (their own bound on top).
-Reference read_off_reference(const Case<float>& c, const std::vector<uint8_t>& keep, const Reference& weights);
+// not: the sum column may then lie anywhere between the sums either way (the unreadable weights'
+// own bounds on top), and its exact value is the point of that interval nearest out's sum column
+// [B,H,Tq,Tk+1]: the sum column is judged by its distance outside the interval, with its own bound
+// (a middle with a widened bound put an end of the interval at error/bound 1).
+Reference read_off_reference(const Case<float>& c, const std::vector<uint8_t>& keep, const Reference& weights,
+                             const std::vector<float>& out);
 
 // The statistics' sample: B 2, H 2, Tq = Tk = 64, q = 0 (every weight 1/64 exactly) and V as
 // with_weight_values gives, dk = dv = 65 (a kernel may need equal widths), f32, at rate p and
