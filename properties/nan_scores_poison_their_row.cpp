@@ -33,7 +33,7 @@ int64_t poisoned_index(const Checker& check) {
 Case<float> poisoned_key(const Checker& check, Format format, float poison) {
   const Domain domain = check.domain();
   Case<float> c;
-  const Causal fallback = domain.takes(Causal::lower_right) ? Causal::lower_right : Causal::upper_left;
+  const Causal fallback = domain.causal_alignment();
   c.shape = {2, 1, domain.square() || !domain.causal_optional() || fallback == Causal::upper_left ? 3 : 2, 3, 2, 2};
   c.format = format;
   check.follow_policies(c);  // no row is empty, but the case says the policies checked

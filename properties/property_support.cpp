@@ -172,7 +172,7 @@ std::vector<float> forbidden_poisons(const Checker& check, Format format) {
 
 Causal open_causal(const Domain& domain) {
   if (domain.causal_optional()) return Causal::none;
-  return domain.takes(Causal::lower_right) ? Causal::lower_right : Causal::upper_left;
+  return domain.causal_alignment();
 }
 
 template <class T>

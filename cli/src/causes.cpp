@@ -49,7 +49,7 @@ Case<T> probe_case(const Probing& p, int64_t heads, int64_t keys, int64_t width 
   c.format = p.format;
   const std::vector<int64_t> widths = drawable_widths(d.limits, std::max<int64_t>(width, 256));
   const int64_t w = *std::find_if(widths.begin(), widths.end(), [&](int64_t x) { return x >= width || x == widths.back(); });
-  if (!d.causal_optional()) c.causal = d.takes(Causal::lower_right) ? Causal::lower_right : Causal::upper_left;
+  if (!d.causal_optional()) c.causal = d.causal_alignment();
   const bool square = d.square() || c.causal == Causal::upper_left;
   c.shape = {1, heads, square ? keys : 1, keys, w, w};
   c.q.assign(size_t(c.shape.q_size()), T(0));
@@ -138,7 +138,7 @@ std::string finite_mask_value(const Probing& p) {
   } else if (can & ATTNCHECK_CAP_CAUSAL) {
     c.shape.Tq = 2;
     c.q.assign(size_t(c.shape.q_size()), T(0));
-    c.causal = p.kernel.domain().takes(Causal::lower_right) ? Causal::lower_right : Causal::upper_left;
+    c.causal = p.kernel.domain().causal_alignment();
   } else {
     return "";
   }
@@ -341,7 +341,7 @@ std::string layer_bug(const Probing& p) {
   c.format = p.format == Format::f64 ? Format::f32 : p.format;
   c.shape = {{1, 2, 3, 3, 2, 2}, 4};
   c.self_attention = true;
-  if (!d.causal_optional()) c.causal = d.takes(Causal::lower_right) ? Causal::lower_right : Causal::upper_left;
+  if (!d.causal_optional()) c.causal = d.causal_alignment();
   c.mix = "a probe";
   auto filled = [&](int64_t n, int64_t seed) {  // small distinct values, exact in every format
     std::vector<float> x(static_cast<size_t>(n));

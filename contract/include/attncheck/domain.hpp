@@ -64,6 +64,8 @@ struct Domain {
   bool only(uint32_t bit) const { return restrictions & bit; }
   // The causal modes a call may have: none among them unless causal is optional.
   bool causal_optional() const { return !only(ATTNCHECK_ONLY_CAUSAL); }
+  // The alignment a causal call it takes has: lower-right, unless it takes upper-left alone.
+  Causal causal_alignment() const { return only(ATTNCHECK_ONLY_UPPER_LEFT) ? Causal::upper_left : Causal::lower_right; }
   bool takes(Causal causal) const;
   // Whether every call must be square: ATTNCHECK_ONLY_SQUARE, or causal only with no alignment named.
   bool square() const;
