@@ -9,7 +9,8 @@ is listed once. What the library takes is its adapter's restrictions (never sent
 them) and the calls it could not take (NotExpressible: counted, not findings). Each finding's replay file is kept in docs/conformance/ROW/, and `attncheck repro
 --standalone yes` turns it into a script that is run with the row's python, isolated (-I, no
 attncheck importable), to show that the library alone reproduces it. Writes docs/conformance.md
-and the README's summary between its markers.
+and the README's summary between its markers. Nothing is replaced before the whole report is
+rendered, and in --docs only the rows' folders are (docs/conformance/layers.md is kept by hand).
 """
 import argparse
 import concurrent.futures
@@ -78,6 +79,8 @@ FEATURE_COLUMN = {"allow mask": "allow mask", "causal": "causal alignment", "key
                   "explicit scale": "scale", "lse": "lse", "backward": "backward"}
 REFUSALS = {"raised", "refused", "crashed", "hung"}
 KEPT_BYTES = 100_000  # the largest replay file docs/conformance keeps
+# The files a row's folder in --docs holds: a finding's replay file, as keep_and_reproduce names it.
+KEPT_NAME = re.compile(rf"({STRICT}|{CONVENTIONS})-\d+-\w+\.replay")
 
 
 def columns_of(finding):
@@ -164,21 +167,23 @@ def merged(runs):
     return list(found.values())
 
 
-def keep_and_reproduce(row, contract, number, finding, args):
-    """Copies the finding's replay file into docs/conformance (its command with the venv's python
-    shown as python3), writes its standalone script and runs it; returns what happened."""
+def keep_and_reproduce(row, contract, number, finding, args, staging):
+    """Copies the finding's replay file into its row's folder in staging, which becomes the row's
+    folder in --docs (its command with the venv's python shown as python3), writes its standalone
+    script and runs it; returns what happened."""
     if not finding.get("replay"):
         finding["kept"] = "no replay file"
         return "not reproduced standalone (the finding has no replay file)"
     source = os.path.join(args.work, row.key, f"{contract}-{finding['folder']}", finding["replay"])
-    kept = os.path.join(args.docs, row.key, f"{contract}-{number}-{finding['property']}.replay")
+    name = os.path.join(row.key, f"{contract}-{number}-{finding['property']}.replay")
     text = open(source).read().replace(python_of(row, args) + " -m ", "python3 -m ")
     if len(text) > KEPT_BYTES:  # not shrunk in its budget: the repository keeps no megabytes of it
         finding["kept"] = f"{os.path.relpath(source, ROOT)}, not kept: {len(text) / 1e6:.1f} MB, not shrunk in time"
     else:
-        os.makedirs(os.path.dirname(kept), exist_ok=True)
-        open(kept, "w").write(text)
-        finding["kept"] = os.path.relpath(kept, ROOT)
+        os.makedirs(os.path.join(staging, row.key), exist_ok=True)
+        with open(os.path.join(staging, name), "w") as kept:
+            kept.write(text)
+        finding["kept"] = os.path.relpath(os.path.join(args.docs, name), ROOT)
     script = os.path.join(args.work, row.key, f"{contract}-{number}.standalone.py")
     repro = [args.attncheck, "repro", source, "--standalone", "yes", "--out", script]
     written = subprocess.run(repro, capture_output=True, text=True)
@@ -359,14 +364,58 @@ def cpu():
     return "?"
 
 
-def update_readme(text):
-    path = os.path.join(ROOT, "README.md")
-    readme = open(path).read()
+def with_summary(text):
+    """The README with text between its markers."""
+    readme = open(os.path.join(ROOT, "README.md")).read()
     begin, end = "<!-- conformance summary: written by ci/conformance -->", "<!-- end of the conformance summary -->"
     if begin not in readme or end not in readme:
         sys.exit(f"conformance: README.md has no markers '{begin}' and '{end}'")
     head, rest = readme.split(begin, 1)
-    open(path, "w").write(head + begin + "\n" + text + "\n" + end + rest.split(end, 1)[1])
+    return head + begin + "\n" + text + "\n" + end + rest.split(end, 1)[1]
+
+
+def replace_file(path, text):
+    """Writes path whole or not at all: a file beside it, renamed over it."""
+    written = f"{path}.new-{os.getpid()}"
+    try:
+        with open(written, "w") as file:
+            file.write(text)
+        os.replace(written, path)
+    finally:
+        if os.path.exists(written):
+            os.remove(written)
+
+
+def generated(place):
+    """Whether a row's place in --docs is this script's to replace: nothing there yet, or a folder
+    of kept replay files only (a name alone says nothing of who made it)."""
+    if not os.path.lexists(place):
+        return True
+    return os.path.isdir(place) and not os.path.islink(place) and all(
+        KEPT_NAME.fullmatch(name) and os.path.isfile(os.path.join(place, name)) for name in os.listdir(place))
+
+
+def refuse_foreign(docs):
+    """Exits, having replaced nothing, when a row's place in --docs holds what this script did not write."""
+    foreign = [place for place in (os.path.join(docs, row.key) for row in ROWS) if not generated(place)]
+    if foreign:
+        sys.exit(f"conformance: {', '.join(foreign)}: not ci/conformance.py's (a row's folder holds its replay "
+                 f"files only); nothing in {docs} replaced")
+
+
+def put_rows(staging, docs):
+    """Each row's folder in staging becomes its folder in --docs, in place of the last run's; a row
+    with none there loses its last one. Nothing else in --docs is touched (layers.md is kept by hand)."""
+    refuse_foreign(docs)
+    os.makedirs(docs, exist_ok=True)
+    last = os.path.join(staging, ".last")  # no row's key: the last run's folders, removed with staging
+    os.makedirs(last)
+    for row in ROWS:
+        place, new = os.path.join(docs, row.key), os.path.join(staging, row.key)
+        if os.path.lexists(place):  # out first: a folder is renamed only where there is none (or an empty one)
+            os.replace(place, os.path.join(last, row.key))
+        if os.path.exists(new):
+            os.replace(new, place)
 
 
 def arguments():
@@ -420,13 +469,12 @@ def commits_text(commits):
     return first + (f" ({rest})" if rest else "")
 
 
-def results_of(probes, reports, args):
+def results_of(probes, reports, args, staging):
     """Per row: (version, claims, runs), runs holding each contract's reports by format and its
-    merged findings, each kept and reproduced; (None, why, None) for a row that cannot run here. Each
-    row's folder in --docs is made anew; nothing else there is touched (layers.md is kept by hand)."""
+    merged findings, each kept (in staging) and reproduced; (None, why, None) for a row that cannot
+    run here."""
     results = {}
     for row in ROWS:
-        shutil.rmtree(os.path.join(args.docs, row.key), ignore_errors=True)
         version, claims = probes[row.key]
         if version is None:
             results[row.key] = (None, claims, None)
@@ -436,9 +484,26 @@ def results_of(probes, reports, args):
             runs[contract] = {f: r for (k, f, c), r in reports.items() if k == row.key and c == contract}
             runs[contract + "-findings"] = merged(runs[contract])
             for n, finding in enumerate(runs[contract + "-findings"], 1):
-                finding["reproduced"] = keep_and_reproduce(row, contract, n, finding, args)
+                finding["reproduced"] = keep_and_reproduce(row, contract, n, finding, args, staging)
         results[row.key] = (version, claims, runs)
     return results
+
+
+def write_docs(probes, reports, args, started):
+    """Keeps the findings and writes docs/conformance.md and the README's summary: all in files of
+    their own first, put in place only once the whole report is rendered, so that a run that fails
+    leaves the last run's files as they were."""
+    staging = f"{os.path.normpath(args.docs)}.new-{os.getpid()}"  # beside --docs: renamed within one file system
+    os.makedirs(staging)
+    try:
+        results = results_of(probes, reports, args, staging)
+        text = render(results, args, started) + "\n"
+        readme = with_summary(summary(results))
+        put_rows(staging, args.docs)
+        replace_file(os.path.join(ROOT, "docs", "conformance.md"), text)
+        replace_file(os.path.join(ROOT, "README.md"), readme)
+    finally:
+        shutil.rmtree(staging)
 
 
 def main():
@@ -446,6 +511,7 @@ def main():
     unknown = set(args.only or []) - {r.key for r in ROWS}
     if unknown:
         sys.exit(f"conformance: no row {', '.join(sorted(unknown))} (rows: {', '.join(r.key for r in ROWS)})")
+    refuse_foreign(args.docs)  # before the campaigns, not after them
     started = settings(args)
     probes = {r.key: probe(r, args) for r in ROWS}
     jobs = [(r.key, f, c) for r in ROWS if probes[r.key][0] for f in FORMATS
@@ -456,10 +522,7 @@ def main():
         list(pool.map(lambda job: run_check(by_key[job[0]], *job[1:], args), to_run))
     args.render_only = True  # every report from its file now: this run's, and the last run's of the other rows
     reports = {job: run_check(by_key[job[0]], *job[1:], args) for job in jobs}
-    results = results_of(probes, reports, args)
-    text = render(results, args, started) + "\n"  # whole before the file is opened: an error leaves the old one
-    open(os.path.join(ROOT, "docs", "conformance.md"), "w").write(text)
-    update_readme(summary(results))
+    write_docs(probes, reports, args, started)
     failed = [f"{k} {c} {f}" for (k, f, c), report in reports.items() if report is None]
     print("conformance: docs/conformance.md written" + (f"; no report (attncheck failed) for: {', '.join(failed)}"
                                                         if failed else ""))
