@@ -1,10 +1,62 @@
 """The checker's side of the protocol in Python, for one problem: what a regression test written by
 `attncheck repro` runs its command with."""
+import math
+import os
+import select
+import signal
 import subprocess
+import time
 
 import numpy as np
 
 from . import _protocol as wire
+
+
+class _TimedOut(Exception):
+    """run_command's deadline passed."""
+
+
+class _Pipes:
+    """The child's stdin and stdout as wire's streams, each read and write waiting only until one
+    deadline: unbuffered, our ends non-blocking, so that a child that stops reading or answering
+    holds nothing past it (a blocking write of a problem larger than the pipe would)."""
+
+    def __init__(self, child, timeout):
+        self.stdin, self.stdout = child.stdin.fileno(), child.stdout.fileno()
+        os.set_blocking(self.stdin, False)
+        os.set_blocking(self.stdout, False)
+        self.deadline = time.monotonic() + (math.inf if timeout is None else timeout)
+
+    def left(self):
+        """The seconds left, None for no deadline (as Popen.wait takes them)."""
+        return None if self.deadline == math.inf else max(0.0, self.deadline - time.monotonic())
+
+    def _wait(self, fd, event):
+        poll = select.poll()
+        poll.register(fd, event)
+        left = self.left()
+        if not poll.poll(None if left is None else math.ceil(left * 1000)):
+            raise _TimedOut
+
+    def read(self, n):
+        """n bytes, fewer at the end of the stream."""
+        data = bytearray()
+        while len(data) < n:
+            self._wait(self.stdout, select.POLLIN)
+            chunk = os.read(self.stdout, n - len(data))
+            if not chunk:
+                break
+            data += chunk
+        return bytes(data)
+
+    def write(self, data):
+        view = memoryview(data)
+        while view:
+            self._wait(self.stdin, select.POLLOUT)
+            view = view[os.write(self.stdin, view):]
+
+    def flush(self):
+        pass  # nothing is buffered
 
 
 def run_command(command, *, dtype, q, k, v, allow=None, kv_lens=None, bias=None, causal="none", window=None,
@@ -15,7 +67,10 @@ def run_command(command, *, dtype, q, k, v, allow=None, kv_lens=None, bias=None,
     the keep mask [B,H,Tq,Tk] as uint8. q [B,H,Tq,dk],
     k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv] and bias [B,H,Tq,Tk] are in the format's storage: float32 or
     float64, or uint16 bit patterns for f16 and bf16. A crash, an exception (FAIL), a refusal or a
-    broken frame is an AssertionError saying which."""
+    broken frame is an AssertionError saying which. timeout bounds the whole exchange in seconds
+    of wall-clock time (starting, the HELO, sending the problem, the answer; None: no bound): when
+    it passes, the command's process group is killed (the command runs in a session of its own)
+    and it is an AssertionError too."""
     B, H, Tq, dk = q.shape
     H_kv, Tk, dv = k.shape[1], k.shape[2], v.shape[3]
     element = wire.STORAGE[dtype]
@@ -24,15 +79,19 @@ def run_command(command, *, dtype, q, k, v, allow=None, kv_lens=None, bias=None,
                                    q=raw(q), k=raw(k), v=raw(v), allow=raw(allow, np.uint8), kv_lens=raw(kv_lens, "<i4"),
                                    bias=raw(bias), want_lse=want_lse,
                                    dropout=(dropout_p, dropout_seed) if dropout_p else None, want_keep=want_keep)
-    child = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    child = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+    pipes = _Pipes(child, timeout)
+    waiting = "its HELO"
     try:
-        hello = wire.read_frame(child.stdout)
+        hello = wire.read_frame(pipes)
         if hello is None or hello[0] != b"HELO":
             raise AssertionError(f"the command did not start: {hello[1].decode(errors='replace') if hello else 'no HELO'}")
-        wire.write_frame(child.stdin, b"PROB", payload)
-        answer = wire.read_frame(child.stdout)
+        waiting = "it to read the problem"
+        wire.write_frame(pipes, b"PROB", payload)
+        waiting = "its answer"
+        answer = wire.read_frame(pipes)
         if answer is None:
-            raise AssertionError(f"the command ended while computing (exit status {child.wait(timeout)})")
+            raise AssertionError(f"the command ended while computing (exit status {child.wait(pipes.left())})")
         tag, body = answer
         if tag == b"FAIL":
             raise AssertionError("the command raised " + body.decode(errors="replace"))
@@ -56,9 +115,15 @@ def run_command(command, *, dtype, q, k, v, allow=None, kv_lens=None, bias=None,
         if want_keep:
             results.append(np.frombuffer(body, np.uint8, count=B * H * Tq * Tk, offset=at["keep"]).reshape(B, H, Tq, Tk))
         return results[0] if len(results) == 1 else tuple(results)
+    except (_TimedOut, subprocess.TimeoutExpired):
+        os.killpg(child.pid, signal.SIGKILL)  # all of it, even with its first process ended: not reaped yet
+        raise AssertionError(f"the command gave no answer within {timeout} s (waiting for {waiting}); "
+                             "its process group was killed") from None
     finally:
         child.stdin.close()
+        child.stdout.close()
         try:
-            child.wait(timeout)
+            child.wait(pipes.left())  # it ends at the end of its stdin
         except subprocess.TimeoutExpired:
-            child.kill()
+            os.killpg(child.pid, signal.SIGKILL)  # before it is reaped, while the group's id is still its own
+            child.wait()

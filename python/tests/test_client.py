@@ -326,3 +326,70 @@ def test_restrictions_and_limits_are_checked_by_name():
     with pytest.raises(ValueError, match="at most 16 widths"):
         wire.limit_values({"head_dims": list(range(1, 18))})
     assert attncheck.RESTRICTIONS["lower_right"] == 2 and issubclass(attncheck.NotExpressible, ValueError)
+
+
+# Children that hang, each at one point of the exchange, writing the pids that must not outlive it:
+# before its HELO; after it, never reading the problem (larger than a pipe holds); and in its call,
+# with a grandchild of its own in its process group.
+HANGS = {
+    "before its HELO": "import os, sys, time\nprint(os.getpid(), file=open(sys.argv[1], 'w'))\ntime.sleep(3600)\n",
+    "reading no problem": '''
+import os, struct, sys, time
+print(os.getpid(), file=open(sys.argv[1], "w"))
+sys.stdout.buffer.write(b"HELO" + struct.pack("<I3I", 12, 1, 2, 1))
+sys.stdout.flush()
+time.sleep(3600)
+''',
+    "in its call": '''
+import os, subprocess, sys, time
+import attncheck
+def forward(p):
+    sleeper = subprocess.Popen(["sleep", "3600"])
+    print(os.getpid(), sleeper.pid, file=open(sys.argv[1], "w"))
+    time.sleep(3600)
+attncheck.serve(forward, capabilities={"f32"})
+''',
+}
+
+
+def running(pid):
+    """Whether pid runs (a zombie that no one has reaped yet runs nothing)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize("hang", HANGS)
+def test_run_command_gives_up_on_a_child_that_hangs_and_kills_its_process_group(hang, tmp_path):
+    from attncheck import run_command
+    import signal
+    import time
+
+    def stuck(*_):
+        raise AssertionError("run_command was still waiting after 10 s")
+    signal.signal(signal.SIGALRM, stuck)  # a run_command that waits forever fails here rather than hanging pytest
+    signal.alarm(10)
+    pids = tmp_path / "pids"
+    command = (f"env PYTHONPATH={shlex.quote(str(ROOT / 'python'))} {shlex.quote(sys.executable)} "
+               f"-c {shlex.quote(HANGS[hang])} {shlex.quote(str(pids))}")
+    q = k = v = np.zeros((1, 1, 256, 128), np.float32)  # 128 KiB each: more than a pipe holds unread
+    started = time.monotonic()
+    try:
+        with pytest.raises(AssertionError, match="the command gave no answer within 2 s"):
+            run_command(command, dtype="f32", q=q, k=k, v=v, timeout=2)
+    finally:
+        signal.alarm(0)
+    assert time.monotonic() - started < 4
+    written = [int(pid) for pid in pids.read_text().split()]
+    deadline = time.monotonic() + 2  # killed: each gone as soon as the kernel has delivered the signal
+    while any(running(pid) for pid in written) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in written if running(pid)]
+
+
+def test_run_command_within_its_timeout_answers():
+    from attncheck import run_command
+    q, k, v = np.zeros((1, 1, 2, 2), np.float32), np.zeros((1, 1, 3, 2), np.float32), np.zeros((1, 1, 3, 1), np.float32)
+    out = run_command(serve_command(), dtype="f32", q=q, k=k, v=v, dropout_p=0.5, timeout=10)
+    assert out.shape == (1, 1, 2, 1) and np.all(out == 0.5)
