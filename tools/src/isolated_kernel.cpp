@@ -25,6 +25,7 @@
 #include "attncheck/abi.hpp"
 #include "attncheck/features.hpp"
 #include "attncheck/fp_mode.hpp"
+#include "attncheck/patience.hpp"
 #include "attncheck/plugin_loader.hpp"
 #include "attncheck/printable.hpp"
 #include "attncheck/protocol.hpp"
@@ -390,7 +391,7 @@ void on_checker_death(int) { kill(0, SIGKILL); }
 // ---- The checker's side ----
 
 IsolatedKernel::IsolatedKernel(std::string which, double case_timeout_seconds, bool command)
-    : which_(std::move(which)), timeout_(case_timeout_seconds), command_(command) {}
+    : which_(std::move(which)), timeout_(case_timeout_seconds), patience_(case_timeout_seconds, false, command), command_(command) {}
 
 IsolatedKernel::~IsolatedKernel() {
   stop();
@@ -427,7 +428,7 @@ std::string IsolatedKernel::take_stderr() {
 }
 
 // What a frame from the child means during a call or a start-up: how the call ended, or nothing yet.
-std::optional<Outcome> IsolatedKernel::receive(const char* during, double deadline, const void* request,
+std::optional<Outcome> IsolatedKernel::receive(const char* during, const Deadline& deadline, const void* request,
                                                void* const (&into)[kBuffers], const char* entry_point, Hello* hello) {
   // The end of the call when the child closes its output (its fate) or stops answering (a hang).
   auto lost = [&](Io io) { return io == Io::closed ? fate(during) : hung(during); };
@@ -560,13 +561,15 @@ void IsolatedKernel::start() {
   fcntl(to_child_, F_SETFL, O_NONBLOCK);  // writes are bounded by the case's deadline (exchange)
   from_child_ = answers[0];
   have_mode_ = false;
-  called_.clear();  // a new child: the first call of each kind may load or compile again
+  patience_.new_child();
   // A command's start-up (its imports) gets kCommandStart unless --case-timeout fixes the timeout:
-  // importing torch 1.13 from a cold disk took 18 s here, and over 30 s beside a build.
-  call_timeout_ = command_ && adaptive_ ? std::max(timeout_, kCommandStart) : timeout_;
+  // importing torch 1.13 from a cold disk took 18 s here, and over 30 s beside a build. A start is
+  // judged by the wall clock: a cold disk's reads use no CPU time.
+  start_timeout_ = command_ && adaptive_ ? std::max(timeout_, kCommandStart) : timeout_;
+  watch_.reset();
   Hello hello{};
   void* const none[kBuffers] = {};
-  const double deadline = deadline_after(call_timeout_);
+  const Deadline deadline = deadline_after(start_timeout_);
   cut_by_budget_ = false;
   std::optional<Outcome> started;
   while (!(started = receive(command_ ? "starting" : "loading the plugin", deadline, nullptr, none, "", &hello))) {
@@ -589,49 +592,11 @@ bool IsolatedKernel::past_budget() const { return deadline_after(0) >= budget_en
 
 Outcome IsolatedKernel::hung(const char* during) {
   stop();
-  if (cut_by_budget_) return budget_ended(during);  // the run's time ran out first: no verdict on the call
-  char detail[200];
-  std::snprintf(detail, sizeof detail, "hung: no answer within %.3g s while %s (the child was killed)%s", call_timeout_, during,
-                call_timeout_ < timeout_ ? "; the timeout adapts: 10 times what calls so far took on problems as large (--case-timeout S fixes it)" : "");
-  return Outcome{Outcome::hung, 0, detail};
-}
-
-namespace {
-// The adaptive timeout's floors: a plugin's call costs what its work does; a command's may also
-// build a session or compile for each new shape (ONNX Runtime, JAX), and a Python child is slower
-// to be scheduled on a loaded machine, which the work does not predict (1 s took ONNX Runtime's
-// GroupQueryAttention, 1.1 to 1.9 s a call on a loaded machine, for a hang).
-constexpr double kPluginFloor = 1, kCommandFloor = 10;
-// A kind of call, for the adaptive timeout: its dtype, and whether it is the backward or asks the
-// lse or dropout (other code, which a JIT may compile on its first call); and its work.
-uint64_t call_kind(const ProblemHeader& r) {
-  constexpr uint32_t direction = protocol_flag(ATTNCHECK_CAP_LSE) | protocol_flag(ATTNCHECK_CAP_BACKWARD) | kDropout;
-  return uint64_t(uint32_t(r.dtype)) << 32 | (r.flags & direction);
-}
-int64_t call_work(const ProblemHeader& r) { return int64_t(r.B) * r.H * r.Tq * r.Tk * (int64_t(r.dk) + r.dv); }
-}  // namespace
-
-double IsolatedKernel::timeout_for(const ProblemHeader& request) const {
-  const uint64_t kind = call_kind(request);
-  if (!adaptive_ || !called_.count(kind)) return timeout_;
-  // The slowest call at least as large; none: the largest smaller one's time times the square of
-  // the work's ratio (a generous guess: a cost may grow faster than the work, not that fast).
-  const int64_t work = call_work(request);
-  auto at = slowest_.lower_bound({kind, work});
-  double expected = 0;
-  for (auto larger = at; larger != slowest_.end() && larger->first.first == kind; ++larger)
-    expected = std::max(expected, larger->second);
-  if ((at == slowest_.end() || at->first.first != kind) && at != slowest_.begin() && (--at)->first.first == kind) {
-    const double ratio = double(work) / double(std::max<int64_t>(at->first.second, 1));
-    expected = at->second * ratio * ratio;
-  }
-  return std::clamp(10 * expected, std::min(command_ ? kCommandFloor : kPluginFloor, timeout_), timeout_);
-}
-
-void IsolatedKernel::record_time(const ProblemHeader& request, double seconds) {
-  double& slowest = slowest_[{call_kind(request), call_work(request)}];
-  slowest = std::max(slowest, seconds);
-  called_.insert(call_kind(request));
+  const bool judged = watch_ && watch_->verdict() != CallWatch::going;
+  if (cut_by_budget_ && !judged) return budget_ended(during);  // the run's time ran out first: no verdict on the call
+  char start[80];
+  std::snprintf(start, sizeof start, "no answer within %.3g s", start_timeout_);
+  return Outcome{Outcome::hung, 0, "hung: " + (watch_ ? watch_->why() : std::string(start)) + " while " + during + " (the child was killed)"};
 }
 
 Outcome IsolatedKernel::fate(const char* waiting_for) {
@@ -679,15 +644,34 @@ Request request_for(const Case<T>& c, const attncheck_problem_v2& abi, bool want
 
 Outcome IsolatedKernel::exchange(const Request& headers, const void* const (&buffers)[kBuffers],
                                  void* const (&into)[kBuffers], const char* entry_point) {
+  if (past_budget()) return budget_ended("waiting to be sent");
+  const CallLimits limits = patience_.for_call(headers);
+  Outcome outcome = exchange_once(headers, buffers, into, entry_point, limits);
+  if (outcome.kind != Outcome::hung || !limits.learnt) return outcome;
+  // A hang past limits learnt from calls so far may be a stall (a page-fault storm, a thread pool
+  // spinning on a loaded machine): the call runs again in a new child, with kConfirm times the
+  // patience, before it counts.
+  if (past_budget()) return budget_ended("waiting to run again a call that passed its limit");
+  const std::string first = outcome.detail.substr(0, outcome.detail.rfind(" (the child was killed)"));
+  start();
+  outcome = exchange_once(headers, buffers, into, entry_point, patience_.to_confirm(limits));
+  if (outcome.kind == Outcome::hung)
+    outcome.detail = first + ", and run again in a new child, " + watch_->why() +
+                     " (the child was killed; the first limit adapts: 10 times the CPU time calls of its kind as large "
+                     "took; --case-timeout S fixes it)";
+  return outcome;
+}
+
+Outcome IsolatedKernel::exchange_once(const Request& headers, const void* const (&buffers)[kBuffers],
+                                      void* const (&into)[kBuffers], const char* entry_point, const CallLimits& limits) {
   const ProblemHeader& request = headers.header;
   size_t sizes[kBuffers];
   buffer_sizes(headers, sizes);
   // One deadline for the whole exchange: a child that stops reading its problem hangs as surely as
   // one that never answers (to_child_ is non-blocking, so a full pipe cannot block the checker).
-  if (past_budget()) return budget_ended("waiting to be sent");
-  call_timeout_ = timeout_for(request);
-  const double sent_at = deadline_after(0), deadline = std::min(deadline_after(call_timeout_), budget_end_);
-  cut_by_budget_ = deadline == budget_end_;
+  watch_.emplace(child_, limits);
+  const Deadline deadline{std::min(deadline_after(limits.wall), budget_end_), [this] { return watch_->judge() != CallWatch::going; }};
+  cut_by_budget_ = deadline.at == budget_end_;
   const FrameHeader frame{kProblem, uint32_t(problem_payload(headers))};
   Io sent = write_all(to_child_, &frame, sizeof frame, deadline);
   if (sent == Io::ok) sent = write_all(to_child_, &request, sizeof request, deadline);
@@ -701,7 +685,10 @@ Outcome IsolatedKernel::exchange(const Request& headers, const void* const (&buf
   std::optional<Outcome> outcome;
   while (!(outcome = receive("computing", deadline, &headers, into, entry_point, nullptr))) {
   }
-  if (outcome->kind != Outcome::hung) record_time(request, deadline_after(0) - sent_at);
+  if (outcome->kind != Outcome::hung) {
+    watch_->judge();  // its CPU time to the end of the call
+    patience_.record(headers, watch_->cpu_used());
+  }
   return *outcome;
 }
 

@@ -96,17 +96,23 @@ size_t problem_payload(const Request& r) {
 size_t result_payload(const Request& r) { return sizeof(int32_t) + payload(r, true); }
 
 namespace {
-// Waits until fd is ready for `events` or the deadline passes (an infinite deadline never passes).
-bool ready_within(int fd, short events, double deadline) {
+// Waits until fd is ready for `events` or the deadline ends the wait.
+bool ready_within(int fd, short events, const Deadline& deadline) {
   pollfd wait{fd, events, 0};
-  int ready;
-  do ready = poll(&wait, 1, std::isfinite(deadline) ? int(std::clamp(deadline - deadline_after(0), 0.0, 86400.0) * 1000) : -1);
-  while (ready < 0 && errno == EINTR);
-  return ready != 0;
+  for (;;) {
+    const double left = deadline.at - deadline_after(0);
+    if (left <= 0) return false;
+    const int slice = deadline.give_up ? std::min(100, int(left * 1000) + 1)
+                      : std::isfinite(left) ? int(std::min(left, 86400.0) * 1000) + 1 : -1;
+    const int ready = poll(&wait, 1, slice);
+    if (ready > 0) return true;
+    if (ready < 0 && errno != EINTR) return true;  // the read or write that follows says what is wrong
+    if (deadline.give_up && deadline.give_up()) return false;
+  }
 }
 }  // namespace
 
-Io write_all(int fd, const void* data, size_t n, double deadline) {
+Io write_all(int fd, const void* data, size_t n, const Deadline& deadline) {
   auto* p = static_cast<const uint8_t*>(data);
   while (n > 0) {
     const ssize_t w = write(fd, p, n);
@@ -127,10 +133,10 @@ double deadline_after(double seconds) {
   return now + seconds;
 }
 
-Io read_all(int fd, void* data, size_t n, double deadline) {
+Io read_all(int fd, void* data, size_t n, const Deadline& deadline) {
   auto* p = static_cast<uint8_t*>(data);
   while (n > 0) {
-    if (std::isfinite(deadline) && !ready_within(fd, POLLIN, deadline)) return Io::timed_out;
+    if ((std::isfinite(deadline.at) || deadline.give_up) && !ready_within(fd, POLLIN, deadline)) return Io::timed_out;
     const ssize_t r = read(fd, p, n);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return Io::closed;

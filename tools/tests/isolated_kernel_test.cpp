@@ -51,7 +51,7 @@ TEST(Isolation, EachMisbehaviourIsReportedWithItsCause) {
   const Misbehaviour expected[] = {
       {"crash", Outcome::crashed, "crashed with SIG"},  // SIGSEGV (a null pointer), or SIGABRT where UBSan sees the null store first
       {"abort", Outcome::crashed, "SIGABRT"},
-      {"hang", Outcome::hung, "hung: no answer within 0.5 s"},
+      {"hang", Outcome::hung, "hung: no answer within 0.5 s of CPU time"},
       {"write_past_end", Outcome::stray_write, "past the end of out"},
       {"write_before_start", Outcome::stray_write, "before the start of out"},
       {"read_past_end", Outcome::crashed, "it touched the guard past the end of k (64 bytes past it)"},
@@ -69,7 +69,7 @@ TEST(Isolation, EachMisbehaviourIsReportedWithItsCause) {
 TEST(Isolation, EachMisbehaviourOfACommandIsReportedWithItsCause) {
   const Misbehaviour expected[] = {
       {"crash", Outcome::crashed, "crashed with SIGSEGV while computing"},
-      {"hang", Outcome::hung, "hung: no answer within 0.5 s while computing"},
+      {"hang", Outcome::hung, "hung: no answer, and no CPU time used for 0.5 s (blocked) while computing"},
       {"exit", Outcome::exited, "exited with status 3 while computing"},
       {"garbage", Outcome::broke_protocol, "expected RSLT (or FAIL); it sent 'Hello, w"},
       {"wrong_length", Outcome::broke_protocol, "a RSLT frame of 4 bytes (a refusal) or 148 (the status and out)"},
@@ -104,7 +104,7 @@ TEST(Isolation, ACommandThatStopsReadingHangsWithinTheDeadline) {
   c.k.assign(size_t(c.shape.k_size()), 0.25f);
   c.v.assign(size_t(c.shape.v_size()), 1.0f);
   std::vector<float> out;
-  expect_reported({"stops_reading", Outcome::hung, "hung: no answer within 0.5 s while reading its problem"}, kernel.run(c, out));
+  expect_reported({"stops_reading", Outcome::hung, "hung: no answer, and no CPU time used for 0.5 s (blocked) while reading its problem"}, kernel.run(c, out));
 }
 
 TEST(Isolation, ACommandsStderrIsKeptToItsLast8KiBFromAWholeLine) {

@@ -12,9 +12,7 @@
 
 #include <cstdint>
 #include <limits>
-#include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +20,7 @@
 #include "attncheck/cases.hpp"
 #include "attncheck/fp_mode.hpp"
 #include "attncheck/layer_cases.hpp"
+#include "attncheck/patience.hpp"
 #include "attncheck/plugin.h"
 #include "attncheck/protocol.hpp"
 
@@ -64,13 +63,17 @@ class IsolatedKernel {
   // Python traceback), or empty; a plugin's stderr is the checker's own.
   std::string take_stderr();
 
-  // With `adaptive`, a call's timeout is ten times the slowest call so far of its kind (format,
-  // features, forward or backward) on a problem at least as large (B H Tq Tk (dk + dv)), at least
-  // 1 s (a command: 10 s, for a session built or a function compiled per shape) and at most the
-  // constructor's timeout, which the first call of each kind since the child
-  // started gets (a JIT compiling, a library loading): a kernel that hangs on one shape costs
-  // seconds, not the whole timeout, on every case of that shape.
-  void adapt_timeout(bool adaptive) { adaptive_ = adaptive; }
+  // With `adaptive`, a call's limits are learnt from calls so far (patience.hpp): ten times the CPU
+  // time the slowest call of its kind (format, features, forward, backward or layer) on a problem at
+  // least as large took, at least 1 s (a command: 10 s, for a session built or a function compiled
+  // per shape), and at most the constructor's timeout, which the first call of each kind since the
+  // child started gets (a JIT compiling, a library loading); a call past a learnt limit is run again
+  // in a new child before it is a hang. Without it, every call gets the constructor's timeout, in
+  // CPU time or time blocked. A kernel that hangs on one shape costs seconds, not the whole timeout.
+  void adapt_timeout(bool adaptive) {
+    adaptive_ = adaptive;
+    patience_.learn(adaptive);
+  }
   // No call runs past `steady_seconds` (protocol::deadline_after's clock): one still running then is
   // stopped as Outcome::out_of_budget, not as a hang. Infinity (the default): no such end.
   void set_budget_end(double steady_seconds) { budget_end_ = steady_seconds; }
@@ -94,30 +97,28 @@ class IsolatedKernel {
   // both in the protocol's buffer order; entry_point names the call in a floating-point-mode finding.
   Outcome exchange(const protocol::Request& request, const void* const (&buffers)[protocol::kBuffers],
                    void* const (&into)[protocol::kBuffers], const char* entry_point);
+  // One run of a call within `limits`; exchange runs a call again that hung past learnt limits.
+  Outcome exchange_once(const protocol::Request& request, const void* const (&buffers)[protocol::kBuffers],
+                        void* const (&into)[protocol::kBuffers], const char* entry_point, const CallLimits& limits);
   // Reads one frame: how the call (or, given hello, the start) ended, or nothing yet (MODE, STRY).
-  std::optional<Outcome> receive(const char* during, double deadline, const void* request,
+  std::optional<Outcome> receive(const char* during, const protocol::Deadline& deadline, const void* request,
                                  void* const (&into)[protocol::kBuffers], const char* entry_point, protocol::Hello* hello);
   void stop();
   Outcome fate(const char* waiting_for);  // how the child ended, once it closed its end of a pipe
-  Outcome hung(const char* during);       // kills the child that passed the case's deadline
+  Outcome hung(const char* during);       // kills the child that passed its limits (watch_'s, or the start's)
   static Outcome budget_ended(const char* during);  // out_of_budget: no verdict on the call
   // Whether the run's budget has ended: no call is sent and no child started (a restart of a
   // command costs seconds) past it.
   bool past_budget() const;
 
-  double timeout_for(const protocol::ProblemHeader& request) const;  // adapt_timeout's rule
-  void record_time(const protocol::ProblemHeader& request, double seconds);
-
   std::string which_;
   double timeout_;
   bool adaptive_ = false;
-  double call_timeout_ = 0;  // this call's, for its hang's report
+  double start_timeout_ = 0;  // the start's, on the wall clock, for its hang's report
   double budget_end_ = std::numeric_limits<double>::infinity();
-  bool cut_by_budget_ = false;  // this call's deadline is the budget's end, not its timeout
-  // The slowest answered call of each kind (dtype and PROB flags) by work, and the kinds called
-  // since the child started.
-  std::map<std::pair<uint64_t, int64_t>, double> slowest_;
-  std::set<uint64_t> called_;
+  bool cut_by_budget_ = false;  // this call's deadline is the budget's end, not its limit
+  Patience patience_;
+  std::optional<CallWatch> watch_;  // this call's; none while starting
   bool command_;
   int stderr_fd_ = -1;                   // a command's stderr, an unlinked file
   std::pair<int, int> stray_{-1, -1};    // this call's STRY: the buffer, and 0 before / 1 past it

@@ -7,7 +7,10 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <string>
+#include <utility>
 
 #include "attncheck/domain.hpp"
 #include "attncheck/features.hpp"
@@ -124,12 +127,20 @@ void buffer_sizes(const Request& r, size_t (&sizes)[kBuffers]);
 size_t problem_payload(const Request& r);
 size_t result_payload(const Request& r);
 
-// I/O on a pipe; EINTR is retried. A deadline (seconds from the steady clock's epoch, or infinity)
-// bounds a read or a write as a whole; a write is bounded only on a non-blocking fd (O_NONBLOCK),
-// since a blocking write of more than the pipe holds waits for the reader whatever poll says.
+// I/O on a pipe; EINTR is retried. A deadline bounds a read or a write as a whole; a write is
+// bounded only on a non-blocking fd (O_NONBLOCK), since a blocking write of more than the pipe holds
+// waits for the reader whatever poll says.
 enum class Io { ok, closed, timed_out };
-Io write_all(int fd, const void* data, size_t n, double deadline);
-Io read_all(int fd, void* data, size_t n, double deadline);
+// What ends a wait: the steady clock passing `at` (seconds from its epoch; infinity: never), or
+// `give_up` returning true, asked every tenth of a second of waiting (a child judged by its work).
+struct Deadline {
+  Deadline(double at = std::numeric_limits<double>::infinity(), std::function<bool()> give_up = {})
+      : at(at), give_up(std::move(give_up)) {}
+  double at;
+  std::function<bool()> give_up;
+};
+Io write_all(int fd, const void* data, size_t n, const Deadline& deadline);
+Io read_all(int fd, void* data, size_t n, const Deadline& deadline);
 double deadline_after(double seconds);
 bool write_frame(int fd, Tag tag, const void* payload, size_t n);
 

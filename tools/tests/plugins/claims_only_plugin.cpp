@@ -4,6 +4,9 @@
 // feature table, so that a table row that misses a use is caught too. attncheck must never send it
 // such a call (issue 22): a refusal is then a finding ("refused a valid problem"), and the
 // campaign's ctest fails.
+#include <time.h>
+#include <unistd.h>
+
 #include "attncheck/attention.hpp"
 #include "attncheck/attention_backward.hpp"
 #include "attncheck/plugin_export.hpp"
@@ -27,11 +30,32 @@ bool within_claims(const attncheck_problem_v2* p, bool forward) {
   return !(forward && p->lse && !claims(ATTNCHECK_CAP_LSE));
 }
 
+#ifdef ATTNCHECK_STALLS
+// A correct kernel on a bad day (issue 36): every 25th call sleeps 1.2 s (a machine too busy to run
+// it), and the 5th call of each process spins 1.5 s of CPU time (a page-fault storm, a thread pool
+// spinning on a loaded machine). Neither is a hang.
+void stall() {
+  static int calls = 0;
+  if (++calls % 25 == 0) usleep(1200000);
+  if (calls != 5) return;
+  auto cpu = [] {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+  };
+  for (const double start = cpu(); cpu() - start < 1.5;) {
+  }
+}
+#else
+void stall() {}
+#endif
+
 }  // namespace
 
 ATTNCHECK_EXPORT int32_t attncheck_abi_version(void) { return ATTNCHECK_ABI_VERSION_2; }
 ATTNCHECK_EXPORT uint32_t attncheck_capabilities(void) { return kClaims; }
 ATTNCHECK_EXPORT int32_t attncheck_forward_v2(const attncheck_problem_v2* p) {
+  stall();
   if (!within_claims(p, true)) return 9;
   return attncheck::forward_through_abi_v2(p, kClaims, [](const auto& problem, const auto& result) {
     attncheck::attention(problem, result);
