@@ -3,10 +3,13 @@
 // is never read into a valid output. A kernel that multiplies padded values by a zero weight fails
 // here (0 * NaN is NaN), and so does one that adds a -inf mask to a NaN or overflowing score
 // (NaN + -inf, +inf + -inf). A row that breaks the contract before anything is poisoned is reported
-// as that, not as a leak.
+// as that, not as a leak. A kernel whose identical calls differ (two algorithms, a race) cannot be
+// held to bits: a changed row is judged by the bound, then each call is repeated to tell a leak
+// from answers that vary between identical calls (issue 36).
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -58,6 +61,9 @@ ATTNCHECK_PROPERTY(ForbiddenKeysAndValuesCannotChangeValidOutputs, .order = 30, 
                         "] breaks the contract before anything is poisoned: wrong: " +
                         before.report(Arithmetic::of(c.format).label) +
                         describe_failure(c, b, before.mismatches.empty() ? 0 : before.mismatches.front().at[1], i));
+  // The elements of row i the claim covers, and the first of them that changed (any NaN equals any
+  // NaN); none: no leak.
+  std::vector<size_t> claimed;
   for (int64_t h = 0; h < s.H; ++h) {
     // A row that is empty (its permitted keys all score -inf) under --empty-rows mean averages the
     // forbidden keys' values too, and under any may give anything: its policy, not a leak.
@@ -66,16 +72,33 @@ ATTNCHECK_PROPERTY(ForbiddenKeysAndValuesCannotChangeValidOutputs, .order = 30, 
       const ExactRow row = exact_row(c.problem(), b, h, i);
       if (row.empty || !std::isfinite(row.bound.empty() ? row.lse_bound : row.bound[0])) continue;
     }
-    for (int64_t col = 0; col < s.dv; ++col) {
-      const size_t at = size_t(s.out_at(b, h, i) + col);
-      const std::string element = "out[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) +
-                                  "," + std::to_string(col) + "]";
-      ATTNCHECK_REQUIRE(check, unchanged(clean[at], dirty[at]),
-                        "row [" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) +
-                            "] changed when only " + targets[target] + " were poisoned (" + which + "): " + element +
-                            " " + show(clean[at]) + " became " + show(dirty[at]) + "\n" + describe_failure(poisoned, b, h, i));
-    }
+    for (int64_t col = 0; col < s.dv; ++col) claimed.push_back(size_t(s.out_at(b, h, i) + col));
   }
+  auto first_change = [&](const std::vector<float>& x, const std::vector<float>& y) {
+    for (const size_t at : claimed)
+      if (!unchanged(x[at], y[at])) return std::optional<size_t>(at);
+    return std::optional<size_t>();
+  };
+  const std::optional<size_t> changed = first_change(clean, dirty);
+  if (!changed) return;
+  const size_t at = *changed;
+  const int64_t h = (int64_t(at) / s.dv / s.Tq) % s.H, col = int64_t(at) % s.dv;
+  const std::string element =
+      "out[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "," + std::to_string(col) + "]";
+  const std::string row = "row [" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "]";
+  const std::string poisoned_what = std::string("when only ") + targets[target] + " were poisoned (" + which + ")";
+  // Judged by the bound first: a poisoned call that is wrong is a leak whatever its bits.
+  Comparison after = compare(dirty.data(), reference(c.problem(), &row_i).out);
+  after.rows = after.exact_rows;
+  check.observe(after);
+  ATTNCHECK_REQUIRE(check, after.ok(), row + " changed " + poisoned_what + ": wrong: " +
+                                           after.report(Arithmetic::of(c.format).label) + describe_failure(poisoned, b, h, i));
+  // Within the bound, yet not the clean call's bits: a leak, or a kernel whose answers vary.
+  const std::optional<std::string> varies = answers_vary(check, c, clean, poisoned, dirty, claimed);
+  ATTNCHECK_REQUIRE(check, varies.has_value(),
+                    row + " changed " + poisoned_what + ": " + element + " " + show(clean[at]) + " became " +
+                        show(dirty[at]) + " (each call gives its answer again, 30 times)\n" +
+                        describe_failure(poisoned, b, h, i));
 }
 
 }  // namespace attncheck::properties

@@ -293,6 +293,7 @@ std::string finding_kind(int kind, double ratio, const std::string& message, con
     case Outcome::broke_protocol: return "broke the protocol";
     default: break;
   }
+  if (message.rfind("answers vary between identical calls", 0) == 0) return "answers vary";
   if (d.wrong) return d.poisoned ? "changed by a poisoned forbidden input" : d.element.special() ? "wrong special value" : "wrong value";
   if (!(ratio < std::numeric_limits<double>::infinity())) return "wrong special value";
   if (ratio >= 1) return "wrong value";
@@ -616,27 +617,73 @@ CampaignResult replay(const CampaignOptions& options, const Finding& recorded, s
   both.formats = ~0u;
   const Clock::time_point start = Clock::now();
   const Property& property = property_named(recorded.property);
-  const Run run = recorded.kept ? run_once(kernel, both, property, 0, nullptr, false, ~0u, &recorded, true, calls)
-                                : run_once(kernel, both, property, 0, &recorded.choices, recorded.ladder,
-                                           recorded.capabilities, nullptr, true, calls);
+  // The recorded case runs up to kReplayRuns times while it passes: a kernel whose answers vary
+  // between identical calls may pass once; each run's calls are kept to show that they vary.
+  constexpr int kReplayRuns = 3;
+  std::vector<std::vector<KernelCall>> runs;
+  Run run;
+  for (int n = 0; n < kReplayRuns && !run.failed; ++n) {
+    runs.emplace_back();
+    run = recorded.kept ? run_once(kernel, both, property, 0, nullptr, false, ~0u, &recorded, true, &runs.back())
+                        : run_once(kernel, both, property, 0, &recorded.choices, recorded.ladder, recorded.capabilities,
+                                   nullptr, true, &runs.back());
+  }
+  if (calls) *calls = runs.back();
   CampaignResult result;
   result.abi_version = kernel.version();
   result.capabilities = kernel.capabilities();
   result.domain = kernel.domain();
   result.replayed = true;
-  result.cases = 1;
-  result.per_property[recorded.property] = 1;
+  result.cases = int64_t(runs.size());
+  result.calls = run.calls;
+  result.not_taken = run.calls_not_taken;
+  result.per_property[recorded.property] = result.cases;
   result.found = run.failed;
   result.finding = run.finding;
+  const std::string varies = answers_vary(runs);
   if (run.failed) {
     CauseCache causes;
     examine(kernel, both, property, result.finding, run.kind, causes);
-    result.findings = {result.finding};
+    if (runs.size() > 1) {  // it passed before it failed
+      result.finding.kind = "answers vary";
+      result.finding.message = varies + "; the recorded case passed " + std::to_string(runs.size() - 1) + " of " +
+                               std::to_string(runs.size()) + " runs\n" + result.finding.message;
+    }
+  } else if (const WrongCall wrong = first_wrong_call(runs.front()); wrong.index < runs.front().size() || !varies.empty()) {
+    // The property passes, yet a call is wrong by the oracle (the case checks nothing of what
+    // this kernel gets wrong) or identical calls gave different answers: neither is "no longer fails".
+    result.found = true;
+    result.finding = recorded;
+    result.finding.kind = varies.empty() ? "wrong value" : "answers vary";
+    result.finding.message = !varies.empty() ? varies + " over " + std::to_string(runs.size()) + " runs of the recorded case"
+                                             : "the recorded case passes Property." + recorded.property + ", but call " +
+                                                   std::to_string(wrong.index + 1) + " of " + std::to_string(runs.front().size()) +
+                                                   " is wrong by the oracle: " + wrong.why;
   }
+  if (result.found) result.findings = {result.finding};
   result.worst_ratio = run.worst_ratio;
   result.seconds = since(start);
   result.fp_mode = kernel.fp_mode_finding();
   return result;
+}
+
+std::string answers_vary(const std::vector<std::vector<KernelCall>>& runs) {
+  double largest = 0;
+  std::string where;
+  for (size_t r = 1; r < runs.size(); ++r)
+    for (size_t n = 0; n < std::min(runs[0].size(), runs[r].size()); ++n) {
+      const KernelCall &first = runs[0][n], &again = runs[r][n];
+      if (first.case_text != again.case_text || first.out.size() != again.out.size()) continue;
+      for (size_t e = 0; e < first.out.size(); ++e) {
+        if (unchanged(first.out[e], again.out[e])) continue;
+        const double difference = std::isnan(first.out[e]) || std::isnan(again.out[e]) ? INFINITY : std::fabs(first.out[e] - again.out[e]);
+        if (!where.empty() && !(difference > largest)) continue;
+        largest = difference;
+        where = "call " + std::to_string(n + 1) + "'s out element " + std::to_string(e) + " was " + show(first.out[e]) +
+                ", then " + show(again.out[e]);
+      }
+    }
+  return where.empty() ? "" : "answers vary between identical calls: " + where + " (the largest difference, " + show(largest) + ")";
 }
 
 WrongCall first_wrong_call(const std::vector<KernelCall>& calls) {

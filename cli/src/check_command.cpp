@@ -89,7 +89,8 @@ std::string summary(const std::string& verdict, const CampaignResult& r, const P
 // or a property that applies never finished a run (the budget ended first, or its calls were not
 // taken).
 std::string inconclusive(const CampaignResult& r) {
-  if (r.replayed) return "";
+  if (r.replayed)  // a replay whose case sends nothing: no verdict, never "no longer fails"
+    return r.found || r.calls > r.not_taken ? "" : "the recorded case sent the kernel no call it took: nothing was checked";
   if (r.calls > 0 && 2 * (r.calls - r.not_taken) < r.calls)
     return "fewer than half the calls were taken (" + grouped(r.calls - r.not_taken) + " of " + grouped(r.calls) +
            "): the kernel cannot take most of what it claims; say what it takes with its restrictions";
@@ -467,8 +468,9 @@ int check(const FlagValues& o) {
                         "\nreplay it: " + replay_command(file));
       replay_files.push_back(file);
     }
-  } else if (o.given("replay")) {
-    std::printf("the recorded counterexample to Property.%s no longer fails\n", result.per_property.begin()->first.c_str());
+  } else if (o.given("replay") && why_inconclusive.empty()) {
+    std::printf("the recorded counterexample to Property.%s no longer fails (%lld runs)\n",
+                result.per_property.begin()->first.c_str(), (long long)result.cases);
   }
   for (const std::string& report : reports) std::printf("%s\n", report.c_str());
   if (options.keep_going) std::printf("%s", findings_table(result).c_str());

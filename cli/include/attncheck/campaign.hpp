@@ -177,6 +177,10 @@ struct KernelCall {
   std::string fault;  // a crash, hang, refusal...: IsolatedKernel's Outcome detail; empty when it returned
 };
 
+// Whether runs of one case made identical calls that answered differently (their outs compared bit
+// for bit, any NaN equal to any NaN): the largest difference and where, or empty.
+std::string answers_vary(const std::vector<std::vector<KernelCall>>& runs);
+
 // The first of `calls` the oracle calls wrong (its out, then its lse: an element outside the bound
 // or a wrong special value) or that ended in a fault, and why ("out[0,0,1,0] outside the bound
 // (error/bound 44)", "the kernel crashed ..."); index calls.size() when each call is right (a

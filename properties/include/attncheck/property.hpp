@@ -184,6 +184,17 @@ ReadWeights read_weights(Checker& check, const Case<float>& c);
 // a soft mask value and an overflowing score.
 std::vector<float> forbidden_poisons(const Checker& check, Format format);
 
+// Whether the kernel's answers vary between identical calls, for a property that expects two calls
+// to keep their bits where it claims (`claimed`, elements of out; any NaN equals any NaN) and found
+// that `changed` (the call on case `changed_case`) did not keep `first`'s (the call on `first_case`):
+// each call runs again, by turns, up to 30 times. Returns where a repeated call differed from its
+// own first answer ("out element 3 was 0.5, then 0.50000006"), or nothing: each call repeats its
+// answer, and the change made the difference. A kernel choosing at random among answers, none
+// likelier than 1/2, repeats them all with probability 2^-30 < 1e-9; one that alternates differs at once.
+std::optional<std::string> answers_vary(Checker& check, const Case<float>& first_case, const std::vector<float>& first,
+                                        const Case<float>& changed_case, const std::vector<float>& changed,
+                                        const std::vector<size_t>& claimed);
+
 // What run_with_lse returned as lse, for require_agreement: null when there is none.
 template <class T>
 const std::vector<T>* lse_if_any(const std::vector<T>& lse) {

@@ -1,0 +1,41 @@
+// The built-in implementation whose answers vary between identical calls (issue 36), by VARIES:
+// 1: every other call rounds each output 1 ulp toward zero (two correct algorithms, taken at
+//    random by a real kernel: a thread count, a split): never a finding;
+// 2: every second call adds 1 to the first output (wrong on every other call): a replay, whose
+//    first call is right, says its answers vary, never "no longer fails";
+// 3: every output 12345 (wrong on every call).
+#include <cmath>
+#include <cstddef>
+
+#include "attncheck/attention.hpp"
+#include "attncheck/plugin_export.hpp"
+
+namespace {
+
+constexpr uint32_t kClaims = ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64 | ATTNCHECK_CAP_ALLOW | ATTNCHECK_CAP_CAUSAL | ATTNCHECK_CAP_KV_LENS;
+
+template <class T>
+void vary(T* out, size_t n, bool odd) {
+  for (size_t e = 0; e < n; ++e) {
+    if (VARIES == 1 && odd && std::isfinite(out[e]) && out[e] != 0) out[e] = std::nextafter(out[e], T(0));
+    if (VARIES == 2 && !odd && e == 0) out[e] += 1;
+    if (VARIES == 3) out[e] = 12345;
+  }
+}
+
+}  // namespace
+
+ATTNCHECK_EXPORT int32_t attncheck_abi_version(void) { return ATTNCHECK_ABI_VERSION_2; }
+ATTNCHECK_EXPORT uint32_t attncheck_capabilities(void) { return kClaims; }
+ATTNCHECK_EXPORT int32_t attncheck_forward_v2(const attncheck_problem_v2* p) {
+  static int calls = 0;
+  const int32_t status = attncheck::forward_through_abi_v2(p, kClaims, [](const auto& problem, const auto& result) {
+    attncheck::attention(problem, result);
+  });
+  if (status != 0) return status;
+  const size_t n = size_t(p->batch) * size_t(p->heads) * size_t(p->q_len) * size_t(p->d_v);
+  const bool odd = ++calls % 2 == 1;
+  if (p->dtype == ATTNCHECK_F32) vary(static_cast<float*>(p->out), n, odd);
+  if (p->dtype == ATTNCHECK_F64) vary(static_cast<double*>(p->out), n, odd);
+  return 0;
+}
