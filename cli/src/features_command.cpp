@@ -2,7 +2,10 @@
 // restrictions and limits (domain.hpp) as a person reads them, or as the Python client's module
 // (--python), which python/attncheck/_features.py must equal.
 #include <bit>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -78,10 +81,18 @@ std::string python_module() {
          "HEAD_DIMS = " + quoted(kHeadDimsWord) + "\n";
 }
 
+// 0 once what was printed has reached standard output; a full disk is an error, not a table that
+// was never written (python/attncheck/_features.py is made from it).
+int written() {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout))
+    throw std::runtime_error(std::string("standard output: cannot write: ") + std::strerror(errno));
+  return 0;
+}
+
 int features_table(const FlagValues& o) {
   if (o.on("python")) {
     std::fputs(python_module().c_str(), stdout);
-    return 0;
+    return written();
   }
   std::printf("%-7s %-26s %-12s %s\n", "bit", "C name", "word", "name");
   for (const Feature& f : features()) std::printf("0x%05x %-26s %-12s %s\n", f.capability, f.c_name, f.word, f.name);
@@ -91,7 +102,7 @@ int features_table(const FlagValues& o) {
   std::printf("\nlimits (attncheck_limits_v2; serve(limits={word: n, ...})), with ATTNCHECK_ONLY_WITHIN_LIMITS:\n");
   for (const LimitField& l : kLimitFields) std::printf("  %-18s %s\n", l.word, l.meaning);
   std::printf("  %-18s %s\n", kHeadDimsWord, "dk and dv are one of these widths (up to 16 of them)");
-  return 0;
+  return written();
 }
 
 }  // namespace

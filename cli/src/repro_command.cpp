@@ -2,10 +2,12 @@
 // more (on the kept case, or its own fixed ones), every kernel call kept; the first call whose output the oracle calls
 // wrong (or that crashed, hung, refused) is written down with its tensors as exact literals, the
 // oracle's exact outputs and the bound of any correct kernel: a GoogleTest file that loads a plugin
-// (--impl), or a pytest file that runs the command (--impl-cmd) through the Python client; for an
+// (--impl), or a pytest file that runs a command the user names through the Python client; for an
 // adapter's finding, with --standalone yes, a script of the library alone (standalone_repro.cpp).
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -31,6 +33,8 @@ namespace {
 
 const char* storage(Format f) { return f == Format::f64 ? "double" : f == Format::f32 ? "float" : "uint16_t"; }
 
+// In both kinds of file `why` is a report's text, escaped where it came in (printable): reprintable()
+// keeps it one line without escaping its escapes again.
 template <class T>
 std::string gtest_file(const std::string& replay, const CampaignOptions& o, const Finding& f, const Case<T>& c,
                        const Reference& ref, bool with_lse, const std::string& why) {
@@ -38,7 +42,7 @@ std::string gtest_file(const std::string& replay, const CampaignOptions& o, cons
   const char* e = storage(c.format);
   std::ostringstream t;
   t << "// A regression test written by `attncheck repro --replay " << comment(replay) << "` (attncheck-repro 1):\n"
-    << "// Property." << f.property << " on " << comment(o.impl) << ": " << comment(why) << ".\n"
+    << "// Property." << f.property << " on " << comment(o.impl) << ": " << reprintable(why, 400) << ".\n"
     << "// The case is the call the oracle found wrong; `exact` is the oracle's out (hi + lo), `bound` the\n"
     << "// largest error of any correct kernel. Build: c++ -std=c++17 THIS.cpp -I attncheck/contract/include\n"
     << "// -lgtest -lgtest_main -ldl -pthread; run with ATTNCHECK_REPRO_PLUGIN=path/to/plugin.so.\n"
@@ -116,9 +120,11 @@ std::string gtest_file(const std::string& replay, const CampaignOptions& o, cons
   return t.str();
 }
 
+// The command comes from ATTNCHECK_REPRO_COMMAND, or is the one repro was given (`named`): never the
+// replay file's, which a file names (a file is data) and the test would run through /bin/sh.
 template <class T>
-std::string pytest_file(const std::string& replay, const CampaignOptions& o, const Finding& f, const Case<T>& c,
-                        const Reference& ref, bool with_lse, const std::string& why) {
+std::string pytest_file(const std::string& replay, const CampaignOptions& o, bool named, const Finding& f,
+                        const Case<T>& c, const Reference& ref, bool with_lse, const std::string& why) {
   const Shape& s = c.shape;
   const bool bits = is_narrow(c.format);
   auto tensor = [&](const char* name, const std::vector<T>& x, const std::string& dims, const char* shape) {
@@ -129,11 +135,13 @@ std::string pytest_file(const std::string& replay, const CampaignOptions& o, con
   std::ostringstream t;
   t << "\"\"\"A regression test written by `attncheck repro` (attncheck-repro 1), of the finding below.\n"
     << "The case is the call the oracle found wrong; `exact` is the oracle's out (hi + lo), `bound` the\n"
-    << "largest error of any correct kernel. Run: python3 -m pytest THIS.py (ATTNCHECK_REPRO_COMMAND\n"
-    << "overrides the command).\"\"\"\n"
-    << "# attncheck repro --replay " << comment(replay) << "\n# Property." << f.property << ": " << comment(why) << ".\n"
+    << "largest error of any correct kernel. Run: "
+    << (named ? "python3 -m pytest THIS.py (ATTNCHECK_REPRO_COMMAND\noverrides the command).\"\"\"\n"
+              : "ATTNCHECK_REPRO_COMMAND='the command to test'\npython3 -m pytest THIS.py (the command runs through /bin/sh).\"\"\"\n")
+    << "# attncheck repro --replay " << comment(replay) << "\n# Property." << f.property << ": " << reprintable(why, 400) << ".\n"
+    << (named ? "" : "# The replay file's command, run only when you name it: " + comment(o.impl) + "\n")
     << "import os\n\nimport numpy as np\n\nimport attncheck\n\n"
-    << "COMMAND = os.environ.get(\"ATTNCHECK_REPRO_COMMAND\", " << string_literal(o.impl, true) << ")\n"
+    << "COMMAND = os.environ.get(\"ATTNCHECK_REPRO_COMMAND\"" << (named ? ", " + python_literal(o.impl) : "") << ")\n"
     << "# B " << s.B << ", H " << s.H << ", H_kv " << s.kv_heads() << ", Tq " << s.Tq << ", Tk " << s.Tk << ", dk "
     << s.dk << ", dv " << s.dv << "; " << format_name(c.format) << (bits ? " (bit patterns)" : "") << "\n"
     << tensor("q", c.q, dims({s.B, s.H, s.Tq, s.dk}), "[B,H,Tq,dk]")
@@ -148,6 +156,7 @@ std::string pytest_file(const std::string& replay, const CampaignOptions& o, con
   const std::string d = dims({s.B, s.H, s.Tq, s.dv});
   t << python_oracle_arrays("", ref.out, d) << (with_lse ? python_oracle_arrays("lse_", ref.lse, dims({s.B, s.H, s.Tq})) : "") << "\n\n"
     << "def test_" << f.property << "():\n"
+    << "    assert COMMAND, \"name the command to test: ATTNCHECK_REPRO_COMMAND='...' python3 -m pytest THIS.py\"\n"
     << "    " << (with_lse ? "out, lse" : "out") << " = attncheck.run_command(COMMAND, dtype=\"" << feature(capability_of(c.format)).word << "\", q=q, k=k, v=v, allow=allow, "
     << "kv_lens=kv_lens, bias=bias,\n                                causal=\"" << causal_name(c.causal) << "\", window="
     << (c.window_left < 0 && c.window_right < 0 ? std::string("None") : "(" + std::to_string(c.window_left) + ", " + std::to_string(c.window_right) + ")")
@@ -160,25 +169,27 @@ std::string pytest_file(const std::string& replay, const CampaignOptions& o, con
   return t.str();
 }
 
-// The file on standard output, or in out_path with a line on stderr saying what it is.
+// The file on standard output, or in out_path with a line on stderr saying what it is. A file lost
+// to a full disk is an error, never a success that wrote nothing.
 void write_file(const std::string& file, const std::string& out_path, const std::string& what) {
   if (out_path.empty()) {
-    std::cout << file;
+    if (!(std::cout << file << std::flush))
+      throw std::runtime_error(std::string("standard output: cannot write: ") + std::strerror(errno));
     return;
   }
   std::ofstream stream(out_path);
-  stream << file;
+  stream << file << std::flush;
   if (!stream) throw std::runtime_error(out_path + ": cannot write");
   std::fprintf(stderr, "attncheck repro: %s: %s\n", out_path.c_str(), what.c_str());
 }
 
 template <class T>
-std::string test_file(const std::string& replay, const CampaignOptions& o, const Finding& f, bool with_lse,
+std::string test_file(const std::string& replay, const CampaignOptions& o, bool named, const Finding& f, bool with_lse,
                       const Case<T>& c, const std::string& why) {
   refuse_dropout(c);
   const std::vector<uint8_t> every_row(size_t(c.shape.lse_size()), 1);  // never a sample: the wrong row is always judged
   const Reference ref = reference(c.problem(), &every_row);
-  return o.command ? pytest_file(replay, o, f, c, ref, with_lse, why) : gtest_file(replay, o, f, c, ref, with_lse, why);
+  return o.command ? pytest_file(replay, o, named, f, c, ref, with_lse, why) : gtest_file(replay, o, f, c, ref, with_lse, why);
 }
 
 // The test is written from the call the replay file kept (its failed-call lines), running nothing;
@@ -198,7 +209,7 @@ int repro(const FlagValues& flags) {
                              std::string(" of Property.") + finding.property + " (" + why + ")";
     write_file(standalone ? standalone_script({replay, options.impl, finding.property, case_text, why, with_lse})
                           : visit_case_text(case_text, [&](const auto& c) {
-                              return test_file(replay, options, finding, with_lse, c, why);
+                              return test_file(replay, options, named, finding, with_lse, c, why);
                             }),
                flags.text("out"), what);
     return 0;

@@ -12,6 +12,7 @@
 #include "attncheck/case_text.hpp"
 #include "attncheck/features.hpp"
 #include "attncheck/oracle.hpp"
+#include "attncheck/printable.hpp"
 #include "attncheck/source_text.hpp"
 
 namespace attncheck {
@@ -41,10 +42,10 @@ const std::string& source(const std::string& name) {
   return found->second;
 }
 
-// A Python list of the words, each a string literal.
+// A Python list of the words, each a string literal (a word that is not UTF-8 as sys.argv would hold it).
 std::string python_list(const std::vector<std::string>& items) {
   std::string text = "[";
-  for (size_t i = 0; i < items.size(); ++i) text += (i ? ", " : "") + string_literal(items[i], true);
+  for (size_t i = 0; i < items.size(); ++i) text += (i ? ", " : "") + python_literal(items[i]);
   return text + "]";
 }
 
@@ -150,7 +151,8 @@ std::string script(const StandaloneCall& call, const AdapterCall& adapter, const
   const std::string file = "adapters/" + adapter.name + ".py";
   std::ostringstream t;
   // What the replay file says (its command, why the call was wrong) goes on comment lines only: a
-  // file is data, and no quote in it may end a string of the script.
+  // file is data, and no quote in it may end a string of the script. The why is a report's text,
+  // escaped where it came in: not escaped again (reprintable).
   t << "\"\"\"A standalone reproduction written by `attncheck repro --standalone` (attncheck-repro 1).\n\n"
     << "It needs Python 3, NumPy and the library the adapter calls; not attncheck. Below: the problem as\n"
     << "exact bit patterns; attncheck's adapter " << adapter.name << " (python/attncheck/" << file << ", pasted whole),\n"
@@ -161,7 +163,7 @@ std::string script(const StandaloneCall& call, const AdapterCall& adapter, const
     << "exits 1), or says every element is within it and exits 0.\n\"\"\"\n"
     << "# attncheck repro --standalone --replay " << comment(call.replay) << "\n"
     << "# Property." << call.property << " on: " << comment(call.command) << "\n"
-    << "# " << comment(call.why) << "\n"
+    << "# " << reprintable(call.why, 400) << "\n"
     << "import importlib\nimport sys\nimport types\n\nimport numpy as np\n\n"
     << problem_lines(c, call.with_lse) << "\n# attncheck's oracle\n"
     << python_oracle_arrays("", ref.out, dims({s.B, s.H, s.Tq, s.dv})) << (call.with_lse ? python_oracle_arrays("lse_", ref.lse, dims({s.B, s.H, s.Tq})) : "")

@@ -435,7 +435,9 @@ std::optional<Outcome> IsolatedKernel::receive(const char* during, const Deadlin
   FrameHeader frame;
   if (const Io io = read_all(from_child_, &frame, sizeof frame, deadline); io != Io::ok) return lost(io);
   // A payload whose length this frame cannot have is a broken protocol; nothing is allocated for it.
-  auto broken = [&](const std::string& why) {
+  // The bytes shown are those received: the header, what of the payload was read (`taken`, n bytes:
+  // a RSLT's status), then what follows.
+  auto broken = [&](const std::string& why, const void* taken = nullptr, size_t n = 0) {
     uint8_t more[56];
     size_t got = 0;
     pollfd ready{from_child_, POLLIN, 0};
@@ -444,6 +446,7 @@ std::optional<Outcome> IsolatedKernel::receive(const char* during, const Deadlin
       got = r > 0 ? size_t(r) : 0;
     }
     std::string bytes(reinterpret_cast<const char*>(&frame), sizeof frame);
+    bytes.append(static_cast<const char*>(taken), n);
     bytes.append(reinterpret_cast<const char*>(more), got);
     stop();
     return Outcome{Outcome::broke_protocol, 0,
@@ -518,8 +521,8 @@ std::optional<Outcome> IsolatedKernel::receive(const char* during, const Deadlin
     return broken("a RSLT frame of 4 bytes (a refusal) or " + std::to_string(result_payload(headers)) + " (the status and " +
                   (r.flags & kLayer ? (r.flags & kWantWeights ? "out, weights)" : "out)") : r.flags & kBackward ? "dq, dk, dv)" : r.flags & kWantKeep ? (r.flags & kWantLse ? "out, keep, lse)" : "out, keep)") : r.flags & kWantLse ? "out, lse)" : "out)"));
   if (const Io io = read_all(from_child_, &status, sizeof status, deadline); io != Io::ok) return lost(io);
-  if (status != 0 && frame.length != sizeof status) return broken("a refusal's RSLT carries the status alone");
-  if (status == 0 && frame.length == sizeof status) return broken("a RSLT with status 0 carries the outputs");
+  if (status != 0 && frame.length != sizeof status) return broken("a refusal's RSLT carries the status alone", &status, sizeof status);
+  if (status == 0 && frame.length == sizeof status) return broken("a RSLT with status 0 carries the outputs", &status, sizeof status);
   size_t sizes[kBuffers];
   buffer_sizes(headers, sizes);
   for (int b = 0; b < kBuffers && status == 0; ++b)

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "attncheck/isolated_kernel.hpp"
+#include "attncheck/printable.hpp"
 
 namespace attncheck {
 namespace {
@@ -180,6 +181,64 @@ TEST(Isolation, TheBuiltinLeavesTheModeAlone) {
   std::vector<float> out;
   kernel.run(small_case(), out);
   EXPECT_EQ(kernel.fp_mode_finding(), "");
+}
+
+// A RSLT whose status contradicts its length is shown as the bytes it came in, the status read
+// among them: the dump once left it out (a refusal's status 5 showed as the outputs' zeros).
+TEST(Isolation, ABrokenResultShowsTheStatusItSent) {
+  const Misbehaviour expected[] = {
+      {"refusal_with_outputs", Outcome::broke_protocol,
+       "a refusal's RSLT carries the status alone; it sent 'RSLT....................................................."
+       "...........' (52 53 4c 54 94 00 00 00 05 00 00 00 00 00"},
+      {"success_alone", Outcome::broke_protocol,
+       "a RSLT with status 0 carries the outputs; it sent 'RSLT........' (52 53 4c 54 04 00 00 00 00 00 00 00)"},
+  };
+  for (const Misbehaviour& e : expected) {
+    IsolatedKernel kernel(std::string(MISBEHAVING_CHILD) + " " + e.name, 5, true);
+    std::vector<float> out;
+    expect_reported(e, kernel.run(small_case(), out));
+  }
+}
+
+// A FAIL's text keeps its UTF-8; the backslash in it is escaped, so that \xff can only be the byte.
+TEST(Isolation, AFailTextKeepsItsUtf8) {
+  IsolatedKernel kernel(std::string(MISBEHAVING_CHILD) + " utf8_fail", 5, true);
+  std::vector<float> out;
+  expect_reported({"utf8_fail", Outcome::raised, "raised ValueError: café \\\\ x \\xff"}, kernel.run(small_case(), out));
+}
+
+TEST(Printable, KeepsUtf8CharactersAndEscapesEveryOtherByteOneWay) {
+  EXPECT_EQ(printable("caf\xc3\xa9 \\ x \xf0\x9f\x98\x80"), "caf\xc3\xa9 \\\\ x \xf0\x9f\x98\x80");
+  EXPECT_EQ(printable("\\x41"), "\\\\x41");  // a backslash and x41 as sent, not the escape of A
+  for (const auto& [bytes, shown] : {
+           std::pair{"\x1b[2J", "\\x1b[2J"},                          // an escape sequence
+           std::pair{"\xc2\x9b" "2J", "\\xc2\\x9b2J"},                // the same as a C1 control
+           std::pair{"\xc0\xaf", "\\xc0\\xaf"},                       // overlong
+           std::pair{"\xe0\x80\xaf", "\\xe0\\x80\\xaf"},              // overlong
+           std::pair{"\xed\xa0\x80", "\\xed\\xa0\\x80"},              // a surrogate
+           std::pair{"\xf4\x90\x80\x80", "\\xf4\\x90\\x80\\x80"},     // past U+10FFFF
+           std::pair{"caf\xc3", "caf\\xc3"},                          // cut short
+           std::pair{"\xa9", "\\xa9"},                                // a continuation alone
+           std::pair{"a\xe2\x80\xa8" "b", "a\\xe2\\x80\\xa8b"},       // a line separator
+           std::pair{"a\xe2\x80\xae" "b", "a\\xe2\\x80\\xaeb"},       // right-to-left override
+       })
+    EXPECT_EQ(printable(bytes), shown);
+  EXPECT_EQ(printable("a\xc3\xa9", 2), "a... (3 bytes)");  // cut before a character, not inside it
+  EXPECT_EQ(printable("a\xc3\xa9", 3), "a\xc3\xa9");
+  EXPECT_EQ(printable("a\nb\tc\r", 40, true), "a\nb\tc\\x0d");
+}
+
+// Text printable() made, passed on (a replay file's why, a FAIL text cut shorter): escaped once.
+TEST(Printable, ReprintableEscapesOnce) {
+  const std::string once = printable("caf\xc3\xa9 \\ x \xff\x1b", 400);
+  EXPECT_EQ(reprintable(once, 400), once);
+  EXPECT_EQ(reprintable("a\\b \\x4 \\xFF\n\xff", 400), "a\\\\b \\\\x4 \\\\xFF\\x0a\\xff");  // not its escapes: escaped
+  EXPECT_EQ(reprintable("ab\\xff", 4), "ab... (6 bytes)");  // cut before an escape, not inside it
+}
+
+TEST(Printable, PythonLiteralHoldsAnyBytes) {
+  EXPECT_EQ(python_literal("say \"hi\" \\ \xc3\xa9\n\x7f\xc2\x85\xff\xe2\x80\xae\xf0\x9f\x98\x80"),
+            "\"say \\\"hi\\\" \\\\ \xc3\xa9\\x0a\\x7f\\x85\\udcff\\u202e\xf0\x9f\x98\x80\"");
 }
 
 }  // namespace

@@ -79,6 +79,12 @@ while True:
         time.sleep(60)
     elif MODE == "refuse":
         frame(b"RSLT", struct.pack("<i", 7))
+    elif MODE == "refusal_with_outputs":  # status 5, a refusal, in a RSLT as long as a result
+        frame(b"RSLT", struct.pack("<i", 5) + bytes(out_bytes))
+    elif MODE == "success_alone":  # status 0 with no outputs
+        frame(b"RSLT", struct.pack("<i", 0))
+    elif MODE == "utf8_fail":  # UTF-8 with a backslash in it, then a byte that is not UTF-8
+        frame(b"FAIL", "ValueError: café \\ x".encode() + b" \xff")
     elif MODE == "not_taken":  # NotExpressible: the library cannot be given this problem
         frame(b"NTKN", b"Tq 3: this library decodes one query a call")
     elif MODE == "half_a_result":
