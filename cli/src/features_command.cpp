@@ -85,7 +85,7 @@ std::string python_module() {
 // was never written (python/attncheck/_features.py is made from it).
 int written() {
   if (std::fflush(stdout) != 0 || std::ferror(stdout))
-    throw std::runtime_error(std::string("standard output: cannot write: ") + std::strerror(errno));
+    throw std::runtime_error("standard output: cannot write (" + std::string(std::strerror(errno)) + ")");
   return 0;
 }
 

@@ -174,7 +174,7 @@ std::string pytest_file(const std::string& replay, const CampaignOptions& o, boo
 void write_file(const std::string& file, const std::string& out_path, const std::string& what) {
   if (out_path.empty()) {
     if (!(std::cout << file << std::flush))
-      throw std::runtime_error(std::string("standard output: cannot write: ") + std::strerror(errno));
+      throw std::runtime_error("standard output: cannot write (" + std::string(std::strerror(errno)) + ")");
     return;
   }
   std::ofstream stream(out_path);
