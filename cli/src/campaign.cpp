@@ -574,7 +574,7 @@ CampaignResult run_campaign_share(const CampaignOptions& options, const Campaign
       if (!property.generated && round > 0) continue;
       if (result.not_applicable.count(property.name)) continue;
       const int64_t at = position++;
-      stop = (options.max_cases > 0 && at >= options.max_cases) || since(began) >= options.seconds ||
+      stop = protocol::stop_requested() || (options.max_cases > 0 && at >= options.max_cases) || since(began) >= options.seconds ||
              longest[index] > options.seconds - since(began) || (share.first_finding && at > share.first_finding->load());
       if (stop) break;
       started = true;

@@ -6,9 +6,11 @@
 #include <cerrno>
 #include <cstring>
 #include <dirent.h>
+#include <signal.h>
 #include <sched.h>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <map>
@@ -29,6 +31,7 @@
 #include "attncheck/policy_flags.hpp"
 #include "attncheck/printable.hpp"
 #include "attncheck/property.hpp"
+#include "attncheck/protocol.hpp"
 
 namespace attncheck {
 namespace {
@@ -36,8 +39,9 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 // The exit code of a run that found nothing but could not check enough (inconclusive): neither a
-// pass (0) nor a finding (1) nor an error (2).
-constexpr int kInconclusive = 3;  // ordered: the keys in the order written, for people reading the file
+// pass (0) nor a finding (1) nor an error (2); and of one stopped by SIGINT or SIGTERM, which
+// wrote what it had found (the shell's 128 + SIGINT).
+constexpr int kInconclusive = 3, kInterrupted = 130;
 
 // The cores this process may run on (its affinity mask), at least 1.
 int cores_available() {
@@ -173,6 +177,9 @@ std::string skipped(const CampaignResult& r) {
 void require_writable(const std::string& flag, const std::string& path) {
   const std::string folder = std::filesystem::path(path).has_parent_path() ? std::filesystem::path(path).parent_path().string() : ".";
   const bool there = access(path.c_str(), F_OK) == 0;
+  std::error_code ignored;  // a FIFO would block the writer for ever, a folder cannot be a file
+  if (there && !std::filesystem::is_regular_file(path, ignored))
+    throw std::runtime_error("--" + flag + " " + path + ": not a regular file");
   if (access(there ? path.c_str() : folder.c_str(), W_OK) != 0)
     throw std::runtime_error("--" + flag + " " + path + ": cannot write there (" + std::strerror(errno) + ")");
 }
@@ -329,8 +336,9 @@ std::string shell_quoted(const std::string& word) {
 
 void write_json(const std::string& path, const Json& json) {
   std::ofstream file(path);
-  file << json.dump(2) << '\n';
-  if (!file) throw std::runtime_error(path + ": cannot write");
+  file << json.dump(2, ' ', false, Json::error_handler_t::replace) << '\n';  // a byte not UTF-8: U+FFFD, never a throw
+  file.close();
+  if (!file) throw std::runtime_error(path + ": cannot write (" + std::strerror(errno) + ")");
 }
 
 // JUnit XML for CI: one test case per property that ran (its seconds summed over its runs), the
@@ -371,7 +379,44 @@ void write_junit(const std::string& path, const CampaignResult& r, const std::ve
   file << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n<testsuite name=\"attncheck check\" tests=\""
        << tests << "\" failures=\"" << failures << "\" errors=\"0\" skipped=\"0\" time=\""
        << seconds << "\">\n" << cases << "  <system-out>" << markup_escaped(summary) << "</system-out>\n</testsuite>\n</testsuites>\n";
-  if (!file) throw std::runtime_error(path + ": cannot write");
+  file.close();
+  if (!file) throw std::runtime_error(path + ": cannot write (" + std::strerror(errno) + ")");
+}
+
+// The --counterexample-dir of a --keep-going run, made if missing and checked before the campaign.
+// The replay files earlier runs left there move to its earlier-runs/ folder, so that every *.replay
+// in it is this run's (a later pass leaves no old finding looking current); returns how many moved.
+int prepare_findings_folder(const std::string& dir) {
+  std::error_code error;  // a folder that cannot be made is said by the checks below
+  std::filesystem::create_directories(dir, error);
+  if (!std::filesystem::is_directory(dir, error)) throw std::runtime_error("--counterexample-dir " + dir + ": not a folder");
+  if (access(dir.c_str(), W_OK) != 0)
+    throw std::runtime_error("--counterexample-dir " + dir + ": cannot write there (" + std::strerror(errno) + ")");
+  int moved = 0;
+  const std::filesystem::path aside = std::filesystem::path(dir) / "earlier-runs";
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    if (!entry.is_regular_file(error) || entry.path().extension() != ".replay") continue;
+    std::filesystem::create_directories(aside, error);
+    std::filesystem::path to = aside / entry.path().filename();
+    for (int n = 2; std::filesystem::exists(to, error); ++n)
+      to = aside / (entry.path().stem().string() + "-" + std::to_string(n) + ".replay");
+    std::filesystem::rename(entry.path(), to, error);
+    if (error) throw std::runtime_error("--counterexample-dir " + dir + ": cannot move an earlier run's " +
+                                        entry.path().filename().string() + " aside (" + error.message() + ")");
+    ++moved;
+  }
+  return moved;
+}
+
+// Ctrl-C or SIGTERM: every call and wait ends (protocol::request_stop), the run ends as at its
+// budget's end and writes what it found, marked interrupted; a second signal ends it at once.
+void stop_on_signals() {
+  struct sigaction stop {};
+  stop.sa_handler = [](int) { protocol::request_stop(); };
+  stop.sa_flags = SA_RESETHAND;
+  sigemptyset(&stop.sa_mask);
+  sigaction(SIGINT, &stop, nullptr);
+  sigaction(SIGTERM, &stop, nullptr);
 }
 
 int check(const FlagValues& o) {
@@ -400,11 +445,8 @@ int check(const FlagValues& o) {
   for (const char* flag : {"json", "junit", "html", "counterexample"})
     if (o.given(flag) || (std::string(flag) == "counterexample" && !o.given("replay") && !options.keep_going))
       require_writable(flag, o.text(flag));
-  if (options.keep_going && !o.given("replay")) {
-    std::error_code ignored;  // a folder that cannot be made is said by the check below
-    std::filesystem::create_directories(o.text("counterexample-dir"), ignored);
-    require_writable("counterexample-dir", o.text("counterexample-dir"));
-  }
+  const int earlier = options.keep_going && !o.given("replay") ? prepare_findings_folder(o.text("counterexample-dir")) : 0;
+  stop_on_signals();
 
   // On a terminal, one line rewritten in place at most four times a second (and as shrinking
   // starts), erased before the verdict; into a pipe or a file, nothing.
@@ -438,8 +480,9 @@ int check(const FlagValues& o) {
   // run that found nothing but could not check enough is inconclusive, never a pass.
   const std::string why_inconclusive = result.found ? "" : inconclusive(result);
   const std::string arithmetic = result.found ? "FAIL" : why_inconclusive.empty() ? "PASS" : "INCONCLUSIVE";
-  const std::string verdict =
+  const std::string finished =
       result.fp_mode.empty() ? arithmetic : "FAIL: the floating-point mode (the arithmetic: " + arithmetic + ")";
+  const std::string verdict = protocol::stop_requested() ? "INTERRUPTED (" + finished + " so far)" : finished;
   if (!result.fp_mode.empty()) std::printf("floating-point mode: %s\n", result.fp_mode.c_str());
   // Each finding's report as printed, its replay file and the command that replays it; JUnit's
   // failures carry them too. A replay's one finding is the file's; a campaign's are written now.
@@ -453,19 +496,35 @@ int check(const FlagValues& o) {
     for (const std::string& file : files) commands.push_back(replay_command(file));
     return commands;
   };
+  // An output that cannot be written (a full disk) is said on stderr; the findings are still
+  // printed in full and every other output written, and the exit is 2.
+  std::vector<std::string> unwritten;
+  auto written = [&](const std::string& path, const std::function<void()>& write) {
+    try {
+      write();
+      return true;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "attncheck check: %s\n", e.what());
+      unwritten.push_back(path);
+      return false;
+    }
+  };
   if (result.found && o.given("replay")) {
     reports.push_back(diagnosis_text(result.finding.diagnosis) + result.finding.message);
     replay_files.push_back(o.text("replay"));
   } else if (result.found) {
     for (size_t n = 0; n < result.findings.size(); ++n) {
       const Finding& f = result.findings[n];
-      const std::string file = options.keep_going ? finding_file(o.text("counterexample-dir"), f, replay_files) : counterexample;
-      write_replay(file, options, f, result.domain);
+      std::string file = options.keep_going ? finding_file(o.text("counterexample-dir"), f, replay_files) : counterexample;
+      std::string kept = "\nreplay it: " + replay_command(file);
+      if (!written(file, [&] { write_replay(file, options, f, result.domain); })) {
+        kept = "\n(no replay file: " + file + " could not be written; the case is the one above)";
+        file.clear();
+      }
       const std::string heading = options.keep_going ? "finding " + std::to_string(n + 1) + " of " +
                                                            std::to_string(result.findings.size()) + " (" + f.kind + "): " : "";
       reports.push_back(heading + "counterexample to Property." + f.property + " (" + case_note(f) + "), " + f.format +
-                        ", error/bound " + ratio_text(f.ratio) + ":\n" + diagnosis_text(f.diagnosis) + f.message +
-                        "\nreplay it: " + replay_command(file));
+                        ", error/bound " + ratio_text(f.ratio) + ":\n" + diagnosis_text(f.diagnosis) + f.message + kept);
       replay_files.push_back(file);
     }
   } else if (o.given("replay") && why_inconclusive.empty()) {
@@ -485,12 +544,30 @@ int check(const FlagValues& o) {
                               skipped(result) + "\npolicies: " + policies_said(options.policies);
   const std::string summary_line = summary(verdict, result, options.policies);
   if (!why_inconclusive.empty()) std::printf("inconclusive: %s\n", why_inconclusive.c_str());
+  if (earlier > 0)
+    std::printf("replay files of earlier runs moved to %s: %d\n",
+                (std::filesystem::path(o.text("counterexample-dir")) / "earlier-runs").c_str(), earlier);
+  if (protocol::stop_requested()) std::printf("interrupted: what was found so far is written\n");
   std::printf("%s\n%s\n", checked.c_str(), summary_line.c_str());
-  if (o.given("json")) write_json(o.text("json"), result_json(verdict, options, result, replay_files, hint, why_inconclusive));
-  if (o.given("junit")) write_junit(o.text("junit"), result, reports, checked + "\n" + summary_line);
+  if (o.given("json"))
+    written(o.text("json"), [&] {
+      Json json = result_json(verdict, options, result, replay_files, hint, why_inconclusive);
+      json["interrupted"] = protocol::stop_requested();
+      json["replay_files_moved_aside"] = earlier;
+      write_json(o.text("json"), json);
+    });
+  if (o.given("junit")) written(o.text("junit"), [&] { write_junit(o.text("junit"), result, reports, checked + "\n" + summary_line); });
   if (o.given("html"))
-    write_html_report(o.text("html"), options, result,
-                      {verdict, summary_line, checked, replay_commands(replay_files)});
+    written(o.text("html"), [&] {
+      write_html_report(o.text("html"), options, result, {verdict, summary_line, checked, replay_commands(replay_files)});
+    });
+  std::fflush(stdout);
+  if (std::ferror(stdout)) {
+    std::fprintf(stderr, "attncheck check: cannot write the report to stdout (%s)\n", std::strerror(errno));
+    return 2;
+  }
+  if (protocol::stop_requested()) return kInterrupted;
+  if (!unwritten.empty()) return 2;
   if (result.found || !result.fp_mode.empty()) return 1;
   return why_inconclusive.empty() ? 0 : kInconclusive;
 }

@@ -219,7 +219,7 @@ struct Shared {
   } catch (const std::exception& e) {
     answer = {{"error", e.what()}};
   }
-  const std::string text = answer.dump();
+  const std::string text = answer.dump(-1, ' ', false, Json::error_handler_t::replace);  // never throws on bytes
   const bool sent = protocol::write_all(fd, text.data(), text.size(), std::numeric_limits<double>::infinity()) == protocol::Io::ok;
   _exit(sent ? 0 : 3);
 }
@@ -256,7 +256,14 @@ CampaignResult run_campaign(const CampaignOptions& options) {
   // Every worker's answer, read as it comes (a full pipe would stop a worker), with the progress
   // line drawn from the shared page four times a second.
   const Clock::time_point start = Clock::now();
+  bool stop_passed_on = false;
   for (size_t open = fds.size(); open > 0;) {
+    // A stop the checker was asked for (SIGTERM to it alone) is each worker's: they end their shares
+    // and send what they found.
+    if (protocol::stop_requested() && !stop_passed_on) {
+      for (const pid_t pid : pids) kill(pid, SIGTERM);
+      stop_passed_on = true;
+    }
     std::vector<pollfd> wait;
     for (int fd : fds)
       if (fd >= 0) wait.push_back({fd, POLLIN, 0});

@@ -549,6 +549,8 @@ void IsolatedKernel::start() {
   if (child_ < 0) throw std::runtime_error("cannot fork the child that runs the implementation");
   if (child_ == 0) {
     setpgid(0, 0);
+    signal(SIGINT, SIG_DFL);  // the checker's handlers (a stop it asks of itself) are not the child's
+    signal(SIGTERM, SIG_DFL);
     // A checker stopped by Ctrl-C or killed takes its child along, even one stuck in a loop (in a
     // group of its own, the terminal's signal does not reach it).
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -588,15 +590,17 @@ void IsolatedKernel::start() {
 }
 
 Outcome IsolatedKernel::budget_ended(const char* during) {
-  return Outcome{Outcome::out_of_budget, 0, std::string("stopped while ") + during + ": the run's budget (--seconds) ended"};
+  return Outcome{Outcome::out_of_budget, 0, std::string("stopped while ") + during + ": " +
+                                                (stop_requested() ? "the run was interrupted" : "the run's budget (--seconds) ended")};
 }
 
-bool IsolatedKernel::past_budget() const { return deadline_after(0) >= budget_end_; }
+bool IsolatedKernel::past_budget() const { return stop_requested() || deadline_after(0) >= budget_end_; }
 
 Outcome IsolatedKernel::hung(const char* during) {
   stop();
   const bool judged = watch_ && watch_->verdict() != CallWatch::going;
-  if (cut_by_budget_ && !judged) return budget_ended(during);  // the run's time ran out first: no verdict on the call
+  // The run's time ran out first, or a signal stopped it: no verdict on the call.
+  if (stop_requested() || (cut_by_budget_ && !judged)) return budget_ended(during);
   char start[80];
   std::snprintf(start, sizeof start, "no answer within %.3g s", start_timeout_);
   return Outcome{Outcome::hung, 0, "hung: " + (watch_ ? watch_->why() : std::string(start)) + " while " + during + " (the child was killed)"};

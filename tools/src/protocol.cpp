@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -96,12 +97,20 @@ size_t problem_payload(const Request& r) {
 size_t result_payload(const Request& r) { return sizeof(int32_t) + payload(r, true); }
 
 namespace {
-// Waits until fd is ready for `events` or the deadline ends the wait.
+std::atomic<bool> stop_asked{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler");
+}  // namespace
+
+void request_stop() { stop_asked = true; }
+bool stop_requested() { return stop_asked; }
+
+namespace {
+// Waits until fd is ready for `events` or the deadline (or a stop asked for) ends the wait.
 bool ready_within(int fd, short events, const Deadline& deadline) {
   pollfd wait{fd, events, 0};
   for (;;) {
     const double left = deadline.at - deadline_after(0);
-    if (left <= 0) return false;
+    if (left <= 0 || stop_requested()) return false;
     const int slice = deadline.give_up ? std::min(100, int(left * 1000) + 1)
                       : std::isfinite(left) ? int(std::min(left, 86400.0) * 1000) + 1 : -1;
     const int ready = poll(&wait, 1, slice);

@@ -139,6 +139,10 @@ struct Deadline {
   double at;
   std::function<bool()> give_up;
 };
+// A stop the whole process asks for (a signal handler's: SIGINT, SIGTERM): every wait on a pipe
+// ends as timed out from then on, and the checker starts no call (IsolatedKernel). Signal-safe.
+void request_stop();
+bool stop_requested();
 Io write_all(int fd, const void* data, size_t n, const Deadline& deadline);
 Io read_all(int fd, void* data, size_t n, const Deadline& deadline);
 double deadline_after(double seconds);
