@@ -25,9 +25,9 @@ ATTNCHECK_PROPERTY(RowsSumToOne, .order = 70, .catches = "softmax_over_queries")
           carries_weight |= read.exact[row + j] != 0;
         }
         if (!checkable) continue;
-        // A row with no permitted key under --empty-rows mean weighs every key alike, by its policy.
-        bool mean_row = c.empty_rows == EmptyRows::mean;
-        for (int64_t j = 0; j < s.Tk; ++j) mean_row &= !c.permits(b, i, j);
+        // An empty row under --empty-rows mean weighs every key alike, by its policy: one with no
+        // permitted key, or whose permitted keys a -inf bias all forbids (the oracle's empty).
+        const bool mean_row = c.empty_rows == EmptyRows::mean && exact_row(c.problem(), b, h, i).empty;
         const std::string shown = describe(read.calls.front());
         double sum = 0, sum_bounds = 0;
         for (int64_t j = 0; j < s.Tk; ++j) {

@@ -294,7 +294,8 @@ std::string finding_kind(int kind, double ratio, const std::string& message, con
     default: break;
   }
   if (message.rfind("answers vary between identical calls", 0) == 0) return "answers vary";
-  if (d.wrong) return d.poisoned ? "changed by a poisoned forbidden input" : d.element.special() ? "wrong special value" : "wrong value";
+  if (d.wrong && d.poisoned) return d.extreme ? "changed by a poisoned forbidden input" : "changed by a forbidden input";
+  if (d.wrong) return d.element.special() ? "wrong special value" : "wrong value";
   if (!(ratio < std::numeric_limits<double>::infinity())) return "wrong special value";
   if (ratio >= 1) return "wrong value";
   return message.find("imprecise: ") != std::string::npos ? "imprecise" : "broke a relation";
@@ -336,14 +337,15 @@ Finding shrink(IsolatedKernel& kernel, const CampaignOptions& options, const Pro
   if (kind == Outcome::hung) return best;
   const std::string raised = raised_type(finding_kind(kind, 0, ""), best.message);  // an adapter's limit is not a library's raise
   const Clock::time_point start = Clock::now();
-  auto in_time = [&] { return since(start) < seconds; };
+  auto in_time = [&] { return !protocol::stop_requested() && since(start) < seconds; };
+  struct OutOfTime {};  // ends offer_simpler's walk, whose every neighbour of a large case is a copy of it
   if (!best.case_text.empty()) {
     visit_case_text(best.case_text, [&](auto c) {
       using T = typename decltype(c.q)::value_type;
       while (in_time()) {
         std::optional<Case<T>> simpler;
-        const bool found = offer_simpler<T>(c, kernel.capabilities(), [&](Case<T>&& candidate) {
-          if (!in_time()) return false;
+        auto fails_too = [&](Case<T>&& candidate) {
+          if (!in_time()) throw OutOfTime{};
           Finding trial = best;
           trial.case_text = case_to_text(candidate);
           const Run run = run_once(kernel, options, property, 0, nullptr, false, ~0u, &trial);
@@ -351,7 +353,13 @@ Finding shrink(IsolatedKernel& kernel, const CampaignOptions& options, const Pro
           best = run.finding;
           simpler = std::move(candidate);
           return true;
-        }, kernel.domain());
+        };
+        bool found = false;
+        try {
+          found = offer_simpler<T>(c, kernel.capabilities(), fails_too, kernel.domain());
+        } catch (const OutOfTime&) {
+          break;
+        }
         if (!found) break;
         c = std::move(*simpler);
       }
@@ -448,8 +456,11 @@ bool seen_before(const Finding& found, const std::vector<Finding>& earlier) {
 }
 
 uint32_t checked_capabilities(uint32_t claimed, const CampaignOptions& options) {
-  return claimed & (all_capabilities() | kLayerOnly) & (options.formats | ~kFormatCapabilities) &
-         (options.backward ? ~0u : ~uint32_t(ATTNCHECK_CAP_BACKWARD));
+  uint32_t checked = claimed & (all_capabilities() | kLayerOnly) & (options.formats | ~kFormatCapabilities) &
+                     (options.backward ? ~0u : ~uint32_t(ATTNCHECK_CAP_BACKWARD));
+  for (const Feature& f : features())  // a feature whose base is not claimed: no call can use it
+    if (f.needs && !(claimed & f.needs)) checked &= ~f.capability;
+  return checked;
 }
 
 namespace {

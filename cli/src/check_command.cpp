@@ -73,7 +73,7 @@ std::string calls_taken(const CampaignResult& r) {
   std::sort(reasons.begin(), reasons.end());
   std::string why;
   for (size_t n = 0; n < reasons.size() && n < 3; ++n)
-    why += (n ? "; " : "") + printable(reasons[n].second, 100) + (reasons.size() > 1 ? ": " + grouped(-reasons[n].first) : "");
+    why += (n ? "; " : "") + reprintable(reasons[n].second, 100) + (reasons.size() > 1 ? ": " + grouped(-reasons[n].first) : "");
   return "; taken " + grouped(r.calls - r.not_taken) + " of " + grouped(r.calls) + " calls; not taken " + grouped(r.not_taken) +
          " (" + why + (reasons.size() > 3 ? "; ..." : "") + ")";
 }
@@ -561,11 +561,6 @@ int check(const FlagValues& o) {
     written(o.text("html"), [&] {
       write_html_report(o.text("html"), options, result, {verdict, summary_line, checked, replay_commands(replay_files)});
     });
-  std::fflush(stdout);
-  if (std::ferror(stdout)) {
-    std::fprintf(stderr, "attncheck check: cannot write the report to stdout (%s)\n", std::strerror(errno));
-    return 2;
-  }
   if (protocol::stop_requested()) return kInterrupted;
   if (!unwritten.empty()) return 2;
   if (result.found || !result.fp_mode.empty()) return 1;
@@ -705,9 +700,10 @@ int check_command(const std::vector<std::string>& args) {
               "(with --cases, the same cases for any N); 0: one per core available (" + std::to_string(cores_available()) + " here)",
               "0", 0, kMaxJobs)
       .number("case-timeout", "S",
-              "seconds one call may take before it counts as a hang; when not given, 30 s for the first call of each "
-              "kind (format, features, forward or backward) and then ten times the slowest call so far of a problem at "
-              "least as large, at least 1 s",
+              "seconds of CPU time one call may use, or spend blocked using none, before it counts as a hang; when "
+              "not given, 30 s for the first call of each kind (format, features, forward, backward or layer), then ten "
+              "times the CPU time of the slowest call so far of a problem at least as large, at least 1 s (3 s "
+              "blocked), a call past it run again in a new child before it counts",
               "30", 0.01, 1e9)
       .run(args, check);
 }

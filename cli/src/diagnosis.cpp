@@ -44,6 +44,18 @@ bool sees_a_key(const Case<T>& c, int64_t b, int64_t h, int64_t i) {
   return false;
 }
 
+// Whether the inputs of c that `clean` zeroes (those no query may see) hold a NaN, an inf or an
+// extreme: what the properties poison with, unlike the ordinary numbers a drawn case holds there.
+template <class T>
+bool unseen_extreme(const Case<T>& c, const Case<T>& clean) {
+  auto extreme = [](T x) { return !std::isfinite(x) || std::fabs(x) >= T(1e4); };
+  for (size_t n = 0; n < c.k.size(); ++n)
+    if (c.k[n] != clean.k[n] && extreme(c.k[n])) return true;
+  for (size_t n = 0; n < c.v.size(); ++n)
+    if (c.v[n] != clean.v[n] && extreme(c.v[n])) return true;
+  return false;
+}
+
 std::string joined(const std::vector<std::string>& words) {
   std::string text;
   for (const std::string& w : words) text += (text.empty() ? "" : ", ") + w;
@@ -78,6 +90,7 @@ void diagnose_call(IsolatedKernel& kernel, const CampaignOptions& options, const
   const Case<T> clean = with_unseen_inputs(c, Unseen::zero);
   d.poisoned = d.wrong && sees_a_key(c, d.element.at[0], d.element.at[1], d.element.at[2]) && !same_inputs(clean, c) &&
                right_on(kernel, clean, with_lse).value_or(false);
+  d.extreme = d.poisoned && unseen_extreme(c, clean);
   // Every combination of policies that accepts the call: the same results judged by its rules, or
   // the call run again (once) on the inputs --masked-inputs finite would send.
   std::optional<bool> finite_run;
@@ -146,7 +159,10 @@ std::string diagnosis_text(const Diagnosis& d) {
   for (const std::string& f : d.features)
     if (std::find(d.needs.begin(), d.needs.end(), f) == d.needs.end()) also.push_back(f);
   if (!also.empty()) text += "fails without each of these as well: " + joined(also) + "\n";
-  if (d.poisoned) text += "passes once the inputs no query may see are 0: a NaN, inf or extreme there changed it\n";
+  if (d.poisoned)
+    text += d.extreme ? "passes once the inputs no query may see are 0: a NaN, inf or extreme there changed it\n"
+                      : "passes once the inputs no query may see are 0: it reads keys or values a query may not see "
+                        "(a mask ignored or leaking)\n";
   if (!d.accepted_under.empty()) text += "accepted under: " + joined(d.accepted_under) + "\n";
   if (!d.cause.empty()) text += "cause: " + d.cause + "\n";
   return text;

@@ -1,5 +1,7 @@
 // attncheck: the command-line driver.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -28,16 +30,24 @@ void list(std::FILE* to) {
   std::fprintf(to, "attncheck SUBCOMMAND --help lists its flags\n");
 }
 
+// What a subcommand printed must reach standard output: a report lost to a full disk is no verdict
+// (exit 2, one line), unless the subcommand has already failed with its own line.
+int finished(const char* command, int code) {
+  if (code == 2 || (std::fflush(stdout) == 0 && !std::ferror(stdout))) return code;
+  std::fprintf(stderr, "attncheck %s: standard output: cannot write (%s)\n", command, std::strerror(errno));
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + (argc > 1 ? 2 : 1), argv + argc);
   const std::string command = argc > 1 ? argv[1] : "";
   for (const Subcommand& s : kSubcommands)
-    if (command == s.name) return s.run(args);
+    if (command == s.name) return finished(s.name, s.run(args));
   if (command == "--help") {
     list(stdout);
-    return 0;
+    return finished("--help", 0);
   }
   if (command.empty()) {
     list(stderr);

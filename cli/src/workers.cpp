@@ -52,7 +52,7 @@ Json to_json(const Diagnosis& d) {
           {"at", std::vector<int64_t>(m.at, m.at + 4)}, {"computed", number(m.computed)},
           {"exact", number(double(m.exact))}, {"bound", number(m.bound)}, {"ratio", number(m.ratio)},
           {"fault", d.fault}, {"shape", d.shape}, {"features", d.features}, {"needs", d.needs},
-          {"poisoned", d.poisoned}, {"accepted_under", d.accepted_under}, {"accepting", d.accepting}, {"cause", d.cause}};
+          {"poisoned", d.poisoned}, {"extreme", d.extreme}, {"accepted_under", d.accepted_under}, {"accepting", d.accepting}, {"cause", d.cause}};
 }
 
 Diagnosis diagnosis_from(const Json& j) {
@@ -73,6 +73,7 @@ Diagnosis diagnosis_from(const Json& j) {
   d.features = j.at("features").get<std::vector<std::string>>();
   d.needs = j.at("needs").get<std::vector<std::string>>();
   d.poisoned = j.at("poisoned");
+  d.extreme = j.at("extreme");
   d.accepted_under = j.at("accepted_under").get<std::vector<std::string>>();
   d.accepting = j.at("accepting");
   d.cause = j.at("cause");
@@ -290,13 +291,16 @@ CampaignResult run_campaign(const CampaignOptions& options) {
     }
   }
   std::vector<CampaignResult> shares;
-  std::string failure;
+  std::string failure, error;
   for (int worker = 0; worker < jobs; ++worker) {
     int status = 0;
     waitpid(pids[size_t(worker)], &status, 0);
     const Json answer = Json::parse(texts[size_t(worker)], nullptr, false);
     if (answer.is_object() && answer.contains("logic_error")) throw std::logic_error(answer["logic_error"].get<std::string>());
-    if (answer.is_object() && answer.contains("error")) throw std::runtime_error(answer["error"].get<std::string>());
+    if (answer.is_object() && answer.contains("error")) {
+      if (error.empty()) error = answer["error"].get<std::string>();
+      continue;
+    }
     if (!answer.is_object() || !answer.contains("result")) {
       failure = "worker " + std::to_string(worker) + " of the campaign " +
                 (WIFSIGNALED(status) ? "died of signal " + std::to_string(WTERMSIG(status)) : "ended without its result") +
@@ -305,6 +309,13 @@ CampaignResult run_campaign(const CampaignOptions& options) {
     }
     shares.push_back(result_from(answer["result"]));
   }
+  // A kernel that started in one worker and not in another may have met itself: a command that
+  // runs one instance at a time (a lock, a device) hangs or fails in all but one.
+  if (!error.empty() && !shares.empty())  // said on the error's first line, before a command's stderr
+    error.insert(std::min(error.find('\n'), error.size()),
+                 " (it started in " + std::to_string(shares.size()) + " of " + std::to_string(jobs) + " workers: --jobs " +
+                     std::to_string(jobs) + " runs as many instances of it at once; one that runs one at a time needs --jobs 1)");
+  if (!error.empty()) throw std::runtime_error(error);
   munmap(page, sizeof(Shared));
   if (!failure.empty()) throw std::logic_error(failure);
   return merged(shares, options);

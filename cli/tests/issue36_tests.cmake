@@ -28,3 +28,28 @@ add_test(NAME repro.WordsThatAreNotUtf8MakePythonThatCompiles COMMAND bash -c
          "cd ${zeros} && ff=$(printf '\\377') && sed \"s|^impl-cmd .*|impl-cmd python3 -m attncheck.adapters.onnxruntime --x $ff|\" ${kept_call} > w$ff.replay && ${attncheck} repro w$ff.replay --standalone yes --out standalone.py && ${attncheck} repro zeros.replay --impl-cmd \"${child} zeros $ff\" --out test_ff.py && ${ATTNCHECK_PYTHON} -m py_compile standalone.py test_ff.py && ${ATTNCHECK_PYTHON} -c \"import ast, os; v = lambda f, name: next(n.value for n in ast.parse(open(f, 'rb').read()).body if isinstance(n, ast.Assign) and getattr(n.targets[0], 'id', '') == name); o = ast.literal_eval(v('standalone.py', 'ADAPTER_OPTIONS')); c = ast.literal_eval(v('test_ff.py', 'COMMAND').args[1]); assert [os.fsencode(w) for w in o] == [b'--x', b'\\xff'], o; assert os.fsencode(c).endswith(b' zeros \\xff'), c\"")
 set_tests_properties(repro.APytestRunsOnlyTheCommandItIsGiven repro.WordsThatAreNotUtf8MakePythonThatCompiles
                      PROPERTIES FIXTURES_REQUIRED repro_zeros)
+
+# Every subcommand's report on a full stdout is an error (main.cpp): check's verdict too.
+add_test(NAME check.VerdictOnAFullDiskIsAnError COMMAND ${expect} 2 "attncheck check: standard output: cannot write"
+         bash -c "${attncheck} check --cases 5 --seconds 600 > /dev/full")
+
+# A command that runs one instance at a time (flock -n: a second start fails at once) under the
+# default --jobs: the error names --jobs, not only the second start's failure.
+add_test(NAME check.ASingleInstanceCommandIsToldOfJobs COMMAND ${expect} 2 "one that runs one at a time needs --jobs 1"
+         ${attncheck} check --impl-cmd "flock -n ${out}/single_instance.lock ${child} zeros" --jobs 2 --seconds 20)
+
+# A kernel that writes the keep mask (dropout_mask) must write every byte 0 or 1, a forbidden key's
+# too (docs/protocol.md): the keep_mask_unwritten_at_forbidden_keys mutant is flagged.
+add_test(NAME check.KeepMaskBytesOfForbiddenKeysAreChecked COMMAND ${expect} 1 "of a forbidden key is 255 (never written), not 0 or 1"
+         ${attncheck} check --impl $<TARGET_FILE:mutant_keep_mask_unwritten_at_forbidden_keys> --cases 400 --seconds 600)
+
+# Claims a feature cannot use without its base (the keep mask without dropout, the layer's weights
+# without the layer): claimed, not checked, never listed as checked.
+add_test(NAME check.AFeatureWithoutItsBaseIsNotChecked COMMAND ${expect} 0 "claimed, not checked: dropout keep mask"
+         ${attncheck} check --impl $<TARGET_FILE:claims_keep_mask_alone> --cases 100 --seconds 600)
+
+# Under --empty-rows mean, a row emptied by a -inf bias (key lengths forbid key 1, the bias of key
+# 0 is -inf) is the mean of V by its policy: no "forbidden key 1 has weight 0.5".
+add_test(NAME check.Policy.MeanRowEmptiedByABiasIsNoFinding COMMAND ${expect} 0 "no longer fails"
+         ${attncheck} check --impl $<TARGET_FILE:policy_mean_of_v> --empty-rows mean
+         --replay ${CMAKE_CURRENT_SOURCE_DIR}/replays/mean_row_emptied_by_bias.replay)

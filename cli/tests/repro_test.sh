@@ -24,7 +24,7 @@ else
   "$attncheck" check --impl-cmd "$buggy" --empty-rows nan --seconds 20 --counterexample finding.replay >check.txt; [ $? -eq 1 ] || fail "no finding"
   "$attncheck" repro --replay finding.replay --out test_regression.py || fail "repro failed"
   export PYTHONPATH=$client PYTHONDONTWRITEBYTECODE=1
-  "$python" -m pytest -q -p no:cacheprovider test_regression.py >buggy.txt && fail "passed against the buggy command"
+  ATTNCHECK_REPRO_COMMAND="$buggy" "$python" -m pytest -q -p no:cacheprovider test_regression.py >buggy.txt && fail "passed against the buggy command"
   grep -q "AssertionError: out\[\|AssertionError: lse\[" buggy.txt || { cat buggy.txt; fail "failed against the buggy command, but not on a value"; }
   ATTNCHECK_REPRO_COMMAND="$fixed" "$python" -m pytest -q -p no:cacheprovider test_regression.py >fixed.txt ||
     { cat fixed.txt; fail "failed against the fixed command"; }

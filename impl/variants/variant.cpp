@@ -355,7 +355,9 @@ void run(const Problem<T>& p, T* out, T* lse, uint8_t* keep, const Variant& v) {
           // carry weight (or, for the multiply-forbidden mutant, every visited key).
           for (int64_t j = 0; dropout && j < s.Tk; ++j) {
             keep_row[size_t(j)] = keeps(b, h, i, j);
-            if (keep) keep[s.scores_at(b, h, i) + j] = keep_row[size_t(j)];
+            const bool unwritten = v.mutation == M::keep_mask_unwritten_at_forbidden_keys &&
+                                   (!permits(masks, s, b, i, j) || !in_window(i, j));
+            if (keep && !unwritten) keep[s.scores_at(b, h, i) + j] = keep_row[size_t(j)];
           }
           scores(i, key_end, score_row.data());
           keys.clear();

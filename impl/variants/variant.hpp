@@ -93,6 +93,7 @@ enum class Mutation {
   dropout_seed_ignored,              // one fixed stream whatever the seed
   dropout_mask_shared_across_heads,  // every batch and head drops the same weights (the mask indexed by (i, j) alone)
   dropout_on_output,                 // dropout applied to the output elements instead of the weights
+  keep_mask_unwritten_at_forbidden_keys,  // the keep mask's bytes of forbidden keys left as they were
 };
 // The freedoms a correct implementation has, and an optional planted bug.
 struct Variant {

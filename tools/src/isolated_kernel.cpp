@@ -676,7 +676,7 @@ Outcome IsolatedKernel::exchange_once(const Request& headers, const void* const 
   buffer_sizes(headers, sizes);
   // One deadline for the whole exchange: a child that stops reading its problem hangs as surely as
   // one that never answers (to_child_ is non-blocking, so a full pipe cannot block the checker).
-  watch_.emplace(child_, limits);
+  watch_.emplace(child_, !command_, limits);  // a plugin host is one process; a command, its whole group
   const Deadline deadline{std::min(deadline_after(limits.wall), budget_end_), [this] { return watch_->judge() != CallWatch::going; }};
   cut_by_budget_ = deadline.at == budget_end_;
   const FrameHeader frame{kProblem, uint32_t(problem_payload(headers))};
@@ -693,7 +693,7 @@ Outcome IsolatedKernel::exchange_once(const Request& headers, const void* const 
   while (!(outcome = receive("computing", deadline, &headers, into, entry_point, nullptr))) {
   }
   if (outcome->kind != Outcome::hung) {
-    watch_->judge();  // its CPU time to the end of the call
+    watch_->finish();
     patience_.record(headers, watch_->cpu_used());
   }
   return *outcome;

@@ -12,45 +12,63 @@ namespace attncheck {
 
 using protocol::deadline_after;
 
-GroupWork group_work(pid_t group) {
+namespace {
+// Adds process `pid`'s work (its /proc stat file) to `work` when it belongs to process group `group`.
+void add_work(const char* pid, pid_t group, GroupWork& work) {
   static const double tick = double(sysconf(_SC_CLK_TCK));
+  char path[300], text[1024];
+  std::snprintf(path, sizeof path, "/proc/%s/stat", pid);
+  FILE* file = std::fopen(path, "r");
+  if (!file) return;  // gone since the listing
+  const size_t n = std::fread(text, 1, sizeof text - 1, file);
+  std::fclose(file);
+  text[n] = '\0';
+  // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+  // cutime cstime ...: the command name may hold spaces and parentheses, so fields count from its last ')'.
+  const char* after = std::strrchr(text, ')');
+  char state = 0;
+  long pgrp = 0;
+  unsigned long long utime = 0, stime = 0;
+  long long cutime = 0, cstime = 0;
+  if (!after || std::sscanf(after + 1, " %c %*d %ld %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld", &state, &pgrp,
+                            &utime, &stime, &cutime, &cstime) != 6 ||
+      pgrp != group)
+    return;
+  work.cpu += double(utime + stime + (unsigned long long)std::max(0LL, cutime + cstime)) / tick;
+  work.busy = work.busy || state == 'R' || state == 'D';
+}
+}  // namespace
+
+GroupWork group_work(pid_t group, bool leader_only) {
   GroupWork work;
+  if (leader_only) {
+    add_work(std::to_string(group).c_str(), group, work);
+    return work;
+  }
   DIR* proc = opendir("/proc");
   if (!proc) return work;
-  while (const dirent* entry = readdir(proc)) {
-    if (entry->d_name[0] < '1' || entry->d_name[0] > '9') continue;
-    char path[300], text[1024];
-    std::snprintf(path, sizeof path, "/proc/%s/stat", entry->d_name);
-    FILE* file = std::fopen(path, "r");
-    if (!file) continue;  // gone since the listing
-    const size_t n = std::fread(text, 1, sizeof text - 1, file);
-    std::fclose(file);
-    text[n] = '\0';
-    // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
-    // cutime cstime ...: the command name may hold spaces and parentheses, so fields count from its last ')'.
-    const char* after = std::strrchr(text, ')');
-    char state = 0;
-    long pgrp = 0;
-    unsigned long long utime = 0, stime = 0;
-    long long cutime = 0, cstime = 0;
-    if (!after || std::sscanf(after + 1, " %c %*d %ld %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld", &state, &pgrp,
-                              &utime, &stime, &cutime, &cstime) != 6 ||
-        pgrp != group)
-      continue;
-    work.cpu += double(utime + stime + (unsigned long long)std::max(0LL, cutime + cstime)) / tick;
-    work.busy = work.busy || state == 'R' || state == 'D';
-  }
+  while (const dirent* entry = readdir(proc))
+    if (entry->d_name[0] >= '1' && entry->d_name[0] <= '9') add_work(entry->d_name, group, work);
   closedir(proc);
   return work;
 }
 
-CallWatch::CallWatch(pid_t group, const CallLimits& limits)
-    : group_(group), limits_(limits), cpu_at_start_(group_work(group).cpu), last_cpu_(cpu_at_start_),
-      progress_at_(deadline_after(0)) {}
+CallWatch::CallWatch(pid_t group, bool leader_only, const CallLimits& limits)
+    : group_(group), leader_only_(leader_only), limits_(limits), started_at_(deadline_after(0)), progress_at_(started_at_) {}
+
+void CallWatch::finish() {
+  if (judged_) judge();
+}
+
+double CallWatch::cpu_used() const {
+  return judged_ ? last_cpu_ - cpu_at_start_ : deadline_after(0) - started_at_;
+}
 
 CallWatch::Verdict CallWatch::judge() {
-  const GroupWork work = group_work(group_);
+  const GroupWork work = group_work(group_, leader_only_);
   const double now = deadline_after(0);
+  if (!judged_) last_cpu_ = cpu_at_start_ = work.cpu - (now - started_at_);
+  judged_ = true;
   // A tick of CPU time, or a process runnable or in the disk, is progress (a loaded machine's
   // queue holds a runnable child back without blocking it).
   if (work.cpu > last_cpu_ || work.busy) progress_at_ = now;

@@ -125,7 +125,7 @@ ReplayFile parse_replay(std::istream& in, const std::string& name) {
     } else if (key == "failed-call") {
       failed_call += value + "\n";  // checked once whole
     } else if (key == "failed-call-why") {
-      r.failed_call_why = printable(value, 400);
+      r.failed_call_why = reprintable(value, 400);
     } else if (key == "failed-call-lse") {
       if (value != "yes" && value != "no") throw error("failed-call-lse must be yes or no");
       r.failed_call_lse = value == "yes";

@@ -3,6 +3,8 @@
 #include "attncheck/patience.hpp"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace attncheck {
@@ -60,12 +62,27 @@ TEST(Patience, FixedLimitsAreTheCeilingForEveryCall) {
   EXPECT_FALSE(limits.learnt);
 }
 
-TEST(GroupWork, CountsThisProcesssCpuTimeAndSeesItRunning) {
-  volatile double sink = 0;
-  for (int n = 0; n < 50000000; ++n) sink = sink + 1;
-  const GroupWork work = group_work(getpgrp());
-  EXPECT_GT(work.cpu, 0);
-  EXPECT_TRUE(work.busy);  // this process, reading /proc, is running
+// A child in a group of its own that spins, then one that sleeps: busy and working, then neither.
+TEST(GroupWork, SeesAGroupWorkAndThenBlock) {
+  for (const bool spins : {true, false}) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      setpgid(0, 0);
+      for (volatile double sink = 0; spins;) sink = sink + 1;
+      pause();
+      _exit(0);
+    }
+    setpgid(child, child);
+    usleep(300000);
+    for (const bool leader_only : {false, true}) {
+      const GroupWork work = group_work(child, leader_only);
+      EXPECT_EQ(work.cpu > 0.05, spins) << work.cpu;
+      EXPECT_EQ(work.busy, spins);
+    }
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+  }
 }
 
 }  // namespace

@@ -55,6 +55,7 @@ struct Diagnosis {
   std::vector<std::string> features;       // the features it uses (the feature table's names, "explicit scale")
   std::vector<std::string> needs;          // those without which it passes: "fails only with"
   bool poisoned = false;     // it passes once the inputs no query may see are 0
+  bool extreme = false;      // and they held a NaN, an inf or an extreme (|x| >= 1e4), not ordinary numbers
   std::vector<std::string> accepted_under; // other policies under which it passes: "--empty-rows nan"
   // Every combination of policies under which it passes: bit n for policy_combination(n)
   // (policies.hpp), for the run's one hint (policy_hint).

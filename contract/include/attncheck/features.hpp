@@ -69,6 +69,7 @@ struct Feature {
   const char* text;        // the case text's line (or word of the options line) that carries it; "" for none
   uint32_t protocol_flag;  // the PROB header's flag bit saying it is there; 0 when a field says it
   bool (*used)(const CallView&);
+  uint32_t needs = 0;      // the feature it extends, without which no call can use it (the keep mask: dropout)
 };
 
 namespace detail {
@@ -108,11 +109,11 @@ inline constexpr Feature kFeatures[] = {
     {ATTNCHECK_CAP_DROPOUT, "ATTNCHECK_CAP_DROPOUT", "dropout", "dropout", "dropout", 32,
      [](const CallView& c) { return c.dropout_p > 0; }},
     {ATTNCHECK_CAP_DROPOUT_MASK, "ATTNCHECK_CAP_DROPOUT_MASK", "dropout_mask", "dropout keep mask", "", 64,
-     [](const CallView& c) { return c.keep; }},
+     [](const CallView& c) { return c.keep; }, ATTNCHECK_CAP_DROPOUT},
     {ATTNCHECK_CAP_MHA, "ATTNCHECK_CAP_MHA", "mha", "multi-head layer", "", 128,
      [](const CallView& c) { return c.layer; }},
     {ATTNCHECK_CAP_MHA_WEIGHTS, "ATTNCHECK_CAP_MHA_WEIGHTS", "mha_weights", "layer weights", "", 256,
-     [](const CallView& c) { return c.layer_weights; }},
+     [](const CallView& c) { return c.layer_weights; }, ATTNCHECK_CAP_MHA},
 };
 
 // Every feature, formats first (f32, f64, f16, bf16: ABI v2's dtype order), then by capability bit.

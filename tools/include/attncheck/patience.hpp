@@ -20,12 +20,13 @@ namespace attncheck {
 
 // The work done so far by the processes of process group `group` (a child and whatever it
 // started): their CPU time, user and system, every thread and reaped child; and whether any of
-// them is runnable or waiting on the disk (busy: not blocked). Read from /proc.
+// them is runnable or waiting on the disk (busy: not blocked). Read from /proc: with `leader_only`,
+// the group's leader's file alone (a plugin host, one process), else every process's (1 ms here).
 struct GroupWork {
   double cpu = 0;
   bool busy = false;
 };
-GroupWork group_work(pid_t group);
+GroupWork group_work(pid_t group, bool leader_only = false);
 
 // The limits of one call, each in seconds.
 struct CallLimits {
@@ -35,22 +36,31 @@ struct CallLimits {
   bool learnt;     // from calls so far: a hang past it is run again, with to_confirm's limits
 };
 
-// One call, watched from when its problem is sent.
+// One call, watched from when its problem is sent. /proc is first read 0.1 s into the call (the
+// first judge()): most calls are over by then, and their CPU time is taken to be their wall time.
 class CallWatch {
  public:
   enum Verdict { going, too_much_cpu, blocked };
-  CallWatch(pid_t group, const CallLimits& limits);
-  // Reads the group's work: whether the call is over its limits now (cheap: ask every 0.1 s).
+  CallWatch(pid_t group, bool leader_only, const CallLimits& limits);
+  // Reads the group's work: whether the call is over its limits now (ask every 0.1 s).
   Verdict judge();
-  double cpu_used() const { return last_cpu_ - cpu_at_start_; }
+  // The call is over: its CPU time read once more when it was judged (else /proc is not read).
+  void finish();
+  // The call's CPU time, at the last judge(); a call never judged, its wall time so far.
+  double cpu_used() const;
   Verdict verdict() const { return verdict_; }
   // What the verdict means, for a hang's report: "no answer within 1 s of CPU time", ...
   std::string why() const;
 
  private:
   pid_t group_;
+  bool leader_only_;
   CallLimits limits_;
-  double cpu_at_start_, last_cpu_, progress_at_;  // progress_at_: the steady clock when it last worked
+  double started_at_, progress_at_;  // the steady clock: when sent, and when it last worked
+  // The group's CPU time at the first judge(), less the wall time to it (the most the call can
+  // have used by then, one thread), and at the last.
+  bool judged_ = false;
+  double cpu_at_start_ = 0, last_cpu_ = 0;
   Verdict verdict_ = going;
 };
 

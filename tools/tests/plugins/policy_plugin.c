@@ -26,8 +26,9 @@
 int32_t attncheck_abi_version(void) { return 2; }
 
 uint32_t attncheck_capabilities(void) {
+  /* MEAN_OF_V takes a bias too: a row whose permitted keys a -inf bias all forbids is empty as well. */
   return ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_ALLOW | ATTNCHECK_CAP_CAUSAL | ATTNCHECK_CAP_KV_LENS | ATTNCHECK_CAP_GQA |
-         ATTNCHECK_CAP_LSE;
+         ATTNCHECK_CAP_LSE | (CONVENTION == MEAN_OF_V ? ATTNCHECK_CAP_BIAS : 0);
 }
 
 /* Whether query i of batch b may see key j. */
@@ -41,7 +42,7 @@ static int permitted(const attncheck_problem_v2 *p, int64_t b, int64_t i, int64_
 
 int32_t attncheck_forward_v2(const attncheck_problem_v2 *p) {
   /* q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], out [B,H,Tq,dv], lse [B,H,Tq] */
-  const float *q = p->q, *k = p->k, *v = p->v;
+  const float *q = p->q, *k = p->k, *v = p->v, *bias = p->bias; /* bias [B,H,Tq,Tk] or none */
   float *out = p->out, *lse = p->lse;
   const int64_t B = p->batch, H = p->heads, Hkv = p->kv_heads, Tq = p->q_len, Tk = p->kv_len, dk = p->d_k, dv = p->d_v;
   const float scale = p->scale != 0 ? (float)p->scale : 1.0f / sqrtf((float)dk);
@@ -60,7 +61,7 @@ int32_t attncheck_forward_v2(const attncheck_problem_v2 *p) {
         for (int64_t j = 0; j < Tk; ++j) {
           float dot = 0;
           for (int64_t c = 0; c < dk; ++c) dot += q_i[c] * k_b[j * dk + c];
-          s[j] = permitted(p, b, i, j) ? dot * scale : -INFINITY;
+          s[j] = permitted(p, b, i, j) ? dot * scale + (bias ? bias[((b * H + h) * Tq + i) * Tk + j] : 0.0f) : -INFINITY;
 #if CONVENTION == FINITE_MASK
           if (!permitted(p, b, i, j)) s[j] = -0.7f * FLT_MAX;
 #endif
