@@ -10,12 +10,7 @@ attncheck=$build/cli/attncheck
 kernels="tools/tests/claims_only_f32 tools/tests/claims_only_f32_causal tools/tests/claims_only_bf16_gqa
   tools/tests/claims_only_f16_allow_kv_lens tools/tests/claims_only_f64 tools/tests/claims_only_f32_window_softcap_lse
   examples/bf16_gqa_window impl/variant_tiled_causal_skipping impl/variant_tiled_rounded_weights impl/variant_tiled_split_kv"
-busy=()
-for _ in 1 2 3; do
-  (while :; do :; done) &
-  busy+=($!)
-done
-trap 'kill "${busy[@]}" 2>/dev/null' EXIT
+source "$(dirname "$0")/../tools/tests/busy_loops.sh"
 work=$(mktemp -d)
 false_alarms=0
 for kernel in $kernels; do

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "attncheck/printable.hpp"
 #include "attncheck/replay_file.hpp"
 #include "fuzz_input.hpp"
 
@@ -16,8 +17,8 @@ namespace {
 
 void check_error(const std::string& message) {
   if (attncheck::fuzz::showing()) std::fprintf(stderr, "%s\n", message.c_str());
-  bool printable = true;
-  for (const char c : message) printable &= static_cast<unsigned char>(c) >= 0x20 && static_cast<unsigned char>(c) < 0x7f;
+  // Printable: what reprintable() leaves as it is (ASCII and UTF-8 characters, escapes made once).
+  const bool printable = attncheck::reprintable(message, message.size()) == message;
   if (message.rfind("input: ", 0) != 0 || !printable)
     attncheck::fuzz::finding("parse_replay's error is not one printable line naming the input: " + message);
 }

@@ -7,6 +7,7 @@
 // held to bits: a changed row is judged by the bound, then each call is repeated to tell a leak
 // from answers that vary between identical calls (issue 36).
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -64,6 +65,7 @@ ATTNCHECK_PROPERTY(ForbiddenKeysAndValuesCannotChangeValidOutputs, .order = 30, 
   // The elements of row i the claim covers, and the first of them that changed (any NaN equals any
   // NaN); none: no leak.
   std::vector<size_t> claimed;
+  std::vector<uint8_t> claimed_rows(size_t(s.lse_size()), 0);  // for the comparator, as row_i
   for (int64_t h = 0; h < s.H; ++h) {
     // A row that is empty (its permitted keys all score -inf) under --empty-rows mean averages the
     // forbidden keys' values too, and under any may give anything: its policy, not a leak.
@@ -73,32 +75,28 @@ ATTNCHECK_PROPERTY(ForbiddenKeysAndValuesCannotChangeValidOutputs, .order = 30, 
       if (row.empty || !std::isfinite(row.bound.empty() ? row.lse_bound : row.bound[0])) continue;
     }
     for (int64_t col = 0; col < s.dv; ++col) claimed.push_back(size_t(s.out_at(b, h, i) + col));
+    claimed_rows[size_t(s.lse_at(b, h, i))] = 1;
   }
-  auto first_change = [&](const std::vector<float>& x, const std::vector<float>& y) {
-    for (const size_t at : claimed)
-      if (!unchanged(x[at], y[at])) return std::optional<size_t>(at);
-    return std::optional<size_t>();
-  };
-  const std::optional<size_t> changed = first_change(clean, dirty);
-  if (!changed) return;
-  const size_t at = *changed;
+  if (keeps_bits(clean, dirty, claimed)) return;
+  const size_t at = *std::find_if(claimed.begin(), claimed.end(), [&](size_t n) { return !unchanged(clean[n], dirty[n]); });
   const int64_t h = (int64_t(at) / s.dv / s.Tq) % s.H, col = int64_t(at) % s.dv;
   const std::string element =
       "out[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "," + std::to_string(col) + "]";
   const std::string row = "row [" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "]";
   const std::string poisoned_what = std::string("when only ") + targets[target] + " were poisoned (" + which + ")";
   // Judged by the bound first: a poisoned call that is wrong is a leak whatever its bits.
-  Comparison after = compare(dirty.data(), reference(c.problem(), &row_i).out);
+  Comparison after = compare(dirty.data(), reference(c.problem(), &claimed_rows).out);
   after.rows = after.exact_rows;
   check.observe(after);
-  ATTNCHECK_REQUIRE(check, after.ok(), row + " changed " + poisoned_what + ": wrong: " +
-                                           after.report(Arithmetic::of(c.format).label) + describe_failure(poisoned, b, h, i));
+  const std::string moved = row + " changed " + poisoned_what + ": " + element + " " + show(clean[at]) + " became " +
+                            show(dirty[at]);
+  ATTNCHECK_REQUIRE(check, after.ok(),
+                    moved + ", wrong: " + after.report(Arithmetic::of(c.format).label) + describe_failure(poisoned, b, h, i));
   // Within the bound, yet not the clean call's bits: a leak, or a kernel whose answers vary.
-  const std::optional<std::string> varies = answers_vary(check, c, clean, poisoned, dirty, claimed);
+  const std::optional<std::string> varies =
+      answers_vary([&] { return check.run(c); }, clean, [&] { return check.run(poisoned); }, dirty, claimed);
   ATTNCHECK_REQUIRE(check, varies.has_value(),
-                    row + " changed " + poisoned_what + ": " + element + " " + show(clean[at]) + " became " +
-                        show(dirty[at]) + " (each call gives its answer again, 30 times)\n" +
-                        describe_failure(poisoned, b, h, i));
+                    moved + " (each call gives its answer again, 30 times)\n" + describe_failure(poisoned, b, h, i));
 }
 
 }  // namespace attncheck::properties

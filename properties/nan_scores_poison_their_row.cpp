@@ -85,9 +85,9 @@ ATTNCHECK_PROPERTY(ANanOrInfPermittedScoreMakesItsRowNaN, .order = 178, .catches
         for (int64_t i = 0; i < s.Tq; ++i)
           for (int64_t h = 0; h < s.H && !c.permits(b, i, poisoned); ++h)
             for (int64_t col = 0; col < s.dv; ++col) unseen.push_back(size_t(s.out_at(b, h, i) + col));
-      bool bits_kept = true;
-      for (const size_t at : unseen) bits_kept = bits_kept && unchanged(clean[at], out[at]);
-      const bool varies = !bits_kept && answers_vary(check, poisoned_key(check, format, 0), clean, c, out, unseen);
+      std::vector<float> unused;
+      const bool varies = !keeps_bits(clean, out, unseen) && answers_vary([&] { return check.run_with_lse(poisoned_key(check, format, 0), unused); },
+                                                     clean, [&] { return check.run_with_lse(c, unused); }, out, unseen);
       // out and clean [B,H,Tq,dv], lse and clean_lse [B,H,Tq] (empty without lse). Element `at` of a row
       // that sees key 2 must be NaN; of one that does not, what it was with 0 in place of the poison
       // (its bits, or any NaN for a NaN).

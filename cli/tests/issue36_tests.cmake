@@ -53,3 +53,8 @@ add_test(NAME check.AFeatureWithoutItsBaseIsNotChecked COMMAND ${expect} 0 "clai
 add_test(NAME check.Policy.MeanRowEmptiedByABiasIsNoFinding COMMAND ${expect} 0 "no longer fails"
          ${attncheck} check --impl $<TARGET_FILE:policy_mean_of_v> --empty-rows mean
          --replay ${CMAKE_CURRENT_SOURCE_DIR}/replays/mean_row_emptied_by_bias.replay)
+
+# What a command starts in a session of its own (setsid) ends with it: the keeper is a subreaper
+# and the checker kills the command's descendants, not only its process group.
+add_test(NAME check.ASetsidGrandchildEndsWithTheRun COMMAND bash -c
+         "${attncheck} check --impl-cmd '${child} setsid_grandchild 3017' --cases 5 --seconds 60 > /dev/null; sleep 0.5; ! pgrep -f '^sleep 3017$' || { pkill -f '^sleep 3017$'; echo 'sleep 3017 outlived the run'; false; }")

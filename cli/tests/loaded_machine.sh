@@ -6,12 +6,7 @@
 set -u
 attncheck=$1 stalls=$2 hangs=$3 out=$4
 mkdir -p "$out"
-busy=()
-for _ in 1 2 3; do
-  (while :; do :; done) &
-  busy+=($!)
-done
-trap 'kill "${busy[@]}" 2>/dev/null' EXIT
+source "$(dirname "$0")/../../tools/tests/busy_loops.sh"
 
 start=$SECONDS
 "$attncheck" check --impl "$stalls" --cases 60 --seconds 600 --counterexample "$out/stalls.replay" > "$out/stalls.txt"

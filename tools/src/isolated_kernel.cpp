@@ -1,5 +1,6 @@
 #include "attncheck/isolated_kernel.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -18,9 +19,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <type_traits>
+#include <vector>
 
 #include "attncheck/abi.hpp"
 #include "attncheck/features.hpp"
@@ -357,8 +360,41 @@ void track(pid_t child, bool alive) {
 // whatever it started, which would otherwise outlive the checker.
 void on_checker_death(int) { kill(0, SIGKILL); }
 
+// Every process descended from `root`, by parent pids read from /proc: what a command started that
+// left its process group (setsid), which killing the group does not reach. The keeper is a
+// subreaper, so an orphan of the command is still the keeper's descendant.
+std::vector<pid_t> descendants(pid_t root) {
+  std::multimap<pid_t, pid_t> children;  // parent, child
+  if (DIR* proc = opendir("/proc")) {
+    while (const dirent* entry = readdir(proc)) {
+      char path[300], text[512];
+      std::snprintf(path, sizeof path, "/proc/%s/stat", entry->d_name);
+      FILE* file = entry->d_name[0] >= '1' && entry->d_name[0] <= '9' ? std::fopen(path, "r") : nullptr;
+      if (!file) continue;
+      const size_t n = std::fread(text, 1, sizeof text - 1, file);
+      std::fclose(file);
+      text[n] = '\0';
+      int parent = 0;
+      if (const char* after = std::strrchr(text, ')'); after && std::sscanf(after + 1, " %*c %d", &parent) == 1)
+        children.emplace(pid_t(parent), pid_t(std::atoi(entry->d_name)));
+    }
+    closedir(proc);
+  }
+  std::vector<pid_t> found;
+  for (std::vector<pid_t> next{root}; !next.empty();) {
+    const pid_t parent = next.back();
+    next.pop_back();
+    for (auto [at, end] = children.equal_range(parent); at != end; ++at) {
+      found.push_back(at->second);
+      next.push_back(at->second);
+    }
+  }
+  return found;
+}
+
 [[noreturn]] void keep_command(const std::string& command, int requests, int answers, int stderr_fd) {
   signal(SIGTERM, on_checker_death);
+  prctl(PR_SET_CHILD_SUBREAPER, 1);  // what the command orphans stays the keeper's, for stop() to find
   prctl(PR_SET_PDEATHSIG, SIGTERM);  // in place of start()'s SIGKILL, which covered the moment before
   const pid_t run = fork();
   if (run < 0) _exit(126);
@@ -379,6 +415,7 @@ void on_checker_death(int) { kill(0, SIGKILL); }
   int status = 0;
   while (waitpid(run, &status, 0) < 0 && errno == EINTR) {
   }
+  for (const pid_t left : descendants(getpid())) kill(left, SIGKILL);  // the command is over: so is what it started
   if (WIFSIGNALED(status)) {
     signal(WTERMSIG(status), SIG_DFL);
     raise(WTERMSIG(status));
@@ -400,6 +437,7 @@ IsolatedKernel::~IsolatedKernel() {
 
 void IsolatedKernel::stop() {
   if (child_ > 0) {
+    for (const pid_t left : descendants(child_)) kill(left, SIGKILL);  // what left the group too
     kill(-child_, SIGKILL);  // its process group: a command's shell and whatever it started
     waitpid(child_, nullptr, 0);
     track(child_, false);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -185,15 +186,18 @@ ReadWeights read_weights(Checker& check, const Case<float>& c);
 std::vector<float> forbidden_poisons(const Checker& check, Format format);
 
 // Whether the kernel's answers vary between identical calls, for a property that expects two calls
-// to keep their bits where it claims (`claimed`, elements of out; any NaN equals any NaN) and found
-// that `changed` (the call on case `changed_case`) did not keep `first`'s (the call on `first_case`):
-// each call runs again, by turns, up to 30 times. Returns where a repeated call differed from its
-// own first answer ("out element 3 was 0.5, then 0.50000006"), or nothing: each call repeats its
-// answer, and the change made the difference. A kernel choosing at random among answers, none
-// likelier than 1/2, repeats them all with probability 2^-30 < 1e-9; one that alternates differs at once.
-std::optional<std::string> answers_vary(Checker& check, const Case<float>& first_case, const std::vector<float>& first,
-                                        const Case<float>& changed_case, const std::vector<float>& changed,
-                                        const std::vector<size_t>& claimed);
+// to keep their bits where it claims (`claimed`, elements of what a call returns; any NaN equals
+// any NaN) and found that `changed` (what `changed_call` returned) did not keep `first`'s (what
+// `first_call` returned): each call runs again, by turns, up to 30 times. Returns where a repeated
+// call differed from its own first answer ("element 3 was 0.5, then 0.50000006"), or nothing: each
+// call repeats its answer, and the change made the difference. A kernel choosing at random among
+// answers, none likelier than 1/2, repeats them all with probability 2^-30 < 1e-9; one that
+// alternates differs at once.
+using Call = std::function<std::vector<float>()>;
+// Whether `after` keeps `before`'s bits at every element of `claimed` (any NaN equals any NaN).
+bool keeps_bits(const std::vector<float>& before, const std::vector<float>& after, const std::vector<size_t>& claimed);
+std::optional<std::string> answers_vary(const Call& first_call, const std::vector<float>& first, const Call& changed_call,
+                                        const std::vector<float>& changed, const std::vector<size_t>& claimed);
 
 // What run_with_lse returned as lse, for require_agreement: null when there is none.
 template <class T>

@@ -31,6 +31,9 @@ if MODE == "hostile_fail":  # a refusal to start whose text would paint the term
     frame(b"FAIL", b"\x1b[2J\x1b[31mcannot start\r\n" + b"A" * 65000)
     sys.exit(0)
 frame(b"HELO", struct.pack("<3I", 1, 2, 1))  # protocol 1, ABI 2, float32 alone
+if MODE == "setsid_grandchild":  # a process in a session of its own, which killing the group misses; then zeros
+    import subprocess
+    subprocess.Popen(["setsid", "sleep", sys.argv[2]], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
 if MODE == "stops_reading":  # never reads its problem: a problem larger than the pipe holds fills it
     time.sleep(60)
 while True:

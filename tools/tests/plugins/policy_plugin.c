@@ -61,7 +61,9 @@ int32_t attncheck_forward_v2(const attncheck_problem_v2 *p) {
         for (int64_t j = 0; j < Tk; ++j) {
           float dot = 0;
           for (int64_t c = 0; c < dk; ++c) dot += q_i[c] * k_b[j * dk + c];
-          s[j] = permitted(p, b, i, j) ? dot * scale + (bias ? bias[((b * H + h) * Tq + i) * Tk + j] : 0.0f) : -INFINITY;
+          /* A -inf bias forbids whatever the score (an overflowing one: inf + -inf would be NaN). */
+          const float bias_ij = bias ? bias[((b * H + h) * Tq + i) * Tk + j] : 0.0f;
+          s[j] = permitted(p, b, i, j) && bias_ij != -INFINITY ? dot * scale + bias_ij : -INFINITY;
 #if CONVENTION == FINITE_MASK
           if (!permitted(p, b, i, j)) s[j] = -0.7f * FLT_MAX;
 #endif
