@@ -293,7 +293,7 @@ std::string finding_kind(int kind, double ratio, const std::string& message, con
     case Outcome::broke_protocol: return "broke the protocol";
     default: break;
   }
-  if (message.rfind("answers vary between identical calls", 0) == 0) return "answers vary";
+  if (d.varies || message.rfind("answers vary between identical calls", 0) == 0) return "answers vary";
   if (d.wrong && d.poisoned) return d.extreme ? "changed by a poisoned forbidden input" : "changed by a forbidden input";
   if (d.wrong) return d.element.special() ? "wrong special value" : "wrong value";
   if (!(ratio < std::numeric_limits<double>::infinity())) return "wrong special value";

@@ -52,7 +52,7 @@ Json to_json(const Diagnosis& d) {
           {"at", std::vector<int64_t>(m.at, m.at + 4)}, {"computed", number(m.computed)},
           {"exact", number(double(m.exact))}, {"bound", number(m.bound)}, {"ratio", number(m.ratio)},
           {"fault", d.fault}, {"shape", d.shape}, {"features", d.features}, {"needs", d.needs},
-          {"poisoned", d.poisoned}, {"extreme", d.extreme}, {"accepted_under", d.accepted_under}, {"accepting", d.accepting}, {"cause", d.cause}};
+          {"varies", d.varies}, {"poisoned", d.poisoned}, {"extreme", d.extreme}, {"accepted_under", d.accepted_under}, {"accepting", d.accepting}, {"cause", d.cause}};
 }
 
 Diagnosis diagnosis_from(const Json& j) {
@@ -72,6 +72,7 @@ Diagnosis diagnosis_from(const Json& j) {
   d.shape = j.at("shape");
   d.features = j.at("features").get<std::vector<std::string>>();
   d.needs = j.at("needs").get<std::vector<std::string>>();
+  d.varies = j.at("varies");
   d.poisoned = j.at("poisoned");
   d.extreme = j.at("extreme");
   d.accepted_under = j.at("accepted_under").get<std::vector<std::string>>();

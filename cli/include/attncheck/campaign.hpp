@@ -54,6 +54,7 @@ struct Diagnosis {
   std::string shape;         // the call's "B 1 H 1 H_kv 1 Tq 1 Tk 2 dk 1 dv 1"
   std::vector<std::string> features;       // the features it uses (the feature table's names, "explicit scale")
   std::vector<std::string> needs;          // those without which it passes: "fails only with"
+  bool varies = false;       // the failed call, run again on the same inputs, was right: its answers vary
   bool poisoned = false;     // it passes once the inputs no query may see are 0
   bool extreme = false;      // and they held a NaN, an inf or an extreme (|x| >= 1e4), not ordinary numbers
   std::vector<std::string> accepted_under; // other policies under which it passes: "--empty-rows nan"
