@@ -58,3 +58,8 @@ add_test(NAME check.Policy.MeanRowEmptiedByABiasIsNoFinding COMMAND ${expect} 0 
 # and the checker kills the command's descendants, not only its process group.
 add_test(NAME check.ASetsidGrandchildEndsWithTheRun COMMAND bash -c
          "${attncheck} check --impl-cmd '${child} setsid_grandchild 3017' --cases 5 --seconds 60 > /dev/null; sleep 0.5; ! pgrep -f '^sleep 3017$' || { pkill -f '^sleep 3017$'; echo 'sleep 3017 outlived the run'; false; }")
+
+# A leak through ordinary forbidden values (1 and -1: a kernel that adds the padded keys' values)
+# is "changed by a forbidden input", a mask ignored or leaking, never "a NaN, inf or extreme".
+add_test(NAME check.ALeakOfOrdinaryValuesIsNotCalledPoisoned COMMAND bash -c
+         "${attncheck} check --impl $<TARGET_FILE:leaks_padded_values> --replay ${CMAKE_CURRENT_SOURCE_DIR}/replays/padded_key_ordinary_value.replay --json ${out}/ordinary_leak.json > ${out}/ordinary_leak.txt; grep -q 'it reads keys or values a query may not see' ${out}/ordinary_leak.txt && ! grep -q 'NaN, inf or extreme' ${out}/ordinary_leak.txt && grep -q '\"kind\": \"changed by a forbidden input\"' ${out}/ordinary_leak.json")

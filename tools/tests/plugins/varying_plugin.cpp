@@ -3,7 +3,10 @@
 //    random by a real kernel: a thread count, a split): never a finding;
 // 2: every second call adds 1 to the first output (wrong on every other call): a replay, whose
 //    first call is right, says its answers vary, never "no longer fails";
-// 3: every output 12345 (wrong on every call).
+// 3: every output 12345 (wrong on every call);
+// 4: every call adds the f32 values of keys past each batch's key length to its outputs (a leak
+//    through ordinary numbers, which zeroing what no query may see hides): "changed by a forbidden
+//    input", not "poisoned".
 #include <cmath>
 #include <cstddef>
 
@@ -36,6 +39,14 @@ ATTNCHECK_EXPORT int32_t attncheck_forward_v2(const attncheck_problem_v2* p) {
   const size_t n = size_t(p->batch) * size_t(p->heads) * size_t(p->q_len) * size_t(p->d_v);
   const bool odd = ++calls % 2 == 1;
   if (p->dtype == ATTNCHECK_F32) vary(static_cast<float*>(p->out), n, odd);
+  if (VARIES == 4 && p->dtype == ATTNCHECK_F32 && p->kv_lens && p->kv_heads == p->heads)
+    for (int64_t b = 0; b < p->batch; ++b)
+      for (int64_t h = 0; h < p->heads; ++h)
+        for (int64_t i = 0; i < p->q_len; ++i)
+          for (int64_t j = p->kv_lens[b]; j < p->kv_len; ++j)
+            for (int64_t c = 0; c < p->d_v; ++c)
+              static_cast<float*>(p->out)[((b * p->heads + h) * p->q_len + i) * p->d_v + c] +=
+                  static_cast<const float*>(p->v)[((b * p->heads + h) * p->kv_len + j) * p->d_v + c];
   if (p->dtype == ATTNCHECK_F64) vary(static_cast<double*>(p->out), n, odd);
   return 0;
 }
