@@ -569,7 +569,9 @@ CampaignResult run_campaign_share(const CampaignOptions& options, const Campaign
   std::vector<double> longest(properties.size(), 0);
   std::map<std::string, int64_t> repeats;  // failed runs by run_key
   CauseCache causes;
-  int64_t position = 0;
+  int64_t position = 0, running = 0;  // running: the place of the run under way
+  // A run past another share's first finding is moot: its call is stopped, not waited for.
+  if (share.first_finding) kernel.stop_when([&] { return share.first_finding->load() < running; });
   bool started = true, stop = false;
   auto finish = [&] {
     result.seconds = since(began) - result.start_seconds - result.shrink_seconds - result.examine_seconds;
@@ -590,6 +592,7 @@ CampaignResult run_campaign_share(const CampaignOptions& options, const Campaign
       if (stop) break;
       started = true;
       if (at % share.jobs != share.worker) continue;
+      running = at;
       const Clock::time_point run_start = Clock::now();
       // Round 0 draws small cases only; from round 1 on, the size ladder joins.
       const Run run = run_once(kernel, options, property, mix(options.seed ^ mix(index) ^ mix(round << 32)), nullptr, round > 0);

@@ -632,13 +632,14 @@ Outcome IsolatedKernel::budget_ended(const char* during) {
                                                 (stop_requested() ? "the run was interrupted" : "the run's budget (--seconds) ended")};
 }
 
-bool IsolatedKernel::past_budget() const { return stop_requested() || deadline_after(0) >= budget_end_; }
+bool IsolatedKernel::told_to_stop() const { return stop_requested() || (stop_when_ && stop_when_()); }
+bool IsolatedKernel::past_budget() const { return told_to_stop() || deadline_after(0) >= budget_end_; }
 
 Outcome IsolatedKernel::hung(const char* during) {
   stop();
   const bool judged = watch_ && watch_->verdict() != CallWatch::going;
   // The run's time ran out first, or a signal stopped it: no verdict on the call.
-  if (stop_requested() || (cut_by_budget_ && !judged)) return budget_ended(during);
+  if (told_to_stop() || (cut_by_budget_ && !judged)) return budget_ended(during);
   char start[80];
   std::snprintf(start, sizeof start, "no answer within %.3g s", start_timeout_);
   return Outcome{Outcome::hung, 0, "hung: " + (watch_ ? watch_->why() : std::string(start)) + " while " + during + " (the child was killed)"};
@@ -694,8 +695,8 @@ Outcome IsolatedKernel::exchange(const Request& headers, const void* const (&buf
   Outcome outcome = exchange_once(headers, buffers, into, entry_point, limits);
   if (outcome.kind != Outcome::hung || !limits.learnt) return outcome;
   // A hang past limits learnt from calls so far may be a stall (a page-fault storm, a thread pool
-  // spinning on a loaded machine): the call runs again in a new child, with kConfirm times the
-  // patience, before it counts.
+  // spinning on a loaded machine): the call runs again in a new child, with twice the patience
+  // (Patience::to_confirm), before it counts.
   if (past_budget()) return budget_ended("waiting to run again a call that passed its limit");
   const std::string first = outcome.detail.substr(0, outcome.detail.rfind(" (the child was killed)"));
   start();
@@ -715,7 +716,8 @@ Outcome IsolatedKernel::exchange_once(const Request& headers, const void* const 
   // One deadline for the whole exchange: a child that stops reading its problem hangs as surely as
   // one that never answers (to_child_ is non-blocking, so a full pipe cannot block the checker).
   watch_.emplace(child_, !command_, limits);  // a plugin host is one process; a command, its whole group
-  const Deadline deadline{std::min(deadline_after(limits.wall), budget_end_), [this] { return watch_->judge() != CallWatch::going; }};
+  const Deadline deadline{std::min(deadline_after(limits.wall), budget_end_),
+                          [this] { return told_to_stop() || watch_->judge() != CallWatch::going; }};
   cut_by_budget_ = deadline.at == budget_end_;
   const FrameHeader frame{kProblem, uint32_t(problem_payload(headers))};
   Io sent = write_all(to_child_, &frame, sizeof frame, deadline);

@@ -101,9 +101,11 @@ constexpr double kPluginBlocked = 3, kCommandBlocked = 10;
 // The wall clock's last resort, in ceilings: only a child neither working nor blocked (stuck in
 // the disk) meets it.
 constexpr double kWallCeilings = 10;
-// The second run of a call that hung past learnt limits: this many times the patience, at least
-// kConfirmBlocked seconds blocked, within the ceiling.
-constexpr double kConfirm = 4, kConfirmBlocked = 10;
+// The second run of a call that hung past learnt limits: this many times the patience (itself ten
+// times the slowest such call's), at least kConfirmBlocked seconds blocked, within the ceiling. A
+// stall does not come back in a new child; a hang does, and is reported within 20 s on a loaded
+// machine (docs/checking.md).
+constexpr double kConfirm = 2, kConfirmBlocked = 6;
 
 // A kind of call: its dtype, and whether it is the backward, the layer or asks the lse, dropout or
 // the layer's weights (other code, which a JIT may compile on its first call).

@@ -47,8 +47,8 @@ TEST(Patience, ALayersWorkCountsItsModelWidth) {
 TEST(Patience, AConfirmationIsFarMorePatientWithinTheCeiling) {
   Patience patience(30, true, false);
   const CallLimits again = patience.to_confirm({1, 3, 300, true});
-  EXPECT_EQ(again.cpu, 4);
-  EXPECT_EQ(again.blocked, 12);
+  EXPECT_EQ(again.cpu, 2);
+  EXPECT_EQ(again.blocked, 6);
   EXPECT_FALSE(again.learnt);
   EXPECT_EQ(patience.to_confirm({20, 20, 300, true}).cpu, 30);
 }

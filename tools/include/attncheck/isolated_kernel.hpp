@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -77,6 +78,9 @@ class IsolatedKernel {
   // No call runs past `steady_seconds` (protocol::deadline_after's clock): one still running then is
   // stopped as Outcome::out_of_budget, not as a hang. Infinity (the default): no such end.
   void set_budget_end(double steady_seconds) { budget_end_ = steady_seconds; }
+  // Likewise once `stop` returns true (asked every tenth of a second of a call): another worker's
+  // earlier finding, which makes this one's run moot.
+  void stop_when(std::function<bool()> stop) { stop_when_ = std::move(stop); }
 
   // Runs case c into out [B,H,Tq,dv] and, when lse is given (a v2 plugin claiming it), lse [B,H,Tq];
   // with dropout and keep given (ATTNCHECK_CAP_DROPOUT_MASK), the keep mask [B,H,Tq,Tk], each byte
@@ -107,9 +111,10 @@ class IsolatedKernel {
   Outcome fate(const char* waiting_for);  // how the child ended, once it closed its end of a pipe
   Outcome hung(const char* during);       // kills the child that passed its limits (watch_'s, or the start's)
   static Outcome budget_ended(const char* during);  // out_of_budget: no verdict on the call
-  // Whether the run's budget has ended: no call is sent and no child started (a restart of a
-  // command costs seconds) past it.
+  // Whether the run's budget has ended or a stop was asked for (a signal, stop_when): no call is
+  // sent and no child started (a restart of a command costs seconds) past it.
   bool past_budget() const;
+  bool told_to_stop() const;
 
   std::string which_;
   double timeout_;
@@ -117,6 +122,7 @@ class IsolatedKernel {
   double start_timeout_ = 0;  // the start's, on the wall clock, for its hang's report
   double budget_end_ = std::numeric_limits<double>::infinity();
   bool cut_by_budget_ = false;  // this call's deadline is the budget's end, not its limit
+  std::function<bool()> stop_when_;
   Patience patience_;
   std::optional<CallWatch> watch_;  // this call's; none while starting
   bool command_;
