@@ -366,18 +366,10 @@ void on_checker_death(int) { kill(0, SIGKILL); }
 std::vector<pid_t> descendants(pid_t root) {
   std::multimap<pid_t, pid_t> children;  // parent, child
   if (DIR* proc = opendir("/proc")) {
-    while (const dirent* entry = readdir(proc)) {
-      char path[300], text[512];
-      std::snprintf(path, sizeof path, "/proc/%s/stat", entry->d_name);
-      FILE* file = entry->d_name[0] >= '1' && entry->d_name[0] <= '9' ? std::fopen(path, "r") : nullptr;
-      if (!file) continue;
-      const size_t n = std::fread(text, 1, sizeof text - 1, file);
-      std::fclose(file);
-      text[n] = '\0';
-      int parent = 0;
-      if (const char* after = std::strrchr(text, ')'); after && std::sscanf(after + 1, " %*c %d", &parent) == 1)
-        children.emplace(pid_t(parent), pid_t(std::atoi(entry->d_name)));
-    }
+    ProcessStat stat;
+    while (const dirent* entry = readdir(proc))
+      if (entry->d_name[0] >= '1' && entry->d_name[0] <= '9' && process_stat(entry->d_name, stat))
+        children.emplace(stat.parent, pid_t(std::atoi(entry->d_name)));
     closedir(proc);
   }
   std::vector<pid_t> found;

@@ -12,30 +12,37 @@ namespace attncheck {
 
 using protocol::deadline_after;
 
-namespace {
-// Adds process `pid`'s work (its /proc stat file) to `work` when it belongs to process group `group`.
-void add_work(const char* pid, pid_t group, GroupWork& work) {
+bool process_stat(const char* pid, ProcessStat& stat) {
   static const double tick = double(sysconf(_SC_CLK_TCK));
   char path[300], text[1024];
   std::snprintf(path, sizeof path, "/proc/%s/stat", pid);
   FILE* file = std::fopen(path, "r");
-  if (!file) return;  // gone since the listing
+  if (!file) return false;  // gone since the listing
   const size_t n = std::fread(text, 1, sizeof text - 1, file);
   std::fclose(file);
   text[n] = '\0';
   // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
   // cutime cstime ...: the command name may hold spaces and parentheses, so fields count from its last ')'.
   const char* after = std::strrchr(text, ')');
-  char state = 0;
-  long pgrp = 0;
+  int parent = 0, group = 0;
   unsigned long long utime = 0, stime = 0;
   long long cutime = 0, cstime = 0;
-  if (!after || std::sscanf(after + 1, " %c %*d %ld %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld", &state, &pgrp,
-                            &utime, &stime, &cutime, &cstime) != 6 ||
-      pgrp != group)
-    return;
-  work.cpu += double(utime + stime + (unsigned long long)std::max(0LL, cutime + cstime)) / tick;
-  work.busy = work.busy || state == 'R' || state == 'D';
+  if (!after || std::sscanf(after + 1, " %c %d %d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %lld %lld", &stat.state, &parent,
+                            &group, &utime, &stime, &cutime, &cstime) != 7)
+    return false;
+  stat.parent = parent;
+  stat.group = group;
+  stat.cpu = double(utime + stime + (unsigned long long)std::max(0LL, cutime + cstime)) / tick;
+  return true;
+}
+
+namespace {
+// Adds process `pid`'s work to `work` when it belongs to process group `group`.
+void add_work(const char* pid, pid_t group, GroupWork& work) {
+  ProcessStat stat;
+  if (!process_stat(pid, stat) || stat.group != group) return;
+  work.cpu += stat.cpu;
+  work.busy = work.busy || stat.state == 'R' || stat.state == 'D';
 }
 }  // namespace
 

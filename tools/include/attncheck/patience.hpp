@@ -28,6 +28,15 @@ struct GroupWork {
 };
 GroupWork group_work(pid_t group, bool leader_only = false);
 
+// One process's line of /proc (its stat file): its state, parent, group and CPU time (its own and
+// its reaped children's). False when it is gone or the line is not one.
+struct ProcessStat {
+  char state = 0;
+  pid_t parent = 0, group = 0;
+  double cpu = 0;
+};
+bool process_stat(const char* pid, ProcessStat& stat);
+
 // The limits of one call, each in seconds.
 struct CallLimits {
   double cpu;      // of CPU time
