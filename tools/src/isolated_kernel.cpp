@@ -21,6 +21,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <type_traits>
 #include <vector>
@@ -356,9 +357,10 @@ void track(pid_t child, bool alive) {
 
 // The keeper of a command's process group: the checker's child, which runs the command as its own
 // child and ends as it ends (the same exit status, or the same signal). When the checker dies,
-// killed even by SIGKILL, the keeper is told (PR_SET_PDEATHSIG) and kills the group: the shell and
-// whatever it started, which would otherwise outlive the checker.
-void on_checker_death(int) { kill(0, SIGKILL); }
+// killed even by SIGKILL, the keeper is told (PR_SET_PDEATHSIG) and ends what the command started,
+// which would otherwise outlive the checker: the flag ends its wait, and it ends them there.
+volatile sig_atomic_t g_checker_gone = 0;
+void on_checker_death(int) { g_checker_gone = 1; }
 
 // Every process descended from `root`, by parent pids read from /proc: what a command started that
 // left its process group (setsid), which killing the group does not reach. The keeper is a
@@ -384,8 +386,27 @@ std::vector<pid_t> descendants(pid_t root) {
   return found;
 }
 
+// `root`'s descendants (and `root` when `with_root`) ended. Each is stopped first, scan after scan
+// until a scan finds nobody new: a stopped process cannot fork, so a child forked while /proc was
+// read is found by the next scan. Killed after one scan, such a child could setsid and escape.
+void end_tree(pid_t root, bool with_root) {
+  std::set<pid_t> stopped;
+  if (with_root && kill(root, SIGSTOP) == 0) stopped.insert(root);
+  for (bool more = true; more;) {
+    more = false;
+    for (const pid_t found : descendants(root))
+      if (stopped.insert(found).second) {
+        kill(found, SIGSTOP);
+        more = true;
+      }
+  }
+  for (const pid_t left : stopped) kill(left, SIGKILL);
+}
+
 [[noreturn]] void keep_command(const std::string& command, int requests, int answers, int stderr_fd) {
-  signal(SIGTERM, on_checker_death);
+  struct sigaction told {};
+  told.sa_handler = on_checker_death;  // without SA_RESTART: the wait below returns
+  sigaction(SIGTERM, &told, nullptr);
   prctl(PR_SET_CHILD_SUBREAPER, 1);  // what the command orphans stays the keeper's, for stop() to find
   prctl(PR_SET_PDEATHSIG, SIGTERM);  // in place of start()'s SIGKILL, which covered the moment before
   const pid_t run = fork();
@@ -405,9 +426,10 @@ std::vector<pid_t> descendants(pid_t root) {
   const rlimit no_core{0, 0};
   setrlimit(RLIMIT_CORE, &no_core);
   int status = 0;
-  while (waitpid(run, &status, 0) < 0 && errno == EINTR) {
+  while (waitpid(run, &status, 0) < 0 && errno == EINTR && !g_checker_gone) {
   }
-  for (const pid_t left : descendants(getpid())) kill(left, SIGKILL);  // the command is over: so is what it started
+  end_tree(getpid(), false);  // the command is over, or the checker: so is what it started
+  if (g_checker_gone) _exit(137);
   if (WIFSIGNALED(status)) {
     signal(WTERMSIG(status), SIG_DFL);
     raise(WTERMSIG(status));
@@ -429,7 +451,7 @@ IsolatedKernel::~IsolatedKernel() {
 
 void IsolatedKernel::stop() {
   if (child_ > 0) {
-    for (const pid_t left : descendants(child_)) kill(left, SIGKILL);  // what left the group too
+    end_tree(child_, true);  // what left the group too
     kill(-child_, SIGKILL);  // its process group: a command's shell and whatever it started
     waitpid(child_, nullptr, 0);
     track(child_, false);

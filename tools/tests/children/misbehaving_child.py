@@ -31,9 +31,10 @@ if MODE == "hostile_fail":  # a refusal to start whose text would paint the term
     frame(b"FAIL", b"\x1b[2J\x1b[31mcannot start\r\n" + b"A" * 65000)
     sys.exit(0)
 frame(b"HELO", struct.pack("<3I", 1, 2, 1))  # protocol 1, ABI 2, float32 alone
-if MODE == "setsid_grandchild":  # a process in a session of its own, which killing the group misses; then zeros
-    import subprocess
-    subprocess.Popen(["setsid", "sleep", sys.argv[2]], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+if MODE in ("setsid_grandchild", "setsid_hang"):  # a process in a session of its own (sleep argv[-1]),
+    import subprocess  # which killing the group misses; then zeros, or a hang
+
+    subprocess.Popen(["setsid", "sleep", sys.argv[-1]], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
 if MODE == "stops_reading":  # never reads its problem: a problem larger than the pipe holds fills it
     time.sleep(60)
 while True:
@@ -46,7 +47,7 @@ while True:
     out_bytes = 4 * B * H * Tq * dv
     if MODE == "crash":
         os.kill(os.getpid(), signal.SIGSEGV)
-    elif MODE == "hang":
+    elif MODE in ("hang", "setsid_hang"):
         if len(sys.argv) > 2:  # a file to create once hanging in a call, for a test to wait on
             open(sys.argv[2], "w").close()
         time.sleep(60)
