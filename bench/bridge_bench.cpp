@@ -69,9 +69,7 @@ void BM_BuiltinHost(benchmark::State& state) { round_trips(state, "builtin", fal
 
 // bench/null_child.py: q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv] in, zeros out [B,H,Tq,dv]
 // back; no attention computed.
-void BM_PythonNullChild(benchmark::State& state) {
-  round_trips(state, kPython + " " + kSource + "/bench/null_child.py", true);
-}
+void BM_PythonNullChild(benchmark::State& state) { round_trips(state, kPython + " " + kSource + "/bench/null_child.py", true); }
 
 // examples/python/student_numpy.py: q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv] in, out
 // [B,H,Tq,dv] back, computed in NumPy.

@@ -98,7 +98,12 @@ void BM_BuiltinAttention(benchmark::State& state) {
   for (auto _ : state) attention(in.problem, Result<float>{in.out.data()});
   state.counters["outputs/s"] = benchmark::Counter(double(in.out.size()), benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_BuiltinAttention)->Args({1, 64, 64})->Args({8, 512, 64})->Args({2, 2048, 128})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_BuiltinAttention)
+    ->Args({1, 64, 64})
+    ->Args({8, 512, 64})
+    ->Args({2, 2048, 128})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace attncheck

@@ -46,13 +46,11 @@ void check(const Kernel& kernel, const AttentionInput<T>& in) {
   // Only a kept text can hold a case the kernel cannot take (bytes decode within its limits): one
   // kept with the built-in implementation, replayed with a plugin.
   if (const std::string why = cannot_take(kernel, c); !why.empty()) {
-    std::fprintf(stderr, "fuzz_attention: skipped: %s cannot take this case (%s)\n", kernel.plugin.name.c_str(),
-                 why.c_str());
+    std::fprintf(stderr, "fuzz_attention: skipped: %s cannot take this case (%s)\n", kernel.plugin.name.c_str(), why.c_str());
     return;
   }
   if (showing())
-    std::fprintf(stderr, "%sintervention: query %lld of batch %lld\n", describe(c).c_str(), (long long)in.i,
-                 (long long)in.b);
+    std::fprintf(stderr, "%sintervention: query %lld of batch %lld\n", describe(c).c_str(), (long long)in.i, (long long)in.b);
   if (const int32_t status = run_kernel(kernel, c, out); status != 0)
     finding(kernel.plugin.name + " refused a valid problem (status " + std::to_string(status) + ")\n" + describe(c));
   // The rigorous gate only (docs/fuzzing.md: the precision gate's limit is empirical, and an
@@ -74,17 +72,15 @@ void check(const Kernel& kernel, const AttentionInput<T>& in) {
   }
   if (!any) return;
   if (const int32_t status = run_kernel(kernel, poisoned, dirty); status != 0)
-    finding(kernel.plugin.name + " refused a valid problem (status " + std::to_string(status) + ")\n" +
-            describe(poisoned));
+    finding(kernel.plugin.name + " refused a valid problem (status " + std::to_string(status) + ")\n" + describe(poisoned));
   for (int64_t h = 0; h < s.H; ++h) {
     if (exact_row(c.problem(), in.b, h, in.i).keys.empty()) continue;  // an empty row: the policy's, checked above
     for (int64_t col = 0; col < s.dv; ++col) {
       const size_t at = size_t(s.out_at(in.b, h, in.i) + col);
       if (!unchanged(out[at], dirty[at]))
-        finding(kernel.plugin.name + ": out[" + std::to_string(in.b) + "," + std::to_string(h) + "," +
-                std::to_string(in.i) + "," + std::to_string(col) + "] changed from " + show(out[at]) + " to " +
-                show(dirty[at]) + " when only keys and values query " + std::to_string(in.i) +
-                " may not see were poisoned\n" + describe(poisoned));
+        finding(kernel.plugin.name + ": out[" + std::to_string(in.b) + "," + std::to_string(h) + "," + std::to_string(in.i) +
+                "," + std::to_string(col) + "] changed from " + show(out[at]) + " to " + show(dirty[at]) +
+                " when only keys and values query " + std::to_string(in.i) + " may not see were poisoned\n" + describe(poisoned));
     }
   }
 }

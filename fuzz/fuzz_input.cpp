@@ -22,10 +22,29 @@ namespace {
 template <class T>
 T special_logit(Chooser& choose) {
   using limits = std::numeric_limits<T>;
-  const T picks[] = {limits::infinity(), -limits::infinity(), limits::quiet_NaN(), -limits::quiet_NaN(),
-                     -FLT_MAX, FLT_MAX, -1e4f, 1e4f, -1e9f, 1e9f, 88.72f, 88.73f, -103.3f, -104, 1e30f, -1e30f,
-                     limits::max(), limits::lowest(), limits::min(), limits::denorm_min(), -limits::denorm_min(),
-                     T(0), -T(0)};
+  const T picks[] = {limits::infinity(),
+                     -limits::infinity(),
+                     limits::quiet_NaN(),
+                     -limits::quiet_NaN(),
+                     -FLT_MAX,
+                     FLT_MAX,
+                     -1e4f,
+                     1e4f,
+                     -1e9f,
+                     1e9f,
+                     88.72f,
+                     88.73f,
+                     -103.3f,
+                     -104,
+                     1e30f,
+                     -1e30f,
+                     limits::max(),
+                     limits::lowest(),
+                     limits::min(),
+                     limits::denorm_min(),
+                     -limits::denorm_min(),
+                     T(0),
+                     -T(0)};
   return picks[choose.below(std::size(picks))];
 }
 
@@ -127,8 +146,7 @@ void read_kept_body(const std::string& line, std::istream& in, SoftmaxRow<T>& ou
     out.allow.push_back(w == "1");
   }
   if (out.allow.size() != out.logits.size())
-    bad("allow holds " + std::to_string(out.allow.size()) + " values for " + std::to_string(out.logits.size()) +
-        " logits");
+    bad("allow holds " + std::to_string(out.allow.size()) + " values for " + std::to_string(out.logits.size()) + " logits");
 }
 
 std::string kept_head(const char* target) { return kKeptHead + std::to_string(kKeptVersion) + " " + target + "\n"; }
@@ -138,15 +156,15 @@ std::string kept_head(const char* target) { return kKeptHead + std::to_string(kK
 template <class T>
 std::string kept_text(const AttentionInput<T>& in) {
   // in.c's Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv] and masks as case_to_text writes them; poison [Tk].
-  return kept_head(in.target) + case_to_text(in.c) + "intervention b " + std::to_string(in.b) + " i " +
-         std::to_string(in.i) + "\n" + line("poison", in.poison, hex_bits<T>);
+  return kept_head(in.target) + case_to_text(in.c) + "intervention b " + std::to_string(in.b) + " i " + std::to_string(in.i) +
+         "\n" + line("poison", in.poison, hex_bits<T>);
 }
 
 template <class T>
 std::string kept_text(const SoftmaxRow<T>& row) {
   // row: logits and allow [Tk].
-  return kept_head(row.target) + "row " + Precision<T>::name + " empty-rows " +
-         (row.empty == EmptyRows::nan ? "nan" : "zero") + "\n" + line("logits", row.logits, hex_bits<T>) +
+  return kept_head(row.target) + "row " + Precision<T>::name + " empty-rows " + (row.empty == EmptyRows::nan ? "nan" : "zero") +
+         "\n" + line("logits", row.logits, hex_bits<T>) +
          line("allow", row.allow, [](uint8_t a) { return std::string(a ? "1" : "0"); });
 }
 
@@ -203,9 +221,14 @@ SoftmaxRow<T> draw_softmax_row(Chooser& choose) {
   for (size_t j = 0; j < n; ++j) {
     row.allow[j] = choose.below(2) == 0;
     switch (choose.below(3)) {
-      case 0: row.logits[j] = T(int(choose.below(9)) - 4); break;
-      case 1: row.logits[j] = special_logit<T>(choose); break;
-      default: row.logits[j] = arbitrary_bits<T>(choose);
+      case 0:
+        row.logits[j] = T(int(choose.below(9)) - 4);
+        break;
+      case 1:
+        row.logits[j] = special_logit<T>(choose);
+        break;
+      default:
+        row.logits[j] = arbitrary_bits<T>(choose);
     }
   }
   return row;

@@ -124,7 +124,6 @@ int keep(const uint8_t* data, size_t size, std::string* text, std::string* error
 // it, as describe() shows a case (docs/fuzzing.md, "Reading an input").
 bool showing();
 
-
 // A failure: prints "FINDING: " and `what` (which should say what broke and show the input as a
 // person reads it) and aborts, so libFuzzer saves the input and the replay program exits non-zero.
 [[noreturn]] void finding(const std::string& what);
@@ -166,18 +165,18 @@ extern "C" int AttncheckFuzzKeep(const uint8_t* data, size_t size, std::string* 
 // Defines a numeric target's entry points: libFuzzer's LLVMFuzzerTestOneInput (bytes decoded by
 // DECODE(chooser, use), each input checked by CHECK), and the replay program's two for kept texts
 // of INPUT (AttentionInput, SoftmaxRow). CHECK and DECODE are objects in attncheck::fuzz.
-#define ATTNCHECK_FUZZ_TARGET(INPUT, CHECK, DECODE)                                                              \
-  extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {                                      \
-    using namespace attncheck::fuzz;                                                                             \
-    return test_one_input(data, size, INPUT<float>::target, [](const uint8_t* bytes, size_t count) {              \
-      BytesChooser choose(bytes, count);                                                                         \
-      DECODE(choose, CHECK);                                                                                     \
-      return 0;                                                                                                  \
-    });                                                                                                          \
-  }                                                                                                              \
-  extern "C" int AttncheckFuzzReplayKept(const uint8_t* data, size_t size, std::string* error) {                 \
-    return attncheck::fuzz::with_kept<attncheck::fuzz::INPUT>(data, size, error, attncheck::fuzz::CHECK);         \
-  }                                                                                                              \
-  extern "C" int AttncheckFuzzKeep(const uint8_t* data, size_t size, std::string* text, std::string* error) {    \
-    return attncheck::fuzz::keep<attncheck::fuzz::INPUT>(data, size, text, error, attncheck::fuzz::DECODE);       \
+#define ATTNCHECK_FUZZ_TARGET(INPUT, CHECK, DECODE)                                                           \
+  extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {                                   \
+    using namespace attncheck::fuzz;                                                                          \
+    return test_one_input(data, size, INPUT<float>::target, [](const uint8_t* bytes, size_t count) {          \
+      BytesChooser choose(bytes, count);                                                                      \
+      DECODE(choose, CHECK);                                                                                  \
+      return 0;                                                                                               \
+    });                                                                                                       \
+  }                                                                                                           \
+  extern "C" int AttncheckFuzzReplayKept(const uint8_t* data, size_t size, std::string* error) {              \
+    return attncheck::fuzz::with_kept<attncheck::fuzz::INPUT>(data, size, error, attncheck::fuzz::CHECK);     \
+  }                                                                                                           \
+  extern "C" int AttncheckFuzzKeep(const uint8_t* data, size_t size, std::string* text, std::string* error) { \
+    return attncheck::fuzz::keep<attncheck::fuzz::INPUT>(data, size, text, error, attncheck::fuzz::DECODE);   \
   }

@@ -19,10 +19,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                    (long long)array.elements());
     const size_t itemsize = npy_itemsize(array.dtype);
     if (array.shape.size() > 8 || array.data.size() > size || array.data.size() != size_t(array.elements()) * itemsize)
-      fuzz::finding("parse_npy returned an inconsistent array: " + std::to_string(array.shape.size()) +
-                    " dimensions, " + std::to_string(array.elements()) + " elements of " + dtype_name(array.dtype) +
-                    ", " + std::to_string(array.data.size()) + " data bytes from a " + std::to_string(size) +
-                    "-byte input");
+      fuzz::finding("parse_npy returned an inconsistent array: " + std::to_string(array.shape.size()) + " dimensions, " +
+                    std::to_string(array.elements()) + " elements of " + dtype_name(array.dtype) + ", " +
+                    std::to_string(array.data.size()) + " data bytes from a " + std::to_string(size) + "-byte input");
   } catch (const NpyError& e) {
     const std::string message = e.what();
     if (fuzz::showing()) std::fprintf(stderr, "%s\n", message.c_str());

@@ -44,8 +44,7 @@ void check(const SoftmaxRow<T>& row) {
   if (showing()) std::fputs(describe(c).c_str(), stderr);
   const Comparison result = compare(w.data(), reference(c.problem()).out);
   if (!result.ok())
-    finding("softmax_stable disagrees with the oracle: " +
-            result.report(Arithmetic::of<T>().label) + describe(c));
+    finding("softmax_stable disagrees with the oracle: " + result.report(Arithmetic::of<T>().label) + describe(c));
 
   auto fail = [&](const std::string& what) { finding("softmax_stable: " + what + "\n" + describe(c)); };
   bool any = false, poisoned = false;
@@ -58,8 +57,8 @@ void check(const SoftmaxRow<T>& row) {
     const bool zero = row.empty == EmptyRows::zero;
     for (int64_t j = 0; j < n; ++j)
       if (zero ? w[size_t(j)] != 0 : !std::isnan(w[size_t(j)]))
-        fail("a row with no permitted entry gives weight " + show(w[size_t(j)]) + " at " + std::to_string(j) +
-             ", policy " + (zero ? "zero" : "nan"));
+        fail("a row with no permitted entry gives weight " + show(w[size_t(j)]) + " at " + std::to_string(j) + ", policy " +
+             (zero ? "zero" : "nan"));
     if (zero ? lse != -inf : !std::isnan(lse))
       fail("a row with no permitted entry gives log-sum-exp " + show(lse) + ", policy " + (zero ? "zero" : "nan"));
     return;

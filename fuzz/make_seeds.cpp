@@ -143,9 +143,7 @@ void softmax_seeds(const fs::path& dir) {
 }
 
 void attention_seeds(const fs::path& dir) {
-  attention_seed(dir, "wide_logits", [](const auto& in) {
-    return in.c.mix.rfind("qk wide", 0) == 0 && in.c.shape.Tk >= 3;
-  });
+  attention_seed(dir, "wide_logits", [](const auto& in) { return in.c.mix.rfind("qk wide", 0) == 0 && in.c.shape.Tk >= 3; });
   attention_seed(dir, "arbitrary_bits", [](const auto& in) { return in.c.mix.rfind("qk bits", 0) == 0; });
   attention_seed(dir, "fully_masked_row", [](const auto& in) {
     return in.c.shape.Tk >= 2 && empty_row(in.c, 0, 0) && !empty_row(in.c, 0, in.c.shape.Tq - 1);

@@ -55,7 +55,8 @@ std::string target_of(const std::string& program) {
 // The kept text of `bytes`, the reason it cannot be one thrown (one line).
 std::string kept(const std::string& program, const std::vector<uint8_t>& bytes) {
   if (!AttncheckFuzzKeep)
-    throw std::runtime_error(target_of(program) + " has no kept texts: its inputs are files that mean the same "
+    throw std::runtime_error(target_of(program) +
+                             " has no kept texts: its inputs are files that mean the same "
                              "whatever the generator; keep the file itself");
   std::string text, error;
   if (AttncheckFuzzKeep(bytes.data(), bytes.size(), &text, &error) != 0) throw std::runtime_error(error);

@@ -32,8 +32,8 @@ ATTNCHECK_PROPERTY(BackwardThroughASoftCap, .order = 16, .catches = "softcap_der
   backward_agrees<float>(check, true);
 }
 
-ATTNCHECK_PROPERTY(BackwardAgreesWithOracleInDouble, .order = 175, .catches = "dv_indexed_with_dk",
-                   .double_precision = true, .backward = true) {
+ATTNCHECK_PROPERTY(BackwardAgreesWithOracleInDouble, .order = 175, .catches = "dv_indexed_with_dk", .double_precision = true,
+                   .backward = true) {
   backward_agrees<double>(check);
 }
 

@@ -43,9 +43,9 @@ ATTNCHECK_PROPERTY(BackwardDvIsTheWeightedSumOfDout, .order = 125, .catches = "c
           const double difference = double(std::fabs((long double)g.dv[at] - sum));
           ATTNCHECK_REQUIRE(check, difference <= slack * (1 + 0x1p-30),
                             "dv[" + std::to_string(b) + "," + std::to_string(s.kv_head(h)) + "," + std::to_string(j) + "," +
-                                std::to_string(col) + "] = " + show(g.dv[at]) + ", but the forward's weights give sum_i p_ij dO_i = " +
-                                show(double(sum)) + " (off by " + show(difference) + ", allowed " + show(slack) + ")\n" +
-                                describe(c));
+                                std::to_string(col) + "] = " + show(g.dv[at]) +
+                                ", but the forward's weights give sum_i p_ij dO_i = " + show(double(sum)) + " (off by " +
+                                show(difference) + ", allowed " + show(slack) + ")\n" + describe(c));
         }
 }
 

@@ -18,7 +18,8 @@ Case<T> truncate(const Case<T>& c, int64_t Tq, int64_t Tk) {
   // The first `kept` of `all` rows of `width` in each of the B * heads matrices of x.
   auto rows = [&](const std::vector<T>& x, int64_t all, int64_t kept, int64_t width, int64_t heads) {
     std::vector<T> y;
-    for (int64_t m = 0; m < s.B * heads; ++m) y.insert(y.end(), x.begin() + m * all * width, x.begin() + (m * all + kept) * width);
+    for (int64_t m = 0; m < s.B * heads; ++m)
+      y.insert(y.end(), x.begin() + m * all * width, x.begin() + (m * all + kept) * width);
     return y;
   };
   t.q = rows(c.q, s.Tq, Tq, s.dk, s.H);
@@ -28,7 +29,8 @@ Case<T> truncate(const Case<T>& c, int64_t Tq, int64_t Tk) {
   auto corner = [&](const auto& x, int64_t matrices) {
     std::decay_t<decltype(x)> y;
     for (int64_t m = 0; m < matrices && !x.empty(); ++m)
-      for (int64_t i = 0; i < Tq; ++i) y.insert(y.end(), x.begin() + (m * s.Tq + i) * s.Tk, x.begin() + (m * s.Tq + i) * s.Tk + Tk);
+      for (int64_t i = 0; i < Tq; ++i)
+        y.insert(y.end(), x.begin() + (m * s.Tq + i) * s.Tk, x.begin() + (m * s.Tq + i) * s.Tk + Tk);
     return y;
   };
   t.allow = corner(c.allow, s.B);

@@ -17,7 +17,7 @@ ATTNCHECK_PROPERTY(OutputsLieBetweenPermittedValues, .order = 90, .catches = "on
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.H; ++h)
       for (int64_t i = 0; i < s.Tq; ++i) {
-        if (!ref.out.row_is_exact(s.lse_at(b, h, i))) continue;  // a large case's unsampled row
+        if (!ref.out.row_is_exact(s.lse_at(b, h, i))) continue;                  // a large case's unsampled row
         const std::vector<int64_t> keys = exact_row(c.problem(), b, h, i).keys;  // those that carry weight
         for (int64_t col = 0; col < s.dv; ++col) {
           const size_t n = size_t(s.out_at(b, h, i) + col);
@@ -29,8 +29,8 @@ ATTNCHECK_PROPERTY(OutputsLieBetweenPermittedValues, .order = 90, .catches = "on
           }
           ATTNCHECK_REQUIRE(check, out[n] >= lo - ref.out.bound[n] && out[n] <= hi + ref.out.bound[n],
                             "out[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "," +
-                                std::to_string(col) + "] = " + show(out[n]) + " lies outside [" +
-                                show(lo) + ", " + show(hi) + "]\n" + describe_failure(c, b, h, i));
+                                std::to_string(col) + "] = " + show(out[n]) + " lies outside [" + show(lo) + ", " + show(hi) +
+                                "]\n" + describe_failure(c, b, h, i));
         }
       }
 }
@@ -75,9 +75,10 @@ ATTNCHECK_PROPERTY(SelectionAndAveragePooling, .order = 100, .catches = "naive_s
       if (!std::isfinite(ref.out.bound[n]) || !std::isfinite(ref.out.exact[n]) || !std::isfinite(expected)) continue;
       // Within the bound of the exact value, which is the mean, or the chosen value up to exp(-200)
       // of the others: |exact - expected| is that, and the double rounding of the mean.
-      ATTNCHECK_REQUIRE(check, std::fabs(double(out[n]) - expected) <= ref.out.bound[n] + std::fabs(double(ref.out.exact[n]) - expected),
-                    std::string(select ? "selection" : "average pooling") + " gives " + show(out[n]) +
-                        ", expected " + show(expected) + "\n" + describe_failure(c, 0, 0, i));
+      ATTNCHECK_REQUIRE(check,
+                        std::fabs(double(out[n]) - expected) <= ref.out.bound[n] + std::fabs(double(ref.out.exact[n]) - expected),
+                        std::string(select ? "selection" : "average pooling") + " gives " + show(out[n]) + ", expected " +
+                            show(expected) + "\n" + describe_failure(c, 0, 0, i));
     }
   }
 }

@@ -1,7 +1,7 @@
 // Claim: with dropout, the output is exactly (P ⊙ keep / (1 - p)) V for the keep mask the kernel
 // says it used, P the softmax over every permitted key; each byte of that mask is 0 or 1 (a
-// forbidden key's bit is immaterial, but written: docs/protocol.md); and the log-sum-exp, asked in a second call of the same seed, is that of the weights
-// before dropout, that call's output the same.
+// forbidden key's bit is immaterial, but written: docs/protocol.md); and the log-sum-exp, asked in a second call of the same
+// seed, is that of the weights before dropout, that call's output the same.
 
 #include "attncheck/dropout_support.hpp"
 #include "attncheck/oracle.hpp"
@@ -22,9 +22,8 @@ ATTNCHECK_PROPERTY(DropoutAgreesWithOracleForItsMask, .order = 210, .catches = "
           const uint8_t k = keep[size_t(s.scores_at(b, h, i) + j)];
           ATTNCHECK_REQUIRE(check, k <= 1,
                             "keep mask [" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "," +
-                                std::to_string(j) + "] of a " + (c.permits(b, i, j) ? "permitted" : "forbidden") +
-                                " key is " + std::to_string(int(k)) +
-                                (k == 0xFF ? " (never written)" : "") + ", not 0 or 1\n" + describe(c));
+                                std::to_string(j) + "] of a " + (c.permits(b, i, j) ? "permitted" : "forbidden") + " key is " +
+                                std::to_string(int(k)) + (k == 0xFF ? " (never written)" : "") + ", not 0 or 1\n" + describe(c));
         }
   const std::string claim = "dropout at p = " + show(p) + " with the kernel's keep mask";
   const Reference ref = reference(with_keep(c, keep));

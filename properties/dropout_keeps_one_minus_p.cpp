@@ -8,8 +8,7 @@
 namespace attncheck::properties {
 
 ATTNCHECK_PROPERTY(DropoutKeepsOneMinusP, .order = 220, .catches = "dropout_p_swapped", .float32_cases = true,
-                   .needs = ATTNCHECK_CAP_DROPOUT,
-                   .leaves = ATTNCHECK_ONLY_CAUSAL | ATTNCHECK_ONLY_WITHIN_LIMITS) {
+                   .needs = ATTNCHECK_CAP_DROPOUT, .leaves = ATTNCHECK_ONLY_CAUSAL | ATTNCHECK_ONLY_WITHIN_LIMITS) {
   const double p = draw_dropout_rate(check, true);
   const uint64_t seed = check.below(uint64_t(1) << 32);
   const std::vector<uint8_t> keep = uniform_keep_mask(check, p, seed);

@@ -22,10 +22,9 @@ ATTNCHECK_PROPERTY(DropoutMasksDifferAcrossHeads, .order = 225, .catches = "drop
   for (const auto& [name, at] : others) {
     const double same = agreement(keep, keep, s.scores_at(0, 0, 0), at, n);
     ATTNCHECK_REQUIRE(check, same <= limit,
-                      std::string("dropout at p = ") + show(p) + ": the masks of head 0 of batch 0 and " + name +
-                          " agree on " + show(same) + " of " + std::to_string(n) + " weights; independent masks agree on " +
-                          show(expected) + " (at most " + show(limit) + ", false alarm below 1e-10)\n" +
-                          describe(uniform_dropout_case(p, seed)));
+                      std::string("dropout at p = ") + show(p) + ": the masks of head 0 of batch 0 and " + name + " agree on " +
+                          show(same) + " of " + std::to_string(n) + " weights; independent masks agree on " + show(expected) +
+                          " (at most " + show(limit) + ", false alarm below 1e-10)\n" + describe(uniform_dropout_case(p, seed)));
   }
 }
 

@@ -10,8 +10,7 @@
 namespace attncheck::properties {
 
 ATTNCHECK_PROPERTY(DropoutWeightsReadOffTheOutput, .order = 215, .catches = "dropout_before_softmax",
-                   .needs = ATTNCHECK_CAP_DROPOUT,
-                   .leaves = ATTNCHECK_ONLY_EQUAL_HEAD_DIMS | ATTNCHECK_ONLY_WITHIN_LIMITS) {
+                   .needs = ATTNCHECK_CAP_DROPOUT, .leaves = ATTNCHECK_ONLY_EQUAL_HEAD_DIMS | ATTNCHECK_ONLY_WITHIN_LIMITS) {
   const double p = draw_dropout_rate(check);
   // V = [I | 1] makes dv = Tk + 1: a large case would cost Tk times a pass over it.
   const Case<float> c = with_weight_values(with_dropout(check, check.draw<float>({.small_only = true}), p));
@@ -19,8 +18,8 @@ ATTNCHECK_PROPERTY(DropoutWeightsReadOffTheOutput, .order = 215, .catches = "dro
   const Reference weights = undropped_weights(c);
   const std::vector<uint8_t> keep = keep_read_off(c, out, weights);
   require_agreement<float>(check, c, out, read_off_reference(c, keep, weights, out),
-                    "dropout at p = " + show(p) + ", V = [I | 1]: each weight 0 or p_ij / (1 - p), their sum last", nullptr,
-                    &keep);
+                           "dropout at p = " + show(p) + ", V = [I | 1]: each weight 0 or p_ij / (1 - p), their sum last",
+                           nullptr, &keep);
 }
 
 }  // namespace attncheck::properties

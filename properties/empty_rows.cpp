@@ -33,10 +33,12 @@ ATTNCHECK_PROPERTY(EmptyRowsFollowThePolicy, .order = 40, .catches = "empty_row_
     const std::string policy = std::string(" under --empty-rows ") + empty_rows_word(c.empty_rows);
     if (!lse.empty()) {
       const float x = lse[size_t(s.lse_at(b, h, i))];
-      ATTNCHECK_REQUIRE(check, zero ? x == empty_lse : std::isnan(x),
-                        "the emptied row " + row + " has log-sum-exp " + show(x) + policy +
-                            (zero ? " --lse-empty " + std::string(c.lse_empty == LseEmpty::zero ? "zero (expected 0)" : "ninf (expected -inf)") : "") +
-                            "\n" + describe_failure(c, b, h, i));
+      ATTNCHECK_REQUIRE(
+          check, zero ? x == empty_lse : std::isnan(x),
+          "the emptied row " + row + " has log-sum-exp " + show(x) + policy +
+              (zero ? " --lse-empty " + std::string(c.lse_empty == LseEmpty::zero ? "zero (expected 0)" : "ninf (expected -inf)")
+                    : "") +
+              "\n" + describe_failure(c, b, h, i));
     }
     for (int64_t col = 0; col < s.dv; ++col) {
       const float x = out[size_t(s.out_at(b, h, i) + col)];

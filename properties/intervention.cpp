@@ -57,11 +57,11 @@ ATTNCHECK_PROPERTY(ForbiddenKeysAndValuesCannotChangeValidOutputs, .order = 30, 
   Comparison before = compare(clean.data(), reference(c.problem(), &row_i).out);
   before.rows = before.exact_rows;  // the rows of this claim: no other was computed, and none screened
   check.observe(before);
-  ATTNCHECK_REQUIRE(check, before.ok(),
-                    "row [" + std::to_string(b) + ",*," + std::to_string(i) +
-                        "] breaks the contract before anything is poisoned: wrong: " +
-                        before.report(Arithmetic::of(c.format).label) +
-                        describe_failure(c, b, before.mismatches.empty() ? 0 : before.mismatches.front().at[1], i));
+  ATTNCHECK_REQUIRE(
+      check, before.ok(),
+      "row [" + std::to_string(b) + ",*," + std::to_string(i) +
+          "] breaks the contract before anything is poisoned: wrong: " + before.report(Arithmetic::of(c.format).label) +
+          describe_failure(c, b, before.mismatches.empty() ? 0 : before.mismatches.front().at[1], i));
   // The elements of row i the claim covers, and the first of them that changed (any NaN equals any
   // NaN); none: no leak.
   std::vector<size_t> claimed;
@@ -88,8 +88,8 @@ ATTNCHECK_PROPERTY(ForbiddenKeysAndValuesCannotChangeValidOutputs, .order = 30, 
   Comparison after = compare(dirty.data(), reference(c.problem(), &claimed_rows).out);
   after.rows = after.exact_rows;
   check.observe(after);
-  const std::string moved = row + " changed " + poisoned_what + ": " + element + " " + show(clean[at]) + " became " +
-                            show(dirty[at]);
+  const std::string moved =
+      row + " changed " + poisoned_what + ": " + element + " " + show(clean[at]) + " became " + show(dirty[at]);
   ATTNCHECK_REQUIRE(check, after.ok(),
                     moved + ", wrong: " + after.report(Arithmetic::of(c.format).label) + describe_failure(poisoned, b, h, i));
   // Within the bound, yet not the clean call's bits: a leak, or a kernel whose answers vary.

@@ -20,8 +20,8 @@ ATTNCHECK_PROPERTY(LayerAgreesWithOracle, .order = 300, .catches = "heads_split_
   layer_agrees<float>(check);
 }
 
-ATTNCHECK_PROPERTY(LayerAgreesWithOracleInDouble, .order = 301, .catches = "scale_from_d_model",
-                   .double_precision = true, .layer = true) {
+ATTNCHECK_PROPERTY(LayerAgreesWithOracleInDouble, .order = 301, .catches = "scale_from_d_model", .double_precision = true,
+                   .layer = true) {
   layer_agrees<double>(check);
 }
 

@@ -27,7 +27,8 @@ ATTNCHECK_PROPERTY(LayerForbiddenKeysCannotChangeOutputs, .order = 320, .catches
   // float16's largest, 1e6 past it.
   const double big = is_narrow(c.format) ? check.one_of({1e3, -1e3, 3e4}) : check.one_of({1e3, -1e3, 3e4, 1e6});
   std::vector<float>& x = c.self_attention ? poisoned.x_q : poisoned.x_kv;
-  for (int64_t d = 0; d < c.shape.D; ++d) x[size_t(c.shape.x_kv_at(0, j) + d)] = float(round_to(c.format, d % 2 ? big : -big / 3));
+  for (int64_t d = 0; d < c.shape.D; ++d)
+    x[size_t(c.shape.x_kv_at(0, j) + d)] = float(round_to(c.format, d % 2 ? big : -big / 3));
   const std::vector<float> after = check.run_layer(poisoned);
   // Under --empty-rows mean or any, a query of batch 0 with no permitted key may read every key (a
   // mean of values) or give anything: its output row is not the claim's.

@@ -47,8 +47,7 @@ ATTNCHECK_PROPERTY(LayerHeadPermutationInvariant, .order = 330, .catches = "head
   p.b_v = permuted_columns(c.b_v, 1, h.kv_heads(), h.dv, kv_order);
   p.w_o = permuted_columns(c.w_o, 1, h.H, h.dv * s.D, q_order);  // rows h dv .. of w_o, each block dv rows of D
   const std::vector<float> before = check.run_layer(c), after = check.run_layer(p);
-  require_close(check, p, before, after, layer_reference(c.layer()).out, layer_reference(p.layer()).out,
-                "the heads permuted");
+  require_close(check, p, before, after, layer_reference(c.layer()).out, layer_reference(p.layer()).out, "the heads permuted");
 }
 
 }  // namespace attncheck::properties

@@ -29,8 +29,8 @@ ATTNCHECK_PROPERTY(LayerOutputProjectionZeroGivesBias, .order = 310, .catches = 
       const size_t at = size_t(r * s.D + d);
       if (std::isnan(double(ref.out.exact[at]))) continue;  // a NaN head (the nan policy's empty row) times 0
       ATTNCHECK_REQUIRE(check, out[at] == c.b_o[size_t(d)],
-                        "with w_o = 0, out[" + std::to_string(r / s.heads.Tq) + "," + std::to_string(r % s.heads.Tq) +
-                            "," + std::to_string(d) + "] is " + show(out[at]) + ", not b_o[" + std::to_string(d) +
+                        "with w_o = 0, out[" + std::to_string(r / s.heads.Tq) + "," + std::to_string(r % s.heads.Tq) + "," +
+                            std::to_string(d) + "] is " + show(out[at]) + ", not b_o[" + std::to_string(d) +
                             "] = " + show(c.b_o[size_t(d)]) + "\n" + describe(c));
     }
 }

@@ -67,17 +67,17 @@ void require_close(Checker& check, const LayerCase<T>& c, const std::vector<T>& 
     const bool both_nan = std::isnan(before[at]) && std::isnan(after[at]);
     ATTNCHECK_REQUIRE(check, both_nan || std::fabs(double(after[at]) - double(before[at])) <= allowed,
                       claim + ": " + before_ref.name + index_text(before_ref.dims, int64_t(at)) + " is " + show(before[at]) +
-                          " before and " + show(after[at]) + " after, more than the bounds' " + show(allowed) +
-                          " apart\n" + describe(c));
+                          " before and " + show(after[at]) + " after, more than the bounds' " + show(allowed) + " apart\n" +
+                          describe(c));
   }
 }
 
-#define ATTNCHECK_INSTANTIATE(T)                                                                                      \
-  template LayerCase<T> draw_layer(Checker&, CaseLimits);                                                            \
-  template void require_layer_agreement(Checker&, const LayerCase<T>&, const std::vector<T>&, const std::vector<T>*, \
-                                        const LayerReference&, const std::string&);                                   \
-  template void require_close(Checker&, const LayerCase<T>&, const std::vector<T>&, const std::vector<T>&,          \
-                              const ExactTensor&, const ExactTensor&, const std::string&);
+#define ATTNCHECK_INSTANTIATE(T)                                                                                               \
+  template LayerCase<T> draw_layer(Checker&, CaseLimits);                                                                      \
+  template void require_layer_agreement(Checker&, const LayerCase<T>&, const std::vector<T>&, const std::vector<T>*,           \
+                                        const LayerReference&, const std::string&);                                            \
+  template void require_close(Checker&, const LayerCase<T>&, const std::vector<T>&, const std::vector<T>&, const ExactTensor&, \
+                              const ExactTensor&, const std::string&);
 ATTNCHECK_INSTANTIATE(float)
 ATTNCHECK_INSTANTIATE(double)
 #undef ATTNCHECK_INSTANTIATE

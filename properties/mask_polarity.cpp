@@ -15,8 +15,7 @@ ATTNCHECK_PROPERTY(AllTrueMaskEqualsNoMask, .order = 140, .catches = "inverted_p
   require_agreement(check, c, check.run(c), no_mask, "an all-true allow mask against no mask");
 }
 
-ATTNCHECK_PROPERTY(KeyPaddingMaskConvertsByFlipping, .order = 150, .catches = "inverted_polarity",
-                   .needs = ATTNCHECK_CAP_ALLOW) {
+ATTNCHECK_PROPERTY(KeyPaddingMaskConvertsByFlipping, .order = 150, .catches = "inverted_polarity", .needs = ATTNCHECK_CAP_ALLOW) {
   Case<float> c = check.draw<float>();
   const Shape& s = c.shape;
   std::vector<uint8_t> key_padding_mask(size_t(s.B * s.Tk));  // true = padded, blocked

@@ -86,19 +86,19 @@ ATTNCHECK_PROPERTY(ANanOrInfPermittedScoreMakesItsRowNaN, .order = 178, .catches
           for (int64_t h = 0; h < s.H && !c.permits(b, i, poisoned); ++h)
             for (int64_t col = 0; col < s.dv; ++col) unseen.push_back(size_t(s.out_at(b, h, i) + col));
       std::vector<float> unused;
-      const bool varies = !keeps_bits(clean, out, unseen) && answers_vary([&] { return check.run_with_lse(poisoned_key(check, format, 0), unused); },
-                                                     clean, [&] { return check.run_with_lse(c, unused); }, out, unseen);
+      const bool varies = !keeps_bits(clean, out, unseen) &&
+                          answers_vary([&] { return check.run_with_lse(poisoned_key(check, format, 0), unused); }, clean,
+                                       [&] { return check.run_with_lse(c, unused); }, out, unseen);
       // out and clean [B,H,Tq,dv], lse and clean_lse [B,H,Tq] (empty without lse). Element `at` of a row
       // that sees key 2 must be NaN; of one that does not, what it was with 0 in place of the poison
       // (its bits, or any NaN for a NaN).
       auto require = [&](bool seen, const std::string& row, float x, float before, const std::string& at) {
         const std::string got = "got " + show(x) + " at " + at;
-        ATTNCHECK_REQUIRE(
-            check, seen ? std::isnan(x) : varies || unchanged(before, x),
-            (seen ? "expected NaN: permitted key " + key + " of row [" + row + "] has a " + name + " score; " + got
-                  : "row [" + row + "] may not see key " + key + ", which has a " + name + " score, yet " + got +
-                        "; expected " + show(before) + ", its value with 0 in place of the " + name) +
-                "\n" + describe(c));
+        ATTNCHECK_REQUIRE(check, seen ? std::isnan(x) : varies || unchanged(before, x),
+                          (seen ? "expected NaN: permitted key " + key + " of row [" + row + "] has a " + name + " score; " + got
+                                : "row [" + row + "] may not see key " + key + ", which has a " + name + " score, yet " + got +
+                                      "; expected " + show(before) + ", its value with 0 in place of the " + name) +
+                              "\n" + describe(c));
       };
       for (int64_t b = 0; b < s.B; ++b)
         for (int64_t h = 0; h < s.H; ++h)
@@ -110,13 +110,11 @@ ATTNCHECK_PROPERTY(ANanOrInfPermittedScoreMakesItsRowNaN, .order = 178, .catches
               require(seen, row, out[at], clean[at], "out[" + row + "," + std::to_string(col) + "]");
             }
             if (!lse.empty())
-              require(seen, row, lse[size_t(s.lse_at(b, h, i))], clean_lse[size_t(s.lse_at(b, h, i))],
-                      "lse[" + row + "]");
+              require(seen, row, lse[size_t(s.lse_at(b, h, i))], clean_lse[size_t(s.lse_at(b, h, i))], "lse[" + row + "]");
           }
       // The rows that may not see key 2 are now those of the clean case: a finding here is not the poison's.
       require_agreement(check, c, out, reference(c.problem()),
-                        "the rows that may not see key " + key + ", as wrong with 0 in place of the " + name,
-                        lse_if_any(lse));
+                        "the rows that may not see key " + key + ", as wrong with 0 in place of the " + name, lse_if_any(lse));
     }
   }
 }

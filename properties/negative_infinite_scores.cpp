@@ -28,7 +28,8 @@ Case<float> with_infinite_keys(const Checker& check, Format format, int64_t Tk, 
   for (int64_t i = 0; i < c.shape.Tq; ++i) c.q.insert(c.q.end(), {1, float(1 + i % 2)});
   for (int64_t j = 0; j < Tk; ++j) {
     const bool infinite = j < minus_infinite;
-    c.k.insert(c.k.end(), {infinite ? -std::numeric_limits<float>::infinity() : float(j % 2 == 0), infinite ? 1.0f : float(j % 2)});
+    c.k.insert(c.k.end(),
+               {infinite ? -std::numeric_limits<float>::infinity() : float(j % 2 == 0), infinite ? 1.0f : float(j % 2)});
     c.v.insert(c.v.end(), {j % 3 == 1 ? 0.0f : 1.0f, j % 3 == 0 ? 0.0f : 1.0f});
   }
   return c;
@@ -36,8 +37,8 @@ Case<float> with_infinite_keys(const Checker& check, Format format, int64_t Tk, 
 
 }  // namespace
 
-ATTNCHECK_PROPERTY(ANegativeInfiniteScoreWeighsNothing, .order = 179, .catches = "max_minus_infinity_nan",
-                   .generated = false, .leaves = ATTNCHECK_ONLY_WITHIN_LIMITS) {
+ATTNCHECK_PROPERTY(ANegativeInfiniteScoreWeighsNothing, .order = 179, .catches = "max_minus_infinity_nan", .generated = false,
+                   .leaves = ATTNCHECK_ONLY_WITHIN_LIMITS) {
   for (const Format format : {Format::f32, Format::f16, Format::bf16}) {
     if (!check.claims(capability_of(format))) continue;
     // One key of three scoring -inf, then every key of two: the row is empty.

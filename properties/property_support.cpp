@@ -71,15 +71,16 @@ Checker::Gradients<T> Checker::gradients(const Case<T>& c, const GradReference<T
 }
 
 template <class T>
-void require_gradients(Checker& check, const Case<T>& c, const Checker::Gradients<T>& computed,
-                       const GradReference<T>& reference, const std::vector<T>& dout, const std::string& claim) {
+void require_gradients(Checker& check, const Case<T>& c, const Checker::Gradients<T>& computed, const GradReference<T>& reference,
+                       const std::vector<T>& dout, const std::string& claim) {
   const Shape& s = c.shape;
   Checker::Gradients<T> plain{std::vector<T>(size_t(s.q_size())), std::vector<T>(size_t(s.k_size())),
                               std::vector<T>(size_t(s.v_size()))};
   attention_backward(c.problem(), Grads<T>{reference.out.data(), reference.lse.data(), dout.data(), plain.dq.data(),
                                            plain.dk.data(), plain.dv.data()});
   const std::pair<const std::vector<T>*, std::pair<const std::vector<T>*, const ExactTensor*>> tensors[] = {
-      {&computed.dq, {&plain.dq, &reference.dq}}, {&computed.dk, {&plain.dk, &reference.dk}},
+      {&computed.dq, {&plain.dq, &reference.dq}},
+      {&computed.dk, {&plain.dk, &reference.dk}},
       {&computed.dv, {&plain.dv, &reference.dv}}};
   for (const auto& [kernel, expected] : tensors) {
     const Verdict verdict = judge(kernel->data(), expected.first->data(), *expected.second);
@@ -133,8 +134,8 @@ std::string describe_failure(const Case<T>& c, const Comparison& failed) {
 }
 
 template <class T>
-void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& out, Reference reference,
-                       const std::string& claim, const std::vector<T>* lse, const std::vector<uint8_t>* keep) {
+void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& out, Reference reference, const std::string& claim,
+                       const std::vector<T>* lse, const std::vector<uint8_t>* keep) {
   const Problem<T> problem = keep ? with_keep(c, *keep) : c.problem();
   std::vector<T> plain(out.size()), plain_lse(size_t(c.shape.lse_size()));
   attention(problem, Result<T>{plain.data(), nullptr, plain_lse.data()});
@@ -144,17 +145,17 @@ void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& o
   if (!lse) return;
   const Verdict lse_verdict = judge(lse->data(), plain_lse.data(), reference.lse);  // the rows out's verdict computed
   check.observe(lse_verdict.bound);
-  if (!lse_verdict.ok()) check.fail(claim + " (its log-sum-exp): " + lse_verdict.report() + describe_failure(c, lse_verdict.bound));
+  if (!lse_verdict.ok())
+    check.fail(claim + " (its log-sum-exp): " + lse_verdict.report() + describe_failure(c, lse_verdict.bound));
 }
 
-template Checker::Gradients<float> Checker::gradients(const Case<float>&, const GradReference<float>&,
-                                                      const std::vector<float>&);
+template Checker::Gradients<float> Checker::gradients(const Case<float>&, const GradReference<float>&, const std::vector<float>&);
 template Checker::Gradients<double> Checker::gradients(const Case<double>&, const GradReference<double>&,
                                                        const std::vector<double>&);
 template void require_gradients(Checker&, const Case<float>&, const Checker::Gradients<float>&, const GradReference<float>&,
                                 const std::vector<float>&, const std::string&);
-template void require_gradients(Checker&, const Case<double>&, const Checker::Gradients<double>&,
-                                const GradReference<double>&, const std::vector<double>&, const std::string&);
+template void require_gradients(Checker&, const Case<double>&, const Checker::Gradients<double>&, const GradReference<double>&,
+                                const std::vector<double>&, const std::string&);
 template Case<float> Checker::draw(CaseLimits);
 template Case<double> Checker::draw(CaseLimits);
 template void require_agreement(Checker&, const Case<float>&, const std::vector<float>&, Reference, const std::string&,
@@ -233,8 +234,10 @@ ReadWeights read_weights(Checker& check, const Case<float>& c) {
   // [B,H_kv,Tk,width] and out [B,H,Tq,width].
   const Shape& s = c.shape;
   const int64_t width = reading_width(s, check.domain());
-  ReadWeights read{std::vector<float>(size_t(s.scores_size())), std::vector<long double>(size_t(s.scores_size())),
-                   std::vector<double>(size_t(s.scores_size())), {}};
+  ReadWeights read{std::vector<float>(size_t(s.scores_size())),
+                   std::vector<long double>(size_t(s.scores_size())),
+                   std::vector<double>(size_t(s.scores_size())),
+                   {}};
   for (int64_t first = 0; first < s.Tk; first += width) {  // keys [first, first + width) in this call
     Case<float> block = c;
     block.shape.dv = width;

@@ -34,7 +34,9 @@ class InProcessChecker : public Checker {
   std::vector<double> run(const Case<double>& c) override { return run_checked<double>(c, nullptr); }
   std::vector<float> run(const Case<float>& c, std::vector<float>& lse) override { return run_checked(c, &lse); }
   std::vector<double> run(const Case<double>& c, std::vector<double>& lse) override { return run_checked(c, &lse); }
-  std::vector<float> run(const Case<float>& c, std::vector<uint8_t>& keep) override { return run_checked<float>(c, nullptr, &keep); }
+  std::vector<float> run(const Case<float>& c, std::vector<uint8_t>& keep) override {
+    return run_checked<float>(c, nullptr, &keep);
+  }
   bool has_f64() const override { return kernel_from_environment().plugin.has_f64(); }
   bool has_lse() const override { return kernel_from_environment().has_lse(); }
   bool has_backward() const override { return kernel_from_environment().has_backward(); }
@@ -48,7 +50,8 @@ class InProcessChecker : public Checker {
   template <class T>
   std::vector<T> run_checked(const Case<T>& c, std::vector<T>* lse, std::vector<uint8_t>* keep = nullptr) {
     std::vector<T> out;
-    if (const int32_t status = claimed_call([&] { return run_kernel(kernel_from_environment(), c, out, lse, keep); }); status != 0)
+    if (const int32_t status = claimed_call([&] { return run_kernel(kernel_from_environment(), c, out, lse, keep); });
+        status != 0)
       fail("the kernel refused a valid problem (status " + std::to_string(status) + ")\n" + describe(c));
     // Each property sees a call that changed the process's floating-point mode (ctest runs each
     // property in a process of its own, so the last test alone would see only the loading).
@@ -94,15 +97,19 @@ template <class T>
 rc::Gen<Case<T>> cases(const CaseLimits& limits) {
   return rc::Gen<Case<T>>([limits](const rc::Random& random, int size) {
     Case<T> drawn = rc::gen::exec([limits] {
-      RcChooser choose;
-      return draw_case<T>(choose, limits);
-    })(random, size).value();
+                      RcChooser choose;
+                      return draw_case<T>(choose, limits);
+                    })(random, size)
+                        .value();
     return rc::shrinkable::shrinkRecur(std::move(drawn), [limits](const Case<T>& c) {
       std::vector<Case<T>> simpler;
-      offer_simpler<T>(c, limits.capabilities, [&](Case<T>&& s) {
-        simpler.push_back(std::move(s));
-        return false;  // every neighbour, in order: RapidCheck tries them
-      }, limits.domain);
+      offer_simpler<T>(
+          c, limits.capabilities,
+          [&](Case<T>&& s) {
+            simpler.push_back(std::move(s));
+            return false;  // every neighbour, in order: RapidCheck tries them
+          },
+          limits.domain);
       return rc::seq::fromContainer(std::move(simpler));
     });
   });
@@ -146,7 +153,9 @@ class PropertyTest : public testing::Test {
  public:
   explicit PropertyTest(const Property& property) : property_(property) {}
   void TestBody() override {
-    if (const std::string why = not_applicable(property_, kernel_from_environment().claimed(), {}, kernel_from_environment().domain()); !why.empty())
+    if (const std::string why =
+            not_applicable(property_, kernel_from_environment().claimed(), {}, kernel_from_environment().domain());
+        !why.empty())
       GTEST_SKIP() << "not applicable: Property." << property_.name << " " << why << ", which the kernel does not claim";
     if (property_.generated) {
       EXPECT_TRUE(rc::check(std::string("Property.") + property_.name, [this] {

@@ -37,7 +37,8 @@ std::string not_applicable(const Property& p, uint32_t claimed, const Policies& 
   const uint32_t formats = p.double_precision ? uint32_t(ATTNCHECK_CAP_F64)
                            : p.float32_cases  ? uint32_t(ATTNCHECK_CAP_F32)
                                               : float_formats;
-  const uint32_t needs = p.needs | (p.backward ? uint32_t(ATTNCHECK_CAP_BACKWARD) : 0u) | (p.layer ? uint32_t(ATTNCHECK_CAP_MHA) : 0u);
+  const uint32_t needs =
+      p.needs | (p.backward ? uint32_t(ATTNCHECK_CAP_BACKWARD) : 0u) | (p.layer ? uint32_t(ATTNCHECK_CAP_MHA) : 0u);
   if (!(claimed & formats)) return (formats == float_formats ? "checks one of " : "checks ") + feature_names(formats);
   if (needs & ~claimed) return "needs " + feature_names(needs & ~claimed);
   if (p.needs_one_of && !(claimed & p.needs_one_of)) return "needs one of " + feature_names(p.needs_one_of);

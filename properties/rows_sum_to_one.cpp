@@ -31,18 +31,18 @@ ATTNCHECK_PROPERTY(RowsSumToOne, .order = 70, .catches = "softmax_over_queries")
         const std::string shown = describe(read.calls.front());
         double sum = 0, sum_bounds = 0;
         for (int64_t j = 0; j < s.Tk; ++j) {
-          ATTNCHECK_REQUIRE(check, c.permits(b, i, j) || mean_row || w[row + j] == 0,
-                            "forbidden key " + std::to_string(j) + " of " + where + " has weight " +
-                                show(w[row + j]) + "\n" + shown);
-          ATTNCHECK_REQUIRE(check, w[row + j] >= -read.bound[row + j] && w[row + j] <= 1 + read.bound[row + j],
-                            "weight " + std::to_string(j) + " of " + where + " is " + show(w[row + j]) +
-                                ", outside [0, 1]\n" + shown);
+          ATTNCHECK_REQUIRE(
+              check, c.permits(b, i, j) || mean_row || w[row + j] == 0,
+              "forbidden key " + std::to_string(j) + " of " + where + " has weight " + show(w[row + j]) + "\n" + shown);
+          ATTNCHECK_REQUIRE(
+              check, w[row + j] >= -read.bound[row + j] && w[row + j] <= 1 + read.bound[row + j],
+              "weight " + std::to_string(j) + " of " + where + " is " + show(w[row + j]) + ", outside [0, 1]\n" + shown);
           sum += w[row + j];
           sum_bounds += read.bound[row + j];
         }
         if (carries_weight)  // else an empty row: all zero, as checked above
-          ATTNCHECK_REQUIRE(check, std::fabs(sum - 1) <= sum_bounds, where + " sums to " + show(sum) +
-                                                                   " over the keys, not 1\n" + shown);
+          ATTNCHECK_REQUIRE(check, std::fabs(sum - 1) <= sum_bounds,
+                            where + " sums to " + show(sum) + " over the keys, not 1\n" + shown);
       }
 }
 

@@ -21,8 +21,8 @@ constexpr int64_t kQueries = 1024, kKeys = 32;
 
 // The probes' domain: one query over 32 keys, no causal mask, V = I (dv 32 whatever d is), 1024
 // heads. Repeated to a square causal problem it would send 32 times the work for nothing.
-constexpr uint32_t kSaturationLeaves = ATTNCHECK_ONLY_CAUSAL | ATTNCHECK_ONLY_SQUARE | ATTNCHECK_ONLY_EQUAL_HEAD_DIMS |
-                                       ATTNCHECK_ONLY_WITHIN_LIMITS;
+constexpr uint32_t kSaturationLeaves =
+    ATTNCHECK_ONLY_CAUSAL | ATTNCHECK_ONLY_SQUARE | ATTNCHECK_ONLY_EQUAL_HEAD_DIMS | ATTNCHECK_ONLY_WITHIN_LIMITS;
 
 // Standard normal values in pairs by Marsaglia's polar method on std::mt19937_64 (specified by the
 // standard, so the same everywhere): no trigonometry, about three times faster than the case
@@ -88,8 +88,8 @@ Saturation measure(Checker& check, int64_t d, bool scaled) {
 
 }  // namespace
 
-ATTNCHECK_PROPERTY(UnscaledSoftmaxSaturatesAsDGrows, .order = 190, .catches = "explicit_scale_ignored", .generated = false, .float32_cases = true,
-                   .leaves = kSaturationLeaves | ATTNCHECK_ONLY_DEFAULT_SCALE) {
+ATTNCHECK_PROPERTY(UnscaledSoftmaxSaturatesAsDGrows, .order = 190, .catches = "explicit_scale_ignored", .generated = false,
+                   .float32_cases = true, .leaves = kSaturationLeaves | ATTNCHECK_ONLY_DEFAULT_SCALE) {
   const Saturation d4 = measure(check, 4, false), d256 = measure(check, 256, false);
   ATTNCHECK_REQUIRE(check, d4.largest_weight < 0.5 && d4.jacobian_trace > 0.65,
                     "unscaled, d 4: largest weight " + show(d4.largest_weight) + ", 1 - sum p^2 " + show(d4.jacobian_trace));
@@ -102,7 +102,8 @@ ATTNCHECK_PROPERTY(UnscaledSoftmaxSaturatesAsDGrows, .order = 190, .catches = "e
 // e^(2c) / (e^(2c) + n - 1), however large d grows: the unscaled d 256 probe, whose largest weight
 // is about 0.91 uncapped, stays below that with caps 1 and 2 (0.19 and 0.64), every row of it,
 // within the oracle's bound. A bound, not a statistic: no false alarm at all.
-ATTNCHECK_PROPERTY(SoftCapBoundsEveryWeight, .order = 195, .catches = "softcap_ignored", .generated = false, .float32_cases = true, .needs = ATTNCHECK_CAP_SOFTCAP,
+ATTNCHECK_PROPERTY(SoftCapBoundsEveryWeight, .order = 195, .catches = "softcap_ignored", .generated = false,
+                   .float32_cases = true, .needs = ATTNCHECK_CAP_SOFTCAP,
                    .leaves = kSaturationLeaves | ATTNCHECK_ONLY_DEFAULT_SCALE) {
   for (double cap : {1.0, 2.0}) {
     Case<float> c = probe(256, false);
@@ -123,8 +124,8 @@ ATTNCHECK_PROPERTY(ScaledSoftmaxStaysPutAsDGrows, .order = 200, .catches = "no_s
   for (int64_t d : {4, 16, 64, 256}) {
     const Saturation s = measure(check, d, true);
     ATTNCHECK_REQUIRE(check, s.largest_weight < 0.3 && s.jacobian_trace > 0.79,
-                      "scaled, d " + std::to_string(d) + ": largest weight " + show(s.largest_weight) +
-                          ", 1 - sum p^2 " + show(s.jacobian_trace) + ": saturating as if unscaled");
+                      "scaled, d " + std::to_string(d) + ": largest weight " + show(s.largest_weight) + ", 1 - sum p^2 " +
+                          show(s.jacobian_trace) + ": saturating as if unscaled");
   }
 }
 

@@ -60,19 +60,19 @@ double statistic(const Case<float>& c, const std::vector<float>& out) {
 
 }  // namespace
 
-ATTNCHECK_PROPERTY(ScaledScoresHaveUnitVariance, .order = 180, .catches = "model_width_scale", .generated = false, .float32_cases = true,
-                   .leaves = ATTNCHECK_ONLY_WITHIN_LIMITS) {
+ATTNCHECK_PROPERTY(ScaledScoresHaveUnitVariance, .order = 180, .catches = "model_width_scale", .generated = false,
+                   .float32_cases = true, .leaves = ATTNCHECK_ONLY_WITHIN_LIMITS) {
   const auto [lo, hi] = acceptance(kN);
   for (int64_t d : {4, 16, 64, 256}) {
     const Case<float> probe = score_probe(check, d, 1000 + uint64_t(d));
     const double raw = statistic(probe, {}), scaled = statistic(probe, check.run(probe));
     ATTNCHECK_REQUIRE(check, raw >= lo && raw <= hi,
-                      "d " + std::to_string(d) + ": the generator's q.k/|k| has variance " + show(raw) +
-                          ", outside [" + show(lo) + ", " + show(hi) + "]");
+                      "d " + std::to_string(d) + ": the generator's q.k/|k| has variance " + show(raw) + ", outside [" +
+                          show(lo) + ", " + show(hi) + "]");
     ATTNCHECK_REQUIRE(check, scaled >= lo && scaled <= hi,
-                      "d " + std::to_string(d) + ": d s^2/|k|^2 averages " + show(scaled) + ", outside [" + show(lo) +
-                          ", " + show(hi) + "]: the scores are not scaled by 1/sqrt(d) (1/H = " +
-                          show(1.0 / double(kN)) + " would mean 1/sqrt(H dk), d would mean no scale)");
+                      "d " + std::to_string(d) + ": d s^2/|k|^2 averages " + show(scaled) + ", outside [" + show(lo) + ", " +
+                          show(hi) + "]: the scores are not scaled by 1/sqrt(d) (1/H = " + show(1.0 / double(kN)) +
+                          " would mean 1/sqrt(H dk), d would mean no scale)");
   }
 }
 

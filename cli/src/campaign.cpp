@@ -65,10 +65,15 @@ struct KeptCase {
 // a failure is thrown as Failed.
 class CampaignChecker : public Checker {
  public:
-  CampaignChecker(IsolatedKernel& kernel, const CampaignOptions& options, uint64_t seed,
-                  const std::vector<uint64_t>* recorded, bool ladder, uint32_t capabilities, const Finding* kept = nullptr)
-      : kernel_(kernel), options_(options), fresh_(seed), recorded_(recorded), ladder_(ladder),
-        capabilities_(capabilities), kept_(kept) {}
+  CampaignChecker(IsolatedKernel& kernel, const CampaignOptions& options, uint64_t seed, const std::vector<uint64_t>* recorded,
+                  bool ladder, uint32_t capabilities, const Finding* kept = nullptr)
+      : kernel_(kernel),
+        options_(options),
+        fresh_(seed),
+        recorded_(recorded),
+        ladder_(ladder),
+        capabilities_(capabilities),
+        kept_(kept) {}
 
   uint64_t below(uint64_t n) override {
     uint64_t x = 0;
@@ -86,7 +91,9 @@ class CampaignChecker : public Checker {
   std::vector<double> run(const Case<double>& c) override { return run_isolated<double>(c, nullptr); }
   std::vector<float> run(const Case<float>& c, std::vector<float>& lse) override { return run_isolated(c, &lse); }
   std::vector<double> run(const Case<double>& c, std::vector<double>& lse) override { return run_isolated(c, &lse); }
-  std::vector<float> run(const Case<float>& c, std::vector<uint8_t>& keep) override { return run_isolated<float>(c, nullptr, &keep); }
+  std::vector<float> run(const Case<float>& c, std::vector<uint8_t>& keep) override {
+    return run_isolated<float>(c, nullptr, &keep);
+  }
   bool has_lse() const override { return kernel_.capabilities() & ATTNCHECK_CAP_LSE; }
   bool has_f64() const override { return options_.formats & kernel_.capabilities() & ATTNCHECK_CAP_F64; }
   bool has_backward() const override { return options_.backward && (kernel_.capabilities() & ATTNCHECK_CAP_BACKWARD); }
@@ -185,7 +192,8 @@ class CampaignChecker : public Checker {
       throw NotTaken{outcome.detail};
     }
     if (outcome.kind == Outcome::out_of_budget) throw OutOfBudget{};
-    if (outcome.kind != Outcome::ok) throw Failed{std::string("the implementation") + which + " " + outcome.detail + "\n" + describe(c), outcome.kind};
+    if (outcome.kind != Outcome::ok)
+      throw Failed{std::string("the implementation") + which + " " + outcome.detail + "\n" + describe(c), outcome.kind};
   }
 
   // Keeps a copy of the case of each call, when the property drew none (its own cases are small).
@@ -234,8 +242,8 @@ struct Run {
 };
 // The case's text is written for a failure, or always (`with_text`: a replay says what it ran).
 Run run_once(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, uint64_t seed,
-             const std::vector<uint64_t>* recorded, bool ladder, uint32_t capabilities = ~0u,
-             const Finding* kept = nullptr, bool with_text = false, std::vector<KernelCall>* calls = nullptr) {
+             const std::vector<uint64_t>* recorded, bool ladder, uint32_t capabilities = ~0u, const Finding* kept = nullptr,
+             bool with_text = false, std::vector<KernelCall>* calls = nullptr) {
   CampaignChecker checker(kernel, options, seed, recorded, ladder, capabilities, kept);
   checker.calls = calls;
   Run run;
@@ -284,14 +292,22 @@ Run run_once(IsolatedKernel& kernel, const CampaignOptions& options, const Prope
 // gate: imprecise; else a relation between calls or an identity).
 std::string finding_kind(int kind, double ratio, const std::string& message, const Diagnosis& d = {}) {
   switch (kind) {
-    case Outcome::refused: return "refused";
-    case Outcome::crashed: return "crashed";
-    case Outcome::hung: return "hung";
-    case Outcome::exited: return "exited";
-    case Outcome::stray_write: return "wrote outside its output";
-    case Outcome::raised: return "raised";
-    case Outcome::broke_protocol: return "broke the protocol";
-    default: break;
+    case Outcome::refused:
+      return "refused";
+    case Outcome::crashed:
+      return "crashed";
+    case Outcome::hung:
+      return "hung";
+    case Outcome::exited:
+      return "exited";
+    case Outcome::stray_write:
+      return "wrote outside its output";
+    case Outcome::raised:
+      return "raised";
+    case Outcome::broke_protocol:
+      return "broke the protocol";
+    default:
+      break;
   }
   if (d.varies || message.rfind("answers vary between identical calls", 0) == 0) return "answers vary";
   if (d.wrong && d.poisoned) return d.extreme ? "changed by a poisoned forbidden input" : "changed by a forbidden input";
@@ -318,10 +334,9 @@ std::string raised_type(const std::string& kind, const std::string& message) {
 }
 
 // A trial that fails as the counterexample did: the same kind of failure (a property's, or the
-// same kind of fault, a raise of the same exception type), and clearly: a largest error/bound of at least 2 (or the found case's, if
-// smaller), or a failure of another kind than the bound (a wrong special value, a broken identity:
-// every error/bound under 1), so that shrinking never trades a bug shown plainly for a case that
-// barely fails.
+// same kind of fault, a raise of the same exception type), and clearly: a largest error/bound of at least 2 (or the found case's,
+// if smaller), or a failure of another kind than the bound (a wrong special value, a broken identity: every error/bound under 1),
+// so that shrinking never trades a bug shown plainly for a case that barely fails.
 bool fails_alike(const Run& run, int kind, double found_ratio, const std::string& raised) {
   return run.failed && run.kind == kind && (run.worst_ratio >= std::min(found_ratio, 2.0) || run.worst_ratio < 1) &&
          raised_type(finding_kind(run.kind, 0, ""), run.finding.message) == raised;
@@ -332,8 +347,8 @@ bool fails_alike(const Run& run, int kind, double found_ratio, const std::string
 // columns removed, masks and options cleared, values made plain), each simpler neighbour kept when
 // it fails alike; a property that draws no case has its choices shrunk instead. A hang is not
 // shrunk: every trial would cost the whole case timeout.
-Finding shrink(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, Finding best,
-               int kind, double found_ratio, double seconds) {
+Finding shrink(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, Finding best, int kind,
+               double found_ratio, double seconds) {
   if (kind == Outcome::hung) return best;
   const std::string raised = raised_type(finding_kind(kind, 0, ""), best.message);  // an adapter's limit is not a library's raise
   const Clock::time_point start = Clock::now();
@@ -503,8 +518,8 @@ constexpr double kOvertime = 1.08;
 // again only the 2nd, 4th, 8th... time, and not once examining has taken a third of the budget, so
 // that a bug in every call costs little.
 void add_finding(IsolatedKernel& kernel, const CampaignOptions& options, const Property& property, const Run& run,
-                 int64_t position, CampaignResult& result, std::map<std::string, int64_t>& repeats,
-                 CauseCache& causes, Clock::time_point began) {
+                 int64_t position, CampaignResult& result, std::map<std::string, int64_t>& repeats, CauseCache& causes,
+                 Clock::time_point began) {
   const Clock::time_point start = Clock::now();
   Finding finding = run.finding;
   finding.run_kind = finding_kind(run.kind, run.worst_ratio, run.finding.message);
@@ -587,8 +602,9 @@ CampaignResult run_campaign_share(const CampaignOptions& options, const Campaign
       if (!property.generated && round > 0) continue;
       if (result.not_applicable.count(property.name)) continue;
       const int64_t at = position++;
-      stop = protocol::stop_requested() || (options.max_cases > 0 && at >= options.max_cases) || since(began) >= options.seconds ||
-             longest[index] > options.seconds - since(began) || (share.first_finding && at > share.first_finding->load());
+      stop = protocol::stop_requested() || (options.max_cases > 0 && at >= options.max_cases) ||
+             since(began) >= options.seconds || longest[index] > options.seconds - since(began) ||
+             (share.first_finding && at > share.first_finding->load());
       if (stop) break;
       started = true;
       if (at % share.jobs != share.worker) continue;
@@ -639,8 +655,8 @@ CampaignResult replay(const CampaignOptions& options, const Finding& recorded, s
   for (int n = 0; n < kReplayRuns && !run.failed; ++n) {
     runs.emplace_back();
     run = recorded.kept ? run_once(kernel, both, property, 0, nullptr, false, ~0u, &recorded, true, &runs.back())
-                        : run_once(kernel, both, property, 0, &recorded.choices, recorded.ladder, recorded.capabilities,
-                                   nullptr, true, &runs.back());
+                        : run_once(kernel, both, property, 0, &recorded.choices, recorded.ladder, recorded.capabilities, nullptr,
+                                   true, &runs.back());
   }
   if (calls) *calls = runs.back();
   CampaignResult result;
@@ -685,14 +701,16 @@ std::string answers_vary(const std::vector<std::vector<KernelCall>>& runs) {
       if (first.case_text != again.case_text || first.out.size() != again.out.size()) continue;
       for (size_t e = 0; e < first.out.size(); ++e) {
         if (unchanged(first.out[e], again.out[e])) continue;
-        const double difference = std::isnan(first.out[e]) || std::isnan(again.out[e]) ? INFINITY : std::fabs(first.out[e] - again.out[e]);
+        const double difference =
+            std::isnan(first.out[e]) || std::isnan(again.out[e]) ? INFINITY : std::fabs(first.out[e] - again.out[e]);
         if (!where.empty() && !(difference > largest)) continue;
         largest = difference;
         where = "call " + std::to_string(n + 1) + "'s out element " + std::to_string(e) + " was " + show(first.out[e]) +
                 ", then " + show(again.out[e]);
       }
     }
-  return where.empty() ? "" : "answers vary between identical calls: " + where + " (the largest difference, " + show(largest) + ")";
+  return where.empty() ? ""
+                       : "answers vary between identical calls: " + where + " (the largest difference, " + show(largest) + ")";
 }
 
 WrongCall first_wrong_call(const std::vector<KernelCall>& calls) {

@@ -89,7 +89,8 @@ int64_t last(const Case<T>& c) {
 // Bisects, between a score `good` (the kernel right) and `bad` (wrong), both below 0, for where it
 // turns: `wrong(score)` is whether the kernel is wrong there (nothing: no answer). Returns the
 // closest right and wrong scores found.
-std::optional<std::pair<double, double>> boundary(double good, double bad, const std::function<std::optional<bool>(double)>& wrong) {
+std::optional<std::pair<double, double>> boundary(double good, double bad,
+                                                  const std::function<std::optional<bool>(double)>& wrong) {
   for (int n = 0; n < 64 && bad / good > 1 + 1e-9; ++n) {
     const double middle = -std::sqrt(good * bad);
     const std::optional<bool> w = wrong(middle);
@@ -263,7 +264,8 @@ std::string scores_in_format(const Probing& p) {
     for (int step = 0; step < 16; ++step) {
       const float next = in_format<float>(p.format, double(k1) + std::ldexp(1.0, std::ilogb(k1) - fraction_bits));
       const double first = scale * a * k0, second = scale * a * next;
-      if (round_to(p.format, first) != round_to(p.format, second) || round_to(p.format, first * (1 + 1e-6)) != round_to(p.format, first))
+      if (round_to(p.format, first) != round_to(p.format, second) ||
+          round_to(p.format, first * (1 + 1e-6)) != round_to(p.format, first))
         break;
       k1 = next;
       if (second - first > best) best = second - first, key0 = k0, key1 = k1, c.q[0] = a;
@@ -406,7 +408,9 @@ std::string in_its_format(const Probing& p) {
 const Cause kCauses[] = {
     {[](const Finding& f) { return wrong_out(f) && f.format == format_name(Format::f64) && !f.diagnosis.element.special(); },
      double_in_float},
-    {[](const Finding& f) { return wrong_out(f) && (f.diagnosis.element.computed == 0 || !std::isfinite(f.diagnosis.element.computed)); },
+    {[](const Finding& f) {
+       return wrong_out(f) && (f.diagnosis.element.computed == 0 || !std::isfinite(f.diagnosis.element.computed));
+     },
      in_its_format<running_max_start<float>, running_max_start<double>>},
     {[](const Finding& f) { return wrong_out(f) && hides_a_key(f); },
      in_its_format<finite_mask_value<float>, finite_mask_value<double>>},

@@ -54,8 +54,10 @@ std::string seconds_spent(const CampaignResult& r) {
   char text[160];
   std::snprintf(text, sizeof text, "%.1f s", r.total_seconds());
   std::string parts;
-  for (const auto& [seconds, what] : {std::pair{r.start_seconds, "starting"}, {r.seconds, "searching"},
-                                      {r.shrink_seconds, "shrinking"}, {r.examine_seconds, "examining"}}) {
+  for (const auto& [seconds, what] : {std::pair{r.start_seconds, "starting"},
+                                      {r.seconds, "searching"},
+                                      {r.shrink_seconds, "shrinking"},
+                                      {r.examine_seconds, "examining"}}) {
     if (seconds < 0.05 && std::string(what) != "searching") continue;
     char part[48];
     std::snprintf(part, sizeof part, "%s%.1f %s", parts.empty() ? "" : ", ", seconds, what);
@@ -104,9 +106,11 @@ std::string inconclusive(const CampaignResult& r) {
     (r.not_taken_runs.count(p.name) ? none_taken : never) += std::string(", ") + p.name;
   }
   std::string why;
-  if (!never.empty()) why = "applicable properties never ran (the budget ended first: a longer --seconds runs them): " + never.substr(2);
+  if (!never.empty())
+    why = "applicable properties never ran (the budget ended first: a longer --seconds runs them): " + never.substr(2);
   if (!none_taken.empty())
-    why += (why.empty() ? "" : "; ") + std::string("applicable properties whose every call was not taken: ") + none_taken.substr(2);
+    why +=
+        (why.empty() ? "" : "; ") + std::string("applicable properties whose every call was not taken: ") + none_taken.substr(2);
   return why;
 }
 
@@ -118,12 +122,13 @@ std::string policy_hint(const std::vector<Finding>& findings) {
   for (int n = 1; n < policy_combinations(); ++n) {
     int count = 0;
     for (const Finding& f : findings) count += (f.diagnosis.accepting >> n) & 1;
-    if (count > accepted || (count == accepted && count > 0 && relaxed_count(policy_combination(n)) < relaxed_count(policy_combination(best))))
+    if (count > accepted ||
+        (count == accepted && count > 0 && relaxed_count(policy_combination(n)) < relaxed_count(policy_combination(best))))
       best = n, accepted = count;
   }
   if (accepted == 0) return "";
   const int left = int(findings.size()) - accepted;
-  const std::string which = left == 0          ? (findings.size() == 1 ? "the finding is" : "every finding is")
+  const std::string which = left == 0         ? (findings.size() == 1 ? "the finding is" : "every finding is")
                             : accepted > left ? "every finding but " + std::to_string(left) + " is"
                                               : std::to_string(accepted) + " of " + std::to_string(findings.size()) +
                                                     (accepted == 1 ? " findings is" : " findings are");
@@ -175,7 +180,8 @@ std::string skipped(const CampaignResult& r) {
 // Throws a one-line error unless `path` can be written: the file, when it is there, or else its
 // folder.
 void require_writable(const std::string& flag, const std::string& path) {
-  const std::string folder = std::filesystem::path(path).has_parent_path() ? std::filesystem::path(path).parent_path().string() : ".";
+  const std::string folder =
+      std::filesystem::path(path).has_parent_path() ? std::filesystem::path(path).parent_path().string() : ".";
   const bool there = access(path.c_str(), F_OK) == 0;
   std::error_code ignored;  // a FIFO would block the writer for ever, a folder cannot be a file
   if (there && !std::filesystem::is_regular_file(path, ignored))
@@ -221,7 +227,8 @@ std::string finding_file(const std::string& dir, const Finding& f, const std::ve
   for (char& c : kind) c = c == ' ' ? '-' : c;
   const std::string stem = (std::filesystem::path(dir) / (f.property + "." + kind + "." + f.format)).string();
   std::string path = stem + ".replay";
-  for (int n = 2; std::find(taken.begin(), taken.end(), path) != taken.end(); ++n) path = stem + "-" + std::to_string(n) + ".replay";
+  for (int n = 2; std::find(taken.begin(), taken.end(), path) != taken.end(); ++n)
+    path = stem + "-" + std::to_string(n) + ".replay";
   return path;
 }
 
@@ -232,8 +239,8 @@ std::string findings_table(const CampaignResult& r) {
   char line[512];
   for (size_t n = 0; n < r.findings.size(); ++n) {
     const Finding& f = r.findings[n];
-    std::snprintf(line, sizeof line, "  %2zu  %-37s %-52s %-42s %s %s\n", n + 1, f.kind.c_str(), ("Property." + f.property).c_str(),
-                  shrunk_shape(f).c_str(), f.format.c_str(), ratio_text(f.ratio).c_str());
+    std::snprintf(line, sizeof line, "  %2zu  %-37s %-52s %-42s %s %s\n", n + 1, f.kind.c_str(),
+                  ("Property." + f.property).c_str(), shrunk_shape(f).c_str(), f.format.c_str(), ratio_text(f.ratio).c_str());
     table += line;
   }
   return table;
@@ -307,7 +314,9 @@ Json result_json(const std::string& verdict, const CampaignOptions& options, con
                {"largest_error_bound_ratio", number_json(r.reported_ratio())},
                {"per_property", r.per_property},
                {"per_property_seconds", r.per_property_seconds},
-               {"arithmetic", r.found ? "FAIL" : inconclusive.empty() ? "PASS" : "INCONCLUSIVE"},
+               {"arithmetic", r.found                ? "FAIL"
+                              : inconclusive.empty() ? "PASS"
+                                                     : "INCONCLUSIVE"},
                {"floating_point_mode", r.fp_mode.empty() ? Json() : Json(r.fp_mode)},
                {"abi_version", r.abi_version},
                {"checked", features_named(coverage(r.capabilities, options).checked)},
@@ -327,7 +336,8 @@ Json result_json(const std::string& verdict, const CampaignOptions& options, con
 
 // A word as a POSIX shell reads it back: as it is when it holds nothing the shell treats specially.
 std::string shell_quoted(const std::string& word) {
-  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") == std::string::npos)
+  if (!word.empty() &&
+      word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%") == std::string::npos)
     return word;
   std::string quoted = "'";
   for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -350,8 +360,8 @@ void write_junit(const std::string& path, const CampaignResult& r, const std::ve
   int failures = 0, tests = 0;
   auto failure = [&](const std::string& headline, const std::string& text) {
     ++failures;
-    return "\n    <failure message=\"" + markup_escaped(headline.substr(0, headline.find('\n'))) + "\">" +
-           markup_escaped(text) + "</failure>\n  ";
+    return "\n    <failure message=\"" + markup_escaped(headline.substr(0, headline.find('\n'))) + "\">" + markup_escaped(text) +
+           "</failure>\n  ";
   };
   char seconds[32];
   auto testcase = [&](const std::string& name, const char* time, const std::string& failed) {
@@ -367,8 +377,10 @@ void write_junit(const std::string& path, const CampaignResult& r, const std::ve
     std::string failed;
     for (size_t n = 0; n < r.findings.size() && n < reports.size(); ++n) {
       if (r.findings[n].property != name) continue;
-      if (first) failed = failure(r.findings[n].message, reports[n]);
-      else testcase(name + " (" + r.findings[n].kind + ")", "0", failure(r.findings[n].message, reports[n]));
+      if (first)
+        failed = failure(r.findings[n].message, reports[n]);
+      else
+        testcase(name + " (" + r.findings[n].kind + ")", "0", failure(r.findings[n].message, reports[n]));
       first = false;
     }
     testcase(name, seconds, failed);
@@ -376,9 +388,9 @@ void write_junit(const std::string& path, const CampaignResult& r, const std::ve
   if (!r.fp_mode.empty()) testcase("floating-point mode", "0", failure(r.fp_mode, r.fp_mode));
   std::snprintf(seconds, sizeof seconds, "%.3f", r.seconds + r.shrink_seconds);
   std::ofstream file(path);
-  file << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n<testsuite name=\"attncheck check\" tests=\""
-       << tests << "\" failures=\"" << failures << "\" errors=\"0\" skipped=\"0\" time=\""
-       << seconds << "\">\n" << cases << "  <system-out>" << markup_escaped(summary) << "</system-out>\n</testsuite>\n</testsuites>\n";
+  file << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n<testsuite name=\"attncheck check\" tests=\"" << tests
+       << "\" failures=\"" << failures << "\" errors=\"0\" skipped=\"0\" time=\"" << seconds << "\">\n"
+       << cases << "  <system-out>" << markup_escaped(summary) << "</system-out>\n</testsuite>\n</testsuites>\n";
   file.close();
   if (!file) throw std::runtime_error(path + ": cannot write (" + std::strerror(errno) + ")");
 }
@@ -401,8 +413,9 @@ int prepare_findings_folder(const std::string& dir) {
     for (int n = 2; std::filesystem::exists(to, error); ++n)
       to = aside / (entry.path().stem().string() + "-" + std::to_string(n) + ".replay");
     std::filesystem::rename(entry.path(), to, error);
-    if (error) throw std::runtime_error("--counterexample-dir " + dir + ": cannot move an earlier run's " +
-                                        entry.path().filename().string() + " aside (" + error.message() + ")");
+    if (error)
+      throw std::runtime_error("--counterexample-dir " + dir + ": cannot move an earlier run's " +
+                               entry.path().filename().string() + " aside (" + error.message() + ")");
     ++moved;
   }
   return moved;
@@ -459,8 +472,8 @@ int check(const FlagValues& o) {
         std::printf("\r\033[Kattncheck check: a counterexample after %lld cases, %.1f s; shrinking it (up to %g s)",
                     (long long)p.cases, p.seconds, options.shrink_seconds);
       else
-        std::printf("\r\033[Kattncheck check: %zu properties, %lld cases, %.1f s of %g s", p.properties,
-                    (long long)p.cases, p.seconds, options.seconds);
+        std::printf("\r\033[Kattncheck check: %zu properties, %lld cases, %.1f s of %g s", p.properties, (long long)p.cases,
+                    p.seconds, options.seconds);
       std::fflush(stdout);
       progress_shown = true;
     };
@@ -522,7 +535,8 @@ int check(const FlagValues& o) {
         file.clear();
       }
       const std::string heading = options.keep_going ? "finding " + std::to_string(n + 1) + " of " +
-                                                           std::to_string(result.findings.size()) + " (" + f.kind + "): " : "";
+                                                           std::to_string(result.findings.size()) + " (" + f.kind + "): "
+                                                     : "";
       reports.push_back(heading + "counterexample to Property." + f.property + " (" + case_note(f) + "), " + f.format +
                         ", error/bound " + ratio_text(f.ratio) + ":\n" + diagnosis_text(f.diagnosis) + f.message + kept);
       replay_files.push_back(file);
@@ -556,7 +570,8 @@ int check(const FlagValues& o) {
       json["replay_files_moved_aside"] = earlier;
       write_json(o.text("json"), json);
     });
-  if (o.given("junit")) written(o.text("junit"), [&] { write_junit(o.text("junit"), result, reports, checked + "\n" + summary_line); });
+  if (o.given("junit"))
+    written(o.text("junit"), [&] { write_junit(o.text("junit"), result, reports, checked + "\n" + summary_line); });
   if (o.given("html"))
     written(o.text("html"), [&] {
       write_html_report(o.text("html"), options, result, {verdict, summary_line, checked, replay_commands(replay_files)});
@@ -611,8 +626,9 @@ int mutants(const FlagValues& o) {
     const bool own = r.finding.case_text.empty() && !r.finding.last_call_case.empty();
     const std::string& text = own ? r.finding.last_call_case : r.finding.case_text;
     const size_t at = text.find("shape ");
-    const std::string shape = !r.found || options.shrink_seconds == 0 || at == std::string::npos ? ""
-                              : text.substr(at + 6, text.find('\n', at) - at - 6) + (own ? " (its own)" : "");
+    const std::string shape = !r.found || options.shrink_seconds == 0 || at == std::string::npos
+                                  ? ""
+                                  : text.substr(at + 6, text.find('\n', at) - at - 6) + (own ? " (its own)" : "");
     char shrinking[32] = "";
     if (r.found && options.shrink_seconds > 0) {
       std::snprintf(shrinking, sizeof shrinking, "%s(%.2f)", shape.empty() ? "" : " ", r.shrink_seconds);
@@ -620,12 +636,13 @@ int mutants(const FlagValues& o) {
       cases_shrunk += !shape.empty() && !own;
       minimal += !shape.empty() && !own && at_most_tiny(shape);
     }
-    std::printf("%-36s %-48s %8lld %9.3f  %s%s\n", mutant.c_str(), r.found ? ("Property." + r.finding.property).c_str() : "SURVIVED",
-                (long long)r.cases, r.seconds, shape.c_str(), shrinking);
+    std::printf("%-36s %-48s %8lld %9.3f  %s%s\n", mutant.c_str(),
+                r.found ? ("Property." + r.finding.property).c_str() : "SURVIVED", (long long)r.cases, r.seconds, shape.c_str(),
+                shrinking);
     matrix.push_back({{"mutant", mutant},
                       {"killed_by", r.found ? Json(r.finding.property) : Json()},
                       {"seed", options.seed},
-               {"cases", r.cases},
+                      {"cases", r.cases},
                       {"seconds", r.seconds},
                       {"shrunk_shape", shape},
                       {"shrink_seconds", r.shrink_seconds}});
@@ -636,7 +653,8 @@ int mutants(const FlagValues& o) {
   const CampaignResult reference = run_campaign(options);
   std::sort(times.begin(), times.end());
   const double median = times.empty() ? 0 : times[times.size() / 2];
-  std::printf("%-36s %-48s %8lld %9.3f\n", "(reference: built-in)", reference.found ? ("FLAGGED by Property." + reference.finding.property).c_str() : "not flagged",
+  std::printf("%-36s %-48s %8lld %9.3f\n", "(reference: built-in)",
+              reference.found ? ("FLAGGED by Property." + reference.finding.property).c_str() : "not flagged",
               (long long)reference.cases, reference.seconds);
   std::printf("attncheck mutants: %s: %zu of %zu killed, median %.3f s, slowest %.3f s to kill\n",
               survivors == 0 && !reference.found ? "PASS" : "FAIL", names.size() - size_t(survivors), names.size(), median,
@@ -667,8 +685,8 @@ int check_command(const std::vector<std::string>& args) {
               "also stop after N property runs, whichever comes first: with a generous --seconds, a seed checks exactly "
               "the same cases on any machine (0: no count)",
               "0", 0, 1e12)
-      .number("shrink-seconds", "N",
-              "after a counterexample, this much more to make it small; a trial under way finishes", "10", 0, 1e9)
+      .number("shrink-seconds", "N", "after a counterexample, this much more to make it small; a trial under way finishes", "10",
+              0, 1e9)
       .number("seed", "S", "the campaign's seed", "1", 0, 1e9)
       .choice("dtype", format_words(),
               "check only these formats, of those the kernel claims (f16, bf16 and f32 run the float properties, f64 "
@@ -697,7 +715,8 @@ int check_command(const std::vector<std::string>& args) {
             "attncheck-findings")
       .number("jobs", "N",
               "run the campaign in N worker processes, each with its own kernel child, sharing one sequence of runs "
-              "(with --cases, the same cases for any N); 0: one per core available (" + std::to_string(cores_available()) + " here)",
+              "(with --cases, the same cases for any N); 0: one per core available (" +
+                  std::to_string(cores_available()) + " here)",
               "0", 0, kMaxJobs)
       .number("case-timeout", "S",
               "seconds of CPU time one call may use, or spend blocked using none, before it counts as a hang; when "
@@ -713,8 +732,8 @@ int mutants_command(const std::vector<std::string>& args) {
       .text("dir", "DIR", "the folder of mutant_*.so, e.g. build/impl")
       .required()
       .number("seconds", "N", "each mutant's budget, and the built-in reference's: check's default", "60", 0.1, 1e9)
-      .number("shrink-seconds", "S", "each counterexample's shrinking budget (the matrix shows its shape); 0 for none",
-              "10", 0, 1e9)
+      .number("shrink-seconds", "S", "each counterexample's shrinking budget (the matrix shows its shape); 0 for none", "10", 0,
+              1e9)
       .number("seed", "S", "every campaign's seed", "1", 0, 1e9)
       .text("json", "FILE", "also write the kill matrix as JSON")
       .run(args, mutants);

@@ -75,8 +75,8 @@ void to_bhsd(NpyArray& a, size_t bytes) {
 // Whether q, k, v and out fit one attention problem: Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V
 // [B,H_kv,Tk,dv], out [B,H,Tq,dv], H_kv dividing H.
 bool fits(const Dims& q, const Dims& k, const Dims& v, const Dims& out) {
-  return k.B == q.B && v.B == q.B && out.B == q.B && q.H % k.H == 0 && v.H == k.H && out.H == q.H && k.d == q.d &&
-         v.T == k.T && out.T == q.T && out.d == v.d;
+  return k.B == q.B && v.B == q.B && out.B == q.B && q.H % k.H == 0 && v.H == k.H && out.H == q.H && k.d == q.d && v.T == k.T &&
+         out.T == q.T && out.d == v.d;
 }
 
 // The mask's shape read against [B,H,Tq,Tk]: [Tq,Tk], [B,Tq,Tk] (as before), or 4-D with each of
@@ -105,10 +105,8 @@ constexpr const char* kInFormat[] = {"q", "k", "v", "bias", "out", "dout", "dq",
 struct Gradient {
   const char *name, *like, *shape;
 };
-constexpr Gradient kGradients[] = {{"dout", "out", "[B,H,Tq,dv]"},
-                                   {"dq", "q", "[B,H,Tq,dk]"},
-                                   {"dk", "k", "[B,H_kv,Tk,dk]"},
-                                   {"dv", "v", "[B,H_kv,Tk,dv]"}};
+constexpr Gradient kGradients[] = {
+    {"dout", "out", "[B,H,Tq,dv]"}, {"dq", "q", "[B,H,Tq,dk]"}, {"dk", "k", "[B,H_kv,Tk,dk]"}, {"dv", "v", "[B,H_kv,Tk,dv]"}};
 
 // --window L,R: each side -1 (unbounded) or a key count.
 std::pair<int64_t, int64_t> window_of(const std::string& text) {
@@ -129,9 +127,12 @@ std::pair<int64_t, int64_t> window_of(const std::string& text) {
 // integers would be nonsense.
 Format format_of(const NpyArray& a, const std::string& file, bool bf16_bits) {
   switch (a.dtype) {
-    case NpyDtype::f32: return Format::f32;
-    case NpyDtype::f64: return Format::f64;
-    case NpyDtype::f16: return Format::f16;
+    case NpyDtype::f32:
+      return Format::f32;
+    case NpyDtype::f64:
+      return Format::f64;
+    case NpyDtype::f16:
+      return Format::f16;
     case NpyDtype::u16:
     case NpyDtype::i16:
       if (bf16_bits) return Format::bf16;
@@ -185,8 +186,8 @@ int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& optio
     const NpyArray& mask = it->second;
     const std::vector<int64_t> m = mask_dims(mask.shape, shape);
     auto at = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
-      const int64_t index = ((std::min(b, m[0] - 1) * m[1] + std::min(h, m[1] - 1)) * m[2] + std::min(i, m[2] - 1)) * m[3] +
-                            std::min(j, m[3] - 1);
+      const int64_t index =
+          ((std::min(b, m[0] - 1) * m[1] + std::min(h, m[1] - 1)) * m[2] + std::min(i, m[2] - 1)) * m[3] + std::min(j, m[3] - 1);
       return mask.data[size_t(index)] != 0;
     };
     bool per_head = false;
@@ -236,8 +237,8 @@ int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& optio
   const std::string& rows = options.text("rows");
   const int64_t pairs = shape.B * shape.H * shape.Tq * shape.Tk;
   const int64_t asked = rows == "all" || rows == "auto" ? 0 : std::stoll(rows);
-  const bool all = backward || rows == "all" ||
-                   (rows == "auto" && pairs <= int64_t(options.number("sample-above"))) || asked >= shape.lse_size();
+  const bool all = backward || rows == "all" || (rows == "auto" && pairs <= int64_t(options.number("sample-above"))) ||
+                   asked >= shape.lse_size();
   const int64_t extra = rows == "auto" ? std::max<int64_t>(16, kSampledPairs / shape.Tk) : asked;
   const std::vector<uint8_t> chosen = all ? std::vector<uint8_t>(size_t(shape.lse_size()), 1) : sample_rows(p, extra);
   const std::vector<uint8_t> none(chosen.size(), 0);  // a reference of no row yet, to add `chosen` to
@@ -255,8 +256,10 @@ int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& optio
   const RowProgress more = progress_line("the other rows", pairs);
   const Verdict verdict = judge_rows(p, data("out"), plain.data(), ref, [&](int64_t done, int64_t total) {
     if (done == 0 && total > 0) {
-      std::printf("attncheck compare: imprecise on the sampled rows: computing the other %lld rows exactly before the "
-                  "verdict (the precision gate's limit needs every row)\n", (long long)total);
+      std::printf(
+          "attncheck compare: imprecise on the sampled rows: computing the other %lld rows exactly before the "
+          "verdict (the precision gate's limit needs every row)\n",
+          (long long)total);
       std::fflush(stdout);
     }
     if (more) more(done, total);
@@ -287,8 +290,8 @@ int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& optio
   if (backward) {
     const GradReference<T> grads = reference_backward(p, data("dout"), /*own_forward=*/true);
     std::vector<T> plain_dq(size_t(shape.q_size())), plain_dk(size_t(shape.k_size())), plain_dv(size_t(shape.v_size()));
-    attention_backward(p, Grads<T>{grads.out.data(), grads.lse.data(), data("dout"), plain_dq.data(), plain_dk.data(),
-                                   plain_dv.data()});
+    attention_backward(
+        p, Grads<T>{grads.out.data(), grads.lse.data(), data("dout"), plain_dq.data(), plain_dk.data(), plain_dv.data()});
     const std::tuple<const char*, const std::vector<T>*, const ExactTensor*> tensors[] = {
         {"dq", &plain_dq, &grads.dq}, {"dk", &plain_dk, &grads.dk}, {"dv", &plain_dv, &grads.dv}};
     for (const auto& [name, plain_grad, exact] : tensors) {
@@ -317,10 +320,10 @@ int run(const FlagValues& options) {
     any |= options.given(g.name);
     if (!options.given(g.name)) missing += (missing.empty() ? "--" : ", --") + std::string(g.name);
   }
-  if (any && !missing.empty())
-    throw InputError("the backward needs --dout, --dq, --dk and --dv: missing " + missing);
+  if (any && !missing.empty()) throw InputError("the backward needs --dout, --dq, --dk and --dv: missing " + missing);
   if (options.given("dout") && options.text("empty-rows") != "zero")
-    throw InputError("--empty-rows " + options.text("empty-rows") + ": the backward's empty rows are zero (dq 0, nothing to any key); "
+    throw InputError("--empty-rows " + options.text("empty-rows") +
+                     ": the backward's empty rows are zero (dq 0, nothing to any key); "
                      "leave it out with --dout");
   // Every header first, and every check of dtypes and shapes on them, before any data is read: a
   // small file whose header claims 2^31 elements costs nothing until the shapes are known to fit.
@@ -332,10 +335,9 @@ int run(const FlagValues& options) {
   // Formats: one for q, k, v, bias, out and the gradients, --dtype's or else q's; the lse in
   // float32 (float64 for float64 tensors), as a kernel keeps it; bool or uint8 for the mask.
   const bool bf16_bits = options.given("dtype") && options.text("dtype") == "bf16";
-  const Format format = options.given("dtype") ? format_named(options.text("dtype"))
-                                               : format_of(arrays.at("q"), options.text("q"), bf16_bits);
-  const std::string said = options.given("dtype") ? "--dtype " + options.text("dtype") + " says "
-                                                  : options.text("q") + " is ";
+  const Format format =
+      options.given("dtype") ? format_named(options.text("dtype")) : format_of(arrays.at("q"), options.text("q"), bf16_bits);
+  const std::string said = options.given("dtype") ? "--dtype " + options.text("dtype") + " says " : options.text("q") + " is ";
   for (const char* name : kInFormat)
     if (arrays.count(name))
       if (const Format f = format_of(arrays.at(name), options.text(name), bf16_bits); f != format)
@@ -359,9 +361,10 @@ int run(const FlagValues& options) {
   // K and V may have fewer heads than Q (grouped-query attention): H_kv dividing H. Shapes that fit
   // only in the other layout say so.
   if (!fits(q, k, v, out)) {
-    const bool other = arrays.at("q").shape.size() == 4 && fits(dims("q", !bshd), dims("k", !bshd), dims("v", !bshd), dims("out", !bshd));
-    throw InputError("shapes do not fit: Q " + shape_text(q) + ", K " + shape_text(k) + ", V " + shape_text(v) +
-                     ", out " + shape_text(out) +
+    const bool other =
+        arrays.at("q").shape.size() == 4 && fits(dims("q", !bshd), dims("k", !bshd), dims("v", !bshd), dims("out", !bshd));
+    throw InputError("shapes do not fit: Q " + shape_text(q) + ", K " + shape_text(k) + ", V " + shape_text(v) + ", out " +
+                     shape_text(out) +
                      " (need Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], out [B,H,Tq,dv], H_kv dividing H)" +
                      (other ? bshd ? "; they fit as [B,H,T,d]: --layout bhsd" : "; they fit as [B,T,H,d]: --layout bshd" : ""));
   }
@@ -369,8 +372,8 @@ int run(const FlagValues& options) {
   // The gradients: each the shape of what it differentiates (dout of out), in the same rank.
   for (const Gradient& g : kGradients)
     if (arrays.count(g.name) && arrays.at(g.name).shape != arrays.at(g.like).shape)
-      throw InputError(options.text(g.name) + ": shape " + shape_text(dims(g.name, bshd)) + ", expected " + g.like +
-                       "'s " + g.shape + " = " + shape_text(dims(g.like, bshd)));
+      throw InputError(options.text(g.name) + ": shape " + shape_text(dims(g.name, bshd)) + ", expected " + g.like + "'s " +
+                       g.shape + " = " + shape_text(dims(g.like, bshd)));
   // The optional tensors, by element count and last dims: kv-lens [B] int32 in 0..Tk, bias [..,Tq,Tk]
   // with B H Tq Tk elements, lse [..,Tq] with B H Tq.
   auto expect = [&](const char* name, int64_t elements, std::vector<int64_t> last, const std::string& wanted) {
@@ -382,23 +385,27 @@ int run(const FlagValues& options) {
   if (arrays.count("kv-lens") && arrays.at("kv-lens").dtype != NpyDtype::i32)
     throw InputError(options.text("kv-lens") + ": dtype " + dtype_name(arrays.at("kv-lens").dtype) + ", expected int32");
   expect("kv-lens", shape.B, {shape.B}, "shape [B] = [" + std::to_string(shape.B) + "]");
-  expect("bias", shape.scores_size(), {shape.Tq, shape.Tk}, "[B,H,Tq,Tk] = [" + std::to_string(shape.B) + "," +
-         std::to_string(shape.H) + "," + std::to_string(shape.Tq) + "," + std::to_string(shape.Tk) + "]");
-  expect("lse", shape.lse_size(), {shape.Tq}, "[B,H,Tq] = [" + std::to_string(shape.B) + "," + std::to_string(shape.H) +
-         "," + std::to_string(shape.Tq) + "]");
+  expect("bias", shape.scores_size(), {shape.Tq, shape.Tk},
+         "[B,H,Tq,Tk] = [" + std::to_string(shape.B) + "," + std::to_string(shape.H) + "," + std::to_string(shape.Tq) + "," +
+             std::to_string(shape.Tk) + "]");
+  expect("lse", shape.lse_size(), {shape.Tq},
+         "[B,H,Tq] = [" + std::to_string(shape.B) + "," + std::to_string(shape.H) + "," + std::to_string(shape.Tq) + "]");
   if (auto it = arrays.find("allow"); it != arrays.end()) {
     const NpyArray& mask = it->second;
     if (mask.dtype != NpyDtype::b1 && mask.dtype != NpyDtype::u8)
       throw InputError(options.text("allow") + ": dtype " + dtype_name(mask.dtype) + ", expected bool or uint8");
     if (mask_dims(mask.shape, shape).empty())
-      throw InputError(options.text("allow") + ": expected shape [Tq,Tk], [B,Tq,Tk] or [B,H,Tq,Tk] (each of B, H, Tq, Tk "
-                       "itself or 1) = [" + std::to_string(shape.B) + "," + std::to_string(shape.H) + "," +
-                       std::to_string(shape.Tq) + "," + std::to_string(shape.Tk) + "]");
+      throw InputError(options.text("allow") +
+                       ": expected shape [Tq,Tk], [B,Tq,Tk] or [B,H,Tq,Tk] (each of B, H, Tq, Tk "
+                       "itself or 1) = [" +
+                       std::to_string(shape.B) + "," + std::to_string(shape.H) + "," + std::to_string(shape.Tq) + "," +
+                       std::to_string(shape.Tk) + "]");
   }
   Problem<float> probe;  // only for problem_error's size limits and the options' ranges
   probe.shape = shape;
   if (options.given("softcap")) probe.softcap = options.number("softcap");
-  if (const std::string error = problem_error(probe, Result<float>{}); error.rfind("shape", 0) == 0 || error.rfind("softcap", 0) == 0)
+  if (const std::string error = problem_error(probe, Result<float>{});
+      error.rfind("shape", 0) == 0 || error.rfind("softcap", 0) == 0)
     throw InputError(error);
   for (auto& [name, array] : arrays) {  // the shapes fit: now the data
     NpyArray whole = read_npy(options.text(name));
@@ -423,15 +430,16 @@ int run(const FlagValues& options) {
   if (is_narrow(format))
     for (const char* name : kInFormat)
       if (arrays.count(name)) widen(arrays.at(name), format);
-  return format == Format::f64 ? check<double>(arrays, options, shape, format)
-                               : check<float>(arrays, options, shape, format);
+  return format == Format::f64 ? check<double>(arrays, options, shape, format) : check<float>(arrays, options, shape, format);
 }
 
 }  // namespace
 
 int compare_command(const std::vector<std::string>& args) {
   Flags flags("compare");
-  flags.text("q", "Q.npy", "the queries: [Tq,dk], [B,Tq,dk] or [B,H,Tq,dk]; float32, float64, float16, or bfloat16 "
+  flags
+      .text("q", "Q.npy",
+            "the queries: [Tq,dk], [B,Tq,dk] or [B,H,Tq,dk]; float32, float64, float16, or bfloat16 "
             "bit patterns as uint16/int16 with --dtype bf16")
       .required()
       .text("k", "K.npy", "the keys: [Tk,dk], [B,Tk,dk] or [B,H_kv,Tk,dk] (H_kv dividing H: grouped heads), the format of --q")
@@ -450,7 +458,9 @@ int compare_command(const std::vector<std::string>& args) {
               "bhsd")
       .choice("causal", {"none", "upper-left", "lower-right"}, "the causal mask: key j <= i, or j <= i + Tk - Tq", "none")
       .number("scale", "S", "the scores' scale; 1/sqrt(dk) when absent")
-      .text("window", "L,R", "a sliding window, FlashAttention's inclusive convention: key j within i + Tk - Tq - L .. i + Tk - Tq + R; -1 = unbounded")
+      .text("window", "L,R",
+            "a sliding window, FlashAttention's inclusive convention: key j within i + Tk - Tq - L .. i + Tk - Tq + R; -1 = "
+            "unbounded")
       .number("softcap", "C", "a soft-cap: score = C tanh(scale q.k / C), before bias and masks", std::nullopt, 0, 1e300)
       .text("kv-lens", "LENS.npy", "key lengths [B], int32: keys j >= LENS[b] are padding")
       .text("bias", "BIAS.npy", "a bias [B,H,Tq,Tk] in --q's format, added after the soft-cap; -inf forbids")
@@ -460,8 +470,7 @@ int compare_command(const std::vector<std::string>& args) {
       .text("dout", "DOUT.npy",
             "checks the backward too: the output's gradient it was given, [Tq,dv], [B,Tq,dv] or [B,H,Tq,dv] as "
             "--out, the format of --q; needs --dq, --dk and --dv, and empty rows zero")
-      .text("dq", "DQ.npy",
-            "the backward's query gradient to check: [Tq,dk], [B,Tq,dk] or [B,H,Tq,dk] as --q, its format")
+      .text("dq", "DQ.npy", "the backward's query gradient to check: [Tq,dk], [B,Tq,dk] or [B,H,Tq,dk] as --q, its format")
       .text("dk", "DK.npy",
             "the backward's key gradient to check: [Tk,dk], [B,Tk,dk] or [B,H_kv,Tk,dk] as --k (with grouped heads "
             "summed over the H / H_kv query heads of each KV head), the format of --q")
@@ -476,8 +485,8 @@ int compare_command(const std::vector<std::string>& args) {
             "or a sample of N beyond the first and last of each head. The others are screened. With --dout every "
             "row: the backward's dk and dv sum over all of them",
             "auto")
-      .number("sample-above", "PAIRS", "with --rows auto: sample above this many query-key pairs (B H Tq Tk)", "16777216",
-              1, 1e18);
+      .number("sample-above", "PAIRS", "with --rows auto: sample above this many query-key pairs (B H Tq Tk)", "16777216", 1,
+              1e18);
   return policy_flags(flags, false).run(args, run);  // an input error (InputError, NpyError, out of memory) is one line too
 }
 

@@ -39,7 +39,8 @@ bool same_inputs(const Case<T>& a, const Case<T>& b) {
 template <class T>
 bool sees_a_key(const Case<T>& c, int64_t b, int64_t h, int64_t i) {
   for (int64_t j = 0; j < c.shape.Tk; ++j)
-    if (c.permits(b, i, j) && (c.bias.empty() || c.bias[size_t(c.shape.scores_at(b, h, i) + j)] != -std::numeric_limits<T>::infinity()))
+    if (c.permits(b, i, j) &&
+        (c.bias.empty() || c.bias[size_t(c.shape.scores_at(b, h, i) + j)] != -std::numeric_limits<T>::infinity()))
       return true;
   return false;
 }
@@ -134,16 +135,18 @@ void diagnose_call(IsolatedKernel& kernel, const CampaignOptions& options, const
 
 std::string Diagnosis::failure() const {
   if (!*this) return "";
-  const std::string how = fault >= 0 ? "fault " + std::to_string(fault)
-                          : poisoned   ? "poisoned"
-                                       : element.special() ? "special" : "value";
+  const std::string how = fault >= 0          ? "fault " + std::to_string(fault)
+                          : poisoned          ? "poisoned"
+                          : element.special() ? "special"
+                                              : "value";
   return how + (element.tensor && wrong ? std::string(" ") + element.tensor : "");
 }
 
 bool Diagnosis::same_bug(const Diagnosis& other) const {
   if (failure().empty() || failure() != other.failure()) return false;
   if (needs == other.needs) return true;
-  for (const std::string& feature : needs)  // a feature both need: the rest may be incidental (a scale that moves a rounding error)
+  for (const std::string& feature :
+       needs)  // a feature both need: the rest may be incidental (a scale that moves a rounding error)
     if (std::find(other.needs.begin(), other.needs.end(), feature) != other.needs.end()) return true;
   return false;
 }

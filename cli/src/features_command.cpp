@@ -60,25 +60,49 @@ std::string python_module() {
          "Written by `attncheck features --python`; ctest (python.FeatureTableIsTheContracts) checks that\n"
          "it is what that prints. Do not edit it by hand.\n\"\"\"\n\n"
          "# ABI v2's capability bits, by the name a served function claims them with.\n"
-         "CAPABILITIES = " + dict(bits) + "\n"
+         "CAPABILITIES = " +
+         dict(bits) +
+         "\n"
          "# What reports call each.\n"
-         "NAMES = " + dict(names) + "\n"
+         "NAMES = " +
+         dict(names) +
+         "\n"
          "# The PROB header's flag bits.\n"
-         "FLAGS = " + dict(flags) + "\n"
+         "FLAGS = " +
+         dict(flags) +
+         "\n"
          "# The case text's line (or word) that carries each.\n"
-         "LINES = " + dict(lines) + "\n"
+         "LINES = " +
+         dict(lines) +
+         "\n"
          "# ABI v2's dtype codes, each format's storage in the protocol's bytes, and its log-sum-exp's.\n"
-         "DTYPES = " + dict(dtypes) + "\n"
-         "STORAGE = " + dict(storage) + "\n"
-         "LSE_STORAGE = " + dict(lse_storage) + "\n"
+         "DTYPES = " +
+         dict(dtypes) +
+         "\n"
+         "STORAGE = " +
+         dict(storage) +
+         "\n"
+         "LSE_STORAGE = " +
+         dict(lse_storage) +
+         "\n"
          "# The causal modes' codes.\n"
-         "CAUSAL = " + dict(causal) + "\n"
-         "# The restrictions' bits (plugin.h's ATTNCHECK_ONLY_*), by the name serve(restrictions=...) takes, and what reports call each.\n"
-         "RESTRICTIONS = " + dict(restriction_bits) + "\n"
-         "RESTRICTION_NAMES = " + dict(restriction_names) + "\n"
+         "CAUSAL = " +
+         dict(causal) +
+         "\n"
+         "# The restrictions' bits (plugin.h's ATTNCHECK_ONLY_*), by the name serve(restrictions=...) takes, and what reports "
+         "call each.\n"
+         "RESTRICTIONS = " +
+         dict(restriction_bits) +
+         "\n"
+         "RESTRICTION_NAMES = " +
+         dict(restriction_names) +
+         "\n"
          "# The limits serve(limits={...}) takes, in attncheck_limits' order, and the list of head widths.\n"
-         "LIMITS = " + limits + "\n"
-         "HEAD_DIMS = " + quoted(kHeadDimsWord) + "\n";
+         "LIMITS = " +
+         limits +
+         "\n"
+         "HEAD_DIMS = " +
+         quoted(kHeadDimsWord) + "\n";
 }
 
 // 0 once what was printed has reached standard output; a full disk is an error, not a table that

@@ -60,25 +60,38 @@ Flags& Flags::add(Flag flag) {
 }
 
 Flags& Flags::text(std::string name, std::string placeholder, std::string help, std::optional<std::string> fallback) {
-  return add({.name = std::move(name), .placeholder = std::move(placeholder), .help = std::move(help), .fallback = std::move(fallback)});
+  return add(
+      {.name = std::move(name), .placeholder = std::move(placeholder), .help = std::move(help), .fallback = std::move(fallback)});
 }
 
 Flags& Flags::number(std::string name, std::string placeholder, std::string help, std::optional<std::string> fallback,
                      double least, double most) {
-  return add({.name = std::move(name), .placeholder = std::move(placeholder), .help = std::move(help),
-              .fallback = std::move(fallback), .is_number = true, .least = least, .most = most});
+  return add({.name = std::move(name),
+              .placeholder = std::move(placeholder),
+              .help = std::move(help),
+              .fallback = std::move(fallback),
+              .is_number = true,
+              .least = least,
+              .most = most});
 }
 
 Flags& Flags::choice(std::string name, std::vector<std::string> words, std::string help, std::optional<std::string> fallback) {
   std::string placeholder;
   for (const std::string& word : words) placeholder += (placeholder.empty() ? "" : "|") + word;
-  return add({.name = std::move(name), .placeholder = std::move(placeholder), .help = std::move(help),
-              .fallback = std::move(fallback), .words = std::move(words)});
+  return add({.name = std::move(name),
+              .placeholder = std::move(placeholder),
+              .help = std::move(help),
+              .fallback = std::move(fallback),
+              .words = std::move(words)});
 }
 
 Flags& Flags::boolean(std::string name, std::string help) {
-  return add({.name = std::move(name), .placeholder = "[yes|no]", .help = std::move(help), .fallback = "no",
-              .is_boolean = true, .words = {"yes", "no"}});
+  return add({.name = std::move(name),
+              .placeholder = "[yes|no]",
+              .help = std::move(help),
+              .fallback = "no",
+              .is_boolean = true,
+              .words = {"yes", "no"}});
 }
 
 Flags& Flags::required() {
@@ -117,8 +130,7 @@ FlagValues Flags::parse(const std::vector<std::string>& args) const {
     }
     const std::string what = needs(*flag);
     // A flag right after another is the next flag, not this one's value.
-    if (n + 1 >= args.size() || args[n + 1].empty() || find(args[n + 1]))
-      throw UsageError(args[n] + " needs a value: " + what);
+    if (n + 1 >= args.size() || args[n + 1].empty() || find(args[n + 1])) throw UsageError(args[n] + " needs a value: " + what);
     const std::string& value = args[n + 1];
     if (flag->is_number) {
       char* end = nullptr;

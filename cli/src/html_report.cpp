@@ -70,11 +70,11 @@ struct Scale {
 // One heatmap: rows are queries, columns keys or output columns.
 struct Heatmap {
   std::string id, title, xlabel;
-  std::vector<int64_t> rows;                          // the queries shown
-  std::vector<std::pair<int64_t, int64_t>> columns;   // each column's first and last index
-  std::vector<double> values = {};                    // [rows, columns]
-  std::vector<std::string> tips = {};                 // [rows, columns]: each cell's hover text
-  int64_t marked = -1;                                // the failing query, outlined
+  std::vector<int64_t> rows;                         // the queries shown
+  std::vector<std::pair<int64_t, int64_t>> columns;  // each column's first and last index
+  std::vector<double> values = {};                   // [rows, columns]
+  std::vector<std::string> tips = {};                // [rows, columns]: each cell's hover text
+  int64_t marked = -1;                               // the failing query, outlined
   Scale scale = {};
 };
 
@@ -87,9 +87,9 @@ std::vector<std::pair<int64_t, int64_t>> blocks(int64_t n) {
 }
 
 std::string range(const char* what, std::pair<int64_t, int64_t> column) {
-  return column.first == column.second ? std::string(what) + " " + std::to_string(column.first)
-                                       : std::string(what) + "s " + std::to_string(column.first) + "-" +
-                                             std::to_string(column.second);
+  return column.first == column.second
+             ? std::string(what) + " " + std::to_string(column.first)
+             : std::string(what) + "s " + std::to_string(column.first) + "-" + std::to_string(column.second);
 }
 
 // The largest of `values` that are not NaN; NaN when all are.
@@ -122,8 +122,8 @@ std::string svg(const Heatmap& m) {
       const double value = m.values[r * m.columns.size() + c];
       const std::string fill = std::isnan(value) ? kGray : m.scale.color(m.scale.place(value));
       s << "<rect class=\"cell\" x=\"" << left + double(c) * cell_width << "\" y=\"" << top + double(r) * cell_height
-        << "\" width=\"" << cell_width << "\" height=\"" << cell_height << "\" fill=\"" << fill << "\"><title>" << esc(m.tips[r * m.columns.size() + c])
-        << "</title></rect>\n";
+        << "\" width=\"" << cell_width << "\" height=\"" << cell_height << "\" fill=\"" << fill << "\"><title>"
+        << esc(m.tips[r * m.columns.size() + c]) << "</title></rect>\n";
     }
   s << "</g>\n";
   for (size_t r = 0; r < m.rows.size(); ++r)
@@ -136,11 +136,12 @@ std::string svg(const Heatmap& m) {
     s << "<text x=\"" << left - 4 << "\" y=\"" << top + (double(r) + 0.5) * cell_height + 3.5 << "\" text-anchor=\"end\">"
       << m.rows[r] << "</text>\n";
   for (size_t c = 0; c < m.columns.size(); c += column_step)
-    s << "<text x=\"" << left + (double(c) + 0.5) * cell_width << "\" y=\"" << top + height + 12
-      << "\" text-anchor=\"middle\">" << m.columns[c].first << "</text>\n";
+    s << "<text x=\"" << left + (double(c) + 0.5) * cell_width << "\" y=\"" << top + height + 12 << "\" text-anchor=\"middle\">"
+      << m.columns[c].first << "</text>\n";
   s << "<text x=\"" << left + std::max(width, 110.0) / 2 << "\" y=\"" << top + height + 30
     << "\" text-anchor=\"middle\" font-size=\"12\">" << esc(m.xlabel) << "</text>\n";
-  s << "<text transform=\"translate(10," << top + std::max(height, 50.0) / 2 << ") rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">"
+  s << "<text transform=\"translate(10," << top + std::max(height, 50.0) / 2
+    << ") rotate(-90)\" text-anchor=\"middle\" font-size=\"12\">"
        "Queries</text>\n";
   // The color bar: 64 bands from its foot (place 0) to its top (place 1).
   s << "<g class=\"legend\" shape-rendering=\"crispEdges\">\n";
@@ -150,24 +151,24 @@ std::string svg(const Heatmap& m) {
   s << "</g>\n<rect x=\"" << bar_x << "\" y=\"" << top << "\" width=\"14\" height=\"" << bar_height
     << "\" fill=\"none\" stroke=\"#666\"/>\n";
   for (const auto& [place, label] : m.scale.ticks)
-    s << "<text x=\"" << bar_x + 18 << "\" y=\"" << top + bar_height * (1 - place) + 3.5 << "\">" << esc(label)
-      << "</text>\n";
+    s << "<text x=\"" << bar_x + 18 << "\" y=\"" << top + bar_height * (1 - place) + 3.5 << "\">" << esc(label) << "</text>\n";
   return s.str() + "</svg>";
 }
 
 std::string figure(const Heatmap& m) {
   const bool any_gray = std::any_of(m.values.begin(), m.values.end(), [](double x) { return std::isnan(x); });
-  std::string gray = !any_gray ? ""
-                         : "<span class=\"swatch\" style=\"background:" + std::string(kGray) + "\"></span> " + esc(m.scale.gray);
-  return "<figure><figcaption>" + esc(m.title) + "</figcaption>\n" + svg(m) + "\n<div class=\"note\">" +
-         esc(m.scale.note) + (m.scale.note.empty() || gray.empty() ? "" : "<br>") + gray + "</div></figure>\n";
+  std::string gray =
+      !any_gray ? "" : "<span class=\"swatch\" style=\"background:" + std::string(kGray) + "\"></span> " + esc(m.scale.gray);
+  return "<figure><figcaption>" + esc(m.title) + "</figcaption>\n" + svg(m) + "\n<div class=\"note\">" + esc(m.scale.note) +
+         (m.scale.note.empty() || gray.empty() ? "" : "<br>") + gray + "</div></figure>\n";
 }
 
 // A table of values, rows by columns, each row labelled, the columns by `headers` or else numbered.
 std::string table(const std::string& caption, int64_t rows, int64_t columns, const std::function<int64_t(int64_t)>& row_label,
                   const std::function<std::string(int64_t, int64_t)>& cell, const std::vector<std::string>& headers = {}) {
   std::string html = "<div class=\"tensor\"><table><caption>" + esc(caption) + "</caption>\n<tr><th></th>";
-  for (int64_t c = 0; c < columns; ++c) html += "<th>" + (headers.empty() ? std::to_string(c) : esc(headers[size_t(c)])) + "</th>";
+  for (int64_t c = 0; c < columns; ++c)
+    html += "<th>" + (headers.empty() ? std::to_string(c) : esc(headers[size_t(c)])) + "</th>";
   html += "</tr>\n";
   for (int64_t r = 0; r < rows; ++r) {
     html += "<tr><th>" + std::to_string(row_label(r)) + "</th>";
@@ -191,8 +192,8 @@ std::string spread(const char* name, const std::string& shape, const std::vector
     }
   }
   return "<tr><td>" + std::string(name) + "</td><td>" + shape + "</td><td>" + std::to_string(x.size()) + "</td><td>" +
-         (low <= high ? show(low) : "") + "</td><td>" + (low <= high ? show(high) : "") + "</td><td>" +
-         std::to_string(nans) + "</td><td>" + std::to_string(infinities) + "</td></tr>\n";
+         (low <= high ? show(low) : "") + "</td><td>" + (low <= high ? show(high) : "") + "</td><td>" + std::to_string(nans) +
+         "</td><td>" + std::to_string(infinities) + "</td></tr>\n";
 }
 
 std::string listed(const std::vector<std::string>& values) {
@@ -216,8 +217,10 @@ struct Shown {
 // a poisoned key); when each is right (a broken relation), the last. With no call, the finding's
 // own case without output.
 Shown problem_shown(const CampaignOptions& options, const Finding& finding) {
-  Shown shown{finding.case_text.empty() ? finding.last_call_case : finding.case_text, "the finding's case",
-              "was not called on it when the property ran again", {}};
+  Shown shown{finding.case_text.empty() ? finding.last_call_case : finding.case_text,
+              "the finding's case",
+              "was not called on it when the property ran again",
+              {}};
   if (finding.message.rfind("the implementation hung", 0) == 0) shown.fault = "hung";
   if (shown.text.empty() || shown.fault == "hung") return shown;
   std::vector<KernelCall> calls;
@@ -233,10 +236,10 @@ Shown problem_shown(const CampaignOptions& options, const Finding& finding) {
   shown.text = calls[at].case_text;
   shown.fault = calls[at].fault;
   shown.out = calls[at].out;
-  shown.which = calls.size() == 1 ? "the problem the kernel was given"
-                                  : "call " + std::to_string(at + 1) + " of the " + std::to_string(calls.size()) +
-                                        " the property made, " +
-                                        (wrong.index < calls.size() ? "the first the oracle calls wrong" : "the last");
+  shown.which = calls.size() == 1
+                    ? "the problem the kernel was given"
+                    : "call " + std::to_string(at + 1) + " of the " + std::to_string(calls.size()) + " the property made, " +
+                          (wrong.index < calls.size() ? "the first the oracle calls wrong" : "the last");
   return shown;
 }
 
@@ -290,11 +293,15 @@ std::string case_section(const CampaignOptions& options, const Shown& shown, Cas
   const std::string where = "batch " + std::to_string(b) + ", head " + std::to_string(h);
   Heatmap mask{"heatmap-mask" + shown.id_suffix, "(a) Permitted keys, " + where, "Keys", rows, blocks(s.Tk)};
   Heatmap weight{"heatmap-weights" + shown.id_suffix, "(b) Exact attention weights, " + where, "Keys", rows, blocks(s.Tk)};
-  Heatmap error{"heatmap-error" + shown.id_suffix, "(c) Error/bound of the output, " + where, "Output columns (dv)", rows, blocks(s.dv)};
-  mask.scale = {[](double x) { return x; }, [](double t) { return ramp(kReds, t); },
-                {{0, "forbidden"}, {1, "permitted"}}, "", ""};
-  weight.scale = {[=](double x) { return x / heaviest; }, [](double t) { return ramp(kReds, t); },
-                  {{0, "0"}, {0.5, printed("%.3g", heaviest / 2)}, {1, printed("%.3g", heaviest)}}, "NaN", ""};
+  Heatmap error{"heatmap-error" + shown.id_suffix, "(c) Error/bound of the output, " + where, "Output columns (dv)", rows,
+                blocks(s.dv)};
+  mask.scale = {
+      [](double x) { return x; }, [](double t) { return ramp(kReds, t); }, {{0, "forbidden"}, {1, "permitted"}}, "", ""};
+  weight.scale = {[=](double x) { return x / heaviest; },
+                  [](double t) { return ramp(kReds, t); },
+                  {{0, "0"}, {0.5, printed("%.3g", heaviest / 2)}, {1, printed("%.3g", heaviest)}},
+                  "NaN",
+                  ""};
   // Within the bound in blues up to 1, outside it in reds on a log scale up to 1e6.
   error.scale = {[](double x) { return x <= 1 ? x / 2 : 0.5 + 0.5 * std::min(1.0, std::log10(x) / 6); },
                  [](double t) { return t <= 0.5 ? ramp(kBlues, 1.5 * t) : ramp(kReds, 0.3 + 1.4 * (t - 0.5)); },
@@ -323,25 +330,27 @@ std::string case_section(const CampaignOptions& options, const Shown& shown, Cas
       const int64_t col = cols.first;
       const std::string at = "out[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(rows[r]) + "," +
                              std::to_string(col) + (cols.second > col ? "-" + std::to_string(cols.second) : "") + "]: ";
-      error.tips.push_back(at + (cols.second > col ? "largest error/bound " + show(error.values.back())
-                                                   : "computed " + show(double(out[size_t(s.out_at(b, h, rows[r]) + col)])) +
-                                                         ", exact " + printed("%.17g", double(exact[r].out[size_t(col)])) +
-                                                         ", bound " + show(exact[r].bound[size_t(col)]) +
-                                                         ", error/bound " + show(error.values.back())));
+      error.tips.push_back(at + (cols.second > col
+                                     ? "largest error/bound " + show(error.values.back())
+                                     : "computed " + show(double(out[size_t(s.out_at(b, h, rows[r]) + col)])) + ", exact " +
+                                           printed("%.17g", double(exact[r].out[size_t(col)])) + ", bound " +
+                                           show(exact[r].bound[size_t(col)]) + ", error/bound " + show(error.values.back())));
     }
   }
 
   const std::string described = describe(c);
   std::string html = "<p>The problem shown (" + esc(shown.which) + "): " + esc(described.substr(0, described.find('\n'))) +
                      ".</p>\n<p>The slice shown: " + where;
-  html += have_out ? (compared.mismatches.empty()
-                          ? ", the row where the kernel is least accurate (query " + std::to_string(i) +
-                                "). On this case the kernel's output is within the bound everywhere: the report below "
-                                "says what failed (imprecision, or a related problem the property builds from the case)."
-                          : ", and the first query with an element outside the bound (query " + std::to_string(i) + ", outlined).")
-                   : ". The implementation " + esc(shown.fault) + " on this case: no output to compare.";
+  html += have_out
+              ? (compared.mismatches.empty()
+                     ? ", the row where the kernel is least accurate (query " + std::to_string(i) +
+                           "). On this case the kernel's output is within the bound everywhere: the report below "
+                           "says what failed (imprecision, or a related problem the property builds from the case)."
+                     : ", and the first query with an element outside the bound (query " + std::to_string(i) + ", outlined).")
+              : ". The implementation " + esc(shown.fault) + " on this case: no output to compare.";
   if (rows.size() < size_t(s.Tq))
-    html += " Queries " + std::to_string(rows.front()) + " to " + std::to_string(rows.back()) + " of " + std::to_string(s.Tq) + ".";
+    html +=
+        " Queries " + std::to_string(rows.front()) + " to " + std::to_string(rows.back()) + " of " + std::to_string(s.Tq) + ".";
   if (mask.columns.size() < size_t(s.Tk) || error.columns.size() < size_t(s.dv))
     html += " A cell stands for a block of keys or columns: the share permitted, the largest weight, the largest error/bound.";
   html += " Hover over a cell for its values.</p>\n<div class=\"maps\">\n" + figure(mask) + figure(weight) +
@@ -357,9 +366,9 @@ std::string case_section(const CampaignOptions& options, const Shown& shown, Cas
       html += "<h3>" + std::string(name) + " " + shape + "</h3>\n<div class=\"tensors\">\n";
       for (int64_t bb = 0; bb < s.B; ++bb)
         for (int64_t hh = 0; hh < heads; ++hh)
-          html += table(std::string(name) + "[" + std::to_string(bb) + "," + std::to_string(hh) + "]", n, d,
-                        [](int64_t r) { return r; },
-                        [&](int64_t r, int64_t col) { return show(double(x[size_t(((bb * heads + hh) * n + r) * d + col)])); });
+          html += table(
+              std::string(name) + "[" + std::to_string(bb) + "," + std::to_string(hh) + "]", n, d, [](int64_t r) { return r; },
+              [&](int64_t r, int64_t col) { return show(double(x[size_t(((bb * heads + hh) * n + r) * d + col)])); });
       html += "</div>\n";
     };
     all("q", "[B,H,Tq,dk]", c.q, s.H, s.Tq, s.dk);
@@ -369,8 +378,9 @@ std::string case_section(const CampaignOptions& options, const Shown& shown, Cas
     if (!c.allow.empty()) {
       html += "<h3>allow [B,Tq,Tk]</h3>\n<div class=\"tensors\">\n";
       for (int64_t bb = 0; bb < s.B; ++bb)
-        html += table("allow[" + std::to_string(bb) + "]", s.Tq, s.Tk, [](int64_t r) { return r; },
-                      [&](int64_t r, int64_t j) { return std::to_string(int(c.allow[size_t(s.allow_at(bb, r) + j)] != 0)); });
+        html += table(
+            "allow[" + std::to_string(bb) + "]", s.Tq, s.Tk, [](int64_t r) { return r; },
+            [&](int64_t r, int64_t j) { return std::to_string(int(c.allow[size_t(s.allow_at(bb, r) + j)] != 0)); });
       html += "</div>\n";
     }
     if (have_out) {
@@ -381,12 +391,14 @@ std::string case_section(const CampaignOptions& options, const Shown& shown, Cas
                     [&](int64_t r, int64_t col) { return show(double(out[size_t(s.out_at(b, h, rows[size_t(r)]) + col)])); });
       html += table("exact out" + bh, n, s.dv, shown,
                     [&](int64_t r, int64_t col) { return printed("%.17g", double(exact[size_t(r)].out[size_t(col)])); });
-      html += table("bound" + bh, n, s.dv, shown, [&](int64_t r, int64_t col) { return show(exact[size_t(r)].bound[size_t(col)]); });
+      html +=
+          table("bound" + bh, n, s.dv, shown, [&](int64_t r, int64_t col) { return show(exact[size_t(r)].bound[size_t(col)]); });
       html += "</div>\n";
     }
   } else {
-    html += "<table class=\"spread\"><tr><th>tensor</th><th>shape</th><th>values</th><th>least finite</th><th>largest "
-            "finite</th><th>NaN</th><th>infinite</th></tr>\n";
+    html +=
+        "<table class=\"spread\"><tr><th>tensor</th><th>shape</th><th>values</th><th>least finite</th><th>largest "
+        "finite</th><th>NaN</th><th>infinite</th></tr>\n";
     auto dims = [](std::initializer_list<int64_t> d) {
       std::string text;
       for (int64_t n : d) text += (text.empty() ? "[" : ",") + std::to_string(n);
@@ -400,16 +412,17 @@ std::string case_section(const CampaignOptions& options, const Shown& shown, Cas
     const size_t at = size_t(i - first);
     std::vector<std::string> q_row;
     for (int64_t d = 0; d < s.dk; ++d) q_row.push_back(show(double(c.q[size_t(s.q_at(b, h, i) + d)])));
-    html += "<h3>The failing row: query " + std::to_string(i) + " of " + where + "</h3>\n<p>q" + bh + "[" +
-            std::to_string(i) + "]:</p><pre>" + esc(listed(q_row)) + "</pre>\n";
+    html += "<h3>The failing row: query " + std::to_string(i) + " of " + where + "</h3>\n<p>q" + bh + "[" + std::to_string(i) +
+            "]:</p><pre>" + esc(listed(q_row)) + "</pre>\n";
     if (have_out)
-      html += table("out" + bh + "[" + std::to_string(i) + "], by column of dv", s.dv, 4,
-                    [](int64_t r) { return r; }, [&](int64_t col, int64_t what) {
-                      const std::vector<double> shown = {double(out[size_t(s.out_at(b, h, i) + col)]),
-                                                         double(exact[at].out[size_t(col)]), exact[at].bound[size_t(col)],
-                                                         ratio(at, col)};
-                      return what == 1 ? printed("%.17g", shown[1]) : show(shown[size_t(what)]);
-                    }, {"computed", "exact", "bound", "error/bound"});
+      html += table(
+          "out" + bh + "[" + std::to_string(i) + "], by column of dv", s.dv, 4, [](int64_t r) { return r; },
+          [&](int64_t col, int64_t what) {
+            const std::vector<double> shown = {double(out[size_t(s.out_at(b, h, i) + col)]), double(exact[at].out[size_t(col)]),
+                                               exact[at].bound[size_t(col)], ratio(at, col)};
+            return what == 1 ? printed("%.17g", shown[1]) : show(shown[size_t(what)]);
+          },
+          {"computed", "exact", "bound", "error/bound"});
     // The keys that weigh most in the row, with their k and v.
     std::vector<size_t> order(exact[at].keys.size());
     for (size_t n = 0; n < order.size(); ++n) order[n] = n;
@@ -423,9 +436,9 @@ std::string case_section(const CampaignOptions& options, const Shown& shown, Cas
       std::vector<std::string> k_row, v_row;
       for (int64_t d = 0; d < s.dk; ++d) k_row.push_back(show(double(c.k[size_t(s.k_at(b, h, j) + d)])));
       for (int64_t d = 0; d < s.dv; ++d) v_row.push_back(show(double(c.v[size_t(s.v_at(b, h, j) + d)])));
-      html += esc("key " + std::to_string(j) + ", weight " + show(double(exact[at].weights[order[n]])) + "\n  k" + kv + "[" +
-                  std::to_string(j) + "]: " + listed(k_row) + "\n  v" + kv + "[" + std::to_string(j) + "]: " + listed(v_row) +
-                  "\n");
+      html +=
+          esc("key " + std::to_string(j) + ", weight " + show(double(exact[at].weights[order[n]])) + "\n  k" + kv + "[" +
+              std::to_string(j) + "]: " + listed(k_row) + "\n  v" + kv + "[" + std::to_string(j) + "]: " + listed(v_row) + "\n");
     }
     html += "</pre>\n";
   }
@@ -486,12 +499,23 @@ std::string markup_escaped(const std::string& text) {
       continue;
     }
     switch (lead) {
-      case '&': escaped += "&amp;"; break;
-      case '<': escaped += "&lt;"; break;
-      case '>': escaped += "&gt;"; break;
-      case '"': escaped += "&quot;"; break;
-      case '\'': escaped += "&#39;"; break;
-      default: escaped.append(text, at, n);
+      case '&':
+        escaped += "&amp;";
+        break;
+      case '<':
+        escaped += "&lt;";
+        break;
+      case '>':
+        escaped += "&gt;";
+        break;
+      case '"':
+        escaped += "&quot;";
+        break;
+      case '\'':
+        escaped += "&#39;";
+        break;
+      default:
+        escaped.append(text, at, n);
     }
     at += n;
   }
@@ -528,7 +552,8 @@ std::string finding_section(const CampaignOptions& options, const CampaignResult
                      "Counterexample to Property." + esc(f.property) +
                      (result.replayed ? "" : std::string(" (") + case_note(f) + ")") + "</h2>\n";
   html += "<p>" + esc(f.message.substr(0, f.message.find('\n'))) + "</p>\n";
-  if (const std::string said = diagnosis_text(f.diagnosis); !said.empty()) html += "<pre class=\"diagnosis\">" + esc(said) + "</pre>\n";
+  if (const std::string said = diagnosis_text(f.diagnosis); !said.empty())
+    html += "<pre class=\"diagnosis\">" + esc(said) + "</pre>\n";
   if (!replay.empty()) html += "<p>Replay it:</p>\n<pre id=\"replay" + suffix + "\">" + esc(replay) + "</pre>\n";
   Shown shown = problem_shown(options, f);
   shown.id_suffix = suffix;
@@ -546,12 +571,13 @@ std::string finding_section(const CampaignOptions& options, const CampaignResult
 void write_html_report(const std::string& path, const CampaignOptions& options, const CampaignResult& result,
                        const ReportText& text) {
   const bool pass = text.verdict == "PASS";
-  std::string html = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>attncheck check: " +
-                     esc(text.verdict) + (result.found ? ": Property." + esc(result.finding.property) : "") +
-                     "</title>\n<style>\n" + kStyle + "</style>\n</head>\n<body>\n";
-  html += "<h1>attncheck check: <span class=\"" + std::string(pass ? "pass" : "fail") + "\" id=\"verdict\">" +
-          esc(text.verdict) + "</span></h1>\n<p>" + esc((options.command ? "--impl-cmd " : "--impl ") + options.impl) +
-          "</p>\n<p>" + esc(text.summary) + "</p>\n<p>" + esc(text.checked) + "</p>\n";
+  std::string html =
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>attncheck check: " + esc(text.verdict) +
+      (result.found ? ": Property." + esc(result.finding.property) : "") + "</title>\n<style>\n" + kStyle +
+      "</style>\n</head>\n<body>\n";
+  html += "<h1>attncheck check: <span class=\"" + std::string(pass ? "pass" : "fail") + "\" id=\"verdict\">" + esc(text.verdict) +
+          "</span></h1>\n<p>" + esc((options.command ? "--impl-cmd " : "--impl ") + options.impl) + "</p>\n<p>" +
+          esc(text.summary) + "</p>\n<p>" + esc(text.checked) + "</p>\n";
   if (!result.fp_mode.empty()) html += "<p class=\"fail\">floating-point mode: " + esc(result.fp_mode) + "</p>\n";
   if (result.found) {
     if (result.findings.size() > 1) html += findings_index(result);
@@ -563,17 +589,18 @@ void write_html_report(const std::string& path, const CampaignOptions& options, 
                             : ", round after round with fresh seeds, until the budget of " + printed("%g", options.seconds) +
                                   " s ran out.</p>\n";
   }
-  html += "<h2>Properties</h2>\n<table id=\"properties\"><tr><th class=\"name\">property</th><th>cases</th><th>seconds</th></tr>\n";
+  html +=
+      "<h2>Properties</h2>\n<table id=\"properties\"><tr><th class=\"name\">property</th><th>cases</th><th>seconds</th></tr>\n";
   for (const auto& [name, cases] : result.per_property) {
     const auto seconds = result.per_property_seconds.find(name);
     bool failed = false;
     for (const Finding& f : result.findings) failed = failed || f.property == name;
-    html += std::string(failed ? "<tr class=\"failed\">" : "<tr>") +
-            "<td class=\"name\">" + esc(name) + "</td><td>" + std::to_string(cases) + "</td><td>" +
+    html += std::string(failed ? "<tr class=\"failed\">" : "<tr>") + "<td class=\"name\">" + esc(name) + "</td><td>" +
+            std::to_string(cases) + "</td><td>" +
             printed("%.3f", seconds == result.per_property_seconds.end() ? 0.0 : seconds->second) + "</td></tr>\n";
   }
-  html += "<tr><th class=\"name\">all</th><th>" + std::to_string(result.cases) + "</th><th>" +
-          printed("%.3f", result.seconds) + "</th></tr>\n</table>\n</body>\n</html>\n";
+  html += "<tr><th class=\"name\">all</th><th>" + std::to_string(result.cases) + "</th><th>" + printed("%.3f", result.seconds) +
+          "</th></tr>\n</table>\n</body>\n</html>\n";
   std::ofstream file(path);
   file << html;
   if (!file) throw std::runtime_error(path + ": cannot write the HTML report");

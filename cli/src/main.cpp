@@ -19,9 +19,11 @@ const Subcommand kSubcommands[] = {
     {"check", attncheck::check_command, "the property suite and an oracle-differential campaign against an implementation"},
     {"compare", attncheck::compare_command, "tensors dumped from PyTorch or anywhere else against the oracle"},
     {"mutants", attncheck::mutants_command, "every planted bug against the properties: the kill matrix"},
-    {"features", attncheck::features_command, "the features a kernel may claim, and their names (--python yes: the client's table)"},
+    {"features", attncheck::features_command,
+     "the features a kernel may claim, and their names (--python yes: the client's table)"},
     {"repro", attncheck::repro_command, "a replay file's finding as a standalone regression test (GoogleTest or pytest)"},
-    {"mha-shapes", attncheck::mha_shapes_command, "the shapes and parameter counts of a multi-head attention layer and of the fully connected map it replaces"},
+    {"mha-shapes", attncheck::mha_shapes_command,
+     "the shapes and parameter counts of a multi-head attention layer and of the fully connected map it replaces"},
 };
 
 void list(std::FILE* to) {

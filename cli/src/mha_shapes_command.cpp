@@ -31,13 +31,15 @@ struct Dimensions {
 int64_t product(const char* what, std::initializer_list<int64_t> factors) {
   int64_t result = 1;
   for (int64_t f : factors)
-    if (__builtin_mul_overflow(result, f, &result)) throw std::runtime_error(std::string(what) + " overflows int64: give smaller sizes");
+    if (__builtin_mul_overflow(result, f, &result))
+      throw std::runtime_error(std::string(what) + " overflows int64: give smaller sizes");
   return result;
 }
 int64_t sum(const char* what, std::initializer_list<int64_t> terms) {
   int64_t result = 0;
   for (int64_t t : terms)
-    if (__builtin_add_overflow(result, t, &result)) throw std::runtime_error(std::string(what) + " overflows int64: give smaller sizes");
+    if (__builtin_add_overflow(result, t, &result))
+      throw std::runtime_error(std::string(what) + " overflows int64: give smaller sizes");
   return result;
 }
 
@@ -45,7 +47,8 @@ int64_t sum(const char* what, std::initializer_list<int64_t> terms) {
 int64_t whole(const FlagValues& o, const std::string& name) {
   const double x = o.number(name);
   if (x != std::floor(x) || x > double(kMostSize))
-    throw std::runtime_error("--" + name + " must be a whole number from 1 to " + grouped(kMostSize) + ", got '" + o.text(name) + "'");
+    throw std::runtime_error("--" + name + " must be a whole number from 1 to " + grouped(kMostSize) + ", got '" + o.text(name) +
+                             "'");
   return int64_t(x);
 }
 
@@ -116,12 +119,12 @@ struct Counts {
 // Each term is named, so that an overflow says which.
 Counts counts(const Dimensions& d) {
   Counts c{};
-  c.qkv_weights = sum("D H dk + D H_kv dk + D H_kv dv",
-                      {product("D H dk", {d.D, d.H, d.dk}), product("D H_kv dk", {d.D, d.H_kv, d.dk}),
-                       product("D H_kv dv", {d.D, d.H_kv, d.dv})});
+  c.qkv_weights =
+      sum("D H dk + D H_kv dk + D H_kv dv", {product("D H dk", {d.D, d.H, d.dk}), product("D H_kv dk", {d.D, d.H_kv, d.dk}),
+                                             product("D H_kv dv", {d.D, d.H_kv, d.dv})});
   c.qkv_biases = !d.bias ? 0
                          : sum("H dk + H_kv dk + H_kv dv", {product("H dk", {d.H, d.dk}), product("H_kv dk", {d.H_kv, d.dk}),
-                                                             product("H_kv dv", {d.H_kv, d.dv})});
+                                                            product("H_kv dv", {d.H_kv, d.dv})});
   c.out_weights = product("H dv D", {d.H, d.dv, d.D});
   c.out_biases = d.bias ? d.D : 0;
   c.weights = sum("the layer's weight count", {c.qkv_weights, c.out_weights});
@@ -139,8 +142,8 @@ std::string weights_and_biases(int64_t weights, int64_t biases) {
 
 void print_shapes(const Dimensions& d) {
   std::printf("multi-head self-attention: N %s tokens of width D %s; H %s heads of dk %s, dv %s; H_kv %s KV heads; biases %s\n",
-              grouped(d.N).c_str(), grouped(d.D).c_str(), grouped(d.H).c_str(), grouped(d.dk).c_str(),
-              grouped(d.dv).c_str(), grouped(d.H_kv).c_str(), d.bias ? "yes" : "no");
+              grouped(d.N).c_str(), grouped(d.D).c_str(), grouped(d.H).c_str(), grouped(d.dk).c_str(), grouped(d.dv).c_str(),
+              grouped(d.H_kv).c_str(), d.bias ? "yes" : "no");
   std::printf("  %-8s %-13s %-16s %s\n", "tensor", "shape", "here", "what");
   for (const Tensor& t : tensors(d))
     std::printf("  %-8s %-13s %-16s %s\n", t.name.c_str(), t.symbols.c_str(), shape_text(t.dims).c_str(), t.what.c_str());
@@ -170,9 +173,12 @@ int mha_shapes(const FlagValues& o) {
 
 int mha_shapes_command(const std::vector<std::string>& args) {
   return Flags("mha-shapes")
-      .number("tokens", "N", "the tokens attended over (self-attention: N queries, N keys)", {}, 1).required()
-      .number("d-model", "D", "the width of each token, of x and of out", {}, 1).required()
-      .number("heads", "H", "query heads", {}, 1).required()
+      .number("tokens", "N", "the tokens attended over (self-attention: N queries, N keys)", {}, 1)
+      .required()
+      .number("d-model", "D", "the width of each token, of x and of out", {}, 1)
+      .required()
+      .number("heads", "H", "query heads", {}, 1)
+      .required()
       .choice("bias", {"yes", "no"}, "biases b_q, b_k, b_v and b_o", "no")
       .number("d-k", "K", "a query's and a key's width per head; without it D / H, which must divide", {}, 1)
       .number("d-v", "V", "a value's width per head; without it dk", {}, 1)

@@ -96,8 +96,8 @@ std::string gtest_file(const std::string& replay, const CampaignOptions& o, cons
     << ", p.kv_len = " << s.Tk << ", p.d_k = " << s.dk << ", p.d_v = " << s.dv << ";\n"
     << "  p.q = q, p.k = k, p.v = v;\n"
     << (c.allow.empty() ? "" : "  p.allow = allow;\n") << (c.key_lengths.empty() ? "" : "  p.kv_lens = kv_lens;\n")
-    << (c.bias.empty() ? "" : "  p.bias = bias;\n")
-    << "  p.causal = " << int(c.causal) << ";  // " << causal_name(c.causal) << "\n"
+    << (c.bias.empty() ? "" : "  p.bias = bias;\n") << "  p.causal = " << int(c.causal) << ";  // " << causal_name(c.causal)
+    << "\n"
     << "  p.window_left = " << c.window_left << ", p.window_right = " << c.window_right << ";\n"
     << "  p.scale = " << hex(c.scale) << ", p.softcap = " << hex(c.softcap) << ";\n"
     << "  p.out = out.data();\n"
@@ -113,7 +113,8 @@ std::string gtest_file(const std::string& replay, const CampaignOptions& o, cons
   if (with_lse)
     t << "  for (size_t n = 0; n < lse.size(); ++n) {  // an exact infinity needs that infinity in lse\n"
       << "    const long double exact = (long double)lse_exact_hi[n] + lse_exact_lo[n];\n"
-      << "    EXPECT_TRUE(std::isinf(exact) && !std::isinf(lse_bound[n]) ? lse[n] == exact : within(lse[n], exact, lse_bound[n]))\n"
+      << "    EXPECT_TRUE(std::isinf(exact) && !std::isinf(lse_bound[n]) ? lse[n] == exact : within(lse[n], exact, "
+         "lse_bound[n]))\n"
       << "        << \"lse element \" << n << \" (row-major [B,H,Tq]): \" << lse[n] << \", exact \" << double(exact)\n"
       << "        << \", bound \" << lse_bound[n];\n  }\n";
   t << "}\n";
@@ -123,13 +124,16 @@ std::string gtest_file(const std::string& replay, const CampaignOptions& o, cons
 // The command comes from ATTNCHECK_REPRO_COMMAND, or is the one repro was given (`named`): never the
 // replay file's, which a file names (a file is data) and the test would run through /bin/sh.
 template <class T>
-std::string pytest_file(const std::string& replay, const CampaignOptions& o, bool named, const Finding& f,
-                        const Case<T>& c, const Reference& ref, bool with_lse, const std::string& why) {
+std::string pytest_file(const std::string& replay, const CampaignOptions& o, bool named, const Finding& f, const Case<T>& c,
+                        const Reference& ref, bool with_lse, const std::string& why) {
   const Shape& s = c.shape;
   const bool bits = is_narrow(c.format);
   auto tensor = [&](const char* name, const std::vector<T>& x, const std::string& dims, const char* shape) {
     return std::string(name) + " = np.array(" + (bits ? "[" : "[float.fromhex(x) for x in (") + values(x, c.format, true) +
-           (bits ? "], np.uint16)" : ",)], np.") + (bits ? "" : c.format == Format::f64 ? "float64)" : "float32)") +
+           (bits ? "], np.uint16)" : ",)], np.") +
+           (bits                      ? ""
+            : c.format == Format::f64 ? "float64)"
+                                      : "float32)") +
            ".reshape(" + dims + ")  # " + shape + "\n";
   };
   std::ostringstream t;
@@ -137,34 +141,49 @@ std::string pytest_file(const std::string& replay, const CampaignOptions& o, boo
     << "The case is the call the oracle found wrong; `exact` is the oracle's out (hi + lo), `bound` the\n"
     << "largest error of any correct kernel. Run: "
     << (named ? "python3 -m pytest THIS.py (ATTNCHECK_REPRO_COMMAND\noverrides the command).\"\"\"\n"
-              : "ATTNCHECK_REPRO_COMMAND='the command to test'\npython3 -m pytest THIS.py (the command runs through /bin/sh).\"\"\"\n")
+              : "ATTNCHECK_REPRO_COMMAND='the command to test'\npython3 -m pytest THIS.py (the command runs through "
+                "/bin/sh).\"\"\"\n")
     << "# attncheck repro --replay " << comment(replay) << "\n# Property." << f.property << ": " << reprintable(why, 400) << ".\n"
     << (named ? "" : "# The replay file's command, run only when you name it: " + comment(o.impl) + "\n")
     << "import os\n\nimport numpy as np\n\nimport attncheck\n\n"
     << "COMMAND = os.environ.get(\"ATTNCHECK_REPRO_COMMAND\"" << (named ? ", " + python_literal(o.impl) : "") << ")\n"
-    << "# B " << s.B << ", H " << s.H << ", H_kv " << s.kv_heads() << ", Tq " << s.Tq << ", Tk " << s.Tk << ", dk "
-    << s.dk << ", dv " << s.dv << "; " << format_name(c.format) << (bits ? " (bit patterns)" : "") << "\n"
+    << "# B " << s.B << ", H " << s.H << ", H_kv " << s.kv_heads() << ", Tq " << s.Tq << ", Tk " << s.Tk << ", dk " << s.dk
+    << ", dv " << s.dv << "; " << format_name(c.format) << (bits ? " (bit patterns)" : "") << "\n"
     << tensor("q", c.q, dims({s.B, s.H, s.Tq, s.dk}), "[B,H,Tq,dk]")
     << tensor("k", c.k, dims({s.B, s.kv_heads(), s.Tk, s.dk}), "[B,H_kv,Tk,dk]")
     << tensor("v", c.v, dims({s.B, s.kv_heads(), s.Tk, s.dv}), "[B,H_kv,Tk,dv]");
-  t << "allow = " << (c.allow.empty() ? "None" : "np.array([" + joined(c.allow, [](uint8_t a) { return std::string(a ? "True" : "False"); }) + "]).reshape(" + dims({s.B, s.Tq, s.Tk}) + ")") << "  # [B,Tq,Tk]\n"
-    << "kv_lens = " << (c.key_lengths.empty() ? "None" : "np.array([" + joined(c.key_lengths, [](int32_t n) { return std::to_string(n); }) + "], np.int32)") << "  # [B]\n";
+  t << "allow = "
+    << (c.allow.empty() ? "None"
+                        : "np.array([" + joined(c.allow, [](uint8_t a) { return std::string(a ? "True" : "False"); }) +
+                              "]).reshape(" + dims({s.B, s.Tq, s.Tk}) + ")")
+    << "  # [B,Tq,Tk]\n"
+    << "kv_lens = "
+    << (c.key_lengths.empty()
+            ? "None"
+            : "np.array([" + joined(c.key_lengths, [](int32_t n) { return std::to_string(n); }) + "], np.int32)")
+    << "  # [B]\n";
   if (c.bias.empty())
     t << "bias = None\n";
   else
     t << tensor("bias", c.bias, dims({s.B, s.H, s.Tq, s.Tk}), "[B,H,Tq,Tk]");
   const std::string d = dims({s.B, s.H, s.Tq, s.dv});
-  t << python_oracle_arrays("", ref.out, d) << (with_lse ? python_oracle_arrays("lse_", ref.lse, dims({s.B, s.H, s.Tq})) : "") << "\n\n"
+  t << python_oracle_arrays("", ref.out, d) << (with_lse ? python_oracle_arrays("lse_", ref.lse, dims({s.B, s.H, s.Tq})) : "")
+    << "\n\n"
     << "def test_" << f.property << "():\n"
     << "    assert COMMAND, \"name the command to test: ATTNCHECK_REPRO_COMMAND='...' python3 -m pytest THIS.py\"\n"
-    << "    " << (with_lse ? "out, lse" : "out") << " = attncheck.run_command(COMMAND, dtype=\"" << feature(capability_of(c.format)).word << "\", q=q, k=k, v=v, allow=allow, "
+    << "    " << (with_lse ? "out, lse" : "out") << " = attncheck.run_command(COMMAND, dtype=\""
+    << feature(capability_of(c.format)).word << "\", q=q, k=k, v=v, allow=allow, "
     << "kv_lens=kv_lens, bias=bias,\n                                causal=\"" << causal_name(c.causal) << "\", window="
-    << (c.window_left < 0 && c.window_right < 0 ? std::string("None") : "(" + std::to_string(c.window_left) + ", " + std::to_string(c.window_right) + ")")
+    << (c.window_left < 0 && c.window_right < 0
+            ? std::string("None")
+            : "(" + std::to_string(c.window_left) + ", " + std::to_string(c.window_right) + ")")
     << ", scale=" << (c.scale == 0 ? std::string("None") : "float.fromhex('" + hex(c.scale) + "')")
     << ", softcap=" << (c.softcap == 0 ? std::string("None") : "float.fromhex('" + hex(c.softcap) + "')")
     << (with_lse ? ", want_lse=True" : "") << ")\n"
     << "    wrong = attncheck.outside_bound(out, exact_hi, exact_lo, bound)\n"
-    << (with_lse ? "    wrong += attncheck.outside_bound(lse, lse_exact_hi, lse_exact_lo, lse_bound, name=\"lse\", infinities_exact=True)\n" : "")
+    << (with_lse ? "    wrong += attncheck.outside_bound(lse, lse_exact_hi, lse_exact_lo, lse_bound, name=\"lse\", "
+                   "infinities_exact=True)\n"
+                 : "")
     << "    assert not wrong, \"\\n\".join(wrong)\n";
   return t.str();
 }
@@ -205,16 +224,19 @@ int repro(const FlagValues& flags) {
     throw std::runtime_error(replay + ": --standalone is for an adapter's finding (a command), not a plugin's");
   if (standalone) adapter_call(options.impl);  // a command that runs no adapter is refused before anything runs
   auto write = [&](const std::string& case_text, bool with_lse, const std::string& why) {
-    const std::string what = (standalone ? "a standalone Python script" : options.command ? "a pytest" : "a GoogleTest") +
+    const std::string what = (standalone        ? "a standalone Python script"
+                              : options.command ? "a pytest"
+                                                : "a GoogleTest") +
                              std::string(" of Property.") + finding.property + " (" + why + ")";
-    write_file(standalone ? standalone_script({replay, options.impl, finding.property, case_text, why, with_lse})
-                          : visit_case_text(case_text, [&](const auto& c) {
-                              return test_file(replay, options, named, finding, with_lse, c, why);
-                            }),
+    write_file(standalone
+                   ? standalone_script({replay, options.impl, finding.property, case_text, why, with_lse})
+                   : visit_case_text(case_text,
+                                     [&](const auto& c) { return test_file(replay, options, named, finding, with_lse, c, why); }),
                flags.text("out"), what);
     return 0;
   };
-  if (!named && !finding.failed_call_why.empty()) return write(finding.failed_call, finding.failed_call_lse, finding.failed_call_why);
+  if (!named && !finding.failed_call_why.empty())
+    return write(finding.failed_call, finding.failed_call_lse, finding.failed_call_why);
   if (!named) require_trusted(flags, replay, options);
   std::vector<KernelCall> calls;
   attncheck::replay(options, finding, &calls);

@@ -33,11 +33,11 @@ std::vector<std::string> words(const std::string& command) {
 // One of python_sources(), or an error naming the file.
 const std::string& source(const std::string& name) {
   const auto found = python_sources().find(name);
-  if (found == python_sources().end())
-    throw std::runtime_error("this attncheck was built without python/attncheck/" + name);
+  if (found == python_sources().end()) throw std::runtime_error("this attncheck was built without python/attncheck/" + name);
   const std::string& text = found->second;
   if (text.find("'''") != std::string::npos || text.empty() || text.back() != '\n')
-    throw std::runtime_error("python/attncheck/" + name + " holds ''' or does not end in a line break: the script's "
+    throw std::runtime_error("python/attncheck/" + name +
+                             " holds ''' or does not end in a line break: the script's "
                              "raw string cannot hold it");
   return found->second;
 }
@@ -52,44 +52,44 @@ std::string python_list(const std::vector<std::string>& items) {
 // A tensor of the problem as the adapter gets it (attncheck.Problem's arrays): from bit patterns,
 // bf16 as float32 holding its values.
 template <class T>
-std::string tensor(const char* name, const std::vector<T>& x, Format format, const std::string& shape,
-                   const char* axes) {
-  static const std::map<Format, const char*> from_bits = {
-      {Format::f16, "np.array([%s], np.uint16).view(np.float16)"},
-      {Format::bf16, "(np.array([%s], np.uint32) << 16).view(np.float32)"},
-      {Format::f32, "np.array([%s], np.uint32).view(np.float32)"},
-      {Format::f64, "np.array([%s], np.uint64).view(np.float64)"}};
+std::string tensor(const char* name, const std::vector<T>& x, Format format, const std::string& shape, const char* axes) {
+  static const std::map<Format, const char*> from_bits = {{Format::f16, "np.array([%s], np.uint16).view(np.float16)"},
+                                                          {Format::bf16, "(np.array([%s], np.uint32) << 16).view(np.float32)"},
+                                                          {Format::f32, "np.array([%s], np.uint32).view(np.float32)"},
+                                                          {Format::f64, "np.array([%s], np.uint64).view(np.float64)"}};
   const std::string pattern = from_bits.at(format);
   const std::string literals = joined(x, [&](T v) { return bits_literal(double(v), format); });
   const size_t at = pattern.find("%s");
-  return std::string("problem.") + name + " = " + pattern.substr(0, at) + literals + pattern.substr(at + 2) +
-         ".reshape(" + shape + ")  # " + axes + "\n";
+  return std::string("problem.") + name + " = " + pattern.substr(0, at) + literals + pattern.substr(at + 2) + ".reshape(" +
+         shape + ")  # " + axes + "\n";
 }
 
 template <class T>
 std::string problem_lines(const Case<T>& c, bool with_lse) {
   const Shape& s = c.shape;
   std::ostringstream t;
-  t << "# B " << s.B << ", H " << s.H << ", H_kv " << s.kv_heads() << ", Tq " << s.Tq << ", Tk " << s.Tk << ", dk "
-    << s.dk << ", dv " << s.dv << "; " << format_name(c.format) << ", from its bit patterns\n"
+  t << "# B " << s.B << ", H " << s.H << ", H_kv " << s.kv_heads() << ", Tq " << s.Tq << ", Tk " << s.Tk << ", dk " << s.dk
+    << ", dv " << s.dv << "; " << format_name(c.format) << ", from its bit patterns\n"
     << "problem = types.SimpleNamespace(\n    dtype=\"" << feature(capability_of(c.format)).word << "\", B=" << s.B
-    << ", H=" << s.H << ", H_kv=" << s.kv_heads() << ", Tq=" << s.Tq << ", Tk=" << s.Tk << ", dk=" << s.dk
-    << ", dv=" << s.dv << ",\n    causal=\"" << causal_name(c.causal) << "\", window="
-    << (c.window_left < 0 && c.window_right < 0 ? std::string("None")
-                                                : "(" + std::to_string(c.window_left) + ", " + std::to_string(c.window_right) + ")")
+    << ", H=" << s.H << ", H_kv=" << s.kv_heads() << ", Tq=" << s.Tq << ", Tk=" << s.Tk << ", dk=" << s.dk << ", dv=" << s.dv
+    << ",\n    causal=\"" << causal_name(c.causal) << "\", window="
+    << (c.window_left < 0 && c.window_right < 0
+            ? std::string("None")
+            : "(" + std::to_string(c.window_left) + ", " + std::to_string(c.window_right) + ")")
     << ", scale=" << (c.scale == 0 ? std::string("None") : "float.fromhex('" + hex(c.scale) + "')")
     << ", softcap=" << (c.softcap == 0 ? std::string("None") : "float.fromhex('" + hex(c.softcap) + "')")
-    << ", want_lse=" << (with_lse ? "True" : "False") << ", backward=False,\n    dropout_p=0.0, dropout_seed=0, want_keep=False)\n"
+    << ", want_lse=" << (with_lse ? "True" : "False")
+    << ", backward=False,\n    dropout_p=0.0, dropout_seed=0, want_keep=False)\n"
     << tensor("q", c.q, c.format, dims({s.B, s.H, s.Tq, s.dk}), "[B,H,Tq,dk]")
     << tensor("k", c.k, c.format, dims({s.B, s.kv_heads(), s.Tk, s.dk}), "[B,H_kv,Tk,dk]")
-    << tensor("v", c.v, c.format, dims({s.B, s.kv_heads(), s.Tk, s.dv}), "[B,H_kv,Tk,dv]")
-    << "problem.allow = "
+    << tensor("v", c.v, c.format, dims({s.B, s.kv_heads(), s.Tk, s.dv}), "[B,H_kv,Tk,dv]") << "problem.allow = "
     << (c.allow.empty() ? "None"
-                        : "np.array([" + joined(c.allow, [](uint8_t a) { return std::to_string(int(a)); }) +
-                              "], bool).reshape(" + dims({s.B, s.Tq, s.Tk}) + ")")
+                        : "np.array([" + joined(c.allow, [](uint8_t a) { return std::to_string(int(a)); }) + "], bool).reshape(" +
+                              dims({s.B, s.Tq, s.Tk}) + ")")
     << "  # [B,Tq,Tk], True = may attend\nproblem.kv_lens = "
-    << (c.key_lengths.empty() ? "None"
-                              : "np.array([" + joined(c.key_lengths, [](int32_t n) { return std::to_string(n); }) + "], np.int32)")
+    << (c.key_lengths.empty()
+            ? "None"
+            : "np.array([" + joined(c.key_lengths, [](int32_t n) { return std::to_string(n); }) + "], np.int32)")
     << "  # [B]\n";
   if (c.bias.empty())
     t << "problem.bias = None  # [B,H,Tq,Tk]\n";
@@ -129,7 +129,8 @@ std::string run_lines(const std::string& adapter, bool with_lse) {
     << "    if out.shape != exact_hi.shape:\n"
     << "        print(f\"the library returned out of shape {out.shape}, not {exact_hi.shape}\")\n"
     << "        return 1\n"
-    << "    out = out.astype({\"f16\": np.float16, \"bf16\": np.float32, \"f32\": np.float32, \"f64\": np.float64}[problem.dtype])\n"
+    << "    out = out.astype({\"f16\": np.float16, \"bf16\": np.float32, \"f32\": np.float32, \"f64\": "
+       "np.float64}[problem.dtype])\n"
     << "    wrong = rule.outside_bound(out, exact_hi, exact_lo, bound)\n";
   if (with_lse)
     t << "    wrong += rule.outside_bound(np.asarray(lse), lse_exact_hi, lse_exact_lo, lse_bound, name=\"lse\", "
@@ -166,7 +167,8 @@ std::string script(const StandaloneCall& call, const AdapterCall& adapter, const
     << "# " << reprintable(call.why, 400) << "\n"
     << "import importlib\nimport sys\nimport types\n\nimport numpy as np\n\n"
     << problem_lines(c, call.with_lse) << "\n# attncheck's oracle\n"
-    << python_oracle_arrays("", ref.out, dims({s.B, s.H, s.Tq, s.dv})) << (call.with_lse ? python_oracle_arrays("lse_", ref.lse, dims({s.B, s.H, s.Tq})) : "")
+    << python_oracle_arrays("", ref.out, dims({s.B, s.H, s.Tq, s.dv}))
+    << (call.with_lse ? python_oracle_arrays("lse_", ref.lse, dims({s.B, s.H, s.Tq})) : "")
     << "\nADAPTER_OPTIONS = " << python_list(adapter.options) << "\n"
     << "ADAPTER_SOURCE = r'''" << source(file) << "'''\n"
     << "BOUND_SOURCE = r'''" << source("_bound.py") << "'''\n"

@@ -36,8 +36,9 @@ Json number(double x) { return std::isfinite(x) ? Json(x) : Json(std::isnan(x) ?
 double number(const Json& j) {
   if (j.is_number()) return j.get<double>();
   const std::string text = j.get<std::string>();
-  return text == "nan" ? std::numeric_limits<double>::quiet_NaN()
-                       : text == "inf" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+  return text == "nan"   ? std::numeric_limits<double>::quiet_NaN()
+         : text == "inf" ? std::numeric_limits<double>::infinity()
+                         : -std::numeric_limits<double>::infinity();
 }
 
 // A Mismatch's tensor name, kept for the life of the process (Mismatch holds a pointer).
@@ -48,11 +49,24 @@ const char* interned(const std::string& name) {
 
 Json to_json(const Diagnosis& d) {
   const Mismatch& m = d.element;
-  return {{"wrong", d.wrong}, {"tensor", m.tensor ? m.tensor : ""}, {"rank", m.rank},
-          {"at", std::vector<int64_t>(m.at, m.at + 4)}, {"computed", number(m.computed)},
-          {"exact", number(double(m.exact))}, {"bound", number(m.bound)}, {"ratio", number(m.ratio)},
-          {"fault", d.fault}, {"shape", d.shape}, {"features", d.features}, {"needs", d.needs},
-          {"varies", d.varies}, {"poisoned", d.poisoned}, {"extreme", d.extreme}, {"accepted_under", d.accepted_under}, {"accepting", d.accepting}, {"cause", d.cause}};
+  return {{"wrong", d.wrong},
+          {"tensor", m.tensor ? m.tensor : ""},
+          {"rank", m.rank},
+          {"at", std::vector<int64_t>(m.at, m.at + 4)},
+          {"computed", number(m.computed)},
+          {"exact", number(double(m.exact))},
+          {"bound", number(m.bound)},
+          {"ratio", number(m.ratio)},
+          {"fault", d.fault},
+          {"shape", d.shape},
+          {"features", d.features},
+          {"needs", d.needs},
+          {"varies", d.varies},
+          {"poisoned", d.poisoned},
+          {"extreme", d.extreme},
+          {"accepted_under", d.accepted_under},
+          {"accepting", d.accepting},
+          {"cause", d.cause}};
 }
 
 Diagnosis diagnosis_from(const Json& j) {
@@ -82,12 +96,25 @@ Diagnosis diagnosis_from(const Json& j) {
 }
 
 Json to_json(const Finding& f) {
-  return {{"property", f.property}, {"message", f.message}, {"choices", f.choices}, {"kept", f.kept},
-          {"case_text", f.case_text}, {"kept_choices", f.kept_choices}, {"ladder", f.ladder},
-          {"capabilities", f.capabilities}, {"last_call_case", f.last_call_case}, {"failed_call", f.failed_call},
-          {"failed_call_why", f.failed_call_why}, {"failed_call_lse", f.failed_call_lse}, {"hung", f.hung},
-          {"ratio", number(f.ratio)}, {"found_at", f.found_at}, {"kind", f.kind}, {"run_kind", f.run_kind},
-          {"format", f.format}, {"diagnosis", to_json(f.diagnosis)}};
+  return {{"property", f.property},
+          {"message", f.message},
+          {"choices", f.choices},
+          {"kept", f.kept},
+          {"case_text", f.case_text},
+          {"kept_choices", f.kept_choices},
+          {"ladder", f.ladder},
+          {"capabilities", f.capabilities},
+          {"last_call_case", f.last_call_case},
+          {"failed_call", f.failed_call},
+          {"failed_call_why", f.failed_call_why},
+          {"failed_call_lse", f.failed_call_lse},
+          {"hung", f.hung},
+          {"ratio", number(f.ratio)},
+          {"found_at", f.found_at},
+          {"kind", f.kind},
+          {"run_kind", f.run_kind},
+          {"format", f.format},
+          {"diagnosis", to_json(f.diagnosis)}};
 }
 
 Finding finding_from(const Json& j) {
@@ -123,13 +150,26 @@ Json limits_json(const Limits& l) {
 Json to_json(const CampaignResult& r) {
   Json findings = Json::array();
   for (const Finding& f : r.findings) findings.push_back(to_json(f));
-  return {{"findings", findings}, {"cases", r.cases}, {"per_property", r.per_property},
-          {"per_property_seconds", r.per_property_seconds}, {"seconds", r.seconds}, {"shrink_seconds", r.shrink_seconds},
-          {"worst_ratio", number(r.worst_ratio)}, {"fp_mode", r.fp_mode}, {"abi_version", r.abi_version},
-          {"capabilities", r.capabilities}, {"not_applicable", r.not_applicable}, {"examine_seconds", r.examine_seconds},
-          {"start_seconds", r.start_seconds}, {"calls", r.calls}, {"not_taken", r.not_taken}, {"cut_runs", r.cut_runs},
-          {"not_taken_reasons", r.not_taken_reasons}, {"not_taken_runs", r.not_taken_runs},
-          {"restrictions", r.domain.restrictions}, {"limits", limits_json(r.domain.limits)}};
+  return {{"findings", findings},
+          {"cases", r.cases},
+          {"per_property", r.per_property},
+          {"per_property_seconds", r.per_property_seconds},
+          {"seconds", r.seconds},
+          {"shrink_seconds", r.shrink_seconds},
+          {"worst_ratio", number(r.worst_ratio)},
+          {"fp_mode", r.fp_mode},
+          {"abi_version", r.abi_version},
+          {"capabilities", r.capabilities},
+          {"not_applicable", r.not_applicable},
+          {"examine_seconds", r.examine_seconds},
+          {"start_seconds", r.start_seconds},
+          {"calls", r.calls},
+          {"not_taken", r.not_taken},
+          {"cut_runs", r.cut_runs},
+          {"not_taken_reasons", r.not_taken_reasons},
+          {"not_taken_runs", r.not_taken_runs},
+          {"restrictions", r.domain.restrictions},
+          {"limits", limits_json(r.domain.limits)}};
 }
 
 CampaignResult result_from(const Json& j) {
@@ -209,8 +249,8 @@ struct Shared {
   CampaignOptions mine = options;
   mine.progress = [&](const CampaignOptions::Progress& p) {
     shared.cases[worker] = p.cases;
-    for (int64_t seen = shared.properties.load(); int64_t(p.properties) > seen && !shared.properties.compare_exchange_weak(seen, int64_t(p.properties));) {
-    }
+    for (int64_t seen = shared.properties.load();
+         int64_t(p.properties) > seen && !shared.properties.compare_exchange_weak(seen, int64_t(p.properties));) {}
     if (p.shrinking) shared.shrinking = true;
   };
   Json answer;
@@ -222,7 +262,8 @@ struct Shared {
     answer = {{"error", e.what()}};
   }
   const std::string text = answer.dump(-1, ' ', false, Json::error_handler_t::replace);  // never throws on bytes
-  const bool sent = protocol::write_all(fd, text.data(), text.size(), std::numeric_limits<double>::infinity()) == protocol::Io::ok;
+  const bool sent =
+      protocol::write_all(fd, text.data(), text.size(), std::numeric_limits<double>::infinity()) == protocol::Io::ok;
   _exit(sent ? 0 : 3);
 }
 

@@ -107,7 +107,8 @@ TEST(KeptRegressions, AFindingKeepsTheDomainItWasFoundIn) {
   write_replay(written.string(), options, on_kernel.finding, domain);
   const std::string text = replay_text(read_replay_file(written.string()));
   EXPECT_NE(text.find("\nrestrictions causal default_scale within_limits\nlimits max_Tk 512 head_dims 32,64\n"),
-            std::string::npos) << text;
+            std::string::npos)
+      << text;
   EXPECT_EQ(read_replay_file(written.string()).domain, domain);
   for (const auto& [from, to, says] : {std::tuple{"restrictions causal", "restrictions causal sideways", "no restriction"},
                                        std::tuple{"restrictions causal default_scale within_limits\n", "", "without"}}) {

@@ -59,8 +59,8 @@ constexpr Shape kNarrowShape{1, 1, 4, 512, 64, 8};
 // it, and an fp16 accumulator stays inside the bound (error/bound 0.35 with these draws unshifted):
 // it is then harmless.
 template <class F>
-void narrow_example(const std::string& dir, const std::string& prefix, NpyDtype dtype,
-                    const std::vector<double>& normal, const std::string& wrong, Mutation bug) {
+void narrow_example(const std::string& dir, const std::string& prefix, NpyDtype dtype, const std::vector<double>& normal,
+                    const std::string& wrong, Mutation bug) {
   const Shape s = kNarrowShape;
   auto rounded = [&](int64_t from, int64_t n, double shift) {  // n values of F, held in float
     std::vector<float> x(static_cast<size_t>(n));
@@ -193,8 +193,7 @@ int main(int argc, char** argv) {
   // the softmax's exp and normalizer kept in bfloat16, key by key.
   std::vector<double> normal(size_t(kNarrowShape.q_size() + kNarrowShape.k_size() + kNarrowShape.v_size()));
   for (double& x : normal) x = standard_normal(choose);
-  narrow_example<Half>(dir, "half", NpyDtype::f16, normal, "out_fp16_accumulated.npy",
-                       Mutation::output_accumulator_fp16);
+  narrow_example<Half>(dir, "half", NpyDtype::f16, normal, "out_fp16_accumulated.npy", Mutation::output_accumulator_fp16);
   narrow_example<BFloat16>(dir, "bf16", NpyDtype::u16, normal, "out_normalizer_in_bf16.npy", Mutation::softmax_bf16);
 
   // bwd_*.npy: the backward, as autograd runs it on its own forward: B 1, H 4 over H_kv 2, Tq 8,
@@ -225,8 +224,8 @@ int main(int argc, char** argv) {
     return Grads<float>{bwd_out.data(), bwd_lse.data(), bwd_dout.data(), q_grad.data(), k_grad.data(), v_grad.data()};
   };
   attention_backward(bp, grads(dq, dk, dv));
-  const std::vector<int64_t> q_shape{w.B, w.H, w.Tq, w.dk}, k_shape{w.B, w.H_kv, w.Tk, w.dk},
-                             v_shape{w.B, w.H_kv, w.Tk, w.dv}, out_shape{w.B, w.H, w.Tq, w.dv};
+  const std::vector<int64_t> q_shape{w.B, w.H, w.Tq, w.dk}, k_shape{w.B, w.H_kv, w.Tk, w.dk}, v_shape{w.B, w.H_kv, w.Tk, w.dv},
+      out_shape{w.B, w.H, w.Tq, w.dv};
   save(dir + "/bwd_q.npy", bwd_q, q_shape);
   save(dir + "/bwd_k.npy", bwd_k, k_shape);
   save(dir + "/bwd_v.npy", bwd_v, v_shape);

@@ -21,8 +21,9 @@ attncheck_problem to_abi(const Problem<T>& p, T* out, std::vector<uint8_t>& allo
         for (int64_t j = 0; j < s.Tk; ++j) allow_storage[size_t(s.allow_at(b, i) + j)] = permits(without_causal, s, b, i, j);
     allow = allow_storage.data();
   }
-  return {int32_t(s.B), int32_t(s.H),  int32_t(s.Tq), int32_t(s.Tk),          int32_t(s.dk), int32_t(s.dv),
-          p.q,          p.k,           p.v,           allow, int32_t(p.masks.causal), p.scale, out};
+  return {int32_t(s.B), int32_t(s.H), int32_t(s.Tq), int32_t(s.Tk), int32_t(s.dk),           int32_t(s.dv),
+          p.q,          p.k,          p.v,           allow,         int32_t(p.masks.causal), p.scale,
+          out};
 }
 
 template <class T>
@@ -160,8 +161,8 @@ void narrow_output(const attncheck_problem_v2& a, const WideBuffers& wide) {
 }
 
 template <class T>
-attncheck_grads_v2 to_abi_grads(const Problem<T>& p, const Grads<T>& g, attncheck_problem_v2& forward,
-                                NarrowBuffers& narrow, NarrowGrads& narrow_grads) {
+attncheck_grads_v2 to_abi_grads(const Problem<T>& p, const Grads<T>& g, attncheck_problem_v2& forward, NarrowBuffers& narrow,
+                                NarrowGrads& narrow_grads) {
   // out, dout [B,H,Tq,dv] and lse [B,H,Tq] in; dq [B,H,Tq,dk], dk [B,H_kv,Tk,dk], dv [B,H_kv,Tk,dv] out.
   const Shape& s = p.shape;
   forward = to_abi_v2(p, const_cast<T*>(g.out), const_cast<T*>(g.lse), narrow);  // inputs of the backward
@@ -224,9 +225,9 @@ void narrow_grads(const attncheck_grads_v2& g, const WideGrads& wide) {
 }
 
 void layer_input_sizes(const LayerShape& s, int64_t (&sizes)[kLayerInputCount]) {
-  const int64_t all[kLayerInputCount] = {s.x_q_size(),   s.x_kv_size(), s.D * s.q_width(), s.D * s.k_width(),
-                                         s.D * s.v_width(), s.q_width(), s.k_width(),       s.v_width(),
-                                         s.merged_width() * s.D, s.D};
+  const int64_t all[kLayerInputCount] = {
+      s.x_q_size(), s.x_kv_size(), s.D * s.q_width(), s.D * s.k_width(),      s.D * s.v_width(),
+      s.q_width(),  s.k_width(),   s.v_width(),       s.merged_width() * s.D, s.D};
   std::copy(std::begin(all), std::end(all), sizes);
 }
 
@@ -329,10 +330,10 @@ template attncheck_problem_v2 to_abi_v2(const Problem<float>&, float*, float*, N
 template attncheck_problem_v2 to_abi_v2(const Problem<double>&, double*, double*, NarrowBuffers&, uint8_t*);
 template void widen_output(const Problem<float>&, const NarrowBuffers&, float*);
 template void widen_output(const Problem<double>&, const NarrowBuffers&, double*);
-template attncheck_grads_v2 to_abi_grads(const Problem<float>&, const Grads<float>&, attncheck_problem_v2&,
-                                         NarrowBuffers&, NarrowGrads&);
-template attncheck_grads_v2 to_abi_grads(const Problem<double>&, const Grads<double>&, attncheck_problem_v2&,
-                                         NarrowBuffers&, NarrowGrads&);
+template attncheck_grads_v2 to_abi_grads(const Problem<float>&, const Grads<float>&, attncheck_problem_v2&, NarrowBuffers&,
+                                         NarrowGrads&);
+template attncheck_grads_v2 to_abi_grads(const Problem<double>&, const Grads<double>&, attncheck_problem_v2&, NarrowBuffers&,
+                                         NarrowGrads&);
 template void widen_grads(const Problem<float>&, const NarrowGrads&, const Grads<float>&);
 template void widen_grads(const Problem<double>&, const NarrowGrads&, const Grads<double>&);
 template Problem<float> from_abi_v2(const attncheck_problem_v2&);

@@ -9,15 +9,16 @@
 
 namespace attncheck {
 
-double effective_scale(const Shape& shape, double scale) {
-  return scale != 0 ? scale : 1.0 / std::sqrt(double(shape.dk));
-}
+double effective_scale(const Shape& shape, double scale) { return scale != 0 ? scale : 1.0 / std::sqrt(double(shape.dk)); }
 
 bool causal_allows(Causal causal, int64_t i, int64_t j, int64_t Tq, int64_t Tk) {
   switch (causal) {
-    case Causal::none: return true;
-    case Causal::upper_left: return j <= i;
-    case Causal::lower_right: return j <= i + Tk - Tq;
+    case Causal::none:
+      return true;
+    case Causal::upper_left:
+      return j <= i;
+    case Causal::lower_right:
+      return j <= i + Tk - Tq;
   }
   return false;
 }

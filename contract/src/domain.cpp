@@ -51,7 +51,8 @@ std::string limits_text(const Limits& l) {
   }
   if (l.widths.empty() && l.width_multiple > 1) add("head widths multiples of " + std::to_string(l.width_multiple));
   if (l.widths.empty() && l.max_width > 0) add("head widths <= " + std::to_string(l.max_width));
-  for (const auto& [name, most] : {std::pair<const char*, int64_t>{"B", l.max_B}, {"H", l.max_H}, {"Tq", l.max_Tq}, {"Tk", l.max_Tk}})
+  for (const auto& [name, most] :
+       {std::pair<const char*, int64_t>{"B", l.max_B}, {"H", l.max_H}, {"Tq", l.max_Tq}, {"Tk", l.max_Tk}})
     if (most > 0) add(std::string(name) + " <= " + std::to_string(most));
   return text;
 }
@@ -63,7 +64,8 @@ std::string domain_text(const Domain& domain) {
   if (domain.only(ATTNCHECK_ONLY_CAUSAL) && !domain.only(ATTNCHECK_ONLY_LOWER_RIGHT | ATTNCHECK_ONLY_UPPER_LEFT) &&
       !domain.only(ATTNCHECK_ONLY_SQUARE))
     text += ", square only (causal with neither alignment named)";
-  if (domain.only(ATTNCHECK_ONLY_WITHIN_LIMITS)) text += (text.empty() ? "" : "; ") + std::string("limits: ") + limits_text(domain.limits);
+  if (domain.only(ATTNCHECK_ONLY_WITHIN_LIMITS))
+    text += (text.empty() ? "" : "; ") + std::string("limits: ") + limits_text(domain.limits);
   return text;
 }
 
@@ -96,8 +98,9 @@ std::string domain_error(const Domain& d, uint32_t capabilities) {
   for (int64_t w : l.widths)
     if (w < 1) return "a head width below 1 in its list";
   for (int64_t w : l.widths)
-    if (w > kWidestHead) return "a head width " + std::to_string(w) + " in its list, wider than any attncheck draws (" +
-                                std::to_string(kWidestHead) + ")";
+    if (w > kWidestHead)
+      return "a head width " + std::to_string(w) + " in its list, wider than any attncheck draws (" +
+             std::to_string(kWidestHead) + ")";
   if (l.width_multiple > kWidestHead)
     return "head widths multiples of " + std::to_string(l.width_multiple) + ", wider than any attncheck draws (" +
            std::to_string(kWidestHead) + ")";
@@ -112,8 +115,10 @@ std::string domain_error(const Domain& d, uint32_t capabilities) {
 Limits limits_from_abi(const attncheck_limits& a) {
   Limits l{a.max_batch, a.max_heads, a.max_q_len, a.max_kv_len, a.head_dim_multiple, a.max_head_dim, {}};
   for (int32_t w : a.head_dims)
-    if (w == 0) break;
-    else l.widths.push_back(w);
+    if (w == 0)
+      break;
+    else
+      l.widths.push_back(w);
   return l;
 }
 

@@ -34,8 +34,7 @@ void require_claimed(const CallView& call, uint32_t capabilities) {
   std::string bits;
   for (const Feature& f : kFeatures)
     if (unclaimed & f.capability) bits += (bits.empty() ? "" : " | ") + std::string(f.c_name);
-  throw UnclaimedFeature("a problem using " + feature_names(unclaimed) + " (" + bits +
-                         "), which the kernel does not claim");
+  throw UnclaimedFeature("a problem using " + feature_names(unclaimed) + " (" + bits + "), which the kernel does not claim");
 }
 
 std::string harness_error(const std::string& property, const UnclaimedFeature& unclaimed) {

@@ -9,8 +9,8 @@ std::vector<uint8_t> flip_polarity(const std::vector<uint8_t>& mask) {
   return flipped;
 }
 
-std::vector<uint8_t> allow_from_key_padding_mask(const std::vector<uint8_t>& key_padding_mask, int64_t B,
-                                                 int64_t Tq, int64_t Tk) {
+std::vector<uint8_t> allow_from_key_padding_mask(const std::vector<uint8_t>& key_padding_mask, int64_t B, int64_t Tq,
+                                                 int64_t Tk) {
   // key_padding_mask [B,Tk] in, allow [B,Tq,Tk] out.
   std::vector<uint8_t> allow(size_t(B * Tq * Tk));
   for (int64_t b = 0; b < B; ++b)

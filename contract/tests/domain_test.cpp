@@ -24,16 +24,36 @@ CallView inside() {
 CallView breaking(uint32_t bit) {
   CallView call = inside();
   switch (bit) {
-    case ATTNCHECK_ONLY_CAUSAL: call.masks.causal = Causal::none; break;
-    case ATTNCHECK_ONLY_LOWER_RIGHT: call.masks.causal = Causal::upper_left; break;
-    case ATTNCHECK_ONLY_UPPER_LEFT: break;  // inside() is lower-right: it breaks this one already
-    case ATTNCHECK_ONLY_SQUARE: call.shape.Tk = 5; break;
-    case ATTNCHECK_ONLY_SELF_ATTENTION: call.self_attention = false; break;
-    case ATTNCHECK_ONLY_DEFAULT_SCALE: call.scale = 0.5; break;
-    case ATTNCHECK_ONLY_EQUAL_HEAD_DIMS: call.shape.dv = 2; call.D = 4; break;
-    case ATTNCHECK_ONLY_LAYER_HEAD_WIDTH: call.biases = 2; break;
-    case ATTNCHECK_ONLY_WITHIN_LIMITS: call.shape.dk = call.shape.dv = 3; call.D = 6; break;
-    default: ADD_FAILURE() << "a restriction this test does not know: " << bit;
+    case ATTNCHECK_ONLY_CAUSAL:
+      call.masks.causal = Causal::none;
+      break;
+    case ATTNCHECK_ONLY_LOWER_RIGHT:
+      call.masks.causal = Causal::upper_left;
+      break;
+    case ATTNCHECK_ONLY_UPPER_LEFT:
+      break;  // inside() is lower-right: it breaks this one already
+    case ATTNCHECK_ONLY_SQUARE:
+      call.shape.Tk = 5;
+      break;
+    case ATTNCHECK_ONLY_SELF_ATTENTION:
+      call.self_attention = false;
+      break;
+    case ATTNCHECK_ONLY_DEFAULT_SCALE:
+      call.scale = 0.5;
+      break;
+    case ATTNCHECK_ONLY_EQUAL_HEAD_DIMS:
+      call.shape.dv = 2;
+      call.D = 4;
+      break;
+    case ATTNCHECK_ONLY_LAYER_HEAD_WIDTH:
+      call.biases = 2;
+      break;
+    case ATTNCHECK_ONLY_WITHIN_LIMITS:
+      call.shape.dk = call.shape.dv = 3;
+      call.D = 6;
+      break;
+    default:
+      ADD_FAILURE() << "a restriction this test does not know: " << bit;
   }
   return call;
 }
@@ -106,7 +126,8 @@ TEST(Domain, LimitsTakeTheirWidthsAndShapes) {
 
 TEST(Domain, ADeclaredDomainThatCannotBeKeptIsSaid) {
   EXPECT_EQ(domain_error(Domain{ATTNCHECK_ONLY_CAUSAL | ATTNCHECK_ONLY_LOWER_RIGHT, {}}), "");
-  EXPECT_NE(domain_error(Domain{ATTNCHECK_ONLY_LOWER_RIGHT | ATTNCHECK_ONLY_UPPER_LEFT, {}}).find("one alignment"), std::string::npos);
+  EXPECT_NE(domain_error(Domain{ATTNCHECK_ONLY_LOWER_RIGHT | ATTNCHECK_ONLY_UPPER_LEFT, {}}).find("one alignment"),
+            std::string::npos);
   EXPECT_NE(domain_error(Domain{1u << 20, {}}).find("no ATTNCHECK_ONLY_"), std::string::npos);
   Limits none;
   none.width_multiple = 64;
@@ -122,7 +143,8 @@ TEST(Domain, ADeclaredDomainThatCannotBeKeptIsSaid) {
   wide = {};
   wide.width_multiple = 1 << 30;
   EXPECT_NE(domain_error(Domain{ATTNCHECK_ONLY_WITHIN_LIMITS, wide}).find("wider than any"), std::string::npos);
-  EXPECT_NE(domain_error(Domain{ATTNCHECK_ONLY_CAUSAL, {}}, ATTNCHECK_CAP_F32).find("without claiming causal"), std::string::npos);
+  EXPECT_NE(domain_error(Domain{ATTNCHECK_ONLY_CAUSAL, {}}, ATTNCHECK_CAP_F32).find("without claiming causal"),
+            std::string::npos);
   EXPECT_EQ(domain_error(Domain{ATTNCHECK_ONLY_CAUSAL, {}}, ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_CAUSAL), "");
 }
 

@@ -20,20 +20,47 @@ CallView using_only(uint32_t capability) {
   call.shape = {1, 2, 1, 1, 1, 1};
   if (capability & kFormatCapabilities) call.format = Format(std::countr_zero(capability));
   switch (capability) {
-    case ATTNCHECK_CAP_ALLOW: call.masks.allow = allow; break;
-    case ATTNCHECK_CAP_CAUSAL: call.masks.causal = Causal::lower_right; break;
-    case ATTNCHECK_CAP_KV_LENS: call.masks.key_lengths = lengths; break;
-    case ATTNCHECK_CAP_GQA: call.shape.H_kv = 1; break;
-    case ATTNCHECK_CAP_WINDOW: call.masks.window_right = 0; break;
-    case ATTNCHECK_CAP_SOFTCAP: call.softcap = 30; break;
-    case ATTNCHECK_CAP_BIAS: call.bias = true; break;
-    case ATTNCHECK_CAP_LSE: call.lse = true; break;
-    case ATTNCHECK_CAP_BACKWARD: call.backward = true; break;
-    case ATTNCHECK_CAP_DROPOUT: call.dropout_p = 0.5; break;
-    case ATTNCHECK_CAP_DROPOUT_MASK: call.keep = true; break;
-    case ATTNCHECK_CAP_MHA: call.layer = true; break;
-    case ATTNCHECK_CAP_MHA_WEIGHTS: call.layer_weights = true; break;
-    default: break;
+    case ATTNCHECK_CAP_ALLOW:
+      call.masks.allow = allow;
+      break;
+    case ATTNCHECK_CAP_CAUSAL:
+      call.masks.causal = Causal::lower_right;
+      break;
+    case ATTNCHECK_CAP_KV_LENS:
+      call.masks.key_lengths = lengths;
+      break;
+    case ATTNCHECK_CAP_GQA:
+      call.shape.H_kv = 1;
+      break;
+    case ATTNCHECK_CAP_WINDOW:
+      call.masks.window_right = 0;
+      break;
+    case ATTNCHECK_CAP_SOFTCAP:
+      call.softcap = 30;
+      break;
+    case ATTNCHECK_CAP_BIAS:
+      call.bias = true;
+      break;
+    case ATTNCHECK_CAP_LSE:
+      call.lse = true;
+      break;
+    case ATTNCHECK_CAP_BACKWARD:
+      call.backward = true;
+      break;
+    case ATTNCHECK_CAP_DROPOUT:
+      call.dropout_p = 0.5;
+      break;
+    case ATTNCHECK_CAP_DROPOUT_MASK:
+      call.keep = true;
+      break;
+    case ATTNCHECK_CAP_MHA:
+      call.layer = true;
+      break;
+    case ATTNCHECK_CAP_MHA_WEIGHTS:
+      call.layer_weights = true;
+      break;
+    default:
+      break;
   }
   return call;
 }
@@ -85,8 +112,8 @@ TEST(Features, TheViewReadsWhatTheProblemCarries) {
   EXPECT_EQ(features_used(call_view(p, true, false)),
             uint32_t(ATTNCHECK_CAP_BF16 | ATTNCHECK_CAP_KV_LENS | ATTNCHECK_CAP_GQA | ATTNCHECK_CAP_WINDOW | ATTNCHECK_CAP_LSE));
   // In a backward the lse is the forward's, an input: not asked.
-  EXPECT_EQ(features_used(call_view(p, true, true)),
-            uint32_t(ATTNCHECK_CAP_BF16 | ATTNCHECK_CAP_KV_LENS | ATTNCHECK_CAP_GQA | ATTNCHECK_CAP_WINDOW | ATTNCHECK_CAP_BACKWARD));
+  EXPECT_EQ(features_used(call_view(p, true, true)), uint32_t(ATTNCHECK_CAP_BF16 | ATTNCHECK_CAP_KV_LENS | ATTNCHECK_CAP_GQA |
+                                                              ATTNCHECK_CAP_WINDOW | ATTNCHECK_CAP_BACKWARD));
   // The keep mask is asked only of a call with dropout.
   EXPECT_EQ(features_used(call_view(p, false, false, true)) & ATTNCHECK_CAP_DROPOUT_MASK, 0u);
   p.dropout_p = 0.25;

@@ -156,8 +156,7 @@ TYPED_TEST(TwoByteFormat, EveryMidpointRoundsToEvenAndItsNeighboursToTheirSide) 
   EXPECT_EQ(round_bits<TypeParam>(kInf), inf);
   EXPECT_EQ(round_bits<TypeParam>(-kInf), sign | inf);
   // Zeros and the tiny: double subnormals and the smallest normal double are +-0 here.
-  for (double tiny : {0.0, std::numeric_limits<double>::denorm_min(), std::nextafter(0x1p-1022, 0.0),
-                      0x1p-1022, 0x1p-600}) {
+  for (double tiny : {0.0, std::numeric_limits<double>::denorm_min(), std::nextafter(0x1p-1022, 0.0), 0x1p-1022, 0x1p-600}) {
     EXPECT_EQ(round_bits<TypeParam>(tiny), 0u) << tiny;
     EXPECT_EQ(round_bits<TypeParam>(-tiny), sign) << tiny;
   }
@@ -167,10 +166,10 @@ TYPED_TEST(TwoByteFormat, NaNsStayNaNsWithTheirSignAndTopFractionBits) {
   using P = Precision<TypeParam>;
   constexpr int E = P::exponent_bits, F = P::fraction_bits;
   const uint64_t quiet = uint64_t{1} << 51;
-  for (uint64_t d : {uint64_t{0x7ff0000000000001}, uint64_t{0xfff0000000000001}, uint64_t{0x7ff8000000000000},
-                     uint64_t{0xfff8000000000000}, uint64_t{0x7ff0000000000000} | quiet >> (F - 1),
-                     uint64_t{0x7ff0000000000000} | (quiet >> F), uint64_t{0x7fffffffffffffff},
-                     uint64_t{0x7ff4000000000000}, uint64_t{0xfff123456789abcd}}) {
+  for (uint64_t d :
+       {uint64_t{0x7ff0000000000001}, uint64_t{0xfff0000000000001}, uint64_t{0x7ff8000000000000}, uint64_t{0xfff8000000000000},
+        uint64_t{0x7ff0000000000000} | quiet >> (F - 1), uint64_t{0x7ff0000000000000} | (quiet >> F),
+        uint64_t{0x7fffffffffffffff}, uint64_t{0x7ff4000000000000}, uint64_t{0xfff123456789abcd}}) {
     double x;
     std::memcpy(&x, &d, sizeof x);
     ASSERT_TRUE(std::isnan(x));
@@ -226,8 +225,7 @@ TEST(FloatPrecision, FromDoubleAgreesWithTheHardwareConversion) {
     ++count;
     const uint32_t got = round_bits<float>(d), want = expected_float_bits(d);
     if (got != want && ++mismatches <= 10)
-      ADD_FAILURE() << std::hexfloat << d << " (0x" << std::hex << bits_of(d) << "): got 0x" << got << ", want 0x"
-                    << want;
+      ADD_FAILURE() << std::hexfloat << d << " (0x" << std::hex << bits_of(d) << "): got 0x" << got << ", want 0x" << want;
   });
   EXPECT_EQ(mismatches, 0);
   EXPECT_GT(count, 4'000'000);
@@ -322,8 +320,9 @@ TEST(FloatingPointEnvironment, ConversionsDoNotDependOnTheRoundingMode) {
     // The contrast, and the proof that the mode was in force: the hardware's cast does change.
     const int64_t cast_changes = differences(r.cast, nearest.cast);
     EXPECT_GT(cast_changes, 0) << mode;
-    RecordProperty(mode == FE_UPWARD ? "cast_changes_upward" : mode == FE_DOWNWARD ? "cast_changes_downward"
-                                                                                    : "cast_changes_towardzero",
+    RecordProperty(mode == FE_UPWARD     ? "cast_changes_upward"
+                   : mode == FE_DOWNWARD ? "cast_changes_downward"
+                                         : "cast_changes_towardzero",
                    std::to_string(cast_changes) + " of " + std::to_string(r.cast.size()));
   }
 }
@@ -423,9 +422,9 @@ TEST(PrecisionConstants, Double) {
 
 TEST(DoublePrecision, ConversionsAreTheIdentityOnTheBits) {
   using P = Precision<double>;
-  for (uint64_t b : {uint64_t{0}, uint64_t{0x8000000000000000}, uint64_t{1}, uint64_t{0x800fffffffffffff},
-                     uint64_t{0x3ff0000000000001}, uint64_t{0x7ff0000000000000}, uint64_t{0x7ff0000000000001},
-                     uint64_t{0xfff8000000000123}, uint64_t{0x7fefffffffffffff}}) {
+  for (uint64_t b :
+       {uint64_t{0}, uint64_t{0x8000000000000000}, uint64_t{1}, uint64_t{0x800fffffffffffff}, uint64_t{0x3ff0000000000001},
+        uint64_t{0x7ff0000000000000}, uint64_t{0x7ff0000000000001}, uint64_t{0xfff8000000000123}, uint64_t{0x7fefffffffffffff}}) {
     const double x = P::from_bits(b);
     EXPECT_EQ(P::to_bits(x), b);
     EXPECT_EQ(P::to_bits(P::from_double(x)), b) << std::hex << b;  // subnormals and NaN payloads kept

@@ -113,8 +113,7 @@ void attention(const Problem<T>& p, const Result<T>& r) {
 template void permission(const Problem<float>&, int64_t, Permission&);
 template void permission(const Problem<double>&, int64_t, Permission&);
 template void masked_scores(const Problem<float>&, int64_t, int64_t, const Permission&, RowMatrix<float>&, RowMatrix<float>*);
-template void masked_scores(const Problem<double>&, int64_t, int64_t, const Permission&, RowMatrix<double>&,
-                            RowMatrix<double>*);
+template void masked_scores(const Problem<double>&, int64_t, int64_t, const Permission&, RowMatrix<double>&, RowMatrix<double>*);
 template void attention(const Problem<float>&, const Result<float>&);
 template void attention(const Problem<double>&, const Result<double>&);
 

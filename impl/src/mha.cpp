@@ -27,7 +27,8 @@ std::vector<T> split_heads(const std::vector<T>& y, int64_t B, int64_t T_, int64
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T_; ++t)
       for (int64_t g = 0; g < n; ++g)
-        for (int64_t c = 0; c < d; ++c) heads[size_t(((b * n + g) * T_ + t) * d + c)] = y[size_t((b * T_ + t) * n * d + g * d + c)];
+        for (int64_t c = 0; c < d; ++c)
+          heads[size_t(((b * n + g) * T_ + t) * d + c)] = y[size_t((b * T_ + t) * n * d + g * d + c)];
   return heads;
 }
 
@@ -38,7 +39,8 @@ std::vector<T> merge_heads(const std::vector<T>& heads, int64_t B, int64_t T_, i
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T_; ++t)
       for (int64_t g = 0; g < n; ++g)
-        for (int64_t c = 0; c < d; ++c) y[size_t((b * T_ + t) * n * d + g * d + c)] = heads[size_t(((b * n + g) * T_ + t) * d + c)];
+        for (int64_t c = 0; c < d; ++c)
+          y[size_t((b * T_ + t) * n * d + g * d + c)] = heads[size_t(((b * n + g) * T_ + t) * d + c)];
   return y;
 }
 
@@ -75,11 +77,11 @@ void mha_forward(const Layer<T>& l, const LayerResult<T>& r) {
   std::copy(out.begin(), out.end(), r.out);
 }
 
-#define ATTNCHECK_INSTANTIATE(T)                                                                                  \
-  template std::vector<T> project(const T*, int64_t, int64_t, const T*, const T*, int64_t, Format);              \
-  template std::vector<T> split_heads(const std::vector<T>&, int64_t, int64_t, int64_t, int64_t);                \
-  template std::vector<T> merge_heads(const std::vector<T>&, int64_t, int64_t, int64_t, int64_t);                \
-  template Problem<T> heads_problem(const Layer<T>&, const T*, const T*, const T*);                              \
+#define ATTNCHECK_INSTANTIATE(T)                                                                    \
+  template std::vector<T> project(const T*, int64_t, int64_t, const T*, const T*, int64_t, Format); \
+  template std::vector<T> split_heads(const std::vector<T>&, int64_t, int64_t, int64_t, int64_t);   \
+  template std::vector<T> merge_heads(const std::vector<T>&, int64_t, int64_t, int64_t, int64_t);   \
+  template Problem<T> heads_problem(const Layer<T>&, const T*, const T*, const T*);                 \
   template void mha_forward(const Layer<T>&, const LayerResult<T>&);
 ATTNCHECK_INSTANTIATE(float)
 ATTNCHECK_INSTANTIATE(double)

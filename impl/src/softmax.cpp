@@ -41,8 +41,7 @@ void softmax_stable(Eigen::Ref<RowMatrix<T>> x, Axis axis, EmptyRows empty) {
   const int64_t lines = by_row ? x.rows() : x.cols();
   const int64_t n = by_row ? x.cols() : x.rows();
   const int64_t step = by_row ? 1 : x.outerStride();
-  for (int64_t line = 0; line < lines; ++line)
-    softmax_stable(by_row ? &x(line, 0) : &x(0, line), n, step, empty);
+  for (int64_t line = 0; line < lines; ++line) softmax_stable(by_row ? &x(line, 0) : &x(0, line), n, step, empty);
 }
 
 template <class T>

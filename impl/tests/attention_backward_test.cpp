@@ -58,8 +58,8 @@ struct Case {
     p.k = k.data();
     p.v = v.data();
     p.bias = bias.empty() ? nullptr : bias.data();
-    p.masks = {allow.empty() ? nullptr : allow.data(), spec.causal,
-               key_lengths.empty() ? nullptr : key_lengths.data(), spec.window_left, spec.window_right};
+    p.masks = {allow.empty() ? nullptr : allow.data(), spec.causal, key_lengths.empty() ? nullptr : key_lengths.data(),
+               spec.window_left, spec.window_right};
     p.softcap = spec.softcap;
     p.empty_rows = spec.empty_rows;
     p.format = format;
@@ -116,8 +116,13 @@ Case<T> make_case(const Spec& spec, uint64_t seed, Format format = Precision<T>:
 Spec small_spec(Rng& rng, unsigned features) {
   Spec spec;
   const int64_t dk = 2 + rng.below(3);
-  spec.s = {.B = 1 + rng.below(2), .H = 2, .Tq = 1 + rng.below(6), .Tk = 1 + rng.below(6), .dk = dk,
-            .dv = dk + 1 + rng.below(2), .H_kv = 1 + rng.below(2)};
+  spec.s = {.B = 1 + rng.below(2),
+            .H = 2,
+            .Tq = 1 + rng.below(6),
+            .Tk = 1 + rng.below(6),
+            .dk = dk,
+            .dv = dk + 1 + rng.below(2),
+            .H_kv = 1 + rng.below(2)};
   spec.causal = Causal(rng.below(3));
   spec.softcap = features & 1 ? 5 : 0;
   spec.bias = features & 2;
@@ -181,8 +186,7 @@ double relative_difference(const std::vector<T>& a, const std::vector<T>& b) {
 // The largest relative difference of the three gradients.
 template <class T>
 double relative_difference(const Gradients<T>& a, const Gradients<T>& b) {
-  const double dq = relative_difference(a.dq, b.dq), dk = relative_difference(a.dk, b.dk),
-               dv = relative_difference(a.dv, b.dv);
+  const double dq = relative_difference(a.dq, b.dq), dk = relative_difference(a.dk, b.dk), dv = relative_difference(a.dv, b.dv);
   if (std::isnan(dq) || std::isnan(dk) || std::isnan(dv)) return std::numeric_limits<double>::quiet_NaN();
   return std::max({dq, dk, dv});
 }
@@ -190,12 +194,12 @@ double relative_difference(const Gradients<T>& a, const Gradients<T>& b) {
 // The case's features, for failure messages.
 std::string describe(const Spec& spec) {
   const Shape& s = spec.s;
-  return "B " + std::to_string(s.B) + " H " + std::to_string(s.H) + " H_kv " + std::to_string(s.kv_heads()) +
-         " Tq " + std::to_string(s.Tq) + " Tk " + std::to_string(s.Tk) + " dk " + std::to_string(s.dk) + " dv " +
-         std::to_string(s.dv) + " causal " + std::to_string(int(spec.causal)) + " window " +
-         std::to_string(spec.window_left) + "," + std::to_string(spec.window_right) + " softcap " +
-         std::to_string(spec.softcap) + (spec.bias ? " bias" : "") + (spec.allow ? " allow" : "") +
-         (spec.key_lengths ? " key_lengths" : "") + (spec.empty_rows == EmptyRows::nan ? " nan_rows" : "");
+  return "B " + std::to_string(s.B) + " H " + std::to_string(s.H) + " H_kv " + std::to_string(s.kv_heads()) + " Tq " +
+         std::to_string(s.Tq) + " Tk " + std::to_string(s.Tk) + " dk " + std::to_string(s.dk) + " dv " + std::to_string(s.dv) +
+         " causal " + std::to_string(int(spec.causal)) + " window " + std::to_string(spec.window_left) + "," +
+         std::to_string(spec.window_right) + " softcap " + std::to_string(spec.softcap) + (spec.bias ? " bias" : "") +
+         (spec.allow ? " allow" : "") + (spec.key_lengths ? " key_lengths" : "") +
+         (spec.empty_rows == EmptyRows::nan ? " nan_rows" : "");
 }
 
 // Whether some row of the case gives weight to two keys or more, by the forward's weights [B,H,Tq,Tk].
@@ -251,20 +255,38 @@ TEST(AttentionBackward, MatchesCentralDifferencesOfTheForward) {
 // of 64 and query tiles of 128; then small random ones.
 std::vector<Spec> variant_specs() {
   std::vector<Spec> specs = {
-      {.s = {.B = 2, .H = 2, .Tq = 5, .Tk = 6, .dk = 3, .dv = 4, .H_kv = 1}, .causal = Causal::lower_right,
-       .softcap = 5, .bias = true, .allow = true},
-      {.s = {.B = 2, .H = 3, .Tq = 4, .Tk = 5, .dk = 4, .dv = 2, .H_kv = 1}, .window_left = 1, .window_right = 0,
+      {.s = {.B = 2, .H = 2, .Tq = 5, .Tk = 6, .dk = 3, .dv = 4, .H_kv = 1},
+       .causal = Causal::lower_right,
+       .softcap = 5,
+       .bias = true,
+       .allow = true},
+      {.s = {.B = 2, .H = 3, .Tq = 4, .Tk = 5, .dk = 4, .dv = 2, .H_kv = 1},
+       .window_left = 1,
+       .window_right = 0,
        .key_lengths = true},
-      {.s = {.B = 1, .H = 6, .Tq = 6, .Tk = 4, .dk = 2, .dv = 3, .H_kv = 2}, .causal = Causal::upper_left,
-       .softcap = 5, .allow = true, .empty_rows = EmptyRows::nan},
-      {.s = {.B = 1, .H = 4, .Tq = 7, .Tk = 4, .dk = 3, .dv = 5, .H_kv = 2}, .window_left = 0, .window_right = 0,
-       .softcap = 5, .bias = true},
-      {.s = {.B = 1, .H = 4, .Tq = 7, .Tk = 4, .dk = 3, .dv = 5, .H_kv = 2}, .window_left = 1, .window_right = 0,
-       .allow = true, .empty_rows = EmptyRows::nan},
-      {.s = {.B = 1, .H = 2, .Tq = 140, .Tk = 150, .dk = 4, .dv = 3, .H_kv = 1}, .causal = Causal::lower_right,
-       .softcap = 5, .bias = true},
-      {.s = {.B = 1, .H = 3, .Tq = 130, .Tk = 70, .dk = 3, .dv = 2, .H_kv = 1}, .window_left = 40,
-       .window_right = 20, .allow = true},
+      {.s = {.B = 1, .H = 6, .Tq = 6, .Tk = 4, .dk = 2, .dv = 3, .H_kv = 2},
+       .causal = Causal::upper_left,
+       .softcap = 5,
+       .allow = true,
+       .empty_rows = EmptyRows::nan},
+      {.s = {.B = 1, .H = 4, .Tq = 7, .Tk = 4, .dk = 3, .dv = 5, .H_kv = 2},
+       .window_left = 0,
+       .window_right = 0,
+       .softcap = 5,
+       .bias = true},
+      {.s = {.B = 1, .H = 4, .Tq = 7, .Tk = 4, .dk = 3, .dv = 5, .H_kv = 2},
+       .window_left = 1,
+       .window_right = 0,
+       .allow = true,
+       .empty_rows = EmptyRows::nan},
+      {.s = {.B = 1, .H = 2, .Tq = 140, .Tk = 150, .dk = 4, .dv = 3, .H_kv = 1},
+       .causal = Causal::lower_right,
+       .softcap = 5,
+       .bias = true},
+      {.s = {.B = 1, .H = 3, .Tq = 130, .Tk = 70, .dk = 3, .dv = 2, .H_kv = 1},
+       .window_left = 40,
+       .window_right = 20,
+       .allow = true},
       {.s = {.B = 1, .H = 1, .Tq = 1, .Tk = 1, .dk = 1, .dv = 1}},
   };
   Rng rng{std::mt19937_64(12)};
@@ -300,20 +322,19 @@ TEST(AttentionBackward, EveryMutantDiffersOnItsCase) {
   const Designed designed[] = {
       {BM::p_not_zeroed_at_masked, {.s = square, .causal = Causal::upper_left}},
       {BM::dkdv_not_summed_over_group, {.s = {.B = 1, .H = 2, .Tq = 3, .Tk = 4, .dk = 4, .dv = 3, .H_kv = 1}}},
-      {BM::causal_upper_left_in_backward, {.s = {.B = 1, .H = 1, .Tq = 2, .Tk = 4, .dk = 4, .dv = 3},
-                                           .causal = Causal::lower_right}},
+      {BM::causal_upper_left_in_backward,
+       {.s = {.B = 1, .H = 1, .Tq = 2, .Tk = 4, .dk = 4, .dv = 3}, .causal = Causal::lower_right}},
       {BM::softcap_derivative_missing, {.s = square, .softcap = 1}},
       {BM::dk_scale_missing, {.s = square}},
       {BM::d_from_other_output, {.s = square}},
-      {BM::dv_indexed_with_dk, {.s = square}},                                            // dk > dv: wrapped
+      {BM::dv_indexed_with_dk, {.s = square}},                                                // dk > dv: wrapped
       {BM::dv_indexed_with_dk, {.s = {.B = 1, .H = 1, .Tq = 3, .Tk = 4, .dk = 2, .dv = 5}}},  // dk < dv
       {BM::always_causal, {.s = square}},
   };
   for (const Designed& d : designed) {
     const Case<double> c = make_case<double>(d.spec, 300);
     SCOPED_TRACE(describe(d.spec));
-    EXPECT_GT(relative_difference(variant(c, backward_mutant(d.mutation)), builtin(c)), 1e-3)
-        << "mutation " << int(d.mutation);
+    EXPECT_GT(relative_difference(variant(c, backward_mutant(d.mutation)), builtin(c)), 1e-3) << "mutation " << int(d.mutation);
   }
 }
 
@@ -321,8 +342,12 @@ TEST(AttentionBackward, EveryMutantDiffersOnItsCase) {
 // forbids) changes no gradient of the built-in or a correct variant, and such keys get dk = dv = 0.
 template <class T>
 void forbidden_nan_does_not_leak() {
-  const Spec spec{.s = {.B = 2, .H = 2, .Tq = 4, .Tk = 6, .dk = 3, .dv = 2, .H_kv = 1}, .causal = Causal::lower_right,
-                  .softcap = 5, .bias = true, .allow = true, .key_lengths = true};
+  const Spec spec{.s = {.B = 2, .H = 2, .Tq = 4, .Tk = 6, .dk = 3, .dv = 2, .H_kv = 1},
+                  .causal = Causal::lower_right,
+                  .softcap = 5,
+                  .bias = true,
+                  .allow = true,
+                  .key_lengths = true};
   Case<T> clean = make_case<T>(spec, 400);
   const Shape& s = spec.s;
   // Batch 0: key 1 disallowed, keys 4 and 5 padding; batch 1: key 2 forbidden by the bias, key 5 padding.
@@ -363,8 +388,12 @@ TEST(AttentionBackward, ForbiddenNanDoesNotLeakInDouble) { forbidden_nan_does_no
 // (e) In f16 and bf16 problems every gradient of the built-in and of the correct variants is a
 // value of the format; and rounded_backward's rounding of P and dT before their products is real.
 TEST(AttentionBackward, NarrowFormatsGiveValuesOfTheFormat) {
-  const Spec spec{.s = {.B = 2, .H = 4, .Tq = 9, .Tk = 17, .dk = 5, .dv = 3, .H_kv = 2}, .causal = Causal::lower_right,
-                  .window_left = 6, .softcap = 5, .bias = true, .allow = true};
+  const Spec spec{.s = {.B = 2, .H = 4, .Tq = 9, .Tk = 17, .dk = 5, .dv = 3, .H_kv = 2},
+                  .causal = Causal::lower_right,
+                  .window_left = 6,
+                  .softcap = 5,
+                  .bias = true,
+                  .allow = true};
   for (Format format : {Format::f16, Format::bf16})
     visit_narrow(format, [&](auto zero) {
       using F = decltype(zero);

@@ -25,10 +25,7 @@ struct Case {
   Shape s;
   std::vector<float> q, k, v;
   explicit Case(Shape shape)
-      : s(shape),
-        q(tensor(size_t(s.q_size()), 1)),
-        k(tensor(size_t(s.k_size()), 2)),
-        v(tensor(size_t(s.v_size()), 3)) {}
+      : s(shape), q(tensor(size_t(s.q_size()), 1)), k(tensor(size_t(s.k_size()), 2)), v(tensor(size_t(s.v_size()), 3)) {}
   Problem<float> problem(Masks masks = {}) const {
     Problem<float> p;
     p.shape = s;

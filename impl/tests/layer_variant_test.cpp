@@ -29,11 +29,11 @@ std::vector<double> values(int64_t n, uint64_t seed, double amplitude) {
 
 // One layer problem and its buffers, in T (each value rounded to `format` when it is a 2-byte one).
 struct Options {
-  bool self_attention = false;   // x_kv is x_q (then Tk must be Tq)
-  bool biases = true;            // b_q, b_v, b_o (and b_k unless no_key_bias)
+  bool self_attention = false;  // x_kv is x_q (then Tk must be Tq)
+  bool biases = true;           // b_q, b_v, b_o (and b_k unless no_key_bias)
   bool no_key_bias = false;
-  bool allow = false;            // an allow mask with one query of batch 1 forbidden every key
-  bool key_lengths = false;      // kv_lens {Tk - 1, Tk - 2}
+  bool allow = false;        // an allow mask with one query of batch 1 forbidden every key
+  bool key_lengths = false;  // kv_lens {Tk - 1, Tk - 2}
   Causal causal = Causal::none;
   int64_t window_left = -1, window_right = -1;
   Format format = Format::f32;
@@ -220,11 +220,11 @@ const MutantCase kMutants[] = {
     {LayerMutation::w_q_transposed, "w_q_transposed", 0},  // D 6 = H dk: w_q square
     {LayerMutation::q_bias_dropped, "q_bias_dropped", 0},
     {LayerMutation::out_bias_dropped, "out_bias_dropped", 0},
-    {LayerMutation::scale_from_d_model, "scale_from_d_model", 0},  // 1/sqrt(6) for 1/sqrt(3)
+    {LayerMutation::scale_from_d_model, "scale_from_d_model", 0},                      // 1/sqrt(6) for 1/sqrt(3)
     {LayerMutation::padding_mask_polarity_of_mha, "padding_mask_polarity_of_mha", 0},  // kv_lens {3, 2}
     {LayerMutation::softmax_over_queries_in_columns, "softmax_over_queries_in_columns", 0},
-    {LayerMutation::weights_averaged_over_heads, "weights_averaged_over_heads", 0},  // out right, weights not
-    {LayerMutation::kv_heads_from_query_heads, "kv_heads_from_query_heads", 2},     // H 4, H_kv 2
+    {LayerMutation::weights_averaged_over_heads, "weights_averaged_over_heads", 0},              // out right, weights not
+    {LayerMutation::kv_heads_from_query_heads, "kv_heads_from_query_heads", 2},                  // H 4, H_kv 2
     {LayerMutation::self_attention_path_drops_padding, "self_attention_path_drops_padding", 1},  // self, key lengths
 };
 
@@ -258,10 +258,14 @@ TEST(LayerVariant, MutantsHiddenWhereTheyShouldBe) {
   Options o = cross_options();
   const LayerCase<double> one_head({2, 1, 3, 4, 3, 2}, kD, o), not_square({2, 2, 3, 4, 2, 2}, kD, o);
   const LayerVariant d2l = LayerVariant::d2l, builtin = LayerVariant::builtin;
-  EXPECT_LE(largest_difference(run(one_head.layer(), &d2l, LayerMutation::heads_split_dk_major), run(one_head.layer(), nullptr)), 1e-12);
-  EXPECT_LE(largest_difference(run(not_square.layer(), &builtin, LayerMutation::w_q_transposed), run(not_square.layer(), nullptr)), 1e-12);
+  EXPECT_LE(largest_difference(run(one_head.layer(), &d2l, LayerMutation::heads_split_dk_major), run(one_head.layer(), nullptr)),
+            1e-12);
+  EXPECT_LE(
+      largest_difference(run(not_square.layer(), &builtin, LayerMutation::w_q_transposed), run(not_square.layer(), nullptr)),
+      1e-12);
   const LayerCase<double> mha(kBase, kD, o);
-  EXPECT_LE(largest_difference(run(mha.layer(), &builtin, LayerMutation::kv_heads_from_query_heads), run(mha.layer(), nullptr)), 1e-12);
+  EXPECT_LE(largest_difference(run(mha.layer(), &builtin, LayerMutation::kv_heads_from_query_heads), run(mha.layer(), nullptr)),
+            1e-12);
 }
 
 TEST(LayerVariant, AStepOfAnotherVariantIsRefused) {

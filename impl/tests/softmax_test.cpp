@@ -13,8 +13,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Understanding Deep Learning, problem 12.4: logits [-3, 1, 100, 5, -1]; exact weights to 10 digits.
 const double kUdlLogits[5] = {-3, 1, 100, 5, -1};
-const double kUdlExact[5] = {1.852116770e-45, 1.011221493e-43, 1 - 5.637741939e-42, 5.521082277e-42,
-                             1.368539471e-44};
+const double kUdlExact[5] = {1.852116770e-45, 1.011221493e-43, 1 - 5.637741939e-42, 5.521082277e-42, 1.368539471e-44};
 
 TEST(Softmax, NaiveOverflowsInFloatOnUdlProblem12_4) {
   RowMatrix<float> x(1, 5);

@@ -23,8 +23,7 @@ void run(const Problem<T>& p, const Grads<T>& g, const BackwardVariant& v) {
   // 1947), upper-left for lower-right (ffpa-attn 300), upper-left where there was none (triton 4541).
   Masks masks = p.masks;
   if (v.mutation == BM::p_not_zeroed_at_masked) masks = Masks{};
-  if (v.mutation == BM::causal_upper_left_in_backward && masks.causal == Causal::lower_right)
-    masks.causal = Causal::upper_left;
+  if (v.mutation == BM::causal_upper_left_in_backward && masks.causal == Causal::lower_right) masks.causal = Causal::upper_left;
   if (v.mutation == BM::always_causal && masks.causal == Causal::none) masks.causal = Causal::upper_left;
 
   // In f16 and bf16: P and dT in the format for their products (round_to_format), and every gradient
@@ -142,9 +141,8 @@ void run(const Problem<T>& p, const Grads<T>& g, const BackwardVariant& v) {
           for (int64_t c = 0; c < s.dk; ++c)
             dk_sum[size_t(s.k_at(b, h, j) + c)] += dK_scale * dK_tile[size_t((j - j0) * s.dk + c)];
           for (int64_t c = 0; c < s.dv; ++c) {
-            const int64_t at = v.mutation == BM::dv_indexed_with_dk
-                                   ? s.v_at(b, h, 0) + (j * s.dk + c) % (s.Tk * s.dv)
-                                   : s.v_at(b, h, j) + c;
+            const int64_t at =
+                v.mutation == BM::dv_indexed_with_dk ? s.v_at(b, h, 0) + (j * s.dk + c) % (s.Tk * s.dv) : s.v_at(b, h, j) + c;
             dv_sum[size_t(at)] += dV_tile[size_t((j - j0) * s.dv + c)];
           }
         }
@@ -171,7 +169,8 @@ const std::vector<NamedBackward>& correct_backward_variants() {
       {"two_pass_backward", {.p_from_lse = false, .d_from_out = false}},
       {"flash_backward", kFlash},
       {"double_backward", {.accumulate_double = true, .p_from_lse = false, .d_from_out = false}},
-      {"rounded_backward", [] {
+      {"rounded_backward",
+       [] {
          BackwardVariant rounded = kFlash;
          rounded.round_to_format = true;
          return rounded;

@@ -37,15 +37,13 @@ const Chosen& chosen() {
 // Every format (f16 and bf16 computed in float, through layer_through_abi_v2), every mask, grouped
 // KV heads, windows, and each head's weights.
 constexpr uint32_t kLayerCapabilities = ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16 |
-                                        ATTNCHECK_CAP_ALLOW | ATTNCHECK_CAP_CAUSAL | ATTNCHECK_CAP_KV_LENS |
-                                        ATTNCHECK_CAP_GQA | ATTNCHECK_CAP_WINDOW | ATTNCHECK_CAP_MHA |
-                                        ATTNCHECK_CAP_MHA_WEIGHTS;
+                                        ATTNCHECK_CAP_ALLOW | ATTNCHECK_CAP_CAUSAL | ATTNCHECK_CAP_KV_LENS | ATTNCHECK_CAP_GQA |
+                                        ATTNCHECK_CAP_WINDOW | ATTNCHECK_CAP_MHA | ATTNCHECK_CAP_MHA_WEIGHTS;
 
 }  // namespace
 
 ATTNCHECK_EXPORT int32_t attncheck_abi_version(void) { return ATTNCHECK_ABI_VERSION_2; }
 ATTNCHECK_EXPORT uint32_t attncheck_capabilities(void) { return kLayerCapabilities; }
-ATTNCHECK_EXPORT_LAYER_V2([](const auto& layer, const auto& result) {
-  attncheck::mha_variant(layer, result, chosen().variant, chosen().mutation);
-},
+ATTNCHECK_EXPORT_LAYER_V2([](const auto& layer,
+                             const auto& result) { attncheck::mha_variant(layer, result, chosen().variant, chosen().mutation); },
                           kLayerCapabilities)

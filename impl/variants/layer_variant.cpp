@@ -113,8 +113,7 @@ Projections<T> separate_projections(const Layer<T>& l) {
 template <class T>
 std::vector<T> slice_columns(const std::vector<T>& y, int64_t rows, int64_t width, int64_t first, int64_t n) {
   std::vector<T> part(size_t(rows * n));
-  for (int64_t r = 0; r < rows; ++r)
-    std::copy_n(y.begin() + (r * width + first), n, part.begin() + r * n);
+  for (int64_t r = 0; r < rows; ++r) std::copy_n(y.begin() + (r * width + first), n, part.begin() + r * n);
   return part;
 }
 
@@ -138,8 +137,7 @@ Projections<T> packed_projections(const Layer<T>& l) {
   }
   const T* bias = b.empty() ? nullptr : b.data();
   const std::vector<T> packed_q = project(l.x_q, h.B * h.Tq, s.D, w.data(), bias, width, l.format);
-  const std::vector<T> packed_kv =
-      l.x_kv == l.x_q ? packed_q : project(l.x_kv, h.B * h.Tk, s.D, w.data(), bias, width, l.format);
+  const std::vector<T> packed_kv = l.x_kv == l.x_q ? packed_q : project(l.x_kv, h.B * h.Tk, s.D, w.data(), bias, width, l.format);
   return {slice_columns(packed_q, h.B * h.Tq, width, 0, qw), slice_columns(packed_kv, h.B * h.Tk, width, qw, kw),
           slice_columns(packed_kv, h.B * h.Tk, width, qw + kw, vw)};
 }
@@ -171,8 +169,7 @@ std::vector<T> d2l_transpose_qkv(const std::vector<T>& y, int64_t B, int64_t T_,
 // D2L's transpose_output: heads [B,n,T,d] permuted to [B,T,n,d] (the bugs: to [B,T,d,n]; or not at
 // all) and reshaped [B,T,n d].
 template <class T>
-std::vector<T> d2l_transpose_output(const std::vector<T>& heads, int64_t B, int64_t T_, int64_t n, int64_t d,
-                                    LayerMutation m) {
+std::vector<T> d2l_transpose_output(const std::vector<T>& heads, int64_t B, int64_t T_, int64_t n, int64_t d, LayerMutation m) {
   if (m == LayerMutation::heads_merged_untransposed) return heads;
   if (m == LayerMutation::heads_split_dk_major) return permute(heads, {B, n, T_, d}, {0, 2, 3, 1});
   return permute(heads, {B, n, T_, d}, {0, 2, 1, 3});
@@ -316,8 +313,7 @@ void mha_variant(const Layer<T>& layer, const LayerResult<T>& result, LayerVaria
       row_layout(l, result, packed_projections(l), split_heads<T>, merge_heads<T>);
       break;
   }
-  if (mutation == LayerMutation::weights_averaged_over_heads && result.weights)
-    average_over_heads(l.shape.heads, result.weights);
+  if (mutation == LayerMutation::weights_averaged_over_heads && result.weights) average_over_heads(l.shape.heads, result.weights);
 }
 
 template void mha_variant(const Layer<float>&, const LayerResult<float>&, LayerVariant, LayerMutation);

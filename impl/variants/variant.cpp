@@ -63,11 +63,16 @@ A to(A x) {
 // The score a forbidden key gets under a sentinel mutation; NaN when it stays out.
 double forbidden_score(M m) {
   switch (m) {
-    case M::forbidden_zero: return 0;
-    case M::sentinel_1e4: return -1e4;
-    case M::sentinel_1e9: return -1e9;
-    case M::sentinel_flt_max: return -FLT_MAX;
-    default: return std::numeric_limits<double>::quiet_NaN();
+    case M::forbidden_zero:
+      return 0;
+    case M::sentinel_1e4:
+      return -1e4;
+    case M::sentinel_1e9:
+      return -1e9;
+    case M::sentinel_flt_max:
+      return -FLT_MAX;
+    default:
+      return std::numeric_limits<double>::quiet_NaN();
   }
 }
 
@@ -102,7 +107,7 @@ void run(const Problem<T>& p, T* out, T* lse, uint8_t* keep, const Variant& v) {
   if (v.mutation == M::explicit_scale_ignored) c = 1 / std::sqrt(double(s.dk));
   if (v.mutation == M::divide_by_scale) c = 1 / c;
   const A scale = A(c);
-  const Causal causal = v.mutation != M::causal_swapped ? p.masks.causal
+  const Causal causal = v.mutation != M::causal_swapped         ? p.masks.causal
                         : p.masks.causal == Causal::upper_left  ? Causal::lower_right
                         : p.masks.causal == Causal::lower_right ? Causal::upper_left
                                                                 : Causal::none;
@@ -121,10 +126,14 @@ void run(const Problem<T>& p, T* out, T* lse, uint8_t* keep, const Variant& v) {
   // A window mutant takes the window out of the masks and reads it its own way (in_window, below).
   const bool window_mutant = v.mutation == M::window_exclusive || v.mutation == M::window_excludes_current ||
                              v.mutation == M::window_right_dropped || v.mutation == M::window_upper_left;
-  const Masks masks{skip_padding ? nullptr : flipped.empty() ? p.masks.allow : flipped.data(), causal,
-                    skip_padding ? nullptr : longest.empty() ? p.masks.key_lengths : longest.data(),
-                    window_mutant ? -1 : p.masks.window_left,
-                    window_mutant ? -1 : p.masks.window_right};
+  const Masks masks{skip_padding      ? nullptr
+                    : flipped.empty() ? p.masks.allow
+                                      : flipped.data(),
+                    causal,
+                    skip_padding      ? nullptr
+                    : longest.empty() ? p.masks.key_lengths
+                                      : longest.data(),
+                    window_mutant ? -1 : p.masks.window_left, window_mutant ? -1 : p.masks.window_right};
   // The window mutant's reading of window (left, right) around the diagonal c = i + Tk - Tq: the
   // contract's c - left <= j <= c + right with the right bound dropped (jax PR 39576), or c = i
   // (ffpa-attn 300), or without the keys at the bounds (transformers 39408), or without c itself
@@ -265,7 +274,7 @@ void run(const Problem<T>& p, T* out, T* lse, uint8_t* keep, const Variant& v) {
         }
       };
 
-      if (v.mutation == M::softmax_over_queries) {  // the wrong axis: a stable softmax down each column
+      if (v.mutation == M::softmax_over_queries) {     // the wrong axis: a stable softmax down each column
         std::vector<A> score_bh(size_t(s.Tq * s.Tk));  // scores [Tq,Tk], then the weights
         for (int64_t i = 0; i < s.Tq; ++i) scores(i, s.Tk, score_bh.data() + i * s.Tk);
         for (int64_t j = 0; j < s.Tk; ++j) {
@@ -322,7 +331,8 @@ void run(const Problem<T>& p, T* out, T* lse, uint8_t* keep, const Variant& v) {
           // FlashAttention rounds P to the input format for the P V product, after summing l, and
           // drops its entries there (the factor 1 / (1 - p) comes at the end).
           if (v.block > 0 || v.defer_normalize)
-            for (int64_t t = start; t < stop; ++t) e[t] = drop_weights && !keep_row[size_t(keys[t])] ? A(0) : weight_in_format(e[t]);
+            for (int64_t t = start; t < stop; ++t)
+              e[t] = drop_weights && !keep_row[size_t(keys[t])] ? A(0) : weight_in_format(e[t]);
           weighted_sums(e.data(), start, stop);
           for (int64_t col = 0; col < s.dv; ++col) {
             r.acc[col] = r.acc[col] * acc_rescale + sums[col];
@@ -355,8 +365,8 @@ void run(const Problem<T>& p, T* out, T* lse, uint8_t* keep, const Variant& v) {
           // carry weight (or, for the multiply-forbidden mutant, every visited key).
           for (int64_t j = 0; dropout && j < s.Tk; ++j) {
             keep_row[size_t(j)] = keeps(b, h, i, j);
-            const bool unwritten = v.mutation == M::keep_mask_unwritten_at_forbidden_keys &&
-                                   (!permits(masks, s, b, i, j) || !in_window(i, j));
+            const bool unwritten =
+                v.mutation == M::keep_mask_unwritten_at_forbidden_keys && (!permits(masks, s, b, i, j) || !in_window(i, j));
             if (keep && !unwritten) keep[s.scores_at(b, h, i) + j] = keep_row[size_t(j)];
           }
           scores(i, key_end, score_row.data());
@@ -374,9 +384,9 @@ void run(const Problem<T>& p, T* out, T* lse, uint8_t* keep, const Variant& v) {
                 nan |= permits(p.masks, s, b, i, j) && !(p.bias && p.bias[s.scores_at(b, h, i) + j] == minus_inf);
             for (int64_t col = 0; col < s.dv; ++col) out_i[col] = nan ? std::numeric_limits<T>::quiet_NaN() : T(0);
             if (lse)
-              lse[s.lse_at(b, h, i)] = nan ? std::numeric_limits<T>::quiet_NaN()
+              lse[s.lse_at(b, h, i)] = nan                                   ? std::numeric_limits<T>::quiet_NaN()
                                        : v.mutation == M::lse_empty_row_zero ? T(0)
-                                                                              : -std::numeric_limits<T>::infinity();
+                                                                             : -std::numeric_limits<T>::infinity();
             continue;
           }
 
@@ -418,7 +428,8 @@ void run(const Problem<T>& p, T* out, T* lse, uint8_t* keep, const Variant& v) {
               out_i[col] = stored((v.reciprocal ? total.acc[col] * inv_l : total.acc[col] / l) * factor);
           }
           for (int64_t col = 0; drop_output && col < s.dv; ++col)  // the output's own draws, at its [B,H,Tq,dv] index
-            out_i[col] = philox_keeps(seed, drop_rate, uint64_t(s.out_at(b, h, i) + col)) ? stored(A(out_i[col]) * kept_factor) : T(0);
+            out_i[col] =
+                philox_keeps(seed, drop_rate, uint64_t(s.out_at(b, h, i) + col)) ? stored(A(out_i[col]) * kept_factor) : T(0);
         }
       }
     }
@@ -431,12 +442,11 @@ void run(const Problem<T>& p, T* out, T* lse, uint8_t* keep, const Variant& v) {
 // FlashAttention's online softmax over key tiles of 64 in query tiles of 128, and from 320 keys on
 // flash-decoding's split-KV: chunks of 256 keys, each its own online pass, merged by their maxima;
 // q pre-scaled, as the Triton tutorial's kernel does.
-constexpr Variant kTiledSplitKv{.block = 64, .query_tile = 128, .split_from = 320, .split_chunk = 256,
-                                .prescale = true, .defer_normalize = true};
+constexpr Variant kTiledSplitKv{
+    .block = 64, .query_tile = 128, .split_from = 320, .split_chunk = 256, .prescale = true, .defer_normalize = true};
 // A causal-aware kernel: query tiles of 64, key tiles of 32, key tiles past the causal limit never
 // visited; exp2 with log2(e) folded in, a reciprocal normalization at the end.
-constexpr Variant kTiledCausalSkipping{.block = 32, .query_tile = 64, .reciprocal = true, .exp2 = true,
-                                       .defer_normalize = true};
+constexpr Variant kTiledCausalSkipping{.block = 32, .query_tile = 64, .reciprocal = true, .exp2 = true, .defer_normalize = true};
 
 }  // namespace
 
@@ -455,7 +465,8 @@ const std::vector<NamedVariant>& correct_variants() {
       {"tiled_causal_skipping", kTiledCausalSkipping},
       // Low precision: FlashAttention's tiles with P rounded to f16 or bf16 for the P V product;
       // the two-pass form with its weights rounded so; K and V copied out per query head (GQA).
-      {"tiled_rounded_weights", [] {
+      {"tiled_rounded_weights",
+       [] {
          Variant tiled = kTiledSplitKv;
          tiled.round_weights = true;
          return tiled;
@@ -474,16 +485,27 @@ Variant mutant(Mutation mutation) {
   switch (mutation) {
     case M::online_no_rescale:
     case M::online_max_clamped:
-    case M::nan_row_zeroed: kernel = {.block = 4}; break;
-    case M::last_partial_key_tile_dropped: kernel = {.block = 128, .defer_normalize = true}; break;
+    case M::nan_row_zeroed:
+      kernel = {.block = 4};
+      break;
+    case M::last_partial_key_tile_dropped:
+      kernel = {.block = 128, .defer_normalize = true};
+      break;
     case M::split_kv_merge_unscaled:
     case M::head_dim_tail_dropped:
-    case M::decode_path_ignores_mask: kernel = kTiledSplitKv; break;
-    case M::causal_tiles_assume_equal_size: kernel = kTiledCausalSkipping; break;
+    case M::decode_path_ignores_mask:
+      kernel = kTiledSplitKv;
+      break;
+    case M::causal_tiles_assume_equal_size:
+      kernel = kTiledCausalSkipping;
+      break;
     case M::running_sum_fp16_long_context:
     case M::output_accumulator_fp16:
-    case M::softmax_bf16: kernel = {.block = 1, .defer_normalize = true}; break;
-    default: break;
+    case M::softmax_bf16:
+      kernel = {.block = 1, .defer_normalize = true};
+      break;
+    default:
+      break;
   }
   kernel.mutation = mutation;
   return kernel;

@@ -85,14 +85,14 @@ enum class Mutation {
                             // upcasts to float32 whatever the input: transformers' softmax(dtype=float32))
   // Bugs of dropout (the contract: after the softmax, each weight kept with probability 1 - p and
   // divided by 1 - p):
-  dropout_before_softmax,            // dropped scores set to -inf before the softmax: the weights renormalized
-                                     // over the survivors, not rescaled
-  dropout_no_rescale,                // kept weights not divided by 1 - p (inference-style dropout in training)
-  dropout_rescaled_by_keep,          // kept weights multiplied by 1 - p instead of divided by it
-  dropout_p_swapped,                 // weights kept with probability p, not 1 - p (p read as the keep rate)
-  dropout_seed_ignored,              // one fixed stream whatever the seed
-  dropout_mask_shared_across_heads,  // every batch and head drops the same weights (the mask indexed by (i, j) alone)
-  dropout_on_output,                 // dropout applied to the output elements instead of the weights
+  dropout_before_softmax,                 // dropped scores set to -inf before the softmax: the weights renormalized
+                                          // over the survivors, not rescaled
+  dropout_no_rescale,                     // kept weights not divided by 1 - p (inference-style dropout in training)
+  dropout_rescaled_by_keep,               // kept weights multiplied by 1 - p instead of divided by it
+  dropout_p_swapped,                      // weights kept with probability p, not 1 - p (p read as the keep rate)
+  dropout_seed_ignored,                   // one fixed stream whatever the seed
+  dropout_mask_shared_across_heads,       // every batch and head drops the same weights (the mask indexed by (i, j) alone)
+  dropout_on_output,                      // dropout applied to the output elements instead of the weights
   keep_mask_unwritten_at_forbidden_keys,  // the keep mask's bytes of forbidden keys left as they were
 };
 // The freedoms a correct implementation has, and an optional planted bug.
@@ -143,7 +143,6 @@ const std::vector<NamedVariant>& correct_variants();
 // two-pass form drops normalized weights, the online form the numerators of each P tile after
 // l has summed them, as FlashAttention does.
 template <class T>
-void variant_attention(const Problem<T>& problem, T* out, const Variant& variant, T* lse = nullptr,
-                       uint8_t* keep = nullptr);
+void variant_attention(const Problem<T>& problem, T* out, const Variant& variant, T* lse = nullptr, uint8_t* keep = nullptr);
 
 }  // namespace attncheck

@@ -47,22 +47,24 @@ const attncheck::BackwardVariant& backward_variant() {
 
 // The variants take every mask, grouped KV heads, windows, soft-caps and a bias, in every format (f16
 // and bf16 computed in float), return the log-sum-exp, have a backward, and dropout with its mask.
-constexpr uint32_t kVariantCapabilities =
-    ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16 | ATTNCHECK_CAP_ALLOW |
-    ATTNCHECK_CAP_CAUSAL | ATTNCHECK_CAP_KV_LENS | ATTNCHECK_CAP_GQA | ATTNCHECK_CAP_WINDOW | ATTNCHECK_CAP_SOFTCAP |
-    ATTNCHECK_CAP_BIAS | ATTNCHECK_CAP_LSE | ATTNCHECK_CAP_BACKWARD | ATTNCHECK_CAP_DROPOUT | ATTNCHECK_CAP_DROPOUT_MASK;
+constexpr uint32_t kVariantCapabilities = ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16 |
+                                          ATTNCHECK_CAP_ALLOW | ATTNCHECK_CAP_CAUSAL | ATTNCHECK_CAP_KV_LENS | ATTNCHECK_CAP_GQA |
+                                          ATTNCHECK_CAP_WINDOW | ATTNCHECK_CAP_SOFTCAP | ATTNCHECK_CAP_BIAS | ATTNCHECK_CAP_LSE |
+                                          ATTNCHECK_CAP_BACKWARD | ATTNCHECK_CAP_DROPOUT | ATTNCHECK_CAP_DROPOUT_MASK;
 
 }  // namespace
 
 #ifdef ATTNCHECK_ABI_V1
-ATTNCHECK_EXPORT_PLUGIN([](const auto& problem, const auto& result) { attncheck::variant_attention(problem, result.out, variant()); })
+ATTNCHECK_EXPORT_PLUGIN([](const auto& problem, const auto& result) {
+  attncheck::variant_attention(problem, result.out, variant());
+})
 #else
-ATTNCHECK_EXPORT_PLUGIN_V2([](const auto& problem, const auto& result) {
-  attncheck::variant_attention(problem, result.out, variant(), result.lse, result.keep);
-},
-                           kVariantCapabilities)
-ATTNCHECK_EXPORT_BACKWARD_V2([](const auto& problem, const auto& grads) {
-  attncheck::variant_backward(problem, grads, backward_variant());
-},
+ATTNCHECK_EXPORT_PLUGIN_V2(
+    [](const auto& problem, const auto& result) {
+      attncheck::variant_attention(problem, result.out, variant(), result.lse, result.keep);
+    },
+    kVariantCapabilities)
+ATTNCHECK_EXPORT_BACKWARD_V2([](const auto& problem,
+                                const auto& grads) { attncheck::variant_backward(problem, grads, backward_variant()); },
                              kVariantCapabilities)
 #endif

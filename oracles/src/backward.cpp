@@ -23,7 +23,6 @@ constexpr long double kNaN = std::numeric_limits<long double>::quiet_NaN();
 // long double terms, each within 2^-63 of its size; charged as 2^-62 per term of the magnitudes.
 constexpr double kOracleUnit = 0x1p-62;
 
-
 // The errors a correct backward may make in the quantities of one row, for the bound (rigorous)
 // or for the precision gate (first order, unit constants): both are built by the same code.
 struct Model {
@@ -213,8 +212,9 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout, bool own
           const long double spread = others[size_t(t)] * dP[size_t(t)] - weighted[size_t(t)];
           dS[size_t(t)] = row.weights[size_t(t)] * spread;
           dT[size_t(t)] = row.cap_slope.empty() ? dS[size_t(t)] : dS[size_t(t)] * row.cap_slope[size_t(t)];
-          own_dS[size_t(t)] = kOracleUnit * double(n + s.dv + 4) * double(row.weights[size_t(t)]) *
-                              (double(others[size_t(t)] * std::fabs(dP[size_t(t)])) + weighted_size[size_t(t)] + dP_size[size_t(t)]);
+          own_dS[size_t(t)] =
+              kOracleUnit * double(n + s.dv + 4) * double(row.weights[size_t(t)]) *
+              (double(others[size_t(t)] * std::fabs(dP[size_t(t)])) + weighted_size[size_t(t)] + dP_size[size_t(t)]);
         }
 
         // Pass 2: the exact gradients this row adds: dQ_i = c sum_t dT_t k_j; dK_j += c dT_t q_i;
@@ -262,8 +262,7 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout, bool own
             if (narrow) P_t += a.storage_u * (p_t + P_t) + a.storage_subnormal;
             P_error[size_t(t)] = P_t;
             dP_error[size_t(t)] =
-                e.g(double(s.dv + 2)) * dP_size[size_t(t)] +
-                flushed(e.tiny, dO_sum + v_sum[size_t(t)], double(s.dv));
+                e.g(double(s.dv + 2)) * dP_size[size_t(t)] + flushed(e.tiny, dO_sum + v_sum[size_t(t)], double(s.dv));
             D_from_P += P_t * double(std::fabs(dP[size_t(t)])) + (p_t + P_t) * dP_error[size_t(t)];
             D_from_P_size += (p_t + P_t) * (double(std::fabs(dP[size_t(t)])) + dP_error[size_t(t)]);
           }
@@ -280,10 +279,9 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout, bool own
           for (int64_t col = 0; col < s.dv; ++col)
             given += std::fabs(double(dO[col])) * (u_out * double(std::fabs(row.out[size_t(col)])) + half_subnormal_out +
                                                    (own_forward ? row.bound[size_t(col)] : 0));
-          const double D_from_out = e.g(double(s.dv + 2)) * dO_o_size + inflate(given, 2 * s.dv) +
-                                    flushed(e.tiny, dO_sum + o_sum, double(s.dv));
-          const double D_error =
-              std::max(D_from_out, D_from_P + e.g(double(n + 2)) * D_from_P_size + 2 * double(n) * e.tiny);
+          const double D_from_out =
+              e.g(double(s.dv + 2)) * dO_o_size + inflate(given, 2 * s.dv) + flushed(e.tiny, dO_sum + o_sum, double(s.dv));
+          const double D_error = std::max(D_from_out, D_from_P + e.g(double(n + 2)) * D_from_P_size + 2 * double(n) * e.tiny);
 
           for (int64_t t = 0; t < n; ++t) {
             const double p_t = double(row.weights[size_t(t)]), P_t = P_error[size_t(t)];
@@ -291,11 +289,10 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout, bool own
             const double dS_t = double(std::fabs(dS[size_t(t)]));
             // dS_t = P_t (dP_t - D): the errors of the three factors, the subtraction and the product
             // (and, for the bound, the oracle's own).
-            double dS_error = P_t * spread + (p_t + P_t) * (dP_error[size_t(t)] + D_error) +
-                              (e.rigorous ? 2 * e.u * (p_t + P_t) * (spread + dP_error[size_t(t)] + D_error) +
-                                                own_dS[size_t(t)]
-                                          : e.u * dS_t) +
-                              2 * e.tiny;
+            double dS_error =
+                P_t * spread + (p_t + P_t) * (dP_error[size_t(t)] + D_error) +
+                (e.rigorous ? 2 * e.u * (p_t + P_t) * (spread + dP_error[size_t(t)] + D_error) + own_dS[size_t(t)] : e.u * dS_t) +
+                2 * e.tiny;
             // The soft-cap's derivative 1 - x^2, x = tanh(t / cap): x errs by its tanh, the division
             // and t's error over the cap.
             double dT_t = dS_error;
@@ -305,7 +302,7 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout, bool own
                                                 : e.u * (1 + row.score_size[size_t(t)] / p.softcap);
               const double slope_error = 2 * x_error + (e.rigorous ? x_error * x_error + 2 * e.u : 0);
               dT_t = dS_error * (slope + slope_error) + dS_t * slope_error +
-                         (e.rigorous ? e.u * (dS_t + dS_error) * (slope + slope_error) : 0) + e.tiny;
+                     (e.rigorous ? e.u * (dS_t + dS_error) * (slope + slope_error) : 0) + e.tiny;
             }
             // Rounded to a 2-byte format before the dQ and dK products: dS, or dT after the soft-cap's
             // factor (<= 1), whichever the kernel rounds; the absolute part is the larger after it.
@@ -393,8 +390,8 @@ GradReference<T> reference_backward(const Problem<T>& p, const T* dout, bool own
               const double own = e.rigorous ? kOracleUnit * (count + double(s.dk + s.dv) + 8) * size[x] : 0;
               const double unscaled = which == 0 ? std::max(size[x], size[x] / c_abs) : size[x];  // as dQ's
               const double total = 8 * unscaled >= room ? kInf
-                                   : inflate(error[x], int64_t(2 * count)) +
-                                         e.g(count + 3) * inflate(size[x], int64_t(2 * count)) + flush + own;
+                                                        : inflate(error[x], int64_t(2 * count)) +
+                                                              e.g(count + 3) * inflate(size[x], int64_t(2 * count)) + flush + own;
               (m == 0 ? into[which]->bound : into[which]->natural)[size_t(at) + x] = total;
             }
           }

@@ -37,7 +37,6 @@ Arithmetic Arithmetic::of(Format format) {
 
 namespace {
 
-
 // Roundings a score s_ij can pass through beyond its dk-term dot product: the scale's own rounding
 // (or sqrt and division), applying it, adding the bias, folding log2(e) in for exp2.
 constexpr int kScoreExtraRoundings = 5;
@@ -46,9 +45,7 @@ constexpr int kScoreExtraRoundings = 5;
 // s - m, the telescoping rescales of an online softmax, and a rounded log2(e).
 constexpr double kArgumentUnits = 3;
 
-
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
-
 
 // log(expm1(x)) for x > 0, without overflow for large x.
 double log_expm1(double x) { return x > 40 ? x : std::log(std::expm1(x)); }
@@ -148,8 +145,8 @@ double cancellation_logs(const RowFacts& f, const std::vector<double>& tau, std:
 
 }  // namespace
 
-LseBound bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<double>& v_abs, int64_t dv,
-                   double* bound, double* natural, std::vector<double>* score_error, std::vector<double>* weight_error) {
+LseBound bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<double>& v_abs, int64_t dv, double* bound,
+                   double* natural, std::vector<double>* score_error, std::vector<double>* weight_error) {
   // f: [n] per key; v_abs [n,dv]; bound and natural [dv].
   const int64_t n = int64_t(f.gap.size());
   const double inf = std::numeric_limits<double>::infinity();

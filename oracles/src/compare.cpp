@@ -35,8 +35,8 @@ double ulps(Format format, T computed, long double exact) {
   if (!is_narrow(format)) return double(std::fabs(ordinal(computed) - ordinal(T(exact))));
   return visit_narrow(format, [&](auto zero) {
     using F = decltype(zero);
-    return double(std::fabs(ordinal(Precision<F>::from_double(double(computed))) -
-                            ordinal(Precision<F>::from_double(double(exact)))));
+    return double(
+        std::fabs(ordinal(Precision<F>::from_double(double(computed))) - ordinal(Precision<F>::from_double(double(exact)))));
   });
 }
 
@@ -53,7 +53,15 @@ void for_each_element(const T* computed, const ExactTensor& ref, F f) {
   const int rank = int(ref.dims.size());
   for (size_t n = 0; n < ref.exact.size(); ++n) {
     if (!ref.row_is_exact(int64_t(n) / ref.row_size)) continue;
-    Mismatch m{ref.name, rank, {0, 0, 0, 0}, double(computed[n]), ref.exact[n], ref.bound[n], 0, ref.natural[n], 0,
+    Mismatch m{ref.name,
+               rank,
+               {0, 0, 0, 0},
+               double(computed[n]),
+               ref.exact[n],
+               ref.bound[n],
+               0,
+               ref.natural[n],
+               0,
                ulps(ref.format, computed[n], ref.exact[n])};
     for (int64_t d = rank - 1, rest = int64_t(n); d >= 0; --d) {  // the index, last dimension fastest
       m.at[d] = rest % ref.dims[size_t(d)];
@@ -76,8 +84,8 @@ void for_each_element(const T* computed, const ExactTensor& ref, F f) {
 // The failure report's table of the first mismatches, then a count of the rest: by the bound
 // (bound, error/bound) or by the precision gate (natural, loss).
 std::string table(const std::vector<Mismatch>& mismatches, int64_t failed, bool precision) {
-  std::string text = format("  %-18s %16s %24s %12s %12s %10s\n", "element", "computed", "exact",
-                            precision ? "natural" : "bound", precision ? "loss" : "error/bound", "ulps");
+  std::string text = format("  %-18s %16s %24s %12s %12s %10s\n", "element", "computed", "exact", precision ? "natural" : "bound",
+                            precision ? "loss" : "error/bound", "ulps");
   for (const Mismatch& m : mismatches)
     text += format("  %-18s %16.9g %24.17Lg %12.3g %12.3g %10.0f\n", m.where().c_str(), m.computed, m.exact,
                    precision ? m.natural : m.bound, precision ? m.loss : m.ratio, m.ulps);
@@ -144,24 +152,25 @@ std::string ratio_text(double ratio) {
 
 std::string Comparison::summary() const {
   const std::string rows_text =
-      exact_rows == rows ? ""
-                         : format(" in %lld of %lld rows computed exactly (the other %lld screened against the plain implementation)",
-                                  (long long)exact_rows, (long long)rows, (long long)(rows - exact_rows));
+      exact_rows == rows
+          ? ""
+          : format(" in %lld of %lld rows computed exactly (the other %lld screened against the plain implementation)",
+                   (long long)exact_rows, (long long)rows, (long long)(rows - exact_rows));
   // worst_ratio is over finite exact values: beside a wrong special value it would read as if all were well.
-  const std::string largest = special > 0   ? "inf at " + first_special.where() + " (" + first_special.expected_got() + ")"
+  const std::string largest = special > 0    ? "inf at " + first_special.where() + " (" + first_special.expected_got() + ")"
                               : checked == 0 ? std::string("none: no element checked")
                                              : ratio_text(worst_ratio) + " at " + worst.where();
-  return format("%lld %s elements checked%s, %lld outside the checkable range, largest error/bound %s",
-                (long long)checked, worst.tensor, rows_text.c_str(), (long long)unchecked, largest.c_str());
+  return format("%lld %s elements checked%s, %lld outside the checkable range, largest error/bound %s", (long long)checked,
+                worst.tensor, rows_text.c_str(), (long long)unchecked, largest.c_str());
 }
 
 std::string Comparison::report(const char* precision) const {
-  const std::string what = special == 0        ? "outside the bound"
-                           : special == failed ? "are wrong special values"
-                                               : format("outside the bound, %lld of them wrong special values",
-                                                        (long long)special);
-  return format("%lld of %lld %s elements %s (%s); %s\n", (long long)failed, (long long)checked, worst.tensor,
-                what.c_str(), precision, summary().c_str()) +
+  const std::string what = special == 0 ? "outside the bound"
+                           : special == failed
+                               ? "are wrong special values"
+                               : format("outside the bound, %lld of them wrong special values", (long long)special);
+  return format("%lld of %lld %s elements %s (%s); %s\n", (long long)failed, (long long)checked, worst.tensor, what.c_str(),
+                precision, summary().c_str()) +
          table(mismatches, failed, false);
 }
 
@@ -191,8 +200,8 @@ std::string PrecisionGate::summary() const {
 }
 
 std::string PrecisionGate::report(const char* precision) const {
-  return format("%lld of %lld %s elements lose more precision than the limit (%s); %s\n", (long long)failed,
-                (long long)checked, worst.tensor, precision, summary().c_str()) +
+  return format("%lld of %lld %s elements lose more precision than the limit (%s); %s\n", (long long)failed, (long long)checked,
+                worst.tensor, precision, summary().c_str()) +
          table(mismatches, failed, true);
 }
 
@@ -207,9 +216,7 @@ std::string Verdict::report() const {
   return "";
 }
 
-std::string Verdict::summary() const {
-  return "  bound: " + bound.summary() + "\n  precision: " + precision.summary();
-}
+std::string Verdict::summary() const { return "  bound: " + bound.summary() + "\n  precision: " + precision.summary(); }
 
 template Comparison compare(const float*, const ExactTensor&);
 template Comparison compare(const double*, const ExactTensor&);

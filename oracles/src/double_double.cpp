@@ -19,7 +19,7 @@ struct Constants {
   std::array<DD, 64> table;   // 2^(i/64)
   Constants() {
     mpfr_t exact, rest;
-    mpfr_inits2(256, exact, rest, (mpfr_ptr)nullptr);
+    mpfr_inits2(256, exact, rest, (mpfr_ptr) nullptr);
     mpfr_const_log2(exact, MPFR_RNDN);
     mpfr_div_ui(exact, exact, 64, MPFR_RNDN);
     mpfr_set(rest, exact, MPFR_RNDN);
@@ -50,7 +50,7 @@ struct Constants {
       mpfr_exp2(exact, exact, MPFR_RNDN);
       table[i] = split(exact);
     }
-    mpfr_clears(exact, rest, (mpfr_ptr)nullptr);
+    mpfr_clears(exact, rest, (mpfr_ptr) nullptr);
   }
 };
 

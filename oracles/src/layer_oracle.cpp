@@ -84,9 +84,9 @@ Projected<T> projected(const Layer<T>& l, const Arithmetic& a) {
   const Projection<T> k = projection(l.x_kv, h.B * h.Tk, s.D, l.w_k, l.b_k, s.k_width(), a, l.format);
   const Projection<T> v = projection(l.x_kv, h.B * h.Tk, s.D, l.w_v, l.b_v, s.v_width(), a, l.format);
   const int64_t H_kv = h.kv_heads();
-  return {by_heads(q.near, h.B, h.Tq, h.H, h.dk),     by_heads(k.near, h.B, h.Tk, H_kv, h.dk),
-          by_heads(v.near, h.B, h.Tk, H_kv, h.dv),    by_heads(q.error, h.B, h.Tq, h.H, h.dk),
-          by_heads(k.error, h.B, h.Tk, H_kv, h.dk),   by_heads(v.error, h.B, h.Tk, H_kv, h.dv)};
+  return {by_heads(q.near, h.B, h.Tq, h.H, h.dk),   by_heads(k.near, h.B, h.Tk, H_kv, h.dk),
+          by_heads(v.near, h.B, h.Tk, H_kv, h.dv),  by_heads(q.error, h.B, h.Tq, h.H, h.dk),
+          by_heads(k.error, h.B, h.Tk, H_kv, h.dk), by_heads(v.error, h.B, h.Tk, H_kv, h.dv)};
 }
 
 // The score errors the projections add to row (b, h, i), [Tk]: a kernel's score from q~ and k~

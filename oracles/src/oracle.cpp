@@ -23,8 +23,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // 200 bits, for the two values computed once per problem or row: the default scale's
 // 1/sqrt(dk) and the log of the row's normalizer.
-using Exact = boost::multiprecision::number<boost::multiprecision::mpfr_float_backend<60>,
-                                            boost::multiprecision::et_off>;
+using Exact = boost::multiprecision::number<boost::multiprecision::mpfr_float_backend<60>, boost::multiprecision::et_off>;
 
 // The oracle's own reading of the masks, written apart from impl/'s on purpose (contract.md, Masks).
 bool key_permitted(const Masks& masks, const Shape& s, int64_t b, int64_t i, int64_t j) {
@@ -67,7 +66,6 @@ DD dot2(const X* x, const Y* y, int64_t y_stride, int64_t n, double& abs_sum) {
   return total;
 }
 
-
 // The IEEE value of a dot product with an inf or NaN factor: NaN if a term is NaN (a NaN factor,
 // inf times 0) or terms of both infinite signs meet, else the infinity of the infinite terms.
 template <class T>
@@ -84,10 +82,10 @@ double special_dot(const T* x, const T* y, int64_t n) {
 
 // What every query row of one (b, KV head) needs of its keys, computed once for all of them.
 struct KeyFacts {
-  std::vector<double> flush;    // [Tk] tiny sum_k |k_jk| over finite terms, rounded up
-  std::vector<double> max_abs;  // [Tk] max_k |k_jk| over finite terms
-  std::vector<uint8_t> finite;  // [Tk] every k_jk finite
-  std::vector<uint8_t> plain_v; // [Tk] every v_jc finite and below 2^995, so that it splits exactly
+  std::vector<double> flush;     // [Tk] tiny sum_k |k_jk| over finite terms, rounded up
+  std::vector<double> max_abs;   // [Tk] max_k |k_jk| over finite terms
+  std::vector<uint8_t> finite;   // [Tk] every k_jk finite
+  std::vector<uint8_t> plain_v;  // [Tk] every v_jc finite and below 2^995, so that it splits exactly
 };
 template <class T>
 KeyFacts key_facts(const Problem<T>& p, int64_t b, int64_t kv_h, double tiny) {
@@ -166,8 +164,8 @@ ExactRow empty_row(const Problem<T>& p, int64_t b, int64_t h, ExactRow row) {
 }
 
 template <class T>
-[[gnu::always_inline]] inline ExactRow row_body(const Problem<T>& p, const KeyFacts& keys, DD scale, int64_t b,
-                                                int64_t h, int64_t i, const double* input_error) {
+[[gnu::always_inline]] inline ExactRow row_body(const Problem<T>& p, const KeyFacts& keys, DD scale, int64_t b, int64_t h,
+                                                int64_t i, const double* input_error) {
   // Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk], input_error [Tk] or null in;
   // row (b, h, i) out.
   const Shape& s = p.shape;
@@ -267,8 +265,8 @@ template <class T>
     // The oracle's score, argument and exp, charged as an error of this score: 11u^2 S_j for the
     // product with the scale and the bias, 4u^2 gap_j for s_j - m, the exp's 16u^2 and its lo part's
     // underflow (double_double.hpp); 2^-100 = 64u^2 covers the constants.
-    facts.oracle_score_error[size_t(j)] += 0x1p-100 * (facts.score_size[size_t(j)] + gap + 1) +
-                                           (e[size_t(j)].hi > 0 ? 0x1p-1073 / e[size_t(j)].hi : 0);
+    facts.oracle_score_error[size_t(j)] +=
+        0x1p-100 * (facts.score_size[size_t(j)] + gap + 1) + (e[size_t(j)].hi > 0 ? 0x1p-1073 / e[size_t(j)].hi : 0);
   }
   // l's sum: n double-double additions, and the terms below 2^-1075 that exp dropped (below 2^-1074 each, relative to l >= 1).
   facts.oracle_weight_error = double(n) * (dd::kAddError + 0x1p-1074);
@@ -335,9 +333,9 @@ template <class T>
   }
   for (int64_t c = 0; c < s.dv; ++c)
     row.out[size_t(c)] = nan[size_t(c)] || (plus[size_t(c)] && minus[size_t(c)]) ? kNaN
-                         : plus[size_t(c)]                                      ? kInf
-                         : minus[size_t(c)]                                     ? -kInf
-                                                                                : ((long double)hi[size_t(c)] + lo[size_t(c)]) * r / l_ld;
+                         : plus[size_t(c)]                                       ? kInf
+                         : minus[size_t(c)]                                      ? -kInf
+                                            : ((long double)hi[size_t(c)] + lo[size_t(c)]) * r / l_ld;
   // hi + lo misses only the rounding of lo's 4n terms, each below 2^-25 |e_j v_jc| plus TwoSum's
   // errors (below n u sum_j |e_j v_jc| in all), and e_j.lo v_jc's (u^2): gamma_4n (2^-24 + n u) +
   // u^2 of sum_j e_j |v_jc|; then to long double, the division and the kept value, 4 eps_ld.
@@ -366,12 +364,12 @@ template <class T>
 #else
 #define ATTNCHECK_FMA_CLONES
 #endif
-ATTNCHECK_FMA_CLONES ExactRow row_of(const Problem<float>& p, const KeyFacts& keys, DD scale, int64_t b, int64_t h,
-                                     int64_t i, const double* input_error = nullptr) {
+ATTNCHECK_FMA_CLONES ExactRow row_of(const Problem<float>& p, const KeyFacts& keys, DD scale, int64_t b, int64_t h, int64_t i,
+                                     const double* input_error = nullptr) {
   return row_body(p, keys, scale, b, h, i, input_error);
 }
-ATTNCHECK_FMA_CLONES ExactRow row_of(const Problem<double>& p, const KeyFacts& keys, DD scale, int64_t b, int64_t h,
-                                     int64_t i, const double* input_error = nullptr) {
+ATTNCHECK_FMA_CLONES ExactRow row_of(const Problem<double>& p, const KeyFacts& keys, DD scale, int64_t b, int64_t h, int64_t i,
+                                     const double* input_error = nullptr) {
   return row_body(p, keys, scale, b, h, i, input_error);
 }
 
@@ -432,8 +430,8 @@ void require_keep_mask(const Problem<T>& p) {
 template <class T>
 ExactRow exact_row(const Problem<T>& p, int64_t b, int64_t h, int64_t i, const double* input_score_error) {
   require_keep_mask(p);
-  return row_of(p, key_facts(p, b, p.shape.kv_head(h), Arithmetic::of(p.format).tiny), scale_of(p.shape, p.scale), b, h,
-                i, input_score_error);
+  return row_of(p, key_facts(p, b, p.shape.kv_head(h), Arithmetic::of(p.format).tiny), scale_of(p.shape, p.scale), b, h, i,
+                input_score_error);
 }
 
 namespace {
@@ -447,7 +445,7 @@ void for_rows(const Problem<T>& p, const std::vector<uint8_t>& wanted, F body) {
   const Shape& s = p.shape;
   const DD scale = scale_of(s, p.scale);
   const double tiny = Arithmetic::of(p.format).tiny;
-  std::vector<int64_t> rows;  // (b H + h) Tq + i
+  std::vector<int64_t> rows;                                   // (b H + h) Tq + i
   std::vector<uint8_t> needed(size_t(s.B * s.kv_heads()), 0);  // the (b, KV head) pairs they read
   for (int64_t r = 0; r < s.B * s.H * s.Tq; ++r)
     if (wanted[size_t(r)]) {

@@ -136,17 +136,19 @@ void add_rows_by_chunk(const Problem<T>& p, const std::vector<uint8_t>& rows, Re
 }  // namespace
 
 template <class T>
-void add_rows_in_chunks(const Problem<T>& p, const std::vector<uint8_t>& rows, Reference& ref,
-                        const RowProgress& progress) {
+void add_rows_in_chunks(const Problem<T>& p, const std::vector<uint8_t>& rows, Reference& ref, const RowProgress& progress) {
   if (!progress) return add_rows(p, rows, ref);  // one call: the oracle's threads share all of it
   // Chunks of at least 2^16 query-key pairs, which add_rows spreads over threads (oracle.cpp).
   const int64_t total = std::count(rows.begin(), rows.end(), uint8_t(1));
-  const int64_t per_chunk = std::max<int64_t>({1, total / 20, ((int64_t(1) << 16) + p.shape.Tk - 1) / std::max<int64_t>(1, p.shape.Tk)});
+  const int64_t per_chunk =
+      std::max<int64_t>({1, total / 20, ((int64_t(1) << 16) + p.shape.Tk - 1) / std::max<int64_t>(1, p.shape.Tk)});
   progress(0, total);
-  add_rows_by_chunk(p, rows, ref, [&](int64_t) { return per_chunk; }, [&](int64_t done) {
-    progress(done, total);
-    return true;
-  });
+  add_rows_by_chunk(
+      p, rows, ref, [&](int64_t) { return per_chunk; },
+      [&](int64_t done) {
+        progress(done, total);
+        return true;
+      });
 }
 
 template <class T>
@@ -157,10 +159,12 @@ Verdict judge_rows(const Problem<T>& p, const T* computed, const T* plain, Refer
   // The screened rows in chunks that double from 256, each judged at once: a kernel wrong
   // everywhere fails after a few hundred rows, not after all of them.
   const std::vector<uint8_t> flagged = screen(p, computed, plain, ref.out);
-  add_rows_by_chunk(p, flagged, ref, [](int64_t k) { return int64_t(256) << std::min<int64_t>(k, 40); }, [&](int64_t) {
-    verdict = judge(computed, plain, ref.out);
-    return verdict.bound.ok();
-  });
+  add_rows_by_chunk(
+      p, flagged, ref, [](int64_t k) { return int64_t(256) << std::min<int64_t>(k, 40); },
+      [&](int64_t) {
+        verdict = judge(computed, plain, ref.out);
+        return verdict.bound.ok();
+      });
   if (!verdict.bound.ok()) return verdict;
   // The precision gate's limit scales with the built-in's largest loss over every row: before
   // calling a kernel imprecise, compute the rows the sample left out.
@@ -173,10 +177,10 @@ Verdict judge_rows(const Problem<T>& p, const T* computed, const T* plain, Refer
   return verdict;
 }
 
-#define ATTNCHECK_ROWS(T)                                                                                       \
-  template std::vector<uint8_t> sample_rows(const Problem<T>&, int64_t);                                      \
-  template std::vector<uint8_t> default_rows(const Problem<T>&);                                              \
-  template std::vector<uint8_t> screen(const Problem<T>&, const T*, const T*, const ExactTensor&);             \
+#define ATTNCHECK_ROWS(T)                                                                                           \
+  template std::vector<uint8_t> sample_rows(const Problem<T>&, int64_t);                                            \
+  template std::vector<uint8_t> default_rows(const Problem<T>&);                                                    \
+  template std::vector<uint8_t> screen(const Problem<T>&, const T*, const T*, const ExactTensor&);                  \
   template void add_rows_in_chunks(const Problem<T>&, const std::vector<uint8_t>&, Reference&, const RowProgress&); \
   template Verdict judge_rows(const Problem<T>&, const T*, const T*, Reference&, const RowProgress&);
 ATTNCHECK_ROWS(float)

@@ -139,8 +139,9 @@ void sweep(int64_t cases, Format format = Precision<T>::format) {
   std::vector<double> worst(kernels, 0), worst_gate(kernels, 0);
   std::vector<std::string> where(kernels);
   auto name = [&](size_t kernel) {
-    return std::string(kernel < correct.size() ? correct[kernel].name : kernel == correct.size() ? "built-in"
-                                                                                                   : "flash_backward_flush_subnormals");
+    return std::string(kernel < correct.size()    ? correct[kernel].name
+                       : kernel == correct.size() ? "built-in"
+                                                  : "flash_backward_flush_subnormals");
   };
   int64_t checked = 0, unchecked = 0;
   for (int64_t n = 0; n < cases; ++n) {
@@ -158,8 +159,7 @@ void sweep(int64_t cases, Format format = Precision<T>::format) {
           {&g.dq, {&plain.dq, &ref.dq}}, {&g.dk, {&plain.dk, &ref.dk}}, {&g.dv, {&plain.dv, &ref.dv}}};
       for (const auto& [computed, expected] : tensors) {
         const Verdict verdict = judge(computed->data(), expected.first->data(), *expected.second);
-        ASSERT_TRUE(verdict.ok()) << name(kernel) << ", case " << n << " (seed " << seed
-                                  << ", " << c.mix << ")\n"
+        ASSERT_TRUE(verdict.ok()) << name(kernel) << ", case " << n << " (seed " << seed << ", " << c.mix << ")\n"
                                   << verdict.report() << describe(c);
         if (verdict.bound.worst_ratio > worst[kernel]) {
           worst[kernel] = verdict.bound.worst_ratio;

@@ -84,8 +84,7 @@ void sweep(int64_t cases, Format format = Precision<T>::format, bool dropout = f
         ASSERT_EQ(keep, plain_keep) << name << " drew another dropout mask, case " << n;
       }
       const Verdict verdict = judge(out.data(), plain.data(), ref.out);
-      ASSERT_TRUE(verdict.ok()) << name << ", case " << n << " (seed " << seed << ", " << c.mix << ")\n"
-                                << verdict.report();
+      ASSERT_TRUE(verdict.ok()) << name << ", case " << n << " (seed " << seed << ", " << c.mix << ")\n" << verdict.report();
       const Verdict lse_verdict = judge(is_builtin ? plain_lse.data() : lse.data(), plain_lse.data(), ref.lse);
       ASSERT_TRUE(lse_verdict.ok()) << name << " lse, case " << n << " (seed " << seed << ", " << c.mix << ")\n"
                                     << lse_verdict.report();
@@ -104,12 +103,12 @@ void sweep(int64_t cases, Format format = Precision<T>::format, bool dropout = f
       }
     }
   }
-  std::printf("%s, %lld cases (seed %llu), %lld outputs checked, %lld outside the range:\n", precision,
-              (long long)cases, (unsigned long long)seed, (long long)checked, (long long)unchecked);
+  std::printf("%s, %lld cases (seed %llu), %lld outputs checked, %lld outside the range:\n", precision, (long long)cases,
+              (unsigned long long)seed, (long long)checked, (long long)unchecked);
   for (size_t kernel = 0; kernel < kKernels; ++kernel)
     std::printf("  %-45s largest error/bound %.3g (%s), largest loss/limit %.3g; lse %.3g\n",
-                kernel < correct.size() ? correct[kernel].name : "built-in", worst_ratio[kernel],
-                worst_where[kernel].c_str(), worst_gate[kernel], worst_lse[kernel]);
+                kernel < correct.size() ? correct[kernel].name : "built-in", worst_ratio[kernel], worst_where[kernel].c_str(),
+                worst_gate[kernel], worst_lse[kernel]);
 }
 
 TEST(Bound, NeverExceededByCorrectFloatKernels) { sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 1500)); }
@@ -140,8 +139,10 @@ Case<float> plain_case(uint64_t seed, Causal causal = Causal::none) {
   Case<float> c;
   c.shape = {1, 2, 6, 10, 16, 8};
   c.causal = causal;
-  auto normal = [&] { return float(std::sqrt(-2 * std::log(1 - (choose.below(1u << 30) + 0.5) / 0x1p30)) *
-                                   std::cos(2 * M_PI * choose.below(1u << 30) / 0x1p30)); };
+  auto normal = [&] {
+    return float(std::sqrt(-2 * std::log(1 - (choose.below(1u << 30) + 0.5) / 0x1p30)) *
+                 std::cos(2 * M_PI * choose.below(1u << 30) / 0x1p30));
+  };
   for (auto* x : {&c.q, &c.k}) {
     x->resize(size_t(2 * (x == &c.q ? 6 : 10) * 16));
     for (float& e : *x) e = normal();
@@ -164,8 +165,7 @@ TEST(Bound, ExceededByPlantedErrors) {
     EXPECT_EQ(caught_by(plain_case(seed), {.mutation = Mutation::element_off_1e3}), "bound") << seed;
     EXPECT_EQ(caught_by(plain_case(seed), {.mutation = Mutation::model_width_scale}), "bound") << seed;
     EXPECT_EQ(caught_by(plain_case(seed), {.mutation = Mutation::nan_element}), "bound") << seed;
-    EXPECT_EQ(caught_by(plain_case(seed, Causal::upper_left), {.mutation = Mutation::causal_swapped}), "bound")
-        << seed;
+    EXPECT_EQ(caught_by(plain_case(seed, Causal::upper_left), {.mutation = Mutation::causal_swapped}), "bound") << seed;
   }
 }
 

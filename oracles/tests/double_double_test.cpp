@@ -62,8 +62,8 @@ TEST(DoubleDouble, ExpStaysWithinItsChargedError) {
       worst_at = x.hi;
     }
   }
-  std::printf("largest relative error of exp on normal results: %.2f u^2 (charged %.0f u^2), at x = %.17g\n",
-              worst / kU2, kExpError / kU2, worst_at);
+  std::printf("largest relative error of exp on normal results: %.2f u^2 (charged %.0f u^2), at x = %.17g\n", worst / kU2,
+              kExpError / kU2, worst_at);
 }
 
 TEST(DoubleDouble, ExpEdges) {

@@ -54,9 +54,9 @@ Case<float> build(const Spec& spec) {
 std::string describe(const Spec& spec) {
   char text[200];
   std::snprintf(text, sizeof text, "H %lld H_kv %lld Tq %lld Tk %lld, causal %d, window %lld,%lld, soft-cap %g, seed %llu",
-                (long long)spec.H, (long long)(spec.H_kv > 0 ? spec.H_kv : spec.H), (long long)spec.Tq,
-                (long long)spec.Tk, int(spec.causal), (long long)spec.window_left, (long long)spec.window_right,
-                spec.softcap, (unsigned long long)spec.seed);
+                (long long)spec.H, (long long)(spec.H_kv > 0 ? spec.H_kv : spec.H), (long long)spec.Tq, (long long)spec.Tk,
+                int(spec.causal), (long long)spec.window_left, (long long)spec.window_right, spec.softcap,
+                (unsigned long long)spec.seed);
   return text;
 }
 
@@ -100,8 +100,8 @@ TEST(FeatureMutants, GqaHeadsInterleaved) {
 TEST(FeatureMutants, GqaGroupPowerOfTwo) {
   expect_caught(M::gqa_group_power_of_two, {.H = 6, .H_kv = 2});  // group 3 taken as 2: head 2 reads KV head 1
   expect_caught(M::gqa_group_power_of_two, {.H = 12, .H_kv = 2, .Tq = 2, .Tk = 3, .seed = 2});  // group 6 as 4
-  expect_coincides(M::gqa_group_power_of_two, {.H = 8, .H_kv = 2});  // group 4
-  expect_coincides(M::gqa_group_power_of_two, {.H = 3, .H_kv = 1});  // one KV head: the clamp hides it
+  expect_coincides(M::gqa_group_power_of_two, {.H = 8, .H_kv = 2});                             // group 4
+  expect_coincides(M::gqa_group_power_of_two, {.H = 3, .H_kv = 1});                             // one KV head: the clamp hides it
   expect_coincides(M::gqa_group_power_of_two, {.H = 3, .H_kv = 3});
 }
 
@@ -161,7 +161,8 @@ TEST(FeatureMutants, SoftcapIgnored) {
 // shorter sequence see its padding; with equal lengths nothing changes.
 TEST(FeatureMutants, KvLensBatchMax) {
   expect_caught(M::kv_lens_batch_max, {.B = 2, .key_lengths = {3, 8}});
-  expect_caught(M::kv_lens_batch_max, {.Tq = 4, .Tk = 6, .causal = Causal::lower_right, .seed = 2, .B = 3, .key_lengths = {6, 1, 4}});
+  expect_caught(M::kv_lens_batch_max,
+                {.Tq = 4, .Tk = 6, .causal = Causal::lower_right, .seed = 2, .B = 3, .key_lengths = {6, 1, 4}});
   expect_coincides(M::kv_lens_batch_max, {.B = 2, .key_lengths = {5, 5}});
   expect_coincides(M::kv_lens_batch_max, {});
 }

@@ -73,8 +73,8 @@ TEST(Oracle, ReadsTheMasksAsTheContractsRuleDoes) {
 TEST(Oracle, GroupedKvHeadsAreTheirGroupsRepeated) {
   SeededChooser choose(9);
   for (int n = 0; n < 50; ++n) {
-    const Case<float> mha =
-        draw_case<float>(choose, {.max_heads = 4, .min_heads = 4, .abi_only = true, .capabilities = ~uint32_t(ATTNCHECK_CAP_GQA)});
+    const Case<float> mha = draw_case<float>(
+        choose, {.max_heads = 4, .min_heads = 4, .abi_only = true, .capabilities = ~uint32_t(ATTNCHECK_CAP_GQA)});
     const Shape& s = mha.shape;
     Case<float> gqa = mha, repeated = mha;
     gqa.shape.H_kv = 2;

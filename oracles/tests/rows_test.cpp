@@ -41,8 +41,7 @@ TEST(Rows, SampleHoldsFirstLastAndTileEdges) {
   }
   // Causal: query i sees i + 1 keys, so the tile edges of the count are queries 127, 128 (128 and
   // 129 keys) and 15, 16; each goes to some head.
-  for (int64_t i : {14, 15, 16, 126, 127, 128})
-    EXPECT_TRUE(rows[size_t(i)] || rows[size_t(300 + i)]) << "query " << i;
+  for (int64_t i : {14, 15, 16, 126, 127, 128}) EXPECT_TRUE(rows[size_t(i)] || rows[size_t(300 + i)]) << "query " << i;
   EXPECT_LE(std::count(rows.begin(), rows.end(), 1), 4 + 40);
   EXPECT_EQ(rows, sample_rows(c.problem(), 40)) << "the same problem gets the same sample";
 }

@@ -25,10 +25,10 @@ namespace {
 struct Spec {
   Shape shape;
   Causal causal = Causal::none;
-  int32_t key_length = -1;               // batch 0's key length (the others keep Tk); -1: no padding
-  bool allow_mask = false;               // a random allow mask (3 in 4 allowed), one query row emptied
+  int32_t key_length = -1;                   // batch 0's key length (the others keep Tk); -1: no padding
+  bool allow_mask = false;                   // a random allow mask (3 in 4 allowed), one query row emptied
   int64_t blocked_from = 0, blocked_to = 0;  // keys [from, to) forbidden to every query (an empty chunk)
-  bool positive_values = false;          // v in [1, 3]: no cancellation in the output, the tightest bound
+  bool positive_values = false;              // v in [1, 3]: no cancellation in the output, the tightest bound
   uint64_t seed = 1;
 };
 
@@ -108,9 +108,8 @@ Checked check(const Case<float>& c, const Variant& variant, uint64_t row_seed) {
           if (++result.elements == 1 || ratio > result.worst) {
             result.worst = ratio;
             char text[200];
-            std::snprintf(text, sizeof text, "out[%lld,%lld,%lld,%lld] computed %.9g exact %.9Lg bound %.3g",
-                          (long long)b, (long long)h, (long long)i, (long long)col, double(x), row.out[size_t(col)],
-                          row.bound[size_t(col)]);
+            std::snprintf(text, sizeof text, "out[%lld,%lld,%lld,%lld] computed %.9g exact %.9Lg bound %.3g", (long long)b,
+                          (long long)h, (long long)i, (long long)col, double(x), row.out[size_t(col)], row.bound[size_t(col)]);
             result.where = text;
           }
         }
@@ -125,8 +124,8 @@ std::string describe(const Spec& spec) {
   const Shape& s = spec.shape;
   char text[200];
   std::snprintf(text, sizeof text, "B %lld H %lld H_kv %lld Tq %lld Tk %lld dk %lld dv %lld, causal %d%s%s%s%s, seed %llu",
-                (long long)s.B, (long long)s.H, (long long)s.kv_heads(), (long long)s.Tq, (long long)s.Tk,
-                (long long)s.dk, (long long)s.dv, int(spec.causal), spec.key_length >= 0 ? ", key padding" : "",
+                (long long)s.B, (long long)s.H, (long long)s.kv_heads(), (long long)s.Tq, (long long)s.Tk, (long long)s.dk,
+                (long long)s.dv, int(spec.causal), spec.key_length >= 0 ? ", key padding" : "",
                 spec.allow_mask ? ", allow mask" : "", spec.blocked_to > spec.blocked_from ? ", blocked keys" : "",
                 spec.positive_values ? ", v in [1,3]" : "", (unsigned long long)spec.seed);
   return text;
@@ -206,15 +205,18 @@ TEST(TiledVariants, CorrectOnesStayWithinTheBoundOnDrawnLongCases) {
   std::string where[2];
   const char* const names[2] = {"tiled_split_kv", "tiled_causal_skipping"};
   for (int n = 0; n < kDrawn; ++n) {
-    const CaseLimits limits{.max_batch = 2, .max_heads = 2, .max_len = n % 2 ? 420 : 140, .max_width = 40,
-                            .min_heads = 1, .min_len = n % 2 ? 250 : 1};
+    const CaseLimits limits{.max_batch = 2,
+                            .max_heads = 2,
+                            .max_len = n % 2 ? 420 : 140,
+                            .max_width = 40,
+                            .min_heads = 1,
+                            .min_len = n % 2 ? 250 : 1};
     const Case<float> c = draw_case<float>(choose, limits);
     for (int which = 0; which < 2; ++which) {
       const Checked result = check(c, correct_variant(names[which]), uint64_t(n));
-      EXPECT_LE(result.worst, 1) << names[which] << ", drawn case " << n << " (" << c.mix << ", B " << c.shape.B
-                                 << " H " << c.shape.H << " Tq " << c.shape.Tq << " Tk " << c.shape.Tk << " dk "
-                                 << c.shape.dk << " dv " << c.shape.dv << ", causal " << int(c.causal)
-                                 << "): " << result.where;
+      EXPECT_LE(result.worst, 1) << names[which] << ", drawn case " << n << " (" << c.mix << ", B " << c.shape.B << " H "
+                                 << c.shape.H << " Tq " << c.shape.Tq << " Tk " << c.shape.Tk << " dk " << c.shape.dk << " dv "
+                                 << c.shape.dv << ", causal " << int(c.causal) << "): " << result.where;
       if (result.worst >= worst[which]) {
         worst[which] = result.worst;
         where[which] = "case " + std::to_string(n) + ", " + c.mix + ": " + result.where;
@@ -230,8 +232,8 @@ TEST(TiledVariants, CorrectOnesStayWithinTheBoundOnDrawnLongCases) {
 // so that its failures show the correct kernel takes the same path at the same sizes.
 TEST(TiledMutants, LiveInTheCorrectTiledKernels) {
   auto same_tiles = [](const Variant& a, const Variant& b) {
-    return a.block == b.block && a.query_tile == b.query_tile && a.split_from == b.split_from &&
-           a.split_chunk == b.split_chunk && a.exp2 == b.exp2 && a.reciprocal == b.reciprocal;
+    return a.block == b.block && a.query_tile == b.query_tile && a.split_from == b.split_from && a.split_chunk == b.split_chunk &&
+           a.exp2 == b.exp2 && a.reciprocal == b.reciprocal;
   };
   for (Mutation m : {Mutation::split_kv_merge_unscaled, Mutation::head_dim_tail_dropped, Mutation::decode_path_ignores_mask})
     EXPECT_TRUE(same_tiles(mutant(m), correct_variant("tiled_split_kv"))) << int(m);
@@ -241,8 +243,7 @@ TEST(TiledMutants, LiveInTheCorrectTiledKernels) {
 
 // The mutant within the bound on every spec of `fine`, and beyond it on every spec of `wrong`, each
 // drawn with its seed and with two more.
-void expect_size_dependent(Mutation mutation, const char* name, const std::vector<Spec>& fine,
-                           const std::vector<Spec>& wrong) {
+void expect_size_dependent(Mutation mutation, const char* name, const std::vector<Spec>& fine, const std::vector<Spec>& wrong) {
   const Variant variant = mutant(mutation);
   for (const Spec& base : fine)
     for (uint64_t draw = 0; draw < 3; ++draw) {
@@ -275,11 +276,11 @@ TEST(TiledMutants, LastPartialKeyTileDropped) {
 }
 
 TEST(TiledMutants, SplitKvMergeUnscaled) {
-  expect_size_dependent(Mutation::split_kv_merge_unscaled, "split_kv_merge_unscaled",
-                        {{.shape = shape(3, 319), .positive_values = true, .seed = 31},
-                         {.shape = shape(1, 319, 64, 16), .allow_mask = true, .positive_values = true, .seed = 32}},
-                        {{.shape = shape(3, 320), .positive_values = true, .seed = 33},
-                         {.shape = shape(1, 1025, 64, 16), .seed = 34}});
+  expect_size_dependent(
+      Mutation::split_kv_merge_unscaled, "split_kv_merge_unscaled",
+      {{.shape = shape(3, 319), .positive_values = true, .seed = 31},
+       {.shape = shape(1, 319, 64, 16), .allow_mask = true, .positive_values = true, .seed = 32}},
+      {{.shape = shape(3, 320), .positive_values = true, .seed = 33}, {.shape = shape(1, 1025, 64, 16), .seed = 34}});
 }
 
 TEST(TiledMutants, CausalTilesAssumeEqualSize) {
@@ -314,11 +315,10 @@ TEST(TiledMutants, DecodePathIgnoresMask) {
 }
 
 TEST(TiledMutants, RunningSumFp16LongContext) {
-  expect_size_dependent(Mutation::running_sum_fp16_long_context, "running_sum_fp16_long_context",
-                        {{.shape = shape(2, 1024), .positive_values = true, .seed = 71},
-                         {.shape = shape(2, 1024, 64, 8), .seed = 72}},
-                        {{.shape = shape(2, 1025), .positive_values = true, .seed = 73},
-                         {.shape = shape(2, 2048, 64, 8), .seed = 74}});
+  expect_size_dependent(
+      Mutation::running_sum_fp16_long_context, "running_sum_fp16_long_context",
+      {{.shape = shape(2, 1024), .positive_values = true, .seed = 71}, {.shape = shape(2, 1024, 64, 8), .seed = 72}},
+      {{.shape = shape(2, 1025), .positive_values = true, .seed = 73}, {.shape = shape(2, 2048, 64, 8), .seed = 74}});
 }
 
 }  // namespace

@@ -89,15 +89,31 @@ std::vector<Bug> torch_bugs() {
   Case<float> big_q = key_zero_masked();
   big_q.q = {1e10f, 0};  // key 0 poisoned with 1e30 scores 7e39: +inf in float, and +inf + -inf = NaN
   return {
-      {"a row with no permitted key gives NaN", "EmptyRowsFollowThePolicy", empty, {0, 0}, "gives -nan under --empty-rows zero (--empty-rows nan would accept it)"},
-      {"NaN in a masked-out value leaks through 0 * NaN", "ForbiddenKeysAndValuesCannotChangeValidOutputs",
-       key_zero_masked(), {0, 0, 0}, "the values of keys it may not see were poisoned (key 0: nan): out[0,0,0,0] 2 became "},
-      {"inf in a masked-out value leaks through 0 * inf", "ForbiddenKeysAndValuesCannotChangeValidOutputs",
-       key_zero_masked(), {0, 0, 1}, "the values of keys it may not see were poisoned (key 0: inf): out[0,0,0,0] 2 became "},
-      {"a NaN masked-out key poisons its row through the additive mask", "ForbiddenKeysAndValuesCannotChangeValidOutputs",
-       key_zero_masked(), {0, 1, 0}, "only keys it may not see were poisoned (key 0: nan): out[0,0,0,0] 2 became "},
-      {"a masked-out key whose score overflows gives +inf + -inf", "ForbiddenKeysAndValuesCannotChangeValidOutputs",
-       big_q, {0, 1, 3}, "only keys it may not see were poisoned (key 0: 1.00000002e+30): out[0,0,0,0] 2 became "},
+      {"a row with no permitted key gives NaN",
+       "EmptyRowsFollowThePolicy",
+       empty,
+       {0, 0},
+       "gives -nan under --empty-rows zero (--empty-rows nan would accept it)"},
+      {"NaN in a masked-out value leaks through 0 * NaN",
+       "ForbiddenKeysAndValuesCannotChangeValidOutputs",
+       key_zero_masked(),
+       {0, 0, 0},
+       "the values of keys it may not see were poisoned (key 0: nan): out[0,0,0,0] 2 became "},
+      {"inf in a masked-out value leaks through 0 * inf",
+       "ForbiddenKeysAndValuesCannotChangeValidOutputs",
+       key_zero_masked(),
+       {0, 0, 1},
+       "the values of keys it may not see were poisoned (key 0: inf): out[0,0,0,0] 2 became "},
+      {"a NaN masked-out key poisons its row through the additive mask",
+       "ForbiddenKeysAndValuesCannotChangeValidOutputs",
+       key_zero_masked(),
+       {0, 1, 0},
+       "only keys it may not see were poisoned (key 0: nan): out[0,0,0,0] 2 became "},
+      {"a masked-out key whose score overflows gives +inf + -inf",
+       "ForbiddenKeysAndValuesCannotChangeValidOutputs",
+       big_q,
+       {0, 1, 3},
+       "only keys it may not see were poisoned (key 0: 1.00000002e+30): out[0,0,0,0] 2 became "},
   };
 }
 
@@ -112,16 +128,15 @@ TEST(HandMadeCases, FlushedSubnormalCasePassesCheckAsItPassesCompare) {
 TEST(HandMadeCases, PyTorch113EachContractBugIsCaughtByThePropertyThatNamesIt) {
   for (const Bug& bug : torch_bugs()) {
     const std::string message = failure(TORCH_SO, bug.property, bug.c, bug.choices);
-    EXPECT_NE(message.find(bug.caught_as), std::string::npos) << bug.name << ", Property." << bug.property
-                                                              << " said:\n" << message;
+    EXPECT_NE(message.find(bug.caught_as), std::string::npos) << bug.name << ", Property." << bug.property << " said:\n"
+                                                              << message;
   }
 }
 #endif
 
 #ifdef SLEEF_SO
 TEST(HandMadeCases, SleefTwoPassKernelPassesTheSameCases) {
-  for (const Bug& bug : torch_bugs())
-    EXPECT_EQ(failure(SLEEF_SO, bug.property, bug.c, bug.choices), "") << bug.name;
+  for (const Bug& bug : torch_bugs()) EXPECT_EQ(failure(SLEEF_SO, bug.property, bug.c, bug.choices), "") << bug.name;
 }
 #endif
 

@@ -63,7 +63,7 @@ Case<T> without(const Case<T>& c, Axis axis, int64_t from, int64_t to) {
       r.shape.H -= n * group;
       r.shape.H_kv = kv - n;
       break;
-    case group_member:  // members [from, to) of every group of query heads: groups n smaller
+    case group_member:                         // members [from, to) of every group of query heads: groups n smaller
       for (int64_t g = kv - 1; g >= 0; --g) {  // the last group first, so that earlier ones stay put
         const Dims now{s.B, kv * group - (kv - 1 - g) * n, s.Tq, s.dk}, now_bias{s.B, now[1], s.Tq, s.Tk};
         r.q = erase_range(r.q, now, 1, g * group + from, g * group + to);
@@ -170,8 +170,7 @@ std::string features(const Case<T>& c) {
 }  // namespace
 
 template <class T>
-bool offer_simpler(const Case<T>& c, uint32_t capabilities, const std::function<bool(Case<T>&&)>& offer,
-                   const Domain& domain) {
+bool offer_simpler(const Case<T>& c, uint32_t capabilities, const std::function<bool(Case<T>&&)>& offer, const Domain& domain) {
   const auto accept = [&](Case<T>&& candidate) {
     if (restrictions_broken(call_view(candidate.problem(), false, false), domain)) return false;
     candidate.mix = features(candidate);
@@ -184,10 +183,15 @@ bool offer_simpler(const Case<T>& c, uint32_t capabilities, const std::function<
   // loses queries and keys together too, and one with dk = dv columns of both widths, so that a
   // domain that takes only those still shrinks.
   const int64_t kv = s.kv_heads(), group = s.H / kv;
-  const std::pair<Axis, int64_t> axes[] = {{batch, s.B},  {group == 1 ? head : kv_group, group == 1 ? s.H : kv},
+  const std::pair<Axis, int64_t> axes[] = {{batch, s.B},
+                                           {group == 1 ? head : kv_group, group == 1 ? s.H : kv},
                                            {group_member, group > 1 ? group : 0},
-                                           {query, s.Tq}, {key, s.Tk}, {position, s.Tq == s.Tk ? s.Tq : 0},
-                                           {key_width, s.dk}, {value_width, s.dv}, {head_width, s.dk == s.dv ? s.dk : 0}};
+                                           {query, s.Tq},
+                                           {key, s.Tk},
+                                           {position, s.Tq == s.Tk ? s.Tq : 0},
+                                           {key_width, s.dk},
+                                           {value_width, s.dv},
+                                           {head_width, s.dk == s.dv ? s.dk : 0}};
   for (int64_t parts = 2, widest = 1; widest >= 1; parts *= 2) {
     widest = 0;
     for (const auto& [axis, n] : axes) {

@@ -83,9 +83,7 @@ namespace {
 template <class T>
 std::optional<Format> format_named(const std::string& precision) {
   for (Format f : {Format::f32, Format::f64, Format::f16, Format::bf16})
-    if (precision == format_name(f) &&
-        (f == Precision<T>::format || (std::is_same_v<T, float> && is_narrow(f))))
-      return f;
+    if (precision == format_name(f) && (f == Precision<T>::format || (std::is_same_v<T, float> && is_narrow(f)))) return f;
   return std::nullopt;
 }
 
@@ -119,9 +117,9 @@ std::string case_to_text(const Case<T>& c) {
   char scale[40];
   std::snprintf(scale, sizeof scale, "%a", c.scale);
   std::string text = std::string("case ") + format_name(c.format) + " " + std::to_string(kVersion) + "\n";
-  text += "shape B " + std::to_string(s.B) + " H " + std::to_string(s.H) + " H_kv " + std::to_string(s.kv_heads()) +
-          " Tq " + std::to_string(s.Tq) + " Tk " +
-          std::to_string(s.Tk) + " dk " + std::to_string(s.dk) + " dv " + std::to_string(s.dv) + "\n";
+  text += "shape B " + std::to_string(s.B) + " H " + std::to_string(s.H) + " H_kv " + std::to_string(s.kv_heads()) + " Tq " +
+          std::to_string(s.Tq) + " Tk " + std::to_string(s.Tk) + " dk " + std::to_string(s.dk) + " dv " + std::to_string(s.dv) +
+          "\n";
   // lse-empty only when it is not the default, so that every case written before it reads the same.
   text += std::string("options causal ") + causal_name(c.causal) + " scale " + scale + " empty-rows " +
           empty_rows_word(c.empty_rows) + (c.lse_empty == LseEmpty::zero ? " lse-empty zero" : "") + "\n";
@@ -157,7 +155,8 @@ Case<T> case_from_text(const std::string& first_line, std::istream& in) {
   if (word != "case") bad("expected a 'case' line, got '" + first_line + "'");
   const std::optional<Format> format = format_named<T>(precision);
   if (!format) bad("a " + precision + " case where a " + Precision<T>::name + " one was expected");
-  if (version != kVersion) bad("format version " + std::to_string(version) + ", this attncheck reads " + std::to_string(kVersion));
+  if (version != kVersion)
+    bad("format version " + std::to_string(version) + ", this attncheck reads " + std::to_string(kVersion));
   Case<T> c;
   c.format = *format;
   Shape& s = c.shape;
@@ -242,7 +241,8 @@ Case<T> case_from_text(const std::string& first_line, std::istream& in) {
       if (rate.empty() || *end != '\0') bad("dropout rate '" + rate + "' is not a number");
       errno = 0;
       c.dropout_seed = std::strtoull(seed.c_str(), &end, 10);
-      if (seed.empty() || *end != '\0' || seed[0] == '-' || errno == ERANGE) bad("dropout seed '" + seed + "' is not a 64-bit count");
+      if (seed.empty() || *end != '\0' || seed[0] == '-' || errno == ERANGE)
+        bad("dropout seed '" + seed + "' is not a 64-bit count");
     } else if (name == "mix") {
       std::getline(words >> std::ws, c.mix);
     } else if (name == "q") {

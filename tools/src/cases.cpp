@@ -25,7 +25,6 @@ const char* const kValueNames[] = {"ties", "normal", "wide", "tiny", "bits"};
 
 double uniform01(Chooser& choose) { return double(choose.below(uint64_t(1) << 53)) * 0x1p-53; }
 
-
 template <class T>
 T arbitrary_bits(Chooser& choose) {
   return Precision<T>::from_bits(typename Precision<T>::Bits(choose.below(std::numeric_limits<uint64_t>::max())));
@@ -34,11 +33,16 @@ T arbitrary_bits(Chooser& choose) {
 template <class T>
 T value(Chooser& choose, Values kind) {
   switch (kind) {
-    case Values::ties: return T((const int[]){0, 1, -1, 2, -2}[choose.below(5)]);  // 0 the simplest
-    case Values::normal: return T(standard_normal(choose));
-    case Values::wide: return T(standard_normal(choose) * std::pow(10.0, double(choose.below(4))) * 4);
-    case Values::tiny: return choose.below(2) ? T(standard_normal(choose) * 1e-30) : std::numeric_limits<T>::denorm_min() * T(choose.below(1000));
-    case Values::bits: return arbitrary_bits<T>(choose);
+    case Values::ties:
+      return T((const int[]){0, 1, -1, 2, -2}[choose.below(5)]);  // 0 the simplest
+    case Values::normal:
+      return T(standard_normal(choose));
+    case Values::wide:
+      return T(standard_normal(choose) * std::pow(10.0, double(choose.below(4))) * 4);
+    case Values::tiny:
+      return choose.below(2) ? T(standard_normal(choose) * 1e-30) : std::numeric_limits<T>::denorm_min() * T(choose.below(1000));
+    case Values::bits:
+      return arbitrary_bits<T>(choose);
   }
   return 0;
 }
@@ -54,8 +58,10 @@ double narrow_value(Chooser& choose, Values kind) {
       return round_to<F>(choose.below(2) ? standard_normal(choose) * P::smallest_normal * 16
                                          : smallest_subnormal * double(choose.below(1000)));
     }
-    case Values::bits: return P::to_double(arbitrary_bits<F>(choose));
-    default: return round_to<F>(double(value<double>(choose, kind)));
+    case Values::bits:
+      return P::to_double(arbitrary_bits<F>(choose));
+    default:
+      return round_to<F>(double(value<double>(choose, kind)));
   }
 }
 
@@ -113,8 +119,8 @@ void draw_large_shape(Chooser& choose, const CaseLimits& limits, Shape& s) {
   s.H = limits.min_heads + int64_t(choose.below(uint64_t(top_heads - limits.min_heads + 1)));
   const bool decoding = choose.below(3) == 0 && !domain.square();
   const Lengths most = longest(limits, limits.ladder_len);
-  s.Tq = std::max(limits.min_len, decoding ? 1 + int64_t(choose.below(uint64_t(std::min<int64_t>(3, most.q))))
-                                           : ladder_length(choose, most.q));
+  s.Tq = std::max(limits.min_len,
+                  decoding ? 1 + int64_t(choose.below(uint64_t(std::min<int64_t>(3, most.q)))) : ladder_length(choose, most.q));
   s.Tk = std::max(limits.min_len, ladder_length(choose, most.k));
   if (domain.square()) s.Tk = s.Tq;
   std::vector<int64_t> widths;
@@ -135,7 +141,16 @@ void draw_large_shape(Chooser& choose, const CaseLimits& limits, Shape& s) {
 // Extreme logits for the bias: the fp32 exp overflow edge, the common finite mask sentinels, -FLT_MAX.
 template <class T>
 T extreme_logit(Chooser& choose) {
-  const T picks[] = {0, 1, -88.7f, 88.7f, 100, -100, -1e4f, 1e4f, -1e9f, -std::numeric_limits<float>::max(),
+  const T picks[] = {0,
+                     1,
+                     -88.7f,
+                     88.7f,
+                     100,
+                     -100,
+                     -1e4f,
+                     1e4f,
+                     -1e9f,
+                     -std::numeric_limits<float>::max(),
                      -std::numeric_limits<T>::infinity()};
   return picks[choose.below(sizeof picks / sizeof picks[0])];
 }
@@ -201,7 +216,6 @@ void draw_kv_groups(Chooser& choose, Case<T>& c, const CaseLimits& limits, bool 
   mixed(c, ATTNCHECK_CAP_GQA);
 }
 
-
 // The bias, drawn in T, rounded to the case's format.
 template <class T>
 void round_bias(Case<T>& c) {
@@ -260,8 +274,8 @@ Problem<T> Case<T>::problem() const {
   p.q = q.data();
   p.k = k.data();
   p.v = v.data();
-  p.masks = {allow.empty() ? nullptr : allow.data(), causal, key_lengths.empty() ? nullptr : key_lengths.data(),
-             window_left, window_right};
+  p.masks = {allow.empty() ? nullptr : allow.data(), causal, key_lengths.empty() ? nullptr : key_lengths.data(), window_left,
+             window_right};
   p.bias = bias.empty() ? nullptr : bias.data();
   p.scale = scale;
   p.softcap = softcap;
@@ -327,7 +341,8 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& unclamped) {
     const uint64_t quarters = density - 1;  // the allowed fraction, 0 to 4 quarters
     c.allow.resize(size_t(s.allow_size()));
     for (uint8_t& a : c.allow) a = choose.below(4) < quarters ? 1 : 0;
-    if (choose.below(3) == 0) std::fill_n(c.allow.begin() + s.allow_at(0, int64_t(choose.below(uint64_t(s.Tq)))), s.Tk, uint8_t(0));
+    if (choose.below(3) == 0)
+      std::fill_n(c.allow.begin() + s.allow_at(0, int64_t(choose.below(uint64_t(s.Tq)))), s.Tk, uint8_t(0));
     mixed(c, ATTNCHECK_CAP_ALLOW);
   }
   if ((can & ATTNCHECK_CAP_KV_LENS) && choose.below(3) == 0) {
@@ -424,17 +439,16 @@ std::string describe(const Case<T>& c) {
     extras += "; window " + std::to_string(c.window_left) + "," + std::to_string(c.window_right);
   if (c.softcap != 0) extras += "; soft-cap " + show(c.softcap);
   if (c.dropout_p != 0) extras += "; dropout p " + show(c.dropout_p) + " seed " + std::to_string(c.dropout_seed);
-  if (is_narrow(c.format))
-    extras += std::string("; in ") + format_name(c.format);
-  std::snprintf(line, sizeof line, "B %lld, H %lld%s, Tq %lld, Tk %lld, dk %lld, dv %lld; scale %s; causal %s%s; empty rows %s; %s\n",
-                (long long)s.B, (long long)s.H, kv_heads.c_str(), (long long)s.Tq, (long long)s.Tk, (long long)s.dk,
-                (long long)s.dv, c.scale == 0 ? "default" : show(c.scale).c_str(), causal_name(c.causal), extras.c_str(),
-                (empty_rows_word(c.empty_rows) + std::string(c.lse_empty == LseEmpty::zero ? ", their lse 0" : "")).c_str(),
-                c.mix.c_str());
+  if (is_narrow(c.format)) extras += std::string("; in ") + format_name(c.format);
+  std::snprintf(
+      line, sizeof line, "B %lld, H %lld%s, Tq %lld, Tk %lld, dk %lld, dv %lld; scale %s; causal %s%s; empty rows %s; %s\n",
+      (long long)s.B, (long long)s.H, kv_heads.c_str(), (long long)s.Tq, (long long)s.Tk, (long long)s.dk, (long long)s.dv,
+      c.scale == 0 ? "default" : show(c.scale).c_str(), causal_name(c.causal), extras.c_str(),
+      (empty_rows_word(c.empty_rows) + std::string(c.lse_empty == LseEmpty::zero ? ", their lse 0" : "")).c_str(), c.mix.c_str());
   std::string text = line;
   const bool grid = s.Tq <= 64 && s.Tk <= 96;  // else a line per batch: a grid would not be read
-  const bool unmasked = c.allow.empty() && c.key_lengths.empty() && c.causal == Causal::none && c.window_left < 0 &&
-                        c.window_right < 0;
+  const bool unmasked =
+      c.allow.empty() && c.key_lengths.empty() && c.causal == Causal::none && c.window_left < 0 && c.window_right < 0;
   if (unmasked) text += "  no mask: every query may attend to every key\n";
   for (int64_t b = 0; b < s.B && !unmasked; ++b) {
     if (!grid) {
@@ -527,8 +541,10 @@ Case<T> with_unseen_inputs(Case<T> c, Unseen how) {
   const T ninf = -std::numeric_limits<T>::infinity();
   auto change = [&](T* x, int64_t n, bool bias = false) {  // a -inf bias forbids: finite leaves it
     for (int64_t d = 0; d < n; ++d)
-      if (how == Unseen::zero) x[d] = T(0);
-      else if (!std::isfinite(x[d]) && !(bias && x[d] == ninf)) x[d] = std::isnan(x[d]) ? big : std::copysign(big, x[d]);
+      if (how == Unseen::zero)
+        x[d] = T(0);
+      else if (!std::isfinite(x[d]) && !(bias && x[d] == ninf))
+        x[d] = std::isnan(x[d]) ? big : std::copysign(big, x[d]);
   };
   const Problem<T> p = c.problem();
   auto sees = [&](int64_t b, int64_t h, int64_t i, int64_t j) {

@@ -13,7 +13,7 @@ namespace {
 #if defined(__x86_64__)
 // MXCSR in the low half (bits 0-5, the sticky flags, left out), the x87 control word above it.
 constexpr uint64_t kFlags = 0x3f, kDaz = 1u << 6, kFtz = 1u << 15;
-constexpr int kRoundingShift = 13;  // MXCSR bits 13-14: nearest, down, up, toward zero
+constexpr int kRoundingShift = 13;       // MXCSR bits 13-14: nearest, down, up, toward zero
 constexpr uint64_t kMasks = 0x3fu << 7;  // invalid, denormal, divide-by-zero, overflow, underflow, precision
 const char* const kExceptions[] = {"invalid", "denormal", "divide-by-zero", "overflow", "underflow", "inexact"};
 
@@ -31,8 +31,7 @@ const char* rounding_name(int mode) {
 
 std::string join(const std::vector<std::string>& parts) {
   std::string text;
-  for (size_t n = 0; n < parts.size(); ++n)
-    text += (n == 0 ? "" : n + 1 == parts.size() ? " and " : ", ") + parts[n];
+  for (size_t n = 0; n < parts.size(); ++n) text += (n == 0 ? "" : n + 1 == parts.size() ? " and " : ", ") + parts[n];
   return text;
 }
 
@@ -87,8 +86,8 @@ std::string fp_mode_change(FpMode before, FpMode after) {
   }
   const int rounding_b = int(b >> kRoundingShift) & 3, rounding_a = int(a >> kRoundingShift) & 3;
   if (rounding_a != rounding_b)
-    what.push_back(std::string("set the rounding mode ") + rounding_name(rounding_a) + " (it was " +
-                   rounding_name(rounding_b) + ")");
+    what.push_back(std::string("set the rounding mode ") + rounding_name(rounding_a) + " (it was " + rounding_name(rounding_b) +
+                   ")");
   std::vector<std::string> unmasked;
   for (int e = 0; e < 6; ++e)
     if ((b & (1u << (7 + e))) && !(a & (1u << (7 + e)))) unmasked.push_back(kExceptions[e]);

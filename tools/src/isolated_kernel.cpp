@@ -284,7 +284,8 @@ attncheck_mha_v2 layer_of(const Request& request, Data data) {
         break;
       }
     const FrameHeader result{kResult, uint32_t(status == 0 ? result_payload(request) : sizeof status)};
-    if (write_all(answers, &result, sizeof result, forever) != Io::ok || write_all(answers, &status, sizeof status, forever) != Io::ok)
+    if (write_all(answers, &result, sizeof result, forever) != Io::ok ||
+        write_all(answers, &status, sizeof status, forever) != Io::ok)
       _exit(0);
     for (int b = 0; b < kBuffers && status == 0; ++b)
       if (written(request, b) && write_all(answers, all[b]->data, sizes[b], forever) != Io::ok) _exit(0);
@@ -310,7 +311,8 @@ std::string fault_place(const Fault& f) {
   if (named && f.where == Fault::read_only) return "it wrote into the read-only input " + name;
   if (named && f.where == Fault::outside && f.distance <= kNear)
     return "it touched memory outside every buffer, " + bytes + "past the end of " + name;
-  if (f.where == Fault::outside && f.address < 65536) return std::string("it dereferenced a null pointer (address ") + address + ")";
+  if (f.where == Fault::outside && f.address < 65536)
+    return std::string("it dereferenced a null pointer (address ") + address + ")";
   if (f.where == Fault::outside) return std::string("it touched memory outside every buffer, at ") + address;
   return "";
 }
@@ -426,8 +428,7 @@ void end_tree(pid_t root, bool with_root) {
   const rlimit no_core{0, 0};
   setrlimit(RLIMIT_CORE, &no_core);
   int status = 0;
-  while (waitpid(run, &status, 0) < 0 && errno == EINTR && !g_checker_gone) {
-  }
+  while (waitpid(run, &status, 0) < 0 && errno == EINTR && !g_checker_gone) {}
   end_tree(getpid(), false);  // the command is over, or the checker: so is what it started
   if (g_checker_gone) _exit(137);
   if (WIFSIGNALED(status)) {
@@ -442,7 +443,10 @@ void end_tree(pid_t root, bool with_root) {
 // ---- The checker's side ----
 
 IsolatedKernel::IsolatedKernel(std::string which, double case_timeout_seconds, bool command)
-    : which_(std::move(which)), timeout_(case_timeout_seconds), patience_(case_timeout_seconds, false, command), command_(command) {}
+    : which_(std::move(which)),
+      timeout_(case_timeout_seconds),
+      patience_(case_timeout_seconds, false, command),
+      command_(command) {}
 
 IsolatedKernel::~IsolatedKernel() {
   stop();
@@ -544,7 +548,8 @@ std::optional<Outcome> IsolatedKernel::receive(const char* during, const Deadlin
       return broken("a HELO frame of 12 or " + std::to_string(sizeof *hello) + " bytes");
     if (auto end = payload(hello, frame.length)) return end;
     if (hello->protocol != kVersion)
-      return broken("it speaks protocol version " + std::to_string(hello->protocol) + ", this checker " + std::to_string(kVersion));
+      return broken("it speaks protocol version " + std::to_string(hello->protocol) + ", this checker " +
+                    std::to_string(kVersion));
     if (hello->abi != 1 && hello->abi != 2) return broken("its HELO names ABI " + std::to_string(hello->abi) + ", not 1 or 2");
     const Domain domain{hello->restrictions, limits_from_abi(hello->limits)};
     if (const std::string why = domain_error(domain, hello->capabilities); !why.empty())
@@ -571,10 +576,16 @@ std::optional<Outcome> IsolatedKernel::receive(const char* during, const Deadlin
   int32_t status;
   if (frame.length != sizeof status && frame.length != result_payload(headers))
     return broken("a RSLT frame of 4 bytes (a refusal) or " + std::to_string(result_payload(headers)) + " (the status and " +
-                  (r.flags & kLayer ? (r.flags & kWantWeights ? "out, weights)" : "out)") : r.flags & kBackward ? "dq, dk, dv)" : r.flags & kWantKeep ? (r.flags & kWantLse ? "out, keep, lse)" : "out, keep)") : r.flags & kWantLse ? "out, lse)" : "out)"));
+                  (r.flags & kLayer      ? (r.flags & kWantWeights ? "out, weights)" : "out)")
+                   : r.flags & kBackward ? "dq, dk, dv)"
+                   : r.flags & kWantKeep ? (r.flags & kWantLse ? "out, keep, lse)" : "out, keep)")
+                   : r.flags & kWantLse  ? "out, lse)"
+                                         : "out)"));
   if (const Io io = read_all(from_child_, &status, sizeof status, deadline); io != Io::ok) return lost(io);
-  if (status != 0 && frame.length != sizeof status) return broken("a refusal's RSLT carries the status alone", &status, sizeof status);
-  if (status == 0 && frame.length == sizeof status) return broken("a RSLT with status 0 carries the outputs", &status, sizeof status);
+  if (status != 0 && frame.length != sizeof status)
+    return broken("a refusal's RSLT carries the status alone", &status, sizeof status);
+  if (status == 0 && frame.length == sizeof status)
+    return broken("a RSLT with status 0 carries the outputs", &status, sizeof status);
   size_t sizes[kBuffers];
   buffer_sizes(headers, sizes);
   for (int b = 0; b < kBuffers && status == 0; ++b)
@@ -582,8 +593,9 @@ std::optional<Outcome> IsolatedKernel::receive(const char* during, const Deadlin
       if (const Io io = read_all(from_child_, into[b], sizes[b], deadline); io != Io::ok) return lost(io);
   if (stray_.first >= 0)
     return Outcome{Outcome::stray_write, 0,
-                   std::string("wrote outside its output: ") + (stray_.second == 0 ? "before the start of " : "past the end of ") +
-                       kBufferNames[stray_.first] + " (canary bytes changed)"};
+                   std::string("wrote outside its output: ") +
+                       (stray_.second == 0 ? "before the start of " : "past the end of ") + kBufferNames[stray_.first] +
+                       " (canary bytes changed)"};
   if (status != 0) return Outcome{Outcome::refused, status, "refused a valid problem (returned " + std::to_string(status) + ")"};
   return Outcome{};
 }
@@ -629,11 +641,12 @@ void IsolatedKernel::start() {
   const Deadline deadline = deadline_after(start_timeout_);
   cut_by_budget_ = false;
   std::optional<Outcome> started;
-  while (!(started = receive(command_ ? "starting" : "loading the plugin", deadline, nullptr, none, "", &hello))) {
-  }
+  while (!(started = receive(command_ ? "starting" : "loading the plugin", deadline, nullptr, none, "", &hello))) {}
   if (started->kind != Outcome::ok) {  // a plugin's FAIL is the loader's reason, which names the file
     const std::string err = take_stderr();
-    throw std::runtime_error((command_ ? "the command '" + which_ + "': " : started->kind == Outcome::refused ? "" : which_ + ": ") +
+    throw std::runtime_error((command_                            ? "the command '" + which_ + "': "
+                              : started->kind == Outcome::refused ? ""
+                                                                  : which_ + ": ") +
                              started->detail + (err.empty() ? "" : "\nits stderr:\n" + err));
   }
   version_ = int32_t(hello.abi);
@@ -642,8 +655,9 @@ void IsolatedKernel::start() {
 }
 
 Outcome IsolatedKernel::budget_ended(const char* during) {
-  return Outcome{Outcome::out_of_budget, 0, std::string("stopped while ") + during + ": " +
-                                                (stop_requested() ? "the run was interrupted" : "the run's budget (--seconds) ended")};
+  return Outcome{Outcome::out_of_budget, 0,
+                 std::string("stopped while ") + during + ": " +
+                     (stop_requested() ? "the run was interrupted" : "the run's budget (--seconds) ended")};
 }
 
 bool IsolatedKernel::told_to_stop() const { return stop_requested() || (stop_when_ && stop_when_()); }
@@ -656,7 +670,8 @@ Outcome IsolatedKernel::hung(const char* during) {
   if (told_to_stop() || (cut_by_budget_ && !judged)) return budget_ended(during);
   char start[80];
   std::snprintf(start, sizeof start, "no answer within %.3g s", start_timeout_);
-  return Outcome{Outcome::hung, 0, "hung: " + (watch_ ? watch_->why() : std::string(start)) + " while " + during + " (the child was killed)"};
+  return Outcome{Outcome::hung, 0,
+                 "hung: " + (watch_ ? watch_->why() : std::string(start)) + " while " + during + " (the child was killed)"};
 }
 
 Outcome IsolatedKernel::fate(const char* waiting_for) {
@@ -690,20 +705,15 @@ Request request_for(const Case<T>& c, const attncheck_problem_v2& abi, bool want
   const CallView call = call_view(c.problem(), want_lse, backward, want_keep);
   for (const Feature& f : features())
     if (f.used(call)) flags |= f.protocol_flag;
-  return {{abi.dtype,        flags,
-          int32_t(s.B),     int32_t(s.H),
-          int32_t(s.kv_heads()), int32_t(s.Tq),
-          int32_t(s.Tk),    int32_t(s.dk),
-          int32_t(s.dv),    int32_t(c.causal),
-          int32_t(c.window_left), int32_t(c.window_right),
-          c.scale,          c.softcap},
+  return {{abi.dtype, flags, int32_t(s.B), int32_t(s.H), int32_t(s.kv_heads()), int32_t(s.Tq), int32_t(s.Tk), int32_t(s.dk),
+           int32_t(s.dv), int32_t(c.causal), int32_t(c.window_left), int32_t(c.window_right), c.scale, c.softcap},
           {c.dropout_p, c.dropout_seed}};
 }
 
 }  // namespace
 
-Outcome IsolatedKernel::exchange(const Request& headers, const void* const (&buffers)[kBuffers],
-                                 void* const (&into)[kBuffers], const char* entry_point) {
+Outcome IsolatedKernel::exchange(const Request& headers, const void* const (&buffers)[kBuffers], void* const (&into)[kBuffers],
+                                 const char* entry_point) {
   if (past_budget()) return budget_ended("waiting to be sent");
   const CallLimits limits = patience_.for_call(headers);
   Outcome outcome = exchange_once(headers, buffers, into, entry_point, limits);
@@ -736,7 +746,8 @@ Outcome IsolatedKernel::exchange_once(const Request& headers, const void* const 
   const FrameHeader frame{kProblem, uint32_t(problem_payload(headers))};
   Io sent = write_all(to_child_, &frame, sizeof frame, deadline);
   if (sent == Io::ok) sent = write_all(to_child_, &request, sizeof request, deadline);
-  if (sent == Io::ok && (request.flags & kDropout)) sent = write_all(to_child_, &headers.dropout, sizeof headers.dropout, deadline);
+  if (sent == Io::ok && (request.flags & kDropout))
+    sent = write_all(to_child_, &headers.dropout, sizeof headers.dropout, deadline);
   if (sent == Io::ok && (request.flags & kLayer)) sent = write_all(to_child_, &headers.layer, sizeof headers.layer, deadline);
   for (int b = 0; b < kBuffers && sent == Io::ok; ++b)
     if (!written(headers, b) && sizes[b] > 0) sent = write_all(to_child_, buffers[b], sizes[b], deadline);
@@ -744,8 +755,7 @@ Outcome IsolatedKernel::exchange_once(const Request& headers, const void* const 
   if (sent == Io::timed_out) return hung("reading its problem");
   stray_ = {-1, -1};
   std::optional<Outcome> outcome;
-  while (!(outcome = receive("computing", deadline, &headers, into, entry_point, nullptr))) {
-  }
+  while (!(outcome = receive("computing", deadline, &headers, into, entry_point, nullptr))) {}
   if (outcome->kind != Outcome::hung) {
     watch_->finish();
     patience_.record(headers, watch_->cpu_used());
@@ -765,7 +775,8 @@ Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out, std::vector<T
     throw std::logic_error("a case whose tensors do not fit its shape");
   const Problem<T> problem = c.problem();
   const bool want_keep = keep && c.dropout_p > 0;
-  require_sendable(call_view(problem, lse != nullptr, false, want_keep), capabilities_, domain_);  // a v1 plugin's: what ABI v1 carries
+  require_sendable(call_view(problem, lse != nullptr, false, want_keep), capabilities_,
+                   domain_);  // a v1 plugin's: what ABI v1 carries
   out.resize(size_t(s.out_size()));
   if (lse) lse->resize(size_t(s.lse_size()));
   if (keep) keep->assign(want_keep ? size_t(s.scores_size()) : 0, kUnwrittenKeep);
@@ -774,7 +785,8 @@ Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out, std::vector<T
       to_abi_v2(problem, out.data(), lse ? lse->data() : nullptr, narrow, want_keep ? keep->data() : nullptr);
   const Request request = request_for(c, abi, lse != nullptr, false, want_keep);
   const void* const buffers[kBuffers] = {abi.q, abi.k, abi.v, c.allow.data(), c.key_lengths.data(), abi.bias};
-  void* const into[kBuffers] = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, abi.out, abi.dropout_keep, abi.lse};
+  void* const into[kBuffers] = {nullptr, nullptr, nullptr, nullptr,          nullptr,
+                                nullptr, nullptr, abi.out, abi.dropout_keep, abi.lse};
   const Outcome outcome = exchange(request, buffers, into, entry_point_name(version_, std::is_same_v<T, float>));
   widen_output(problem, narrow, out.data());
   return outcome;
@@ -792,8 +804,8 @@ Outcome IsolatedKernel::run_backward(const Case<T>& c, const Grads<T>& grads) {
   attncheck_problem_v2 forward;
   const attncheck_grads_v2 abi = to_abi_grads(problem, grads, forward, narrow, narrow_grads);
   const Request request = request_for(c, forward, false, true);
-  const void* const buffers[kBuffers] = {forward.q, forward.k, forward.v, c.allow.data(), c.key_lengths.data(),
-                                         forward.bias, abi.dout, forward.out, nullptr, forward.lse};
+  const void* const buffers[kBuffers] = {forward.q,    forward.k, forward.v,   c.allow.data(), c.key_lengths.data(),
+                                         forward.bias, abi.dout,  forward.out, nullptr,        forward.lse};
   void* const into[kBuffers] = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                                 nullptr, nullptr, nullptr, abi.dq,  abi.dk,  abi.dv};
   const Outcome outcome = exchange(request, buffers, into, "attncheck_backward_v2");

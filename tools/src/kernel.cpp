@@ -52,8 +52,7 @@ const Kernel& kernel_from_environment() {
 }
 
 template <class T>
-int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out, std::vector<T>* lse,
-                   std::vector<uint8_t>* keep) {
+int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out, std::vector<T>* lse, std::vector<uint8_t>* keep) {
   const Shape& s = c.shape;
   out.assign(size_t(s.out_size()), std::numeric_limits<T>::quiet_NaN());  // unwritten outputs fail
   if (lse) lse->assign(size_t(s.lse_size()), std::numeric_limits<T>::quiet_NaN());
@@ -72,7 +71,8 @@ int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out, 
   std::vector<uint8_t> allow;  // v1: key lengths folded in
   const attncheck_problem v1 = plugin.version == 1 ? to_abi(problem, out.data(), allow) : attncheck_problem{};
   NarrowBuffers narrow;  // f16 and bf16 as bit patterns
-  const attncheck_problem_v2 v2 = plugin.version == 1 ? attncheck_problem_v2{} : to_abi_v2(problem, out.data(), lse_data, narrow, keep_data);
+  const attncheck_problem_v2 v2 =
+      plugin.version == 1 ? attncheck_problem_v2{} : to_abi_v2(problem, out.data(), lse_data, narrow, keep_data);
   const FpMode caller = current_fp_mode();
   set_fp_mode(kernel.mode);
   const int32_t status = plugin.version == 1 ? (f32 ? plugin.forward_f32 : plugin.forward_f64)(&v1) : plugin.forward_v2(&v2);
@@ -137,6 +137,7 @@ template int32_t run_kernel_layer(const Kernel&, const LayerCase<double>&, std::
 template int32_t run_kernel_backward(const Kernel&, const Case<float>&, const Grads<float>&);
 template int32_t run_kernel_backward(const Kernel&, const Case<double>&, const Grads<double>&);
 template int32_t run_kernel(const Kernel&, const Case<float>&, std::vector<float>&, std::vector<float>*, std::vector<uint8_t>*);
-template int32_t run_kernel(const Kernel&, const Case<double>&, std::vector<double>&, std::vector<double>*, std::vector<uint8_t>*);
+template int32_t run_kernel(const Kernel&, const Case<double>&, std::vector<double>&, std::vector<double>*,
+                            std::vector<uint8_t>*);
 
 }  // namespace attncheck

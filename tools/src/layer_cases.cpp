@@ -22,8 +22,8 @@ Layer<T> LayerCase<T>::layer() const {
   l.b_k = optional(b_k);
   l.b_v = optional(b_v);
   l.b_o = optional(b_o);
-  l.masks = {allow.empty() ? nullptr : allow.data(), causal, key_lengths.empty() ? nullptr : key_lengths.data(),
-             window_left, window_right};
+  l.masks = {allow.empty() ? nullptr : allow.data(), causal, key_lengths.empty() ? nullptr : key_lengths.data(), window_left,
+             window_right};
   l.scale = scale;
   l.empty_rows = empty_rows;
   l.format = format;
@@ -151,14 +151,15 @@ template <class T>
 std::string describe(const LayerCase<T>& c) {
   const LayerShape& s = c.shape;
   const Shape& h = s.heads;
-  std::string text = "layer B " + std::to_string(h.B) + ", Tq " + std::to_string(h.Tq) + ", Tk " + std::to_string(h.Tk) +
-                     ", D " + std::to_string(s.D) + ", H " + std::to_string(h.H) + ", H_kv " + std::to_string(h.kv_heads()) +
-                     ", dk " + std::to_string(h.dk) + ", dv " + std::to_string(h.dv) + "; " + c.mix + "; scale " +
+  std::string text = "layer B " + std::to_string(h.B) + ", Tq " + std::to_string(h.Tq) + ", Tk " + std::to_string(h.Tk) + ", D " +
+                     std::to_string(s.D) + ", H " + std::to_string(h.H) + ", H_kv " + std::to_string(h.kv_heads()) + ", dk " +
+                     std::to_string(h.dk) + ", dv " + std::to_string(h.dv) + "; " + c.mix + "; scale " +
                      (c.scale == 0 ? std::string("1/sqrt(dk)") : show(c.scale)) + "; causal " + causal_name(c.causal) +
                      "; window " + std::to_string(c.window_left) + " " + std::to_string(c.window_right) + "; " +
                      format_name(c.format) + (c.empty_rows == EmptyRows::nan ? "; empty rows NaN" : "") + "\n";
   if (c.key_lengths.size())
-    for (int64_t b = 0; b < h.B; ++b) text += "  key length of batch " + std::to_string(b) + ": " + std::to_string(c.key_lengths[size_t(b)]) + "\n";
+    for (int64_t b = 0; b < h.B; ++b)
+      text += "  key length of batch " + std::to_string(b) + ": " + std::to_string(c.key_lengths[size_t(b)]) + "\n";
   for (int64_t b = 0; b < h.B; ++b) {
     text += "  mask of batch " + std::to_string(b) + " (# may attend):\n";
     for (int64_t i = 0; i < h.Tq; ++i) {

@@ -17,8 +17,8 @@ namespace attncheck {
 namespace {
 
 constexpr char kMagic[6] = {'\x93', 'N', 'U', 'M', 'P', 'Y'};
-constexpr size_t kMaxPreamble = 12;              // magic, version, u32 header length (v2/v3)
-constexpr size_t kMaxHeader = size_t(1) << 20;   // a real header is ~100 bytes; NumPy itself stops at 10000
+constexpr size_t kMaxPreamble = 12;             // magic, version, u32 header length (v2/v3)
+constexpr size_t kMaxHeader = size_t(1) << 20;  // a real header is ~100 bytes; NumPy itself stops at 10000
 constexpr size_t kMaxDims = 8;
 constexpr int64_t kMaxElements = int64_t(1) << 31;
 constexpr bool kHostLittleEndian = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
@@ -27,13 +27,18 @@ constexpr bool kHostLittleEndian = __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__;
 
 size_t npy_itemsize(NpyDtype dtype) {
   switch (dtype) {
-    case NpyDtype::f32: return 4;
-    case NpyDtype::i32: return 4;
-    case NpyDtype::f64: return 8;
+    case NpyDtype::f32:
+      return 4;
+    case NpyDtype::i32:
+      return 4;
+    case NpyDtype::f64:
+      return 8;
     case NpyDtype::f16:
     case NpyDtype::u16:
-    case NpyDtype::i16: return 2;
-    default: return 1;
+    case NpyDtype::i16:
+      return 2;
+    default:
+      return 1;
   }
 }
 
@@ -42,14 +47,22 @@ namespace {
 // The descr write_npy puts in the header, as np.save would.
 const char* descr(NpyDtype dtype) {
   switch (dtype) {
-    case NpyDtype::f32: return "<f4";
-    case NpyDtype::f64: return "<f8";
-    case NpyDtype::u8: return "|u1";
-    case NpyDtype::i32: return "<i4";
-    case NpyDtype::f16: return "<f2";
-    case NpyDtype::u16: return "<u2";
-    case NpyDtype::i16: return "<i2";
-    default: return "|b1";
+    case NpyDtype::f32:
+      return "<f4";
+    case NpyDtype::f64:
+      return "<f8";
+    case NpyDtype::u8:
+      return "|u1";
+    case NpyDtype::i32:
+      return "<i4";
+    case NpyDtype::f16:
+      return "<f2";
+    case NpyDtype::u16:
+      return "<u2";
+    case NpyDtype::i16:
+      return "<i2";
+    default:
+      return "|b1";
   }
 }
 
@@ -227,8 +240,8 @@ Header parse_header(const uint8_t* bytes, size_t available, uint64_t file_size, 
   if (available < 8) throw NpyError(name + ": truncated: the file ends inside the format version");
   const int major = bytes[6], minor = bytes[7];
   if ((major != 1 && major != 2 && major != 3) || minor != 0)
-    throw NpyError(name + ": unsupported .npy format version " + std::to_string(major) + "." +
-                   std::to_string(minor) + " (need 1.0, 2.0 or 3.0)");
+    throw NpyError(name + ": unsupported .npy format version " + std::to_string(major) + "." + std::to_string(minor) +
+                   " (need 1.0, 2.0 or 3.0)");
   // v1 has a u16 header length, v2 and v3 (utf8 header, read like v2 since ours is ASCII) a u32.
   const size_t length_bytes = major == 1 ? 2 : 4;
   if (available < 8 + length_bytes) throw NpyError(name + ": truncated: the file ends inside the header length");
@@ -256,8 +269,8 @@ Header parse_header(const uint8_t* bytes, size_t available, uint64_t file_size, 
   h.data_bytes = elements * npy_itemsize(h.dtype);
   const uint64_t have = file_size - h.data_offset;
   if (have != h.data_bytes)
-    throw NpyError(name + (have < h.data_bytes ? ": truncated: shape " : ": extra data: shape ") + h.shape_text +
-                   " needs " + std::to_string(h.data_bytes) + " bytes of data, file has " + std::to_string(have));
+    throw NpyError(name + (have < h.data_bytes ? ": truncated: shape " : ": extra data: shape ") + h.shape_text + " needs " +
+                   std::to_string(h.data_bytes) + " bytes of data, file has " + std::to_string(have));
   return h;
 }
 
@@ -311,14 +324,22 @@ int64_t NpyArray::elements() const {
 // NumPy's name for each dtype, for messages.
 const char* dtype_name(NpyDtype dtype) {
   switch (dtype) {
-    case NpyDtype::f32: return "float32";
-    case NpyDtype::f64: return "float64";
-    case NpyDtype::u8: return "uint8";
-    case NpyDtype::i32: return "int32";
-    case NpyDtype::f16: return "float16";
-    case NpyDtype::u16: return "uint16";
-    case NpyDtype::i16: return "int16";
-    default: return "bool";
+    case NpyDtype::f32:
+      return "float32";
+    case NpyDtype::f64:
+      return "float64";
+    case NpyDtype::u8:
+      return "uint8";
+    case NpyDtype::i32:
+      return "int32";
+    case NpyDtype::f16:
+      return "float16";
+    case NpyDtype::u16:
+      return "uint16";
+    case NpyDtype::i16:
+      return "int16";
+    default:
+      return "bool";
   }
 }
 
@@ -343,7 +364,7 @@ struct Fd {
 Header open_npy(const std::string& path, Fd& file) {
   file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (file.fd < 0) throw NpyError(path + ": cannot open (" + std::strerror(errno) + ")");
-  struct stat st{};
+  struct stat st {};
   if (::fstat(file.fd, &st) != 0) throw NpyError(path + ": cannot open (" + std::strerror(errno) + ")");
   // A pipe or device has no size to check the header against and might never end.
   if (S_ISDIR(st.st_mode)) throw NpyError(path + ": cannot open (" + std::strerror(EISDIR) + ")");
@@ -379,22 +400,29 @@ void write_npy(const std::string& path, const NpyArray& array) {
     if (dim < 0) throw NpyError(path + ": cannot write a negative dimension " + std::to_string(dim));
     dims.push_back(std::to_string(dim));
   }
-  if (dims.size() > kMaxDims)
-    throw NpyError(path + ": cannot write more than " + std::to_string(kMaxDims) + " dimensions");
+  if (dims.size() > kMaxDims) throw NpyError(path + ": cannot write more than " + std::to_string(kMaxDims) + " dimensions");
   checked_shape(dims, path);
   const uint64_t need = uint64_t(array.elements()) * npy_itemsize(array.dtype);
   if (array.data.size() != need)
-    throw NpyError(path + ": data has " + std::to_string(array.data.size()) + " bytes, shape " + shape_text(dims) +
-                   " of " + dtype_name(array.dtype) + " needs " + std::to_string(need));
+    throw NpyError(path + ": data has " + std::to_string(array.data.size()) + " bytes, shape " + shape_text(dims) + " of " +
+                   dtype_name(array.dtype) + " needs " + std::to_string(need));
 
-  std::string header = std::string("{'descr': '") + descr(array.dtype) +
-                       "', 'fortran_order': False, 'shape': " + shape_text(dims) + ", }";
+  std::string header =
+      std::string("{'descr': '") + descr(array.dtype) + "', 'fortran_order': False, 'shape': " + shape_text(dims) + ", }";
   // NumPy pads with 1 to 64 spaces and a final '\n' so that the data starts 64-byte aligned;
   // padding exactly as it does keeps our files byte-identical to np.save's.
   const size_t unpadded = 10 + header.size() + 1;
   header.append(64 - unpadded % 64, ' ');
   header += '\n';
-  const unsigned char preamble[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, static_cast<unsigned char>(header.size()),
+  const unsigned char preamble[10] = {0x93,
+                                      'N',
+                                      'U',
+                                      'M',
+                                      'P',
+                                      'Y',
+                                      1,
+                                      0,
+                                      static_cast<unsigned char>(header.size()),
                                       static_cast<unsigned char>(header.size() >> 8)};
 
   std::FILE* f = std::fopen(path.c_str(), "wb");

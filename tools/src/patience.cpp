@@ -67,9 +67,7 @@ void CallWatch::finish() {
   if (judged_) judge();
 }
 
-double CallWatch::cpu_used() const {
-  return judged_ ? last_cpu_ - cpu_at_start_ : deadline_after(0) - started_at_;
-}
+double CallWatch::cpu_used() const { return judged_ ? last_cpu_ - cpu_at_start_ : deadline_after(0) - started_at_; }
 
 CallWatch::Verdict CallWatch::judge() {
   const GroupWork work = group_work(group_, leader_only_);
@@ -118,8 +116,7 @@ constexpr double kConfirm = 2, kConfirmBlocked = 6;
 // the layer's weights (other code, which a JIT may compile on its first call).
 uint64_t call_kind(const protocol::ProblemHeader& r) {
   using namespace protocol;
-  constexpr uint32_t direction =
-      protocol_flag(ATTNCHECK_CAP_LSE) | kBackward | kDropout | kWantKeep | kLayer | kWantWeights;
+  constexpr uint32_t direction = protocol_flag(ATTNCHECK_CAP_LSE) | kBackward | kDropout | kWantKeep | kLayer | kWantWeights;
   return uint64_t(uint32_t(r.dtype)) << 32 | (r.flags & direction);
 }
 // Its work: the scores and their use, and a layer's four projections of width D.
@@ -127,7 +124,8 @@ int64_t call_work(const protocol::Request& request) {
   const protocol::ProblemHeader& r = request.header;
   const int64_t attention = int64_t(r.B) * r.H * r.Tq * r.Tk * (int64_t(r.dk) + r.dv);
   if (!(r.flags & protocol::kLayer)) return attention;
-  const int64_t heads_q = int64_t(r.H) * r.Tq * (int64_t(r.dk) + r.dv), heads_kv = int64_t(r.H_kv) * r.Tk * (int64_t(r.dk) + r.dv);
+  const int64_t heads_q = int64_t(r.H) * r.Tq * (int64_t(r.dk) + r.dv),
+                heads_kv = int64_t(r.H_kv) * r.Tk * (int64_t(r.dk) + r.dv);
   return attention + int64_t(r.B) * request.layer.D * (heads_q + heads_kv);
 }
 }  // namespace

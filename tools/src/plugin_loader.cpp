@@ -18,7 +18,8 @@ Domain exported_domain(void* handle, const std::string& which, uint32_t capabili
   domain.restrictions = restrictions();
   if (domain.only(ATTNCHECK_ONLY_WITHIN_LIMITS)) {
     auto limits = reinterpret_cast<void (*)(attncheck_limits*)>(dlsym(handle, "attncheck_limits_v2"));
-    if (!limits) throw std::runtime_error(which + ": restricts itself to ATTNCHECK_ONLY_WITHIN_LIMITS without attncheck_limits_v2");
+    if (!limits)
+      throw std::runtime_error(which + ": restricts itself to ATTNCHECK_ONLY_WITHIN_LIMITS without attncheck_limits_v2");
     attncheck_limits given{};
     given.size = int32_t(sizeof given);
     limits(&given);
@@ -33,7 +34,13 @@ Domain exported_domain(void* handle, const std::string& which, uint32_t capabili
 
 Plugin load_plugin(const std::string& which) {
   if (which == "builtin")
-    return {"builtin", 2, attncheck_capabilities(), nullptr, nullptr, &attncheck_forward_v2, &attncheck_backward_v2,
+    return {"builtin",
+            2,
+            attncheck_capabilities(),
+            nullptr,
+            nullptr,
+            &attncheck_forward_v2,
+            &attncheck_backward_v2,
             &attncheck_mha_forward_v2};
 
   // A path that names an existing file is that file: dlopen would search the library path for a
@@ -62,7 +69,8 @@ Plugin load_plugin(const std::string& which) {
     if ((plugin.capabilities & ATTNCHECK_CAP_MHA) && !plugin.mha_v2)
       throw std::runtime_error(which + ": claims ATTNCHECK_CAP_MHA without attncheck_mha_forward_v2");
     if (!plugin.forward_v2 && !(plugin.capabilities & ATTNCHECK_CAP_MHA))
-      throw std::runtime_error(which + ": ABI version 2 without attncheck_forward_v2 (or ATTNCHECK_CAP_MHA and attncheck_mha_forward_v2)");
+      throw std::runtime_error(
+          which + ": ABI version 2 without attncheck_forward_v2 (or ATTNCHECK_CAP_MHA and attncheck_mha_forward_v2)");
     if (!plugin.forward_v2) plugin.capabilities |= kLayerOnly;
     plugin.backward_v2 = reinterpret_cast<decltype(plugin.backward_v2)>(dlsym(handle, "attncheck_backward_v2"));
     if ((plugin.capabilities & ATTNCHECK_CAP_BACKWARD) && !plugin.backward_v2)

@@ -21,9 +21,12 @@ Character decoded(std::string_view text) {
   // overlong forms (E0, F0), surrogates (ED) and code points past U+10FFFF (F4).
   size_t length = 0;
   unsigned char low = 0x80, high = 0xbf;
-  if (lead >= 0xc2 && lead <= 0xdf) length = 2;
-  else if (lead >= 0xe0 && lead <= 0xef) length = 3, low = lead == 0xe0 ? 0xa0 : 0x80, high = lead == 0xed ? 0x9f : 0xbf;
-  else if (lead >= 0xf0 && lead <= 0xf4) length = 4, low = lead == 0xf0 ? 0x90 : 0x80, high = lead == 0xf4 ? 0x8f : 0xbf;
+  if (lead >= 0xc2 && lead <= 0xdf)
+    length = 2;
+  else if (lead >= 0xe0 && lead <= 0xef)
+    length = 3, low = lead == 0xe0 ? 0xa0 : 0x80, high = lead == 0xed ? 0x9f : 0xbf;
+  else if (lead >= 0xf0 && lead <= 0xf4)
+    length = 4, low = lead == 0xf0 ? 0x90 : 0x80, high = lead == 0xf4 ? 0x8f : 0xbf;
   if (length == 0 || text.size() < length || byte(1) < low || byte(1) > high) return {};
   char32_t code = lead & (0x7f >> length);
   for (size_t i = 1; i < length; ++i) {
@@ -96,7 +99,10 @@ std::string python_literal(std::string_view text) {
     else if (ch.length > 1 && shown(ch.code))
       quoted += text.substr(i, ch.length);
     else
-      quoted += (std::snprintf(escaped, sizeof escaped, ch.code < 0x100 ? "\\x%02x" : ch.code < 0x10000 ? "\\u%04x" : "\\U%08x",
+      quoted += (std::snprintf(escaped, sizeof escaped,
+                               ch.code < 0x100     ? "\\x%02x"
+                               : ch.code < 0x10000 ? "\\u%04x"
+                                                   : "\\U%08x",
                                unsigned(ch.code)),
                  escaped);
     i += ch.length ? ch.length : 1;

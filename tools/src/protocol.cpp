@@ -15,9 +15,9 @@
 
 namespace attncheck::protocol {
 
-const char* const kBufferNames[kBuffers] = {"q",   "k",   "v",   "allow", "kv_lens", "bias", "dout", "out",
-                                             "keep", "lse", "dq",  "dk",   "dv",      "x_q",  "x_kv", "w_q",
-                                             "w_k", "w_v", "b_q", "b_k",  "b_v",     "w_o",  "b_o",  "weights"};
+const char* const kBufferNames[kBuffers] = {"q",    "k",   "v",   "allow", "kv_lens", "bias", "dout", "out",
+                                            "keep", "lse", "dq",  "dk",    "dv",      "x_q",  "x_kv", "w_q",
+                                            "w_k",  "w_v", "b_q", "b_k",   "b_v",     "w_o",  "b_o",  "weights"};
 
 bool written(const Request& r, int b) {
   const ProblemHeader& p = r.header;
@@ -63,18 +63,18 @@ void buffer_sizes(const Request& r, size_t (&sizes)[kBuffers]) {
   const size_t bh = size_t(p.B) * size_t(p.H), bkv = size_t(p.B) * size_t(p.H_kv), tq = size_t(p.Tq), tk = size_t(p.Tk);
   const bool backward = p.flags & kBackward;
   const size_t all[DV + 1] = {bh * tq * size_t(p.dk) * e,
-                                bkv * tk * size_t(p.dk) * e,
-                                bkv * tk * size_t(p.dv) * e,
-                                (p.flags & kHasAllow) ? size_t(p.B) * tq * tk : 0,
-                                (p.flags & kHasKvLens) ? size_t(p.B) * sizeof(int32_t) : 0,
-                                (p.flags & kHasBias) ? bh * tq * tk * e : 0,
-                                backward ? bh * tq * size_t(p.dv) * e : 0,
-                                bh * tq * size_t(p.dv) * e,
-                                (p.flags & kWantKeep) ? bh * tq * tk : 0,
-                                (p.flags & (kWantLse | kBackward)) ? bh * tq * lse_e : 0,
-                                backward ? bh * tq * size_t(p.dk) * e : 0,
-                                backward ? bkv * tk * size_t(p.dk) * e : 0,
-                                backward ? bkv * tk * size_t(p.dv) * e : 0};
+                              bkv * tk * size_t(p.dk) * e,
+                              bkv * tk * size_t(p.dv) * e,
+                              (p.flags & kHasAllow) ? size_t(p.B) * tq * tk : 0,
+                              (p.flags & kHasKvLens) ? size_t(p.B) * sizeof(int32_t) : 0,
+                              (p.flags & kHasBias) ? bh * tq * tk * e : 0,
+                              backward ? bh * tq * size_t(p.dv) * e : 0,
+                              bh * tq * size_t(p.dv) * e,
+                              (p.flags & kWantKeep) ? bh * tq * tk : 0,
+                              (p.flags & (kWantLse | kBackward)) ? bh * tq * lse_e : 0,
+                              backward ? bh * tq * size_t(p.dk) * e : 0,
+                              backward ? bkv * tk * size_t(p.dk) * e : 0,
+                              backward ? bkv * tk * size_t(p.dv) * e : 0};
   std::fill(std::begin(sizes), std::end(sizes), 0);
   std::copy(std::begin(all), std::end(all), sizes);
 }
@@ -111,8 +111,9 @@ bool ready_within(int fd, short events, const Deadline& deadline) {
   for (;;) {
     const double left = deadline.at - deadline_after(0);
     if (left <= 0 || stop_requested()) return false;
-    const int slice = deadline.give_up ? std::min(100, int(left * 1000) + 1)
-                      : std::isfinite(left) ? int(std::min(left, 86400.0) * 1000) + 1 : -1;
+    const int slice = deadline.give_up      ? std::min(100, int(left * 1000) + 1)
+                      : std::isfinite(left) ? int(std::min(left, 86400.0) * 1000) + 1
+                                            : -1;
     const int ready = poll(&wait, 1, slice);
     if (ready > 0) return true;
     if (ready < 0 && errno != EINTR) return true;  // the read or write that follows says what is wrong

@@ -79,8 +79,8 @@ TEST(CaseShrink, EveryNeighbourIsWellFormedAndNoLargerOrPlainer) {
       ++checked;
       expect_well_formed(n);
       const Shape& m = n.shape;
-      ASSERT_TRUE(m.B <= s.B && m.H <= s.H && m.kv_heads() <= s.kv_heads() && m.Tq <= s.Tq && m.Tk <= s.Tk &&
-                  m.dk <= s.dk && m.dv <= s.dv)
+      ASSERT_TRUE(m.B <= s.B && m.H <= s.H && m.kv_heads() <= s.kv_heads() && m.Tq <= s.Tq && m.Tk <= s.Tk && m.dk <= s.dk &&
+                  m.dv <= s.dv)
           << "seed " << seed;
       EXPECT_LE(case_size(n), case_size(c));
       EXPECT_LE(n.window_left, c.window_left);

@@ -50,7 +50,8 @@ void expect_reported(const Misbehaviour& e, const Outcome& outcome) {
 
 TEST(Isolation, EachMisbehaviourIsReportedWithItsCause) {
   const Misbehaviour expected[] = {
-      {"crash", Outcome::crashed, "crashed with SIG"},  // SIGSEGV (a null pointer), or SIGABRT where UBSan sees the null store first
+      {"crash", Outcome::crashed,
+       "crashed with SIG"},  // SIGSEGV (a null pointer), or SIGABRT where UBSan sees the null store first
       {"abort", Outcome::crashed, "SIGABRT"},
       {"hang", Outcome::hung, "hung: no answer within 0.5 s of CPU time"},
       {"write_past_end", Outcome::stray_write, "past the end of out"},
@@ -105,7 +106,9 @@ TEST(Isolation, ACommandThatStopsReadingHangsWithinTheDeadline) {
   c.k.assign(size_t(c.shape.k_size()), 0.25f);
   c.v.assign(size_t(c.shape.v_size()), 1.0f);
   std::vector<float> out;
-  expect_reported({"stops_reading", Outcome::hung, "hung: no answer, and no CPU time used for 0.5 s (blocked) while reading its problem"}, kernel.run(c, out));
+  expect_reported(
+      {"stops_reading", Outcome::hung, "hung: no answer, and no CPU time used for 0.5 s (blocked) while reading its problem"},
+      kernel.run(c, out));
 }
 
 TEST(Isolation, ACommandsStderrIsKeptToItsLast8KiBFromAWholeLine) {
@@ -211,16 +214,22 @@ TEST(Printable, KeepsUtf8CharactersAndEscapesEveryOtherByteOneWay) {
   EXPECT_EQ(printable("caf\xc3\xa9 \\ x \xf0\x9f\x98\x80"), "caf\xc3\xa9 \\\\ x \xf0\x9f\x98\x80");
   EXPECT_EQ(printable("\\x41"), "\\\\x41");  // a backslash and x41 as sent, not the escape of A
   for (const auto& [bytes, shown] : {
-           std::pair{"\x1b[2J", "\\x1b[2J"},                          // an escape sequence
-           std::pair{"\xc2\x9b" "2J", "\\xc2\\x9b2J"},                // the same as a C1 control
-           std::pair{"\xc0\xaf", "\\xc0\\xaf"},                       // overlong
-           std::pair{"\xe0\x80\xaf", "\\xe0\\x80\\xaf"},              // overlong
-           std::pair{"\xed\xa0\x80", "\\xed\\xa0\\x80"},              // a surrogate
-           std::pair{"\xf4\x90\x80\x80", "\\xf4\\x90\\x80\\x80"},     // past U+10FFFF
-           std::pair{"caf\xc3", "caf\\xc3"},                          // cut short
-           std::pair{"\xa9", "\\xa9"},                                // a continuation alone
-           std::pair{"a\xe2\x80\xa8" "b", "a\\xe2\\x80\\xa8b"},       // a line separator
-           std::pair{"a\xe2\x80\xae" "b", "a\\xe2\\x80\\xaeb"},       // right-to-left override
+           std::pair{"\x1b[2J", "\\x1b[2J"},  // an escape sequence
+           std::pair{"\xc2\x9b"
+                     "2J",
+                     "\\xc2\\x9b2J"},                              // the same as a C1 control
+           std::pair{"\xc0\xaf", "\\xc0\\xaf"},                    // overlong
+           std::pair{"\xe0\x80\xaf", "\\xe0\\x80\\xaf"},           // overlong
+           std::pair{"\xed\xa0\x80", "\\xed\\xa0\\x80"},           // a surrogate
+           std::pair{"\xf4\x90\x80\x80", "\\xf4\\x90\\x80\\x80"},  // past U+10FFFF
+           std::pair{"caf\xc3", "caf\\xc3"},                       // cut short
+           std::pair{"\xa9", "\\xa9"},                             // a continuation alone
+           std::pair{"a\xe2\x80\xa8"
+                     "b",
+                     "a\\xe2\\x80\\xa8b"},  // a line separator
+           std::pair{"a\xe2\x80\xae"
+                     "b",
+                     "a\\xe2\\x80\\xaeb"},  // right-to-left override
        })
     EXPECT_EQ(printable(bytes), shown);
   EXPECT_EQ(printable("a\xc3\xa9", 2), "a... (3 bytes)");  // cut before a character, not inside it
@@ -233,7 +242,7 @@ TEST(Printable, ReprintableEscapesOnce) {
   const std::string once = printable("caf\xc3\xa9 \\ x \xff\x1b", 400);
   EXPECT_EQ(reprintable(once, 400), once);
   EXPECT_EQ(reprintable("a\\b \\x4 \\xFF\n\xff", 400), "a\\\\b \\\\x4 \\\\xFF\\x0a\\xff");  // not its escapes: escaped
-  EXPECT_EQ(reprintable("ab\\xff", 4), "ab... (6 bytes)");  // cut before an escape, not inside it
+  EXPECT_EQ(reprintable("ab\\xff", 4), "ab... (6 bytes)");                                  // cut before an escape, not inside it
 }
 
 TEST(Printable, PythonLiteralHoldsAnyBytes) {

@@ -50,13 +50,17 @@ Bytes float_bytes(const std::vector<float>& values) {
 // Bytes per element, independently of the library's own table.
 size_t itemsize(NpyDtype dtype) {
   switch (dtype) {
-    case NpyDtype::f64: return 8;
+    case NpyDtype::f64:
+      return 8;
     case NpyDtype::f32:
-    case NpyDtype::i32: return 4;
+    case NpyDtype::i32:
+      return 4;
     case NpyDtype::f16:
     case NpyDtype::u16:
-    case NpyDtype::i16: return 2;
-    default: return 1;
+    case NpyDtype::i16:
+      return 2;
+    default:
+      return 1;
   }
 }
 
@@ -86,8 +90,8 @@ Bytes file_bytes(const std::string& path) {
 TEST(Npy, RoundTripsEachDtypeAndShape) {
   const std::vector<int64_t> shapes[] = {{}, {5}, {2, 3}, {1, 2, 3, 4}, {2, 0}};
   const std::string path = temp_path("round_trip.npy");
-  for (const NpyDtype dtype : {NpyDtype::f32, NpyDtype::f64, NpyDtype::u8, NpyDtype::b1, NpyDtype::i32, NpyDtype::f16,
-                               NpyDtype::u16, NpyDtype::i16}) {
+  for (const NpyDtype dtype :
+       {NpyDtype::f32, NpyDtype::f64, NpyDtype::u8, NpyDtype::b1, NpyDtype::i32, NpyDtype::f16, NpyDtype::u16, NpyDtype::i16}) {
     for (const auto& shape : shapes) {
       NpyArray array{dtype, shape, {}};
       array.data = counting(size_t(array.elements()) * itemsize(dtype), dtype == NpyDtype::b1 ? 2 : 0);
@@ -284,8 +288,7 @@ TEST(Npy, EachFaultIsOneLineNamingTheFileAndTheProblem) {
       {npy_file("{'descr': '<c8', 'fortran_order': False, 'shape': ()}"), "unsupported dtype '<c8'"},
       {npy_file("{'descr': '|O', 'fortran_order': False, 'shape': ()}"), "unsupported dtype '|O'"},
       {npy_file("{'descr': 'x\ny', 'fortran_order': False, 'shape': ()}"), "unsupported dtype 'x\\x0ay'"},
-      {npy_file("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': ()}"),
-       "structured dtypes are not supported"},
+      {npy_file("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': ()}"), "structured dtypes are not supported"},
       {npy_file("{'descr': '<f4', 'fortran_order': 0, 'shape': ()}"), "True or False"},
       {npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (), 'extra': 1}"), "unexpected key 'extra'"},
       {npy_file("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': ()}"), "repeats the key 'descr'"},
@@ -326,8 +329,7 @@ std::string error_of(Action action) {
 
 // Unopenable, non-regular, bad and unwritable files, and inconsistent arrays, named by path.
 TEST(Npy, FileFaultsNameThePath) {
-  EXPECT_EQ(error_of([] { read_npy("/nonexistent/a.npy"); }),
-            "/nonexistent/a.npy: cannot open (No such file or directory)");
+  EXPECT_EQ(error_of([] { read_npy("/nonexistent/a.npy"); }), "/nonexistent/a.npy: cannot open (No such file or directory)");
   EXPECT_EQ(error_of([] { read_npy(testing::TempDir()); }), testing::TempDir() + ": cannot open (Is a directory)");
   EXPECT_EQ(error_of([] { read_npy("/dev/zero"); }), "/dev/zero: cannot open (not a regular file)");
 
@@ -337,8 +339,7 @@ TEST(Npy, FileFaultsNameThePath) {
   EXPECT_EQ(error_of([&] { read_npy(path); }), path + ": truncated: shape (2, 3) needs 24 bytes of data, file has 20");
 
   const NpyArray short_data{NpyDtype::f32, {2, 3}, Bytes(20)};
-  EXPECT_EQ(error_of([&] { write_npy(path, short_data); }),
-            path + ": data has 20 bytes, shape (2, 3) of float32 needs 24");
+  EXPECT_EQ(error_of([&] { write_npy(path, short_data); }), path + ": data has 20 bytes, shape (2, 3) of float32 needs 24");
   const NpyArray negative{NpyDtype::u8, {-1}, {}}, scalar{NpyDtype::u8, {}, {0}};
   EXPECT_NE(error_of([&] { write_npy(path, negative); }).find("negative dimension -1"), std::string::npos);
   EXPECT_EQ(error_of([&] { write_npy("/nonexistent/a.npy", scalar); }),
@@ -356,10 +357,17 @@ TEST(Npy, RandomlyDamagedFilesParseOrFailCleanly) {
       const size_t at = rng() % (bytes.size() + 1);
       const uint8_t byte = rng() % 2 ? uint8_t(rng()) : uint8_t(header_chars[rng() % header_chars.size()]);
       switch (rng() % 8) {
-        case 0: bytes.resize(at); break;
-        case 1: bytes.insert(bytes.begin() + at, byte); break;
-        case 2: if (at < bytes.size()) bytes.erase(bytes.begin() + at); break;
-        default: if (at < bytes.size()) bytes[at] = byte;
+        case 0:
+          bytes.resize(at);
+          break;
+        case 1:
+          bytes.insert(bytes.begin() + at, byte);
+          break;
+        case 2:
+          if (at < bytes.size()) bytes.erase(bytes.begin() + at);
+          break;
+        default:
+          if (at < bytes.size()) bytes[at] = byte;
       }
     }
     try {

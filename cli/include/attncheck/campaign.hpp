@@ -18,18 +18,18 @@
 namespace attncheck {
 
 struct CampaignOptions {
-  std::string impl = "builtin";   // "builtin" or a plugin's path; with command, a command line
-  bool command = false;           // impl is a command speaking the child protocol (--impl-cmd)
-  double seconds = 60;            // the search's budget, from the kernel's loading on
-  bool keep_going = false;        // on through the budget after a finding, keeping each distinct one
-  int64_t max_cases = 0;          // and a count of runs, whichever ends first (0: no count): the same on any machine
+  std::string impl = "builtin";  // "builtin" or a plugin's path; with command, a command line
+  bool command = false;          // impl is a command speaking the child protocol (--impl-cmd)
+  double seconds = 60;           // the search's budget, from the kernel's loading on
+  bool keep_going = false;       // on through the budget after a finding, keeping each distinct one
+  int64_t max_cases = 0;         // and a count of runs, whichever ends first (0: no count): the same on any machine
   uint64_t seed = 1;
   // The formats to check, ABI v2's ATTNCHECK_CAP_F32 .. ATTNCHECK_CAP_BF16 bits (--dtype): each one
   // the plugin claims too. f32, f16 and bf16 run the float properties, f64 the double one.
   uint32_t formats = ~0u;
   bool backward = true;           // check the backward too, when the plugin claims one (--backward)
   bool require_backward = false;  // and a plugin without one is an error (--backward on)
-  Policies policies;               // the conventions it is checked against (policies.hpp); the strict contract by default
+  Policies policies;              // the conventions it is checked against (policies.hpp); the strict contract by default
   double case_timeout = 30;       // seconds one call may take before it counts as a hang (slow kernels under sanitizers too)
   bool adaptive_timeout = true;   // and less once calls of a problem as large were quick (IsolatedKernel::adapt_timeout)
   double shrink_seconds = 10;     // the budget for making a counterexample small, after the search's
@@ -38,9 +38,9 @@ struct CampaignOptions {
   // (check's progress line on a terminal), so that the campaign does no terminal I/O of its own.
   struct Progress {
     int64_t cases = 0;
-    size_t properties = 0;  // how many different properties have run
-    double seconds = 0;     // of the search so far
-    bool shrinking = false; // the run just told failed: shrinking starts
+    size_t properties = 0;   // how many different properties have run
+    double seconds = 0;      // of the search so far
+    bool shrinking = false;  // the run just told failed: shrinking starts
   };
   std::function<void(const Progress&)> progress;  // empty: nobody is told
 };
@@ -48,16 +48,16 @@ struct CampaignOptions {
 // What a finding's failed call shows (diagnosis.hpp): empty when it has no call the oracle calls
 // wrong or that ended in a fault.
 struct Diagnosis {
-  bool wrong = false;        // the oracle calls the call's results wrong; `element` is where
-  Mismatch element{};        // the first wrong special value, else the largest error/bound
-  int fault = -1;            // or the call ended in a fault: its Outcome::Kind
-  std::string shape;         // the call's "B 1 H 1 H_kv 1 Tq 1 Tk 2 dk 1 dv 1"
-  std::vector<std::string> features;       // the features it uses (the feature table's names, "explicit scale")
-  std::vector<std::string> needs;          // those without which it passes: "fails only with"
-  bool varies = false;       // the failed call, run again on the same inputs, was right: its answers vary
-  bool poisoned = false;     // it passes once the inputs no query may see are 0
-  bool extreme = false;      // and they held a NaN, an inf or an extreme (|x| >= 1e4), not ordinary numbers
-  std::vector<std::string> accepted_under; // other policies under which it passes: "--empty-rows nan"
+  bool wrong = false;                       // the oracle calls the call's results wrong; `element` is where
+  Mismatch element{};                       // the first wrong special value, else the largest error/bound
+  int fault = -1;                           // or the call ended in a fault: its Outcome::Kind
+  std::string shape;                        // the call's "B 1 H 1 H_kv 1 Tq 1 Tk 2 dk 1 dv 1"
+  std::vector<std::string> features;        // the features it uses (the feature table's names, "explicit scale")
+  std::vector<std::string> needs;           // those without which it passes: "fails only with"
+  bool varies = false;                      // the failed call, run again on the same inputs, was right: its answers vary
+  bool poisoned = false;                    // it passes once the inputs no query may see are 0
+  bool extreme = false;                     // and they held a NaN, an inf or an extreme (|x| >= 1e4), not ordinary numbers
+  std::vector<std::string> accepted_under;  // other policies under which it passes: "--empty-rows nan"
   // Every combination of policies under which it passes: bit n for policy_combination(n)
   // (policies.hpp), for the run's one hint (policy_hint).
   uint32_t accepting = 0;
@@ -83,7 +83,7 @@ struct Finding {
   bool kept = false;
   std::string case_text;
   std::vector<uint64_t> kept_choices;
-  bool ladder = false;  // the run drew from the size ladder (every round but the first): `choices` decode through it
+  bool ladder = false;          // the run drew from the size ladder (every round but the first): `choices` decode through it
   uint32_t capabilities = ~0u;  // and with these features (ABI v2's bits; a format-1 file: ABI v1's)
   // A property that draws no case (a fixed one): the last case it ran the kernel on, its own, as
   // text, for reports (the mutants table, the HTML heatmaps); replay never reads it.
@@ -95,8 +95,8 @@ struct Finding {
   // Empty for a hang. With it, why the oracle called it wrong and whether it asked for lse.
   std::string failed_call, failed_call_why;
   bool failed_call_lse = false;
-  bool hung = false;  // the call hung: not shrunk (every trial would cost the whole case timeout)
-  double ratio = 0;   // the largest error/bound of the finding's run (inf: a wrong special value)
+  bool hung = false;      // the call hung: not shrunk (every trial would cost the whole case timeout)
+  double ratio = 0;       // the largest error/bound of the finding's run (inf: a wrong special value)
   int64_t found_at = -1;  // its run's place in the campaign's sequence of runs
   // What broke, in words (finding_kind): with the property, what makes a finding distinct.
   std::string kind;
@@ -114,19 +114,19 @@ inline const char* case_note(const Finding& finding) {
 
 struct CampaignResult {
   bool found = false;
-  Finding finding;                 // the first
-  std::vector<Finding> findings;   // every distinct one (--keep-going), the first first; else that one
-  int64_t cases = 0;                           // property runs
-  std::map<std::string, int64_t> per_property;  // runs of each
+  Finding finding;                                     // the first
+  std::vector<Finding> findings;                       // every distinct one (--keep-going), the first first; else that one
+  int64_t cases = 0;                                   // property runs
+  std::map<std::string, int64_t> per_property;         // runs of each
   std::map<std::string, double> per_property_seconds;  // and their seconds, summed (the search's only)
-  double seconds = 0;                          // searching (the budget, less what the other parts took)
-  double shrink_seconds = 0;                   // shrinking the counterexample
-  bool replayed = false;                       // a replay file's one run: no search, no shrinking
-  double examine_seconds = 0;                  // examining findings: their failed calls, variants and causes
-  double start_seconds = 0;                    // starting the kernel (loading it, a command's imports)
+  double seconds = 0;                                  // searching (the budget, less what the other parts took)
+  double shrink_seconds = 0;                           // shrinking the counterexample
+  bool replayed = false;                               // a replay file's one run: no search, no shrinking
+  double examine_seconds = 0;                          // examining findings: their failed calls, variants and causes
+  double start_seconds = 0;                            // starting the kernel (loading it, a command's imports)
   // The whole run: every part of it, which --seconds bounds.
   double total_seconds() const { return start_seconds + seconds + shrink_seconds + examine_seconds; }
-  double worst_ratio = 0;                      // the largest error/bound seen in any run
+  double worst_ratio = 0;  // the largest error/bound seen in any run
   // What a report gives as the largest error/bound: the worst finding's (its shrunk run), else the campaign's.
   double reported_ratio() const {
     double worst = 0;
@@ -138,10 +138,10 @@ struct CampaignResult {
   // not taken ended, and runs the budget's end stopped: none of these is a case checked.
   int64_t calls = 0, not_taken = 0, cut_runs = 0;
   std::map<std::string, int64_t> not_taken_reasons, not_taken_runs;
-  std::string fp_mode;                         // how the library changed the process's floating-point mode, or empty
-  int32_t abi_version = 0;                     // the kernel's plugin ABI (the built-in: 2)
-  uint32_t capabilities = 0;                   // what it claims, ABI v2's bits: the features the campaign drew from
-  Domain domain;                               // and what it takes of them (domain.hpp)
+  std::string fp_mode;                                // how the library changed the process's floating-point mode, or empty
+  int32_t abi_version = 0;                            // the kernel's plugin ABI (the built-in: 2)
+  uint32_t capabilities = 0;                          // what it claims, ABI v2's bits: the features the campaign drew from
+  Domain domain;                                      // and what it takes of them (domain.hpp)
   std::map<std::string, std::string> not_applicable;  // the properties skipped, and why (not_applicable)
 };
 

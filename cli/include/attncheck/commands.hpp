@@ -8,11 +8,11 @@
 namespace attncheck {
 
 // Each declares its flags where it is defined; `attncheck SUBCOMMAND --help` lists them.
-int compare_command(const std::vector<std::string>& args);  // tensors dumped as .npy against the oracle
-int check_command(const std::vector<std::string>& args);    // the campaign against a kernel, or a replay
-int mutants_command(const std::vector<std::string>& args);  // the kill matrix
-int repro_command(const std::vector<std::string>& args);    // a finding as a regression test
-int features_command(const std::vector<std::string>& args); // the feature table
+int compare_command(const std::vector<std::string>& args);     // tensors dumped as .npy against the oracle
+int check_command(const std::vector<std::string>& args);       // the campaign against a kernel, or a replay
+int mutants_command(const std::vector<std::string>& args);     // the kill matrix
+int repro_command(const std::vector<std::string>& args);       // a finding as a regression test
+int features_command(const std::vector<std::string>& args);    // the feature table
 int mha_shapes_command(const std::vector<std::string>& args);  // a multi-head layer's shapes and counts
 
 }  // namespace attncheck

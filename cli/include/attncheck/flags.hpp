@@ -43,8 +43,7 @@ class Flags {
   Flags& number(std::string name, std::string placeholder, std::string help, std::optional<std::string> fallback = {},
                 double least = -kUnbounded, double most = kUnbounded);
   // One of `words`, which are its placeholder too (zero|nan).
-  Flags& choice(std::string name, std::vector<std::string> words, std::string help,
-                std::optional<std::string> fallback = {});
+  Flags& choice(std::string name, std::vector<std::string> words, std::string help, std::optional<std::string> fallback = {});
   // Yes or no, no by default: given bare (`--keep-going`, as make and cargo take such flags) it is
   // yes; `--keep-going yes` and `--keep-going no` still read as they say.
   Flags& boolean(std::string name, std::string help);

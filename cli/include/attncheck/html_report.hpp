@@ -15,9 +15,9 @@ namespace attncheck {
 
 // The lines `attncheck check` prints, shown in the report as printed.
 struct ReportText {
-  std::string verdict;  // "PASS", "FAIL", or the floating-point mode's
-  std::string summary;  // the summary line
-  std::string checked;  // "checked: ...; not claimed: ..."
+  std::string verdict;               // "PASS", "FAIL", or the floating-point mode's
+  std::string summary;               // the summary line
+  std::string checked;               // "checked: ...; not claimed: ..."
   std::vector<std::string> replays;  // the command that replays each finding
 };
 

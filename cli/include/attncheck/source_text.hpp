@@ -27,10 +27,18 @@ inline std::string hex(double x) {
 inline std::string bits_literal(double x, Format format) {
   char bits[24];
   switch (format) {
-    case Format::f16: std::snprintf(bits, sizeof bits, "0x%04x", unsigned(Precision<Half>::to_bits(Precision<Half>::from_double(x)))); break;
-    case Format::bf16: std::snprintf(bits, sizeof bits, "0x%04x", unsigned(Precision<BFloat16>::to_bits(Precision<BFloat16>::from_double(x)))); break;
-    case Format::f32: std::snprintf(bits, sizeof bits, "0x%08x", unsigned(Precision<float>::to_bits(float(x)))); break;
-    case Format::f64: std::snprintf(bits, sizeof bits, "0x%016llx", (unsigned long long)Precision<double>::to_bits(x)); break;
+    case Format::f16:
+      std::snprintf(bits, sizeof bits, "0x%04x", unsigned(Precision<Half>::to_bits(Precision<Half>::from_double(x))));
+      break;
+    case Format::bf16:
+      std::snprintf(bits, sizeof bits, "0x%04x", unsigned(Precision<BFloat16>::to_bits(Precision<BFloat16>::from_double(x))));
+      break;
+    case Format::f32:
+      std::snprintf(bits, sizeof bits, "0x%08x", unsigned(Precision<float>::to_bits(float(x))));
+      break;
+    case Format::f64:
+      std::snprintf(bits, sizeof bits, "0x%016llx", (unsigned long long)Precision<double>::to_bits(x));
+      break;
   }
   return bits;
 }
@@ -112,8 +120,9 @@ inline std::string python_oracle_arrays(const char* prefix, const ExactTensor& e
 template <class T>
 void refuse_dropout(const Case<T>& c) {
   if (c.dropout_p > 0)
-    throw std::runtime_error("the failed call uses dropout, which the oracle judges only for the kernel's own keep mask, "
-                             "and a replay keeps none: replay the property instead (attncheck check --replay FILE)");
+    throw std::runtime_error(
+        "the failed call uses dropout, which the oracle judges only for the kernel's own keep mask, "
+        "and a replay keeps none: replay the property instead (attncheck check --replay FILE)");
 }
 
 }  // namespace attncheck

@@ -28,7 +28,6 @@ inline bool claims_dtype(uint32_t capabilities, int32_t dtype) {
   return dtype >= ATTNCHECK_F32 && dtype <= ATTNCHECK_BF16 && (capabilities & capability_of(Format(dtype)));
 }
 
-
 // q, k, v and bias of a problem in a 2-byte format as bit patterns, and out [B,H,Tq,dv] as the
 // kernel writes it in that format: what ABI v2 carries for ATTNCHECK_F16 and ATTNCHECK_BF16.
 // Empty for a problem in T's own format.

@@ -49,11 +49,10 @@ struct Shape {
 // lower_right: j <= i + Tk - Tq (FlashAttention 2.1+). Values match plugin ABI v1.
 enum class Causal : int32_t { none = 0, upper_left = 1, lower_right = 2 };
 
-
 // The masks, combined by AND: key j is permitted for query i of batch b when all of them allow it
 // (permits, below).
 struct Masks {
-  const uint8_t* allow = nullptr;        // [B,Tq,Tk]; nonzero = may attend; null = all allowed
+  const uint8_t* allow = nullptr;  // [B,Tq,Tk]; nonzero = may attend; null = all allowed
   Causal causal = Causal::none;
   const int32_t* key_lengths = nullptr;  // [B]; keys j >= key_lengths[b] are padding; null = none
   // A sliding window, FlashAttention's inclusive convention with queries aligned to the last Tq
@@ -65,13 +64,13 @@ struct Masks {
 template <class T>
 struct Problem {
   Shape shape;
-  const T* q = nullptr;     // [B,H,Tq,dk]
-  const T* k = nullptr;     // [B,H_kv,Tk,dk]
-  const T* v = nullptr;     // [B,H_kv,Tk,dv]
+  const T* q = nullptr;  // [B,H,Tq,dk]
+  const T* k = nullptr;  // [B,H_kv,Tk,dk]
+  const T* v = nullptr;  // [B,H_kv,Tk,dv]
   Masks masks;
-  const T* bias = nullptr;  // [B,H,Tq,Tk], added to the scores (after the soft-cap); -inf forbids; null = none
-  double scale = 0;         // 0 = default 1/sqrt(dk), the width of one head
-  double softcap = 0;       // 0 = none; else a score is softcap tanh(scale q.k / softcap), before bias and masks
+  const T* bias = nullptr;                 // [B,H,Tq,Tk], added to the scores (after the soft-cap); -inf forbids; null = none
+  double scale = 0;                        // 0 = default 1/sqrt(dk), the width of one head
+  double softcap = 0;                      // 0 = none; else a score is softcap tanh(scale q.k / softcap), before bias and masks
   EmptyRows empty_rows = EmptyRows::zero;  // the policies a row with no permitted key follows (policies.hpp)
   LseEmpty lse_empty = LseEmpty::ninf;
   // The format the kernel's buffers are in: T's own, or (T = float) a 2-byte one, f16 or bf16,
@@ -82,17 +81,17 @@ struct Problem {
   // probability 1 - dropout_p and then divided by 1 - dropout_p, or set to 0; lse stays that of
   // the weights before dropout. 0 = none.
   double dropout_p = 0;
-  uint64_t dropout_seed = 0;               // the kernel's own random stream: one seed, one mask
-  const uint8_t* dropout_keep = nullptr;   // [B,H,Tq,Tk], nonzero = kept: the mask to apply, as PyTorch's
-                                           // math backend takes one (the oracle needs it); null = draw one from the seed
+  uint64_t dropout_seed = 0;              // the kernel's own random stream: one seed, one mask
+  const uint8_t* dropout_keep = nullptr;  // [B,H,Tq,Tk], nonzero = kept: the mask to apply, as PyTorch's
+                                          // math backend takes one (the oracle needs it); null = draw one from the seed
 };
 
 // Where the results go: out always, weights, log-sum-exp and the dropout keep mask on request.
 template <class T>
 struct Result {
-  T* out = nullptr;      // [B,H,Tq,dv]
-  T* weights = nullptr;  // [B,H,Tq,Tk]; forbidden keys get exactly 0; after dropout when there is any; null = not wanted
-  T* lse = nullptr;      // [B,H,Tq]; log of the sum of exp over permitted scores; null = not wanted
+  T* out = nullptr;         // [B,H,Tq,dv]
+  T* weights = nullptr;     // [B,H,Tq,Tk]; forbidden keys get exactly 0; after dropout when there is any; null = not wanted
+  T* lse = nullptr;         // [B,H,Tq]; log of the sum of exp over permitted scores; null = not wanted
   uint8_t* keep = nullptr;  // [B,H,Tq,Tk]; with dropout, 1 where a weight was kept and 0 where dropped; null = not wanted
 };
 
@@ -129,9 +128,8 @@ bool permits(const Masks& masks, const Shape& shape, int64_t b, int64_t i, int64
 
 // Empty when the problem is well formed; otherwise a one-line reason (a dim below 1 or too
 // large, a missing buffer, an unknown causal mode, a non-finite scale, a negative key length, a
-// window side below -1 or past 2^31 - 1 (what ABI v2 carries), a soft-cap that is negative or not finite, a format that is not T's own or
-// a 2-byte one over float, a value of q, k, v or bias that its format cannot hold, a dropout
-// rate outside [0, 1)).
+// window side below -1 or past 2^31 - 1 (what ABI v2 carries), a soft-cap that is negative or not finite, a format that is not
+// T's own or a 2-byte one over float, a value of q, k, v or bias that its format cannot hold, a dropout rate outside [0, 1)).
 template <class T>
 std::string problem_error(const Problem<T>& problem, const Result<T>& result);
 

@@ -74,11 +74,11 @@ struct Domain {
 // One restriction: its bit, its names, the rule it puts on a call (as `attncheck features` and the
 // reports print it), and whether a call keeps it.
 struct Restriction {
-  uint32_t bit;         // its ATTNCHECK_ONLY_* bit
-  const char* c_name;   // "ATTNCHECK_ONLY_CAUSAL"
-  const char* word;     // the Python client's, the JSON report's and the replay file's: "causal"
-  const char* name;     // what reports call it: "causal only"
-  const char* rule;     // "every call causal (with neither alignment named, Tq = Tk)"
+  uint32_t bit;        // its ATTNCHECK_ONLY_* bit
+  const char* c_name;  // "ATTNCHECK_ONLY_CAUSAL"
+  const char* word;    // the Python client's, the JSON report's and the replay file's: "causal"
+  const char* name;    // what reports call it: "causal only"
+  const char* rule;    // "every call causal (with neither alignment named, Tq = Tk)"
   bool (*keeps)(const CallView&, const Domain&);
 };
 

@@ -42,7 +42,7 @@ struct CallView {
   bool lse = false;
   bool backward = false;
   double dropout_p = 0;
-  bool keep = false;  // the dropout keep mask asked for
+  bool keep = false;           // the dropout keep mask asked for
   bool layer = false;          // a multi-head layer call (attncheck_mha_forward_v2)
   bool layer_weights = false;  // and each head's weights asked
   // What the restrictions read (domain.hpp): the scale (0: the default), and of a layer call its
@@ -55,8 +55,8 @@ struct CallView {
 
 template <class T>
 CallView call_view(const Problem<T>& problem, bool lse, bool backward, bool keep = false) {
-  CallView call{problem.format, problem.shape, problem.masks, problem.bias != nullptr, problem.softcap, lse && !backward,
-                backward, problem.dropout_p, keep && problem.dropout_p > 0};
+  CallView call{problem.format,   problem.shape, problem.masks,     problem.bias != nullptr,      problem.softcap,
+                lse && !backward, backward,      problem.dropout_p, keep && problem.dropout_p > 0};
   call.scale = problem.scale;
   return call;
 }
@@ -69,7 +69,7 @@ struct Feature {
   const char* text;        // the case text's line (or word of the options line) that carries it; "" for none
   uint32_t protocol_flag;  // the PROB header's flag bit saying it is there; 0 when a field says it
   bool (*used)(const CallView&);
-  uint32_t needs = 0;      // the feature it extends, without which no call can use it (the keep mask: dropout)
+  uint32_t needs = 0;  // the feature it extends, without which no call can use it (the keep mask: dropout)
 };
 
 namespace detail {
@@ -78,8 +78,9 @@ namespace detail {
 template <class F>
 constexpr Feature format_row() {
   using P = Precision<F>;
-  return {capability_of(P::format), P::capability_name, P::short_name, P::short_name, P::name, 0,
-          [](const CallView& c) { return c.format == P::format; }};
+  return {capability_of(P::format), P::capability_name, P::short_name, P::short_name, P::name, 0, [](const CallView& c) {
+            return c.format == P::format;
+          }};
 }
 
 }  // namespace detail
@@ -110,8 +111,7 @@ inline constexpr Feature kFeatures[] = {
      [](const CallView& c) { return c.dropout_p > 0; }},
     {ATTNCHECK_CAP_DROPOUT_MASK, "ATTNCHECK_CAP_DROPOUT_MASK", "dropout_mask", "dropout keep mask", "", 64,
      [](const CallView& c) { return c.keep; }, ATTNCHECK_CAP_DROPOUT},
-    {ATTNCHECK_CAP_MHA, "ATTNCHECK_CAP_MHA", "mha", "multi-head layer", "", 128,
-     [](const CallView& c) { return c.layer; }},
+    {ATTNCHECK_CAP_MHA, "ATTNCHECK_CAP_MHA", "mha", "multi-head layer", "", 128, [](const CallView& c) { return c.layer; }},
     {ATTNCHECK_CAP_MHA_WEIGHTS, "ATTNCHECK_CAP_MHA_WEIGHTS", "mha_weights", "layer weights", "", 256,
      [](const CallView& c) { return c.layer_weights; }, ATTNCHECK_CAP_MHA},
 };

@@ -31,10 +31,10 @@ struct LayerShape {
   int64_t v_col(int64_t h) const { return heads.kv_head(h) * heads.dv; }
   int64_t merged_col(int64_t h) const { return h * heads.dv; }
 
-  int64_t q_width() const { return heads.H * heads.dk; }             // columns of w_q, b_q's length
-  int64_t k_width() const { return heads.kv_heads() * heads.dk; }    // of w_k, b_k
-  int64_t v_width() const { return heads.kv_heads() * heads.dv; }    // of w_v, b_v
-  int64_t merged_width() const { return heads.H * heads.dv; }        // rows of w_o
+  int64_t q_width() const { return heads.H * heads.dk; }           // columns of w_q, b_q's length
+  int64_t k_width() const { return heads.kv_heads() * heads.dk; }  // of w_k, b_k
+  int64_t v_width() const { return heads.kv_heads() * heads.dv; }  // of w_v, b_v
+  int64_t merged_width() const { return heads.H * heads.dv; }      // rows of w_o
   int64_t x_q_size() const { return heads.B * heads.Tq * D; }
   int64_t x_kv_size() const { return heads.B * heads.Tk * D; }
   int64_t out_size() const { return x_q_size(); }
@@ -44,12 +44,12 @@ struct LayerShape {
 template <class T>
 struct Layer {
   LayerShape shape;
-  const T* x_q = nullptr;   // [B,Tq,D]
-  const T* x_kv = nullptr;  // [B,Tk,D]; the same pointer as x_q for self-attention (Tk = Tq)
+  const T* x_q = nullptr;                                  // [B,Tq,D]
+  const T* x_kv = nullptr;                                 // [B,Tk,D]; the same pointer as x_q for self-attention (Tk = Tq)
   const T *w_q = nullptr, *w_k = nullptr, *w_v = nullptr;  // [D,H dk], [D,H_kv dk], [D,H_kv dv]
   const T *b_q = nullptr, *b_k = nullptr, *b_v = nullptr;  // [H dk], [H_kv dk], [H_kv dv], or null
-  const T* w_o = nullptr;   // [H dv,D]
-  const T* b_o = nullptr;   // [D] or null
+  const T* w_o = nullptr;                                  // [H dv,D]
+  const T* b_o = nullptr;                                  // [D] or null
   Masks masks;
   double scale = 0;  // 0 = 1/sqrt(dk)
   EmptyRows empty_rows = EmptyRows::zero;

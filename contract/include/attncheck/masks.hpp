@@ -13,7 +13,6 @@ std::vector<uint8_t> flip_polarity(const std::vector<uint8_t>& mask);
 
 // MultiheadAttention's key_padding_mask [B,Tk] (true = padded key, blocked) as an allow
 // mask [B,Tq,Tk] (true = may attend), the same for every query.
-std::vector<uint8_t> allow_from_key_padding_mask(const std::vector<uint8_t>& key_padding_mask, int64_t B,
-                                                 int64_t Tq, int64_t Tk);
+std::vector<uint8_t> allow_from_key_padding_mask(const std::vector<uint8_t>& key_padding_mask, int64_t B, int64_t Tq, int64_t Tk);
 
 }  // namespace attncheck

@@ -79,9 +79,9 @@ inline constexpr Policy kPolicies[] = {
      [](Policies& p, int c) { p.masked_inputs = MaskedInputs(c); }},
 };
 
-const Policy& policy(std::string_view flag);  // throws std::logic_error for no such policy
+const Policy& policy(std::string_view flag);        // throws std::logic_error for no such policy
 const Policy* policy_named(std::string_view flag);  // null for no such policy
-std::string choices_text(const Policy& policy);   // "zero, nan, mean or any"
+std::string choices_text(const Policy& policy);     // "zero, nan, mean or any"
 // The word of `policy`'s choice in `policies` ("zero"), and the choice a word names (none: not one).
 const char* policy_word(const Policy& policy, const Policies& policies);
 std::optional<int> policy_choice(const Policy& policy, std::string_view word);

@@ -96,20 +96,20 @@ struct BinaryFormat {
     const uint64_t d_biased = (d & d_exponent_mask) >> d_fraction_bits;
     const uint64_t d_fraction = d & d_fraction_mask;
     if (d_biased == 0x7ff) {
-      if (d_fraction == 0) return Bits(sign | exponent_mask);  // +-inf
+      if (d_fraction == 0) return Bits(sign | exponent_mask);        // +-inf
       const uint64_t payload = d_fraction >> (d_fraction_bits - F);  // NaN: its top fraction bits
       return Bits(sign | exponent_mask | (payload != 0 ? payload : quiet_bit));
     }
     // +-0 and double subnormals: below 2^-1022, far below half this format's smallest subnormal.
     if (d_biased == 0) return Bits(sign);
-    const int e = int(d_biased) - d_bias;                        // |x| = m 2^(e - 52), 2^52 <= m < 2^53
-    if (e > emax) return Bits(sign | exponent_mask);             // |x| >= 2^(emax + 1): overflow
+    const int e = int(d_biased) - d_bias;             // |x| = m 2^(e - 52), 2^52 <= m < 2^53
+    if (e > emax) return Bits(sign | exponent_mask);  // |x| >= 2^(emax + 1): overflow
     const uint64_t m = (uint64_t{1} << d_fraction_bits) | d_fraction;
     // The format's quantum at |x| is 2^(e - F) in a normal binade and 2^(emin - F) below 2^emin;
     // shift is how many low bits of m lie below it (at least 1, since F < 52).
     const int shift = d_fraction_bits - F + (e < emin ? emin - e : 0);
-    if (shift > d_fraction_bits + 1) return Bits(sign);          // m < 2^53 <= half a quantum: +-0
-    uint64_t r = m >> shift;                                       // |x| in quanta, truncated
+    if (shift > d_fraction_bits + 1) return Bits(sign);  // m < 2^53 <= half a quantum: +-0
+    uint64_t r = m >> shift;                             // |x| in quanta, truncated
     const uint64_t rest = m & ((uint64_t{1} << shift) - 1), half = uint64_t{1} << (shift - 1);
     if (rest > half || (rest == half && (r & 1))) ++r;
     // Below 2^emin, r is the subnormal's fraction; r = 2^F is the smallest normal's encoding. In a
@@ -150,7 +150,7 @@ struct Precision<Half> : detail::TwoByte<Half, 5, 10> {
   static constexpr Format format = Format::f16;
   static constexpr const char* short_name = "f16";
   static constexpr const char* capability_name = "ATTNCHECK_CAP_F16";  // its capability bit in plugin.h
-  static constexpr const char* numpy = "<f2";  // its storage as NumPy reads the protocol's bytes
+  static constexpr const char* numpy = "<f2";                          // its storage as NumPy reads the protocol's bytes
 };
 
 template <>
@@ -163,7 +163,7 @@ struct Precision<BFloat16> : detail::TwoByte<BFloat16, 8, 7> {
   static constexpr Format format = Format::bf16;
   static constexpr const char* short_name = "bf16";
   static constexpr const char* capability_name = "ATTNCHECK_CAP_BF16";  // its capability bit in plugin.h
-  static constexpr const char* numpy = "<u2";  // its storage as NumPy reads the protocol's bytes
+  static constexpr const char* numpy = "<u2";                           // its storage as NumPy reads the protocol's bytes
 };
 
 template <>
@@ -179,7 +179,7 @@ struct Precision<float> {
   static constexpr Format format = Format::f32;
   static constexpr const char* short_name = "f32";
   static constexpr const char* capability_name = "ATTNCHECK_CAP_F32";  // its capability bit in plugin.h
-  static constexpr const char* numpy = "<f4";  // its storage as NumPy reads the protocol's bytes
+  static constexpr const char* numpy = "<f4";                          // its storage as NumPy reads the protocol's bytes
   using Layout = detail::BinaryFormat<exponent_bits, fraction_bits>;
   static Bits to_bits(float x) { return std::bit_cast<Bits>(x); }
   static float from_bits(Bits b) { return std::bit_cast<float>(b); }
@@ -202,7 +202,7 @@ struct Precision<double> {
   static constexpr Format format = Format::f64;
   static constexpr const char* short_name = "f64";
   static constexpr const char* capability_name = "ATTNCHECK_CAP_F64";  // its capability bit in plugin.h
-  static constexpr const char* numpy = "<f8";  // its storage as NumPy reads the protocol's bytes
+  static constexpr const char* numpy = "<f8";                          // its storage as NumPy reads the protocol's bytes
   static Bits to_bits(double x) { return detail::bits_of_double(x); }
   static double from_bits(Bits b) { return detail::double_of_bits(b); }
   static double to_double(double x) { return x; }    // the identity: no arithmetic, nothing to flush
@@ -242,10 +242,14 @@ static_assert(std::is_same_v<Precision<Half>::Layout::Bits, Precision<Half>::Bit
 template <class Visitor>
 decltype(auto) visit_format(Format format, Visitor visit) {
   switch (format) {
-    case Format::f64: return visit(double{});
-    case Format::f16: return visit(Half{});
-    case Format::bf16: return visit(BFloat16{});
-    case Format::f32: break;
+    case Format::f64:
+      return visit(double{});
+    case Format::f16:
+      return visit(Half{});
+    case Format::bf16:
+      return visit(BFloat16{});
+    case Format::f32:
+      break;
   }
   return visit(float{});
 }

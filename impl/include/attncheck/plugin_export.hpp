@@ -70,9 +70,8 @@ int32_t backward_through_abi_v2(const attncheck_grads_v2* g, uint32_t capabiliti
     using T = decltype(zero);
     Problem<T> problem = from_abi_v2<T>(*p);
     Grads<T> grads{static_cast<const T*>(p->out), static_cast<const T*>(p->lse), static_cast<const T*>(g->dout),
-                   static_cast<T*>(g->dq),        static_cast<T*>(g->dk),       static_cast<T*>(g->dv)};
-    if (!problem_error(problem, Result<T>{grads.dq}).empty() || !grads.out || !grads.lse || !grads.dout || !grads.dk ||
-        !grads.dv)
+                   static_cast<T*>(g->dq),        static_cast<T*>(g->dk),        static_cast<T*>(g->dv)};
+    if (!problem_error(problem, Result<T>{grads.dq}).empty() || !grads.out || !grads.lse || !grads.dout || !grads.dk || !grads.dv)
       return 2;
     WideBuffers wide;
     WideGrads wide_grads;
@@ -132,33 +131,33 @@ int32_t layer_through_abi_v2(const attncheck_mha_v2* m, uint32_t capabilities, C
 #define ATTNCHECK_EXPORT extern "C" __attribute__((visibility("default")))
 
 // Defines the three ABI v1 symbols around COMPUTE, a generic callable (problem, Result).
-#define ATTNCHECK_EXPORT_PLUGIN(COMPUTE)                                                     \
-  ATTNCHECK_EXPORT int32_t attncheck_abi_version(void) { return ATTNCHECK_ABI_VERSION; }     \
-  ATTNCHECK_EXPORT int32_t attncheck_forward_f32(const attncheck_problem* p) {               \
-    return attncheck::forward_through_abi<float>(p, COMPUTE);                                \
-  }                                                                                          \
-  ATTNCHECK_EXPORT int32_t attncheck_forward_f64(const attncheck_problem* p) {               \
-    return attncheck::forward_through_abi<double>(p, COMPUTE);                               \
+#define ATTNCHECK_EXPORT_PLUGIN(COMPUTE)                                                 \
+  ATTNCHECK_EXPORT int32_t attncheck_abi_version(void) { return ATTNCHECK_ABI_VERSION; } \
+  ATTNCHECK_EXPORT int32_t attncheck_forward_f32(const attncheck_problem* p) {           \
+    return attncheck::forward_through_abi<float>(p, COMPUTE);                            \
+  }                                                                                      \
+  ATTNCHECK_EXPORT int32_t attncheck_forward_f64(const attncheck_problem* p) {           \
+    return attncheck::forward_through_abi<double>(p, COMPUTE);                           \
   }
 
 // Defines attncheck_backward_v2 around COMPUTE, a generic callable (problem, Grads), for a plugin
 // whose CAPABILITIES (those of ATTNCHECK_EXPORT_PLUGIN_V2) claim ATTNCHECK_CAP_BACKWARD.
-#define ATTNCHECK_EXPORT_BACKWARD_V2(COMPUTE, CAPABILITIES)                                  \
-  ATTNCHECK_EXPORT int32_t attncheck_backward_v2(const attncheck_grads_v2* g) {             \
-    return attncheck::backward_through_abi_v2(g, (CAPABILITIES), COMPUTE);                   \
+#define ATTNCHECK_EXPORT_BACKWARD_V2(COMPUTE, CAPABILITIES)                     \
+  ATTNCHECK_EXPORT int32_t attncheck_backward_v2(const attncheck_grads_v2* g) { \
+    return attncheck::backward_through_abi_v2(g, (CAPABILITIES), COMPUTE);      \
   }
 
 // Defines the three ABI v2 symbols around COMPUTE (as above) claiming CAPABILITIES.
-#define ATTNCHECK_EXPORT_PLUGIN_V2(COMPUTE, CAPABILITIES)                                     \
-  ATTNCHECK_EXPORT int32_t attncheck_abi_version(void) { return ATTNCHECK_ABI_VERSION_2; }   \
-  ATTNCHECK_EXPORT uint32_t attncheck_capabilities(void) { return (CAPABILITIES); }         \
-  ATTNCHECK_EXPORT int32_t attncheck_forward_v2(const attncheck_problem_v2* p) {             \
-    return attncheck::forward_through_abi_v2(p, (CAPABILITIES), COMPUTE);                    \
+#define ATTNCHECK_EXPORT_PLUGIN_V2(COMPUTE, CAPABILITIES)                                  \
+  ATTNCHECK_EXPORT int32_t attncheck_abi_version(void) { return ATTNCHECK_ABI_VERSION_2; } \
+  ATTNCHECK_EXPORT uint32_t attncheck_capabilities(void) { return (CAPABILITIES); }        \
+  ATTNCHECK_EXPORT int32_t attncheck_forward_v2(const attncheck_problem_v2* p) {           \
+    return attncheck::forward_through_abi_v2(p, (CAPABILITIES), COMPUTE);                  \
   }
 
 // Defines attncheck_mha_forward_v2 around COMPUTE, a generic callable (layer, LayerResult), for a
 // plugin whose CAPABILITIES claim ATTNCHECK_CAP_MHA.
-#define ATTNCHECK_EXPORT_LAYER_V2(COMPUTE, CAPABILITIES)                                      \
-  ATTNCHECK_EXPORT int32_t attncheck_mha_forward_v2(const attncheck_mha_v2* m) {             \
-    return attncheck::layer_through_abi_v2(m, (CAPABILITIES), COMPUTE);                      \
+#define ATTNCHECK_EXPORT_LAYER_V2(COMPUTE, CAPABILITIES)                         \
+  ATTNCHECK_EXPORT int32_t attncheck_mha_forward_v2(const attncheck_mha_v2* m) { \
+    return attncheck::layer_through_abi_v2(m, (CAPABILITIES), COMPUTE);          \
   }

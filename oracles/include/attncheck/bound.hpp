@@ -35,9 +35,7 @@ inline constexpr double kTanhUnits = 4;
 inline constexpr double kSelfInflation = 1 + 0x1p-30;
 
 // gamma_k = k u / (1 - k u), the relative error of k roundings; no bound at all once k u reaches 1.
-inline double gamma(double k, double u) {
-  return k * u < 1 ? k * u / (1 - k * u) : std::numeric_limits<double>::infinity();
-}
+inline double gamma(double k, double u) { return k * u < 1 ? k * u / (1 - k * u) : std::numeric_limits<double>::infinity(); }
 
 // A sum of n non-negative doubles, rounded to nearest, made an upper bound of the exact sum.
 inline double inflate(double sum, int64_t n) { return sum * (1 + double(n + 2) * 0x1p-52); }
@@ -46,17 +44,17 @@ inline double inflate(double sum, int64_t n) { return sum * (1 + double(n + 2) *
 // n keys that carry weight.
 struct RowFacts {
   int64_t dk = 1;
-  double softcap = 0;              // the problem's soft-cap, 0 for none
-  bool finite_row = true;          // the row's maximum and sum are finite; else its outputs are special values
-  bool scores_in_range = true;     // no permitted key's score can overflow T (judged on finite terms)
+  double softcap = 0;           // the problem's soft-cap, 0 for none
+  bool finite_row = true;       // the row's maximum and sum are finite; else its outputs are special values
+  bool scores_in_range = true;  // no permitted key's score can overflow T (judged on finite terms)
 
-  double max_abs = 0;              // |m_i|, rounded up
-  double lse_abs = 0;              // |lse_i|, rounded up
-  std::vector<double> score_size;  // [n] c sum_k |q_ik k_jk| + |bias_ij| over finite terms, rounded up
-  std::vector<double> flush_error; // [n] tiny max(1, c) (2 dk + sum_k |q_ik| + sum_k |k_jk|): what flushing can move a score
-  std::vector<double> gap;         // [n] m_i - s_ij >= 0, rounded up
-  std::vector<double> weight;      // [n] p_ij, within 4 ulps (0 where it underflows double)
-  std::vector<double> log_weight;  // [n] log p_ij, within a few ulps
+  double max_abs = 0;               // |m_i|, rounded up
+  double lse_abs = 0;               // |lse_i|, rounded up
+  std::vector<double> score_size;   // [n] c sum_k |q_ik k_jk| + |bias_ij| over finite terms, rounded up
+  std::vector<double> flush_error;  // [n] tiny max(1, c) (2 dk + sum_k |q_ik| + sum_k |k_jk|): what flushing can move a score
+  std::vector<double> gap;          // [n] m_i - s_ij >= 0, rounded up
+  std::vector<double> weight;       // [n] p_ij, within 4 ulps (0 where it underflows double)
+  std::vector<double> log_weight;   // [n] log p_ij, within a few ulps
   // The oracle's own errors (docs/error-bound.md, "The oracle's own error"): of each score, its
   // weight's exp and the score's double-double arithmetic folded in, and the relative error its
   // normalizer shares with every weight.
@@ -89,8 +87,7 @@ struct LseBound {
 // the computation (overflow is outside the model).
 // When given, score_error and weight_error [n] receive E_j and A_j (the score's and the weight's
 // error bounds, docs/error-bound.md steps 1 and 5): the backward's bound starts from them.
-LseBound bound_row(const RowFacts& facts, const Arithmetic& arith, const std::vector<double>& v_abs, int64_t dv,
-                   double* bound, double* natural, std::vector<double>* score_error = nullptr,
-                   std::vector<double>* weight_error = nullptr);
+LseBound bound_row(const RowFacts& facts, const Arithmetic& arith, const std::vector<double>& v_abs, int64_t dv, double* bound,
+                   double* natural, std::vector<double>* score_error = nullptr, std::vector<double>* weight_error = nullptr);
 
 }  // namespace attncheck

@@ -46,14 +46,14 @@ std::string ratio_text(double ratio);
 struct Mismatch {
   const char* tensor;  // "out", "lse"
   int rank;
-  int64_t at[4];       // its index, `rank` entries: [b,h,i,c] in out, [b,h,i] in lse
+  int64_t at[4];  // its index, `rank` entries: [b,h,i,c] in out, [b,h,i] in lse
   double computed;
   long double exact;
   double bound;
-  double ratio;    // |computed - exact| / bound; +inf when bound is 0 or computed is not finite
-  double natural;  // the precision gate's unit for this element
-  double loss;     // |computed - exact| / natural
-  double ulps;     // -1 when either side is NaN
+  double ratio;               // |computed - exact| / bound; +inf when bound is 0 or computed is not finite
+  double natural;             // the precision gate's unit for this element
+  double loss;                // |computed - exact| / natural
+  double ulps;                // -1 when either side is NaN
   std::string where() const;  // "out[0,1,3,2]"
   // For a failing element: whether it is a wrong special value, and what it is ("expected NaN, got 0").
   bool special() const { return !std::isfinite(computed) || !std::isfinite(exact); }
@@ -72,13 +72,13 @@ bool unchanged(T before, T after) {
 
 // The rigorous gate over a whole output.
 struct Comparison {
-  int64_t checked = 0;     // elements compared against a finite bound or a special value
-  int64_t unchecked = 0;   // elements outside T's range
+  int64_t checked = 0;    // elements compared against a finite bound or a special value
+  int64_t unchecked = 0;  // elements outside T's range
   int64_t failed = 0;
-  int64_t special = 0;     // of the failed, the wrong special values
+  int64_t special = 0;               // of the failed, the wrong special values
   int64_t rows = 0, exact_rows = 0;  // query rows of the tensor, and those the oracle computed
-  double worst_ratio = 0;  // the largest error/bound among checked finite elements
-  Mismatch worst{};        // where it was
+  double worst_ratio = 0;            // the largest error/bound among checked finite elements
+  Mismatch worst{};                  // where it was
   Mismatch first_special{};          // the first wrong special value, when there is one
   std::vector<Mismatch> mismatches;  // the first 10 failures, in index order
   bool ok() const { return failed == 0; }
@@ -92,7 +92,6 @@ struct Comparison {
 // A computed tensor against the oracle's tensor of the same name and shape.
 template <class T>
 Comparison compare(const T* computed, const ExactTensor& expected);
-
 
 // The precision gate over a whole output.
 extern const double kPrecisionFactor;
@@ -126,6 +125,5 @@ struct Verdict {
 };
 template <class T>
 Verdict judge(const T* computed, const T* builtin_computed, const ExactTensor& expected);
-
 
 }  // namespace attncheck

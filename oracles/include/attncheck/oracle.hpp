@@ -15,20 +15,20 @@ namespace attncheck {
 
 // One query row (b, h, i): its weights, log-sum-exp and output, with their bounds.
 struct ExactRow {
-  bool empty = false;            // no key carries weight: the empty-row policy gave the row
-  std::vector<int64_t> keys;     // [n] the keys that carry weight: permitted, score not -inf (mean: every key)
-  std::vector<long double> weights;  // [n] p_ij to long double, within 2^-62 relative (0 where it underflows double)
-  long double lse = 0;           // log sum_j exp(s_ij)
-  std::vector<long double> out;  // [dv] sum_j p_ij v_jc, to long double (2^-64 relative)
-  std::vector<double> bound;     // [dv] the bound on |computed - exact| of any correct T implementation
-  std::vector<double> natural;   // [dv] the precision gate's unit (docs/error-bound.md)
+  bool empty = false;                     // no key carries weight: the empty-row policy gave the row
+  std::vector<int64_t> keys;              // [n] the keys that carry weight: permitted, score not -inf (mean: every key)
+  std::vector<long double> weights;       // [n] p_ij to long double, within 2^-62 relative (0 where it underflows double)
+  long double lse = 0;                    // log sum_j exp(s_ij)
+  std::vector<long double> out;           // [dv] sum_j p_ij v_jc, to long double (2^-64 relative)
+  std::vector<double> bound;              // [dv] the bound on |computed - exact| of any correct T implementation
+  std::vector<double> natural;            // [dv] the precision gate's unit (docs/error-bound.md)
   double lse_bound = 0, lse_natural = 0;  // the same for lse
   // What the backward's bound starts from (backward.hpp), for rows with finite weights: the forward
   // bound's score error E_j and weight error A_j, S_j, what flushing can move s_j (F_j without the
   // 2 tiny of its own underflow) and the gap m - s_j (docs/error-bound.md), and with a soft-cap the
   // derivative of s_j in scale q . k_j, 1 - tanh^2, to long double.
   std::vector<double> score_error, weight_error, score_size, score_flush, gap;  // [n]
-  std::vector<long double> cap_slope;                               // [n], or empty without a soft-cap
+  std::vector<long double> cap_slope;                                           // [n], or empty without a soft-cap
 };
 
 // Row (b, h, i) of `problem`: Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk] in.

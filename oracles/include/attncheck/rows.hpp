@@ -50,8 +50,7 @@ using RowProgress = std::function<void(int64_t done, int64_t total)>;
 // at least 2^16 query-key pairs, which the oracle still spreads over its threads), telling it after
 // each: the same rows, the same values, for a report that shows it is working.
 template <class T>
-void add_rows_in_chunks(const Problem<T>& problem, const std::vector<uint8_t>& rows, Reference& ref,
-                        const RowProgress& progress);
+void add_rows_in_chunks(const Problem<T>& problem, const std::vector<uint8_t>& rows, Reference& ref, const RowProgress& progress);
 
 // The one verdict (compare.hpp's judge) on `computed` against `ref`, every row or a sample: a
 // sampled reference first judges its own rows, then gains the rows the screen flags (in chunks,

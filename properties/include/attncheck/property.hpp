@@ -89,7 +89,9 @@ class Checker {
   int64_t in_range(int64_t lo, int64_t hi) { return lo + int64_t(below(uint64_t(hi - lo))); }
   bool coin() { return below(2) == 1; }
   template <class X>
-  X one_of(std::initializer_list<X> xs) { return xs.begin()[below(xs.size())]; }
+  X one_of(std::initializer_list<X> xs) {
+    return xs.begin()[below(xs.size())];
+  }
 
  protected:
   // The case itself: one generated value, so that RapidCheck shows it with describe().
@@ -109,9 +111,8 @@ class Checker {
 // row the screen flags (rows.hpp). A case with dropout is judged for the keep mask [B,H,Tq,Tk]
 // given, the kernel's: `reference` must be the oracle's for it (with_keep).
 template <class T>
-void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& out, Reference reference,
-                       const std::string& claim, const std::vector<T>* lse = nullptr,
-                       const std::vector<uint8_t>* keep = nullptr);
+void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& out, Reference reference, const std::string& claim,
+                       const std::vector<T>* lse = nullptr, const std::vector<uint8_t>* keep = nullptr);
 
 // c's problem with dropout's keep mask [B,H,Tq,Tk] given: what the oracle computes dropout for.
 template <class T>
@@ -128,8 +129,8 @@ std::string describe_failure(const Case<T>& c, int64_t b, int64_t h, int64_t i);
 
 // Fails unless the gradients agree with the oracle's, tensor by tensor (dq, dk, dv), both gates.
 template <class T>
-void require_gradients(Checker& check, const Case<T>& c, const Checker::Gradients<T>& computed,
-                       const GradReference<T>& reference, const std::vector<T>& dout, const std::string& claim);
+void require_gradients(Checker& check, const Case<T>& c, const Checker::Gradients<T>& computed, const GradReference<T>& reference,
+                       const std::vector<T>& dout, const std::string& claim);
 
 // c (without a soft-cap, which bends the scores) with every score of every row shifted by one
 // constant near `shift`: a / scale appended to every q and 1 to every k, the appended value rounded
@@ -172,8 +173,8 @@ Case<T> with_value_width(Case<T> c, int64_t dv);
 // of keys as wide as a value width it takes (dk itself under dk = dv), V holding I's columns of that
 // block. `calls` keeps the cases sent, the first first, for reports.
 struct ReadWeights {
-  std::vector<float> w;              // [B,H,Tq,Tk] (c.shape.scores_at)
-  std::vector<long double> exact;    // the oracle's
+  std::vector<float> w;            // [B,H,Tq,Tk] (c.shape.scores_at)
+  std::vector<long double> exact;  // the oracle's
   std::vector<double> bound;
   std::vector<Case<float>> calls;
 };
@@ -211,8 +212,8 @@ const std::vector<T>* lse_if_any(const std::vector<T>& lse) {
 struct Property {
   const char* name = "";
   void (*check)(Checker&) = nullptr;
-  int order = 0;                  // the campaign's order: lower first (cheap and high-yield)
-  const char* catches = "";       // the planted bug (impl/variants' Mutation) it must catch in ctest
+  int order = 0;             // the campaign's order: lower first (cheap and high-yield)
+  const char* catches = "";  // the planted bug (impl/variants' Mutation) it must catch in ctest
   bool generated = true;
   bool double_precision = false;  // checks f64 (the others f32, f16 and bf16, as the kernel claims them)
   bool float32_cases = false;     // builds float32 cases of its own: runs only on a kernel that claims f32
@@ -232,8 +233,7 @@ struct Property {
 // backward left out of a campaign is not claimed) under `policies`, taking `domain`: "needs causal",
 // "checks f64", "builds cases outside its domain: causal only"; empty when it applies. A property
 // that does not apply is skipped, and said to be (check, properties_test).
-std::string not_applicable(const Property& property, uint32_t claimed, const Policies& policies = {},
-                           const Domain& domain = {});
+std::string not_applicable(const Property& property, uint32_t claimed, const Policies& policies = {}, const Domain& domain = {});
 // Its reason for every forward property on a kernel that exports the multi-head layer alone.
 inline constexpr const char* kLayerOnlySkip = "checks a forward, and the kernel exports the multi-head layer alone";
 
@@ -245,8 +245,8 @@ bool register_property(const Property& property);
 //   ATTNCHECK_PROPERTY(RowsSumToOne, .order = 70, .catches = "softmax_over_queries") { ... check ... }
 // properties/CMakeLists.txt reads `.catches` from the same line to make the must-fail ctest.
 #define ATTNCHECK_PROPERTY(NAME, ...)                                                                   \
-  void NAME(Checker& check);                                                                          \
-  [[maybe_unused]] static const bool NAME##_registered =                                              \
+  void NAME(Checker& check);                                                                            \
+  [[maybe_unused]] static const bool NAME##_registered =                                                \
       ::attncheck::register_property(::attncheck::Property{.name = #NAME, .check = NAME, __VA_ARGS__}); \
   void NAME(Checker& check)
 

@@ -39,7 +39,7 @@ double standard_normal(Chooser& choose);
 struct CaseLimits {
   int64_t max_batch = 3, max_heads = 3, max_len = 24, max_width = 24;
   int64_t min_heads = 1, min_len = 1;  // Tq and Tk at least min_len
-  bool abi_only = false;  // through a plugin: the zero empty-row policy only
+  bool abi_only = false;               // through a plugin: the zero empty-row policy only
   // What the cases may use, in ABI v2's capability bits (plugin.h): an allow mask, causal masks, key
   // lengths, a window, a soft-cap, a bias; all of them unless a plugin's capabilities say less.
   uint32_t capabilities = ~0u;
@@ -58,8 +58,8 @@ struct CaseLimits {
 // split path). Lengths are drawn at a rung or between two, widths at a rung; a large case does at
 // most kLargeCaseWork multiply-adds (B H Tq Tk (dk + dv)), Tq and then Tk stepping down the ladder
 // until it fits.
-inline constexpr int64_t kLengthLadder[] = {1,   2,   3,   7,   8,   9,    15,   16,   17,   31,   32,
-                                            33,  63,  64,  65,  127, 128,  129,  255,  256,  257,  511,
+inline constexpr int64_t kLengthLadder[] = {1,   2,   3,    7,    8,    9,    15,   16,   17,   31,  32,
+                                            33,  63,  64,   65,   127,  128,  129,  255,  256,  257, 511,
                                             512, 513, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096};
 inline constexpr int64_t kWidthLadder[] = {1, 2, 3, 4, 5, 6, 7, 8, 16, 32, 40, 63, 64, 65, 80, 96, 112, 128, 160, 192, 256};
 inline constexpr int64_t kLargeCaseWork = int64_t(1) << 26;
@@ -68,19 +68,19 @@ inline constexpr int64_t kLargeCaseWork = int64_t(1) << 26;
 template <class T>
 struct Case {
   Shape shape;
-  std::vector<T> q, k, v, bias;        // [B,H,Tq,dk], [B,H_kv,Tk,dk], [B,H_kv,Tk,dv], [B,H,Tq,Tk] or empty
-  std::vector<uint8_t> allow;          // [B,Tq,Tk] or empty
-  std::vector<int32_t> key_lengths;    // [B] or empty
+  std::vector<T> q, k, v, bias;      // [B,H,Tq,dk], [B,H_kv,Tk,dk], [B,H_kv,Tk,dv], [B,H,Tq,Tk] or empty
+  std::vector<uint8_t> allow;        // [B,Tq,Tk] or empty
+  std::vector<int32_t> key_lengths;  // [B] or empty
   Causal causal = Causal::none;
   int64_t window_left = -1, window_right = -1;  // a sliding window (Masks); -1 = unbounded
   double scale = 0;
-  double softcap = 0;                            // 0 = none
-  double dropout_p = 0;                          // 0 = none; never drawn: the dropout properties set it
+  double softcap = 0;    // 0 = none
+  double dropout_p = 0;  // 0 = none; never drawn: the dropout properties set it
   uint64_t dropout_seed = 0;
   EmptyRows empty_rows = EmptyRows::zero;  // the empty-row policies the case is checked under (policies.hpp)
   LseEmpty lse_empty = LseEmpty::ninf;
   Format format = Precision<T>::format;  // T's, or f16 or bf16 holding exactly q, k, v and bias (Problem)
-  std::string mix;                     // what was drawn, for RC_CLASSIFY and reports
+  std::string mix;                       // what was drawn, for RC_CLASSIFY and reports
   Problem<T> problem() const;
   // Whether the masks let query i of batch b see key j, the bias aside (the contract's permits).
   bool permits(int64_t b, int64_t i, int64_t j) const { return attncheck::permits(problem().masks, shape, b, i, j); }

@@ -108,8 +108,8 @@ class IsolatedKernel {
   std::optional<Outcome> receive(const char* during, const protocol::Deadline& deadline, const void* request,
                                  void* const (&into)[protocol::kBuffers], const char* entry_point, protocol::Hello* hello);
   void stop();
-  Outcome fate(const char* waiting_for);  // how the child ended, once it closed its end of a pipe
-  Outcome hung(const char* during);       // kills the child that passed its limits (watch_'s, or the start's)
+  Outcome fate(const char* waiting_for);            // how the child ended, once it closed its end of a pipe
+  Outcome hung(const char* during);                 // kills the child that passed its limits (watch_'s, or the start's)
   static Outcome budget_ended(const char* during);  // out_of_budget: no verdict on the call
   // Whether the run's budget has ended or a stop was asked for (a signal, stop_when): no call is
   // sent and no child started (a restart of a command costs seconds) past it.
@@ -126,9 +126,9 @@ class IsolatedKernel {
   Patience patience_;
   std::optional<CallWatch> watch_;  // this call's; none while starting
   bool command_;
-  int stderr_fd_ = -1;                   // a command's stderr, an unlinked file
-  std::pair<int, int> stray_{-1, -1};    // this call's STRY: the buffer, and 0 before / 1 past it
-  bool have_mode_ = false;               // a MODE came since the child started
+  int stderr_fd_ = -1;                 // a command's stderr, an unlinked file
+  std::pair<int, int> stray_{-1, -1};  // this call's STRY: the buffer, and 0 before / 1 past it
+  bool have_mode_ = false;             // a MODE came since the child started
   pid_t child_ = -1;
   int to_child_ = -1, from_child_ = -1;
   int32_t version_ = 0;

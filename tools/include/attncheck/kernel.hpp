@@ -21,7 +21,7 @@ namespace attncheck {
 struct Kernel {
   Plugin plugin;
   bool full_contract = false;
-  FpMode mode;                          // the plugin's mode: the process's after loading it
+  FpMode mode;                               // the plugin's mode: the process's after loading it
   std::string fp_mode_finding;               // how loading it changed the mode, or empty
   mutable std::string fp_mode_call_finding;  // the first change a call made and left, or empty
   // Limits for draw_case so that every case drawn is one this kernel can take.

@@ -19,8 +19,8 @@ namespace attncheck {
 template <class T>
 struct LayerCase {
   LayerShape shape;
-  bool self_attention = true;  // x_kv is x_q (and x_kv is empty)
-  std::vector<T> x_q, x_kv;    // [B,Tq,D], [B,Tk,D]
+  bool self_attention = true;         // x_kv is x_q (and x_kv is empty)
+  std::vector<T> x_q, x_kv;           // [B,Tq,D], [B,Tk,D]
   std::vector<T> w_q, w_k, w_v, w_o;  // [D,H dk], [D,H_kv dk], [D,H_kv dv], [H dv,D]
   std::vector<T> b_q, b_k, b_v, b_o;  // [H dk], [H_kv dk], [H_kv dv], [D]; empty = none
   std::vector<uint8_t> allow;         // [B,Tq,Tk] or empty

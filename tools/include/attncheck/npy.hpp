@@ -18,8 +18,8 @@ enum class NpyDtype { f32, f64, u8, b1, i32, f16, u16, i16 };
 // An array as stored in a .npy file, always in C (row-major) order.
 struct NpyArray {
   NpyDtype dtype;
-  std::vector<int64_t> shape;        // empty = scalar
-  std::vector<unsigned char> data;   // raw little-endian element bytes, C (row-major) order
+  std::vector<int64_t> shape;       // empty = scalar
+  std::vector<unsigned char> data;  // raw little-endian element bytes, C (row-major) order
   // Product of shape (1 for a scalar); meaningful for shapes with non-negative dimensions.
   int64_t elements() const;
 };

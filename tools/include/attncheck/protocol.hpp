@@ -23,8 +23,8 @@ constexpr uint32_t kVersion = 1;
 
 // The frames. Child to checker: HELO first (or FAIL: it cannot start), then for each PROB one RSLT,
 // or FAIL (the call raised), or NTKN (the library's API cannot express this problem, which no
-// restriction states: the Python client's NotExpressible; counted, never a finding). The plugin host alone also sends MODE (its floating-point mode),
-// STRY (a stray write seen by canaries) and FALT (a fault, from its signal handler).
+// restriction states: the Python client's NotExpressible; counted, never a finding). The plugin host alone also sends MODE (its
+// floating-point mode), STRY (a stray write seen by canaries) and FALT (a fault, from its signal handler).
 struct Tag {
   char name[4];
   bool operator==(const Tag&) const = default;
@@ -53,8 +53,33 @@ static_assert(offsetof(Hello, restrictions) == kHelloWithoutDomain && sizeof(Hel
 // The tensors a call carries, in the order they follow a PROB (those it reads) and a RSLT (those
 // it writes).
 // A layer call (kLayer) reads ALLOW, KV_LENS and X_Q .. B_O, and writes OUT [B,Tq,D] and WEIGHTS.
-enum Buffer { Q, K, V, ALLOW, KV_LENS, BIAS, DOUT, OUT, KEEP, LSE, DQ, DK, DV,
-              X_Q, X_KV, W_Q, W_K, W_V, B_Q, B_K, B_V, W_O, B_O, WEIGHTS, kBuffers };
+enum Buffer {
+  Q,
+  K,
+  V,
+  ALLOW,
+  KV_LENS,
+  BIAS,
+  DOUT,
+  OUT,
+  KEEP,
+  LSE,
+  DQ,
+  DK,
+  DV,
+  X_Q,
+  X_KV,
+  W_Q,
+  W_K,
+  W_V,
+  B_Q,
+  B_K,
+  B_V,
+  W_O,
+  B_O,
+  WEIGHTS,
+  kBuffers
+};
 extern const char* const kBufferNames[kBuffers];
 
 // The PROB flags: each the protocol_flag of its feature's row (features.hpp).
@@ -64,8 +89,8 @@ enum Flags : uint32_t {
   kHasBias = protocol_flag(ATTNCHECK_CAP_BIAS),
   kWantLse = protocol_flag(ATTNCHECK_CAP_LSE),
   kBackward = protocol_flag(ATTNCHECK_CAP_BACKWARD),
-  kDropout = protocol_flag(ATTNCHECK_CAP_DROPOUT),     // a DropoutHeader follows the ProblemHeader
-  kWantKeep = protocol_flag(ATTNCHECK_CAP_DROPOUT_MASK),  // the RSLT carries the keep mask after out
+  kDropout = protocol_flag(ATTNCHECK_CAP_DROPOUT),         // a DropoutHeader follows the ProblemHeader
+  kWantKeep = protocol_flag(ATTNCHECK_CAP_DROPOUT_MASK),   // the RSLT carries the keep mask after out
   kLayer = protocol_flag(ATTNCHECK_CAP_MHA),               // a layer call: a LayerHeader follows the ProblemHeader
   kWantWeights = protocol_flag(ATTNCHECK_CAP_MHA_WEIGHTS)  // and its RSLT carries each head's weights after out
 };
@@ -74,8 +99,8 @@ enum Flags : uint32_t {
 struct Fault {
   enum Where : int32_t { unknown = -1, before, past, read_only, outside };
   int32_t signal;
-  int32_t buffer;    // Buffer: the one whose guard or pages it is in, or (outside) the nearest ending below; or -1
-  Where where;       // unknown: the signal gave no address (a null pointer, a non-canonical one)
+  int32_t buffer;  // Buffer: the one whose guard or pages it is in, or (outside) the nearest ending below; or -1
+  Where where;     // unknown: the signal gave no address (a null pointer, a non-canonical one)
   int32_t unused;
   int64_t distance;  // bytes before the buffer's start (before) or past its end (past, outside)
   uint64_t address;
@@ -94,7 +119,7 @@ static_assert(sizeof(ProblemHeader) == 64 && offsetof(ProblemHeader, scale) == 4
 
 // A PROB with kDropout: these 16 bytes right after its ProblemHeader, before the buffers.
 struct DropoutHeader {
-  double p;       // in (0, 1)
+  double p;  // in (0, 1)
   uint64_t seed;
 };
 static_assert(sizeof(DropoutHeader) == 16);

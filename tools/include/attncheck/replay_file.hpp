@@ -31,10 +31,10 @@ struct ReplayFile {
   bool operator==(const ReplayFile&) const = default;
   int format = 2;
   std::string property;
-  std::string impl;      // a plugin's path or "builtin"; with command, a command line
+  std::string impl;  // a plugin's path or "builtin"; with command, a command line
   bool command = false;
-  Policies policies;  // a line each (empty-rows required; the others, from later files, optional)
-  Domain domain{};    // what the kernel said it takes (a record: a replay asks the kernel again)
+  Policies policies;      // a line each (empty-rows required; the others, from later files, optional)
+  Domain domain{};        // what the kernel said it takes (a record: a replay asks the kernel again)
   std::string case_text;  // "case ... end\n", checked; empty for a property that draws no case
   std::vector<uint64_t> choices;
   std::string failed_call, failed_call_why;  // the case text (checked) and why; both empty when not kept

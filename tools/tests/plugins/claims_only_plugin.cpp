@@ -43,8 +43,7 @@ void stall() {
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
   };
-  for (const double start = cpu(); cpu() - start < 1.5;) {
-  }
+  for (const double start = cpu(); cpu() - start < 1.5;) {}
 }
 #else
 void stall() {}
@@ -57,13 +56,11 @@ ATTNCHECK_EXPORT uint32_t attncheck_capabilities(void) { return kClaims; }
 ATTNCHECK_EXPORT int32_t attncheck_forward_v2(const attncheck_problem_v2* p) {
   stall();
   if (!within_claims(p, true)) return 9;
-  return attncheck::forward_through_abi_v2(p, kClaims, [](const auto& problem, const auto& result) {
-    attncheck::attention(problem, result);
-  });
+  return attncheck::forward_through_abi_v2(
+      p, kClaims, [](const auto& problem, const auto& result) { attncheck::attention(problem, result); });
 }
 ATTNCHECK_EXPORT int32_t attncheck_backward_v2(const attncheck_grads_v2* g) {
   if (!g || !claims(ATTNCHECK_CAP_BACKWARD) || !within_claims(g->problem, false)) return 9;
-  return attncheck::backward_through_abi_v2(g, kClaims, [](const auto& problem, const auto& grads) {
-    attncheck::attention_backward(problem, grads);
-  });
+  return attncheck::backward_through_abi_v2(
+      g, kClaims, [](const auto& problem, const auto& grads) { attncheck::attention_backward(problem, grads); });
 }

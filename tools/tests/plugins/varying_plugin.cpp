@@ -15,7 +15,8 @@
 
 namespace {
 
-constexpr uint32_t kClaims = ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64 | ATTNCHECK_CAP_ALLOW | ATTNCHECK_CAP_CAUSAL | ATTNCHECK_CAP_KV_LENS;
+constexpr uint32_t kClaims =
+    ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64 | ATTNCHECK_CAP_ALLOW | ATTNCHECK_CAP_CAUSAL | ATTNCHECK_CAP_KV_LENS;
 
 template <class T>
 void vary(T* out, size_t n, bool odd) {
@@ -32,9 +33,8 @@ ATTNCHECK_EXPORT int32_t attncheck_abi_version(void) { return ATTNCHECK_ABI_VERS
 ATTNCHECK_EXPORT uint32_t attncheck_capabilities(void) { return kClaims; }
 ATTNCHECK_EXPORT int32_t attncheck_forward_v2(const attncheck_problem_v2* p) {
   static int calls = 0;
-  const int32_t status = attncheck::forward_through_abi_v2(p, kClaims, [](const auto& problem, const auto& result) {
-    attncheck::attention(problem, result);
-  });
+  const int32_t status = attncheck::forward_through_abi_v2(
+      p, kClaims, [](const auto& problem, const auto& result) { attncheck::attention(problem, result); });
   if (status != 0) return status;
   const size_t n = size_t(p->batch) * size_t(p->heads) * size_t(p->q_len) * size_t(p->d_v);
   const bool odd = ++calls % 2 == 1;

@@ -25,7 +25,7 @@
 namespace {
 
 // exp of n entries of x in place, `Lanes` at a time through SLEEF.
-void exp_in_place(float *x, int64_t n) {
+void exp_in_place(float* x, int64_t n) {
   constexpr int64_t Lanes = 4;
   int64_t j = 0;
   for (; j + Lanes <= n; j += Lanes) _mm_storeu_ps(x + j, Sleef_expf4_u10(_mm_loadu_ps(x + j)));
@@ -37,7 +37,7 @@ void exp_in_place(float *x, int64_t n) {
   }
 }
 
-void exp_in_place(double *x, int64_t n) {
+void exp_in_place(double* x, int64_t n) {
   constexpr int64_t Lanes = 2;
   int64_t j = 0;
   for (; j + Lanes <= n; j += Lanes) _mm_storeu_pd(x + j, Sleef_expd2_u10(_mm_loadu_pd(x + j)));
@@ -50,16 +50,16 @@ void exp_in_place(double *x, int64_t n) {
 }
 
 template <class T>
-int32_t forward(const attncheck_problem *p) {
+int32_t forward(const attncheck_problem* p) {
   // q [B,H,Tq,dk], k [B,H,Tk,dk], v [B,H,Tk,dv], allow [B,Tq,Tk] (or NULL); out [B,H,Tq,dv].
   if (!p || !p->q || !p->k || !p->v || !p->out) return 1;
   if (p->batch < 1 || p->heads < 1 || p->q_len < 1 || p->kv_len < 1 || p->d_k < 1 || p->d_v < 1) return 1;
   if (p->causal < 0 || p->causal > 2 || !std::isfinite(p->scale)) return 1;
   const int64_t B = p->batch, H = p->heads, Tq = p->q_len, Tk = p->kv_len, dk = p->d_k, dv = p->d_v;
-  const T *q = static_cast<const T *>(p->q);
-  const T *k = static_cast<const T *>(p->k);
-  const T *v = static_cast<const T *>(p->v);
-  T *out = static_cast<T *>(p->out);
+  const T* q = static_cast<const T*>(p->q);
+  const T* k = static_cast<const T*>(p->k);
+  const T* v = static_cast<const T*>(p->v);
+  T* out = static_cast<T*>(p->out);
   const T scale = T(p->scale != 0 ? p->scale : 1.0 / std::sqrt(double(dk)));
   const T minus_inf = -std::numeric_limits<T>::infinity();
 
@@ -83,15 +83,15 @@ int32_t forward(const attncheck_problem *p) {
       }
       for (int64_t h = 0; h < H; ++h) {
         const int64_t bh = b * H + h;
-        const T *q_i = q + (bh * Tq + i) * dk;  // [dk]
-        T *out_i = out + (bh * Tq + i) * dv;    // [dv]
+        const T* q_i = q + (bh * Tq + i) * dk;  // [dk]
+        T* out_i = out + (bh * Tq + i) * dv;    // [dv]
 
         // Pass 1: scores of the permitted keys; drop those at -inf; row max, NaN-sticky.
         keys.clear();
         w.clear();
         T m = minus_inf;
         for (int64_t j : permitted) {
-          const T *k_j = k + (bh * Tk + j) * dk;  // [dk]
+          const T* k_j = k + (bh * Tk + j) * dk;  // [dk]
           T dot = 0;
           for (int64_t c = 0; c < dk; ++c) dot += q_i[c] * k_j[c];
           const T s = scale * dot;
@@ -116,7 +116,7 @@ int32_t forward(const attncheck_problem *p) {
         // Weighted sum of the values of the keys that carry weight.
         for (int64_t c = 0; c < dv; ++c) out_i[c] = 0;
         for (int64_t t = 0; t < n; ++t) {
-          const T *v_j = v + (bh * Tk + keys[size_t(t)]) * dv;  // [dv]
+          const T* v_j = v + (bh * Tk + keys[size_t(t)]) * dv;  // [dv]
           for (int64_t c = 0; c < dv; ++c) out_i[c] += w[size_t(t)] * v_j[c];
         }
       }
@@ -129,7 +129,7 @@ int32_t forward(const attncheck_problem *p) {
 extern "C" {
 
 int32_t attncheck_abi_version(void) { return 1; }
-int32_t attncheck_forward_f32(const attncheck_problem *p) { return forward<float>(p); }
-int32_t attncheck_forward_f64(const attncheck_problem *p) { return forward<double>(p); }
+int32_t attncheck_forward_f32(const attncheck_problem* p) { return forward<float>(p); }
+int32_t attncheck_forward_f64(const attncheck_problem* p) { return forward<double>(p); }
 
 }  // extern "C"

@@ -35,7 +35,7 @@
 namespace {
 
 template <class T>
-int32_t forward(const attncheck_problem *p) {
+int32_t forward(const attncheck_problem* p) {
   // q [B,H,Tq,dk], k [B,H,Tk,dk], v [B,H,Tk,dv], allow [B,Tq,Tk] (or NULL); out [B,H,Tq,dv].
   try {
     if (!p || !p->q || !p->k || !p->v || !p->out) return 1;
@@ -49,9 +49,9 @@ int32_t forward(const attncheck_problem *p) {
     const int64_t B = p->batch, H = p->heads, Tq = p->q_len, Tk = p->kv_len, dk = p->d_k, dv = p->d_v;
     const auto options = at::TensorOptions().dtype(c10::CppTypeToScalarType<T>::value);
     // The inputs are read-only: PyTorch only reads them (every op below makes a new tensor).
-    at::Tensor q = at::from_blob(const_cast<void *>(p->q), {B, H, Tq, dk}, options);
-    const at::Tensor k = at::from_blob(const_cast<void *>(p->k), {B, H, Tk, dk}, options);
-    const at::Tensor v = at::from_blob(const_cast<void *>(p->v), {B, H, Tk, dv}, options);
+    at::Tensor q = at::from_blob(const_cast<void*>(p->q), {B, H, Tq, dk}, options);
+    const at::Tensor k = at::from_blob(const_cast<void*>(p->k), {B, H, Tk, dk}, options);
+    const at::Tensor v = at::from_blob(const_cast<void*>(p->v), {B, H, Tk, dv}, options);
 
     // PyTorch 1.13 always scales by 1/sqrt(dk) (query * (1.0 / sqrt(dk)), the constant rounded to
     // T). A non-default scale is folded into a scaled copy of q so that PyTorch's own multiplication
@@ -72,7 +72,7 @@ int32_t forward(const attncheck_problem *p) {
       is_causal = true;
     } else if (p->allow || p->causal != 0) {
       at::Tensor m = at::empty({B, 1, Tq, Tk}, at::TensorOptions().dtype(at::kBool));
-      bool *permitted = m.data_ptr<bool>();
+      bool* permitted = m.data_ptr<bool>();
       for (int64_t b = 0; b < B; ++b)
         for (int64_t i = 0; i < Tq; ++i)
           for (int64_t j = 0; j < Tk; ++j) {
@@ -85,11 +85,10 @@ int32_t forward(const attncheck_problem *p) {
       mask = m;
     }
 
-    const at::Tensor out =
-        std::get<0>(at::_scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0,
-                                                      /*need_attn_weights=*/false, is_causal))
-            .to(options.dtype())
-            .contiguous();
+    const at::Tensor out = std::get<0>(at::_scaled_dot_product_attention(q, k, v, mask, /*dropout_p=*/0.0,
+                                                                         /*need_attn_weights=*/false, is_causal))
+                               .to(options.dtype())
+                               .contiguous();
     if (out.sizes() != at::IntArrayRef({B, H, Tq, dv})) return 2;
     std::memcpy(p->out, out.data_ptr<T>(), size_t(B * H * Tq * dv) * sizeof(T));
     return 0;
@@ -103,7 +102,7 @@ int32_t forward(const attncheck_problem *p) {
 extern "C" {
 
 int32_t attncheck_abi_version(void) { return 1; }
-int32_t attncheck_forward_f32(const attncheck_problem *p) { return forward<float>(p); }
-int32_t attncheck_forward_f64(const attncheck_problem *p) { return forward<double>(p); }
+int32_t attncheck_forward_f32(const attncheck_problem* p) { return forward<float>(p); }
+int32_t attncheck_forward_f64(const attncheck_problem* p) { return forward<double>(p); }
 
 }  // extern "C"
