@@ -6,6 +6,7 @@ ATTNCHECK_PACKAGES=(cmake g++ clang libclang-rt-14-dev libgtest-dev librapidchec
   libtorch-dev libsleef-dev   # real third-party kernels for the tests: PyTorch 1.13, SLEEF
   python3-numpy python3-torch python3-pytest   # the Python client, its examples and their tests
   python3-venv python3-setuptools python3-wheel  # `pip install ./python`, tested in a venv
+  clang-format  # ci/format, run by ctest
   chromium)  # headless, it loads `attncheck check --html` reports in ctest
 
 # Installs the packages above that dpkg does not report installed: directly as root,
