@@ -15,19 +15,8 @@ namespace attncheck {
 // A planted bug of the backward pass.
 enum class BackwardMutation {
   none,
-  p_not_zeroed_at_masked,         // masked positions of P not zeroed before dV and dS: P = exp(s - lse) taken
-                                  // at every key, the masks ignored in the backward (flash-attention 1947)
-  dkdv_not_summed_over_group,     // dK, dV of a KV head taken from its first query head only (levanter 449)
-  causal_upper_left_in_backward,  // the backward's causal mask upper-left while the forward's is lower-right
-                                  // (ffpa-attn 300); wrong only when Tq != Tk
-  softcap_derivative_missing,     // dT = dS: the factor 1 - tanh^2(t / softcap) left out (tokamax 1121)
-  dk_scale_missing,               // dK without the scale
-  d_from_other_output,            // D_i = dout_i . dout_i, a typo for dout_i . out_i in the preprocessing of D
-  dv_indexed_with_dk,             // dV indexed with the head width dk (pytorch 133495): element (j, c) of a KV
-                                  // head's dV goes to offset j dk + c of its [Tk,dv] block, wrapped modulo
-                                  // Tk dv when dk > dv, so that it stays inside the buffer; wrong when dk != dv
-  always_causal,                  // the backward masks upper-left causal even when the caller asked for no
-                                  // causal mask (triton 4541: the tutorial's backward)
+#define ATTNCHECK_BACKWARD_BUG(name) name,
+#include "planted_bugs.def"
 };
 
 // The freedoms a correct backward has, and an optional planted bug.

@@ -14,25 +14,8 @@ namespace attncheck {
 // A planted bug of the layer, named after the real one it imitates.
 enum class LayerMutation {
   none,
-  heads_split_dk_major,  // view(B, T, dk, H) for view(B, T, H, dk): the head and width axes swapped (head g takes columns g, g +
-                         // H, ...), merged back alike (hyunwoongko/transformer 15's view-order trap)
-  heads_merged_untransposed,  // [B,H,Tq,dv] reshaped to [B,Tq,H dv] with no permute first (jsbaan/transformer-from-scratch PR 6)
-  w_q_transposed,             // w_q read as stored [H dk][D], hidden while D == H dk; other shapes compute correctly
-                              // (rasbt/LLMs-from-scratch 857)
-  q_bias_dropped,      // b_q never added: the query bias of a fused QKV path left out (TensorRT-LLM 232, qkv_bias never passed)
-  out_bias_dropped,    // b_o never added: an out_proj built without its bias (opacus PR 20)
-  scale_from_d_model,  // default scale 1/sqrt(D) for 1/sqrt(dk) (omihub777/ViT-CIFAR PR 11, dfdx 171)
-  padding_mask_polarity_of_mha,     // key lengths made a key_padding_mask (true = padding) and passed as SDPA's attn_mask (true =
-                                    // attend) (rasbt/LLMs-from-scratch 1061)
-  softmax_over_queries_in_columns,  // in UDL's D x N layout, the softmax of K^T Q taken along its rows: over the queries
-                                    // (PyTorch-NLP 2, softmax on the wrong dim)
-  weights_averaged_over_heads,  // the returned weights the mean over the heads, nn.MultiheadAttention's average_attn_weights=True
-                                // default (pytorch 47583, PR 70055)
-  kv_heads_from_query_heads,  // GQA's KV heads tiled (repeat) for repeat_interleave: query head h reads KV head h % H_kv (onnx PR
-                              // 7274)
-  self_attention_path_drops_padding,  // a self-attention fast path (x_kv is x_q) that loses the key lengths: PyTorch's
-                                      // fast path taking padding through nested tensors (pytorch 86120; 97409, its
-                                      // masks mishandled); cross-attention, the slow path, is right
+#define ATTNCHECK_LAYER_BUG(name) name,
+#include "planted_bugs.def"
 };
 
 // How the layer is computed. The mutants of the misread inputs live in builtin; d2l and udl carry
