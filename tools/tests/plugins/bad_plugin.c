@@ -1,4 +1,4 @@
-/* A plugin that misbehaves in one way, chosen at build time by BAD (see tools/tests/CMakeLists.txt):
+/* A plugin that misbehaves in one way, chosen at build time by BAD_<name> (tools/tests/CMakeLists.txt):
  * the checker must report each as a finding and survive. Otherwise it outputs v's first row. */
 #include <fenv.h>
 #include <stdlib.h>
@@ -15,29 +15,29 @@ int32_t attncheck_forward_f32(const attncheck_problem *p) {
   float *out = (float *)p->out;
   volatile float sink = 0;
   for (size_t n = 0; n < n_out; ++n) out[n] = ((const float *)p->v)[n % (size_t)p->d_v];
-#if BAD == 1 /* crash: a null pointer */
+#if defined(BAD_crash) /* crash: a null pointer */
   *(volatile int *)0 = 1;
-#elif BAD == 2 /* abort */
+#elif defined(BAD_abort) /* abort */
   abort();
-#elif BAD == 3 /* hang */
+#elif defined(BAD_hang) /* hang */
   for (;;) sink += 1;
-#elif BAD == 4 /* write one element past the end of out (inside the canary slack or the guard page) */
+#elif defined(BAD_write_past_end) /* write one element past the end of out (inside the canary slack or the guard page) */
   out[n_out] = 1;
-#elif BAD == 5 /* write before the start of out */
+#elif defined(BAD_write_before_start) /* write before the start of out */
   out[-1] = 1;
-#elif BAD == 6 /* read past the end of k, beyond the 64-byte alignment slack */
+#elif defined(BAD_read_past_end) /* read past the end of k, beyond the 64-byte alignment slack */
   sink = ((const float *)p->k)[n_k + 16];
-#elif BAD == 7 /* write into an input */
+#elif defined(BAD_write_into_input) /* write into an input */
   ((float *)p->q)[0] = 0;
-#elif BAD == 8 /* refuse a valid problem */
+#elif defined(BAD_refuse) /* refuse a valid problem */
   return 7;
-#elif BAD == 9 /* exit the process */
+#elif defined(BAD_exit) /* exit the process */
   exit(3);
-#elif BAD == 10 /* change the rounding mode of the whole process and leave it so */
+#elif defined(BAD_rounding) /* change the rounding mode of the whole process and leave it so */
   fesetround(FE_TOWARDZERO);
-#elif BAD == 11 /* write 20 KiB past the end of out: in its own guard, not some other buffer's */
+#elif defined(BAD_write_far_past_end) /* write 20 KiB past the end of out: in its own guard, not some other buffer's */
   out[n_out + 5120] = 1;
-#elif BAD == 12 /* write 1 TiB before out: outside every buffer */
+#elif defined(BAD_write_far_outside) /* write 1 TiB before out: outside every buffer */
   *(volatile float *)((char *)out - ((size_t)1 << 40)) = 1;
 #endif
   (void)sink;

@@ -1,4 +1,4 @@
-/* Kernels written to a runtime's convention, one chosen at build time by CONVENTION (see
+/* Kernels written to a runtime's convention, one chosen at build time by CONVENTION, its name (see
  * tools/tests/CMakeLists.txt): each must pass under its policy (docs/contract.md, "Policies") and
  * be flagged without it, and the planted ones must be flagged under it too.
  *   1 MEAN_OF_V     correct; a row with no permitted key gives the mean of its values over all keys
