@@ -450,7 +450,7 @@ double roundest_in(double lo, double hi) {
 
 std::string cause_of(IsolatedKernel& kernel, const Finding& finding, CauseCache& cache) {
   Format format = Format::f32;
-  for (Format f : {Format::f32, Format::f64, Format::f16, Format::bf16})
+  for (Format f : kFormats)
     if (finding.format == format_name(f)) format = f;
   if (!(kernel.capabilities() & capability_of(format))) return "";
   const Probing p{kernel, finding, format};

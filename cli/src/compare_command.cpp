@@ -146,7 +146,7 @@ Format format_of(const NpyArray& a, const std::string& file, bool bf16_bits) {
 
 // --dtype's word, a format's short_name (f32, f64, f16, bf16), -> the format.
 Format format_named(const std::string& word) {
-  for (const Format f : {Format::f32, Format::f64, Format::f16, Format::bf16})
+  for (const Format f : kFormats)
     if (word == visit_format(f, [](auto zero) { return Precision<decltype(zero)>::short_name; })) return f;
   throw InputError("--dtype: unknown format '" + word + "'");  // unreachable: the flag's choices are these
 }

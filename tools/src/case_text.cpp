@@ -82,7 +82,7 @@ namespace {
 // The format a case text's precision word names, if T holds it: T's own, or f16 or bf16 for float.
 template <class T>
 std::optional<Format> format_named(const std::string& precision) {
-  for (Format f : {Format::f32, Format::f64, Format::f16, Format::bf16})
+  for (Format f : kFormats)
     if (precision == format_name(f) && (f == Precision<T>::format || (std::is_same_v<T, float> && is_narrow(f)))) return f;
   return std::nullopt;
 }

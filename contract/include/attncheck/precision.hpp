@@ -1,8 +1,10 @@
 // Floating-point formats as traits. Precision<T> is everything attncheck knows about the format T:
 // its bit layout, unit roundoff, range, the words every report names it by, and exact conversions
 // to and from double. One specialization per format, in the style of LLVM libc's FPBits: code that
-// works on several precisions asks Precision<T> and never tests sizeof(T), so a new format costs one
-// specialization here and nothing anywhere else.
+// works on several precisions asks Precision<T> and never tests sizeof(T). A new format costs one
+// specialization here, its Format value (in kFormats and visit_format below), its row in the
+// feature table (features.hpp), and how other languages spell its bits (source_text.hpp for
+// Python, standalone_repro.cpp for NumPy).
 //
 // The 2-byte formats are stored as bit patterns (Half, BFloat16), and this public header depends on
 // no compiler support for 16-bit floats (no _Float16, __bf16 or other extension): it builds wherever
@@ -26,6 +28,9 @@ namespace attncheck {
 // A format by name at run time: what a plugin's dtype says, what a case is stored in. The values
 // are plugin ABI v2's ATTNCHECK_F32 .. ATTNCHECK_BF16; visit_format (below) turns one into its type.
 enum class Format : int32_t { f32 = 0, f64 = 1, f16 = 2, bf16 = 3 };
+
+// Every format, in that order: what a loop over the formats walks.
+inline constexpr Format kFormats[] = {Format::f32, Format::f64, Format::f16, Format::bf16};
 
 // IEEE 754 binary16: 1 sign, 5 exponent, 10 fraction bits.
 struct Half {
