@@ -72,12 +72,23 @@ void require_close(Checker& check, const LayerCase<T>& c, const std::vector<T>& 
   }
 }
 
+template <class T>
+void layer_agrees(Checker& check) {
+  const LayerCase<T> c = draw_layer<T>(check);
+  const bool with_weights = check.claims(ATTNCHECK_CAP_MHA_WEIGHTS);
+  std::vector<T> weights;
+  const std::vector<T> out = check.run_layer(c, with_weights ? &weights : nullptr);
+  require_layer_agreement(check, c, out, with_weights ? &weights : nullptr, layer_reference(c.layer()),
+                          "the layer against its oracle");
+}
+
 #define ATTNCHECK_INSTANTIATE(T)                                                                                               \
   template LayerCase<T> draw_layer(Checker&, CaseLimits);                                                                      \
   template void require_layer_agreement(Checker&, const LayerCase<T>&, const std::vector<T>&, const std::vector<T>*,           \
                                         const LayerReference&, const std::string&);                                            \
   template void require_close(Checker&, const LayerCase<T>&, const std::vector<T>&, const std::vector<T>&, const ExactTensor&, \
-                              const ExactTensor&, const std::string&);
+                              const ExactTensor&, const std::string&);                                                         \
+  template void layer_agrees<T>(Checker&);
 ATTNCHECK_INSTANTIATE(float)
 ATTNCHECK_INSTANTIATE(double)
 #undef ATTNCHECK_INSTANTIATE

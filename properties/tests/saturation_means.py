@@ -1,9 +1,10 @@
 #!/usr/bin/python3
-"""The expected values behind properties/saturation.cpp's thresholds, by simulation.
+"""The expected values behind the thresholds of properties/unscaled_softmax_saturates_as_d_grows.cpp
+and properties/scaled_softmax_stays_put_as_d_grows.cpp, by simulation.
 
 For N queries over 32 keys, q and k Gaussian in dimension d, scaled (q.k / sqrt(d)) or not: the
 mean largest weight and the mean 1 - sum p^2, each over 2x10^4 queries (standard error below
-0.003), and each threshold's distance from them. The property's false-alarm probability,
+0.003), and each threshold's distance from them. The properties' false-alarm probability,
 exp(-2 * 1024 * gap^2) by Hoeffding, needs every gap at least 0.13 (1e-15 per check).
 
     /usr/bin/python3 properties/tests/saturation_means.py

@@ -1,5 +1,6 @@
 // What the layer's properties share (properties/layer_*.cpp): drawing a layer the kernel can take,
-// and judging its out and weights against the layer's oracle with the suite's one comparator.
+// and judging its out and weights against the layer's oracle with the suite's one comparator (the
+// whole check of LayerAgreesWithOracle and LayerAgreesWithOracleInDouble: layer_agrees).
 #pragma once
 
 #include <string>
@@ -28,5 +29,10 @@ void require_layer_agreement(Checker& check, const LayerCase<T>& c, const std::v
 template <class T>
 void require_close(Checker& check, const LayerCase<T>& c, const std::vector<T>& before, const std::vector<T>& after,
                    const ExactTensor& before_ref, const ExactTensor& after_ref, const std::string& claim);
+
+// A drawn layer's out (and each head's weights, when the kernel returns them) against the layer's
+// oracle.
+template <class T>
+void layer_agrees(Checker& check);
 
 }  // namespace attncheck
