@@ -16,9 +16,7 @@ child="$python $root/tools/tests/children/misbehaving_child.py"
 mkdir -p "$out" && cd "$out" || exit 1
 case $case in
   report_under_pytest)
-    # ATTNCHECK_BIN unset, as in the inline command this was moved from: its `env ${py_env}` was cut by the
-    # CMake list's ';' (env printed the environment and ended): the client finds attncheck on PATH, else in build/.
-    PYTHONPATH=$root/python PYTHONDONTWRITEBYTECODE=1 "$python" -m pytest -q -p no:cacheprovider "$root/python/tests/shows_the_report.py" \
+    ATTNCHECK_BIN=$attncheck PYTHONPATH=$root/python PYTHONDONTWRITEBYTECODE=1 "$python" -m pytest -q -p no:cacheprovider "$root/python/tests/shows_the_report.py" \
       > "$out/shows_the_report.txt"
     code=$?
     cat "$out/shows_the_report.txt"
