@@ -220,7 +220,8 @@ Shown problem_shown(const CampaignOptions& options, const Finding& finding) {
   Shown shown{finding.case_text.empty() ? finding.last_call_case : finding.case_text,
               "the finding's case",
               "was not called on it when the property ran again",
-              {}};
+              {},
+              ""};
   if (finding.message.rfind("the implementation hung", 0) == 0) shown.fault = "hung";
   if (shown.text.empty() || shown.fault == "hung") return shown;
   std::vector<KernelCall> calls;

@@ -32,7 +32,8 @@ const attncheck::Variant& variant() {
 #define ATTNCHECK_CORRECT_BACKWARD flash_backward
 #endif
 
-const attncheck::BackwardVariant& backward_variant() {
+// Unused in a build of the forward alone (no backward defined).
+[[maybe_unused]] const attncheck::BackwardVariant& backward_variant() {
   static const attncheck::BackwardVariant chosen = [] {
 #ifdef ATTNCHECK_BACKWARD_MUTATION
     return attncheck::backward_mutant(attncheck::BackwardMutation::ATTNCHECK_BACKWARD_MUTATION);

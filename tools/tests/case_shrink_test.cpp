@@ -52,9 +52,15 @@ void expect_well_formed(const Case<T>& c) {
   ASSERT_EQ(c.q.size(), size_t(s.q_size()));
   ASSERT_EQ(c.k.size(), size_t(s.k_size()));
   ASSERT_EQ(c.v.size(), size_t(s.v_size()));
-  if (!c.bias.empty()) ASSERT_EQ(c.bias.size(), size_t(s.scores_size()));
-  if (!c.allow.empty()) ASSERT_EQ(c.allow.size(), size_t(s.allow_size()));
-  if (!c.key_lengths.empty()) ASSERT_EQ(c.key_lengths.size(), size_t(s.B));
+  if (!c.bias.empty()) {
+    ASSERT_EQ(c.bias.size(), size_t(s.scores_size()));
+  }
+  if (!c.allow.empty()) {
+    ASSERT_EQ(c.allow.size(), size_t(s.allow_size()));
+  }
+  if (!c.key_lengths.empty()) {
+    ASSERT_EQ(c.key_lengths.size(), size_t(s.B));
+  }
   for (int32_t length : c.key_lengths) ASSERT_TRUE(length >= 0 && length <= s.Tk);
   std::vector<T> out(size_t(s.out_size()));
   EXPECT_EQ(problem_error(c.problem(), Result<T>{out.data()}), "");
@@ -85,8 +91,12 @@ TEST(CaseShrink, EveryNeighbourIsWellFormedAndNoLargerOrPlainer) {
       EXPECT_LE(case_size(n), case_size(c));
       EXPECT_LE(n.window_left, c.window_left);
       EXPECT_LE(n.window_right, c.window_right);
-      if (c.softcap == 0) EXPECT_EQ(n.softcap, 0);
-      if (c.bias.empty()) EXPECT_TRUE(n.bias.empty());
+      if (c.softcap == 0) {
+        EXPECT_EQ(n.softcap, 0);
+      }
+      if (c.bias.empty()) {
+        EXPECT_TRUE(n.bias.empty());
+      }
       if (m.B == s.B && m.H == s.H && m.Tq == s.Tq && m.Tk == s.Tk && m.dk == s.dk && m.dv == s.dv) {
         for (size_t at = 0; at < c.q.size(); ++at) ASSERT_TRUE(plainer_or_same(n.q[at], c.q[at]));
         for (size_t at = 0; at < c.k.size(); ++at) ASSERT_TRUE(plainer_or_same(n.k[at], c.k[at]));
