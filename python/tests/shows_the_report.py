@@ -10,5 +10,5 @@ import cs336_adapter  # noqa: E402
 
 
 def test_a_finding_shows_the_report(tmp_path):
-    attncheck.check(attncheck.masked(cs336_adapter.inverted_polarity, tensors="torch"), seconds=5, empty_rows="nan",
+    attncheck.check(attncheck.masked(cs336_adapter.inverted_polarity, tensors="torch"), cases=50, seconds=600, empty_rows="nan",
                     counterexample=str(tmp_path / "flipped.replay"))
