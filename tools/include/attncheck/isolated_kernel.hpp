@@ -104,6 +104,7 @@ class IsolatedKernel {
   // One run of a call within `limits`; exchange runs a call again that hung past learnt limits.
   Outcome exchange_once(const protocol::Request& request, const void* const (&buffers)[protocol::kBuffers],
                         void* const (&into)[protocol::kBuffers], const char* entry_point, const CallLimits& limits);
+  struct Frame;  // one frame from the child as receive reads it, and its steps (isolated_kernel.cpp)
   // Reads one frame: how the call (or, given hello, the start) ended, or nothing yet (MODE, STRY).
   std::optional<Outcome> receive(const char* during, const protocol::Deadline& deadline, const void* request,
                                  void* const (&into)[protocol::kBuffers], const char* entry_point, protocol::Hello* hello);
