@@ -163,70 +163,90 @@ ExactRow empty_row(const Problem<T>& p, int64_t b, int64_t h, ExactRow row) {
   return row;
 }
 
+// Passes of row_body below, each inlined into it (and so into its FMA clone, row_of): row (b, h, i)
+// of Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk].
 template <class T>
-[[gnu::always_inline]] inline ExactRow row_body(const Problem<T>& p, const KeyFacts& keys, DD scale, int64_t b, int64_t h,
-                                                int64_t i, const double* input_error) {
-  // Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk], input_error [Tk] or null in;
-  // row (b, h, i) out.
-  const Shape& s = p.shape;
-  const T* q_i = p.q + s.q_at(b, h, i);
-  const T* bias_i = p.bias ? p.bias + s.scores_at(b, h, i) : nullptr;
-  const double scale_up = std::nextafter(std::fabs(scale.hi), kInf);
-  const Arithmetic arith = Arithmetic::of(p.format);
-  ExactRow row;
-  RowFacts facts;
-  facts.dk = s.dk;
-  facts.softcap = p.softcap;
+struct RowPass {
+  const Problem<T>& p;
+  const Shape& s;
+  const KeyFacts& keys;
+  const Arithmetic arith;
+  int64_t b, h, i;
+  const T* q_i;     // [dk]
+  const T* bias_i;  // [Tk], or null
+};
 
-  // Magnitudes for the bound and the range, from finite terms only (double, rounded up). Flushing
-  // sums are taken in units of tiny, so that they cannot overflow: tiny |x| <= 4 for any finite x.
-  double q_flush = 0, q_max = 0;
-  bool q_finite = true;
-  for (int64_t k = 0; k < s.dk; ++k) {
-    const bool ok = std::isfinite(q_i[k]);
-    q_finite &= ok;
-    q_flush += ok ? arith.tiny * std::fabs(double(q_i[k])) : 0;
-    q_max = std::max(q_max, ok ? std::fabs(double(q_i[k])) : 0.0);
+// The magnitudes of q_i for the bound and the range, from finite terms only (double, rounded up).
+// Flushing sums are taken in units of tiny, so that they cannot overflow: tiny |x| <= 4 for any
+// finite x.
+struct QueryFacts {
+  double flush = 0, max = 0;
+  bool finite = true;
+};
+template <class T>
+[[gnu::always_inline]] inline QueryFacts query_facts(const RowPass<T>& r) {
+  QueryFacts q;
+  for (int64_t k = 0; k < r.s.dk; ++k) {
+    const bool ok = std::isfinite(r.q_i[k]);
+    q.finite &= ok;
+    q.flush += ok ? r.arith.tiny * std::fabs(double(r.q_i[k])) : 0;
+    q.max = std::max(q.max, ok ? std::fabs(double(r.q_i[k])) : 0.0);
   }
-  q_flush = inflate(q_flush, s.dk);
+  q.flush = inflate(q.flush, r.s.dk);
+  return q;
+}
 
-  // Pass 1, scores: s_j = scale q . k_j + bias_j as double-doubles, over permitted keys whose score
-  // is not -inf. A NaN or +inf score makes the row special: every output NaN. The row is in T's
-  // range when no permitted key's finite terms can overflow T, in any order, before or after scaling.
-  std::vector<DD> score;
+// s_j of key k_j [dk], with |q . k_j|'s finite terms summed into qk_abs and, under a soft-cap, its
+// slope 1 - tanh^2 into `slope`. Finite inputs in double-double; else the IEEE special value.
+template <class T>
+[[gnu::always_inline]] inline DD score_of(const RowPass<T>& r, const T* k_j, DD scale, double bias, bool finite, double& qk_abs,
+                                          long double& slope) {
+  const double softcap = r.p.softcap;
+  if (finite) {
+    const DD qk = dot2(r.q_i, k_j, 1, r.s.dk, qk_abs);
+    DD s_j = softcap != 0 ? softcapped(scale, qk, softcap) : dd::mul(scale, dd::two_sum(qk.hi, qk.lo));
+    if (softcap != 0) {
+      const long double x = ((long double)s_j.hi + s_j.lo) / softcap;  // tanh(t / cap)
+      slope = (1 - x) * (1 + x);
+    }
+    if (r.bias_i) s_j = dd::add(s_j, {bias, 0});
+    return s_j;
+  }
+  for (int64_t k = 0; k < r.s.dk; ++k)
+    if (std::isfinite(r.q_i[k]) && std::isfinite(k_j[k])) qk_abs += std::fabs(double(r.q_i[k]) * double(k_j[k]));
+  const double t = special_dot(r.q_i, k_j, r.s.dk) * scale.hi;  // inf or NaN; a soft-cap takes inf to +-cap
+  return {(softcap != 0 && std::isinf(t) ? std::copysign(softcap, t) : t) + bias, 0};
+}
+
+// Pass 1, scores: s_j = scale q . k_j + bias_j as double-doubles, over permitted keys whose score is
+// not -inf, into row.keys and `score`. A NaN or +inf score makes the row special (the result):
+// every output NaN. The row is in T's range when no permitted key's finite terms can overflow T, in
+// any order, before or after scaling. input_error [Tk] or null.
+template <class T>
+[[gnu::always_inline]] inline bool scores(const RowPass<T>& r, DD scale, const double* input_error, ExactRow& row,
+                                          RowFacts& facts, std::vector<DD>& score) {
+  const Shape& s = r.s;
+  const double scale_up = std::nextafter(std::fabs(scale.hi), kInf);
+  const QueryFacts q = query_facts(r);
   bool special = false;
   for (int64_t j = 0; j < s.Tk; ++j) {
-    if (!key_permitted(p.masks, s, b, i, j)) continue;
-    const double bias = bias_i ? double(bias_i[j]) : 0;
+    if (!key_permitted(r.p.masks, s, r.b, r.i, j)) continue;
+    const double bias = r.bias_i ? double(r.bias_i[j]) : 0;
     if (bias == -kInf) continue;  // forbidden, its key unread
-    const T* k_j = p.k + s.k_at(b, h, j);
+    const T* k_j = r.p.k + s.k_at(r.b, r.h, j);
     double qk_abs = 0;
-    DD s_j;
     long double slope = 1;  // d s_j / d (scale q . k_j): 1 - tanh^2 under a soft-cap
-    if (q_finite && keys.finite[size_t(j)]) {
-      const DD qk = dot2(q_i, k_j, 1, s.dk, qk_abs);
-      s_j = p.softcap != 0 ? softcapped(scale, qk, p.softcap) : dd::mul(scale, dd::two_sum(qk.hi, qk.lo));
-      if (p.softcap != 0) {
-        const long double x = ((long double)s_j.hi + s_j.lo) / p.softcap;  // tanh(t / cap)
-        slope = (1 - x) * (1 + x);
-      }
-      if (bias_i) s_j = dd::add(s_j, {bias, 0});
-    } else {
-      for (int64_t k = 0; k < s.dk; ++k)
-        if (std::isfinite(q_i[k]) && std::isfinite(k_j[k])) qk_abs += std::fabs(double(q_i[k]) * double(k_j[k]));
-      const double t = special_dot(q_i, k_j, s.dk) * scale.hi;  // inf or NaN; a soft-cap takes inf to +-cap
-      s_j = {(p.softcap != 0 && std::isinf(t) ? std::copysign(p.softcap, t) : t) + bias, 0};
-    }
+    const DD s_j = score_of(r, k_j, scale, bias, q.finite && r.keys.finite[size_t(j)], qk_abs, slope);
     qk_abs = inflate(qk_abs, s.dk);
     const double score_size = inflate(scale_up * qk_abs + std::fabs(std::isfinite(bias) ? bias : 0), 2);
     // Every order must fit, with room for log2(e): q . k before scaling, c q or c k before the dot.
     facts.scores_in_range &=
-        2 * std::max(1.0, scale_up) * std::max({qk_abs, score_size, q_max, keys.max_abs[size_t(j)]}) < arith.max_finite;
+        2 * std::max(1.0, scale_up) * std::max({qk_abs, score_size, q.max, r.keys.max_abs[size_t(j)]}) < r.arith.max_finite;
     if (s_j.hi == -kInf) continue;
     special |= !std::isfinite(s_j.hi);  // NaN or +inf; a finite product that overflows double is out of range
     row.keys.push_back(j);
     score.push_back(s_j);
-    if (p.softcap != 0) row.cap_slope.push_back(slope);
+    if (r.p.softcap != 0) row.cap_slope.push_back(slope);
     facts.score_size.push_back(score_size);
     // An error of the inputs the kernel computes the scores from counts as a score error too.
     const double own = inflate(scale_up * dot2_error(s.dk, qk_abs), 1);
@@ -235,29 +255,24 @@ template <class T>
     // flushed (tiny, not c tiny, times the other factor), and each of the dk products and dk - 1
     // sums flushed: max(1, c) tiny (2 dk + sum |q| + sum |k|).
     facts.flush_error.push_back(
-        inflate(std::max(1.0, scale_up) * (arith.tiny * double(2 * s.dk) + q_flush + keys.flush[size_t(j)]), 3));
+        inflate(std::max(1.0, scale_up) * (r.arith.tiny * double(2 * s.dk) + q.flush + r.keys.flush[size_t(j)]), 3));
   }
-  const int64_t n = int64_t(row.keys.size());
-  row.out.assign(size_t(s.dv), 0);
-  row.bound.assign(size_t(s.dv), facts.scores_in_range ? 0 : kInf);
-  row.lse_bound = facts.scores_in_range ? 0 : kInf;
-  row.natural.assign(size_t(s.dv), 0);
-  if (n == 0) return empty_row(p, b, h, std::move(row));
-  if (special) {  // exp(inf - inf) or a NaN reaches every weight: special exact outputs, matched exactly
-    row.lse = kNaN;
-    row.out.assign(size_t(s.dv), kNaN);
-    row.weights.assign(size_t(n), kNaN);
-    return row;
-  }
+  return special;
+}
 
-  // Pass 2, exp and sum: e_j = exp(s_j - m) in double-double, l = sum_j e_j; p_j = e_j / l.
+// Pass 2, exp and sum: e_j = exp(s_j - m) in double-double, l = sum_j e_j; p_j = e_j / l; and the
+// log-sum-exp at 200 bits, lse = m + log l. e [n] out.
+[[gnu::always_inline]] inline DD exp_and_sum(const std::vector<DD>& score, ExactRow& row, RowFacts& facts, std::vector<DD>& e,
+                                             DD& l) {
+  const int64_t n = int64_t(score.size());
   DD m = score[0];
   for (const DD& s_j : score)
     if (dd::less(m, s_j)) m = s_j;
-  std::vector<DD> x(static_cast<size_t>(n)), e(x);
+  std::vector<DD> x(static_cast<size_t>(n));
+  e.resize(size_t(n));
   for (int64_t j = 0; j < n; ++j) x[size_t(j)] = dd::add(score[size_t(j)], dd::neg(m));  // <= 0
   dd::exp(x.data(), e.data(), x.size());
-  DD l{0, 0};
+  l = DD{0, 0};
   for (int64_t j = 0; j < n; ++j) {
     l = dd::add(l, e[size_t(j)]);
     const double gap = x[size_t(j)].lo < 0 ? std::nextafter(-x[size_t(j)].hi, kInf) : -x[size_t(j)].hi;  // m - s_j, rounded up
@@ -271,7 +286,6 @@ template <class T>
   // l's sum: n double-double additions, and the terms below 2^-1075 that exp dropped (below 2^-1074 each, relative to l >= 1).
   facts.oracle_weight_error = double(n) * (dd::kAddError + 0x1p-1074);
 
-  // The log-sum-exp at 200 bits: lse = m + log l.
   Exact lse = Exact(l.hi) + l.lo;
   lse = log(lse) + m.hi + m.lo;
   row.lse = lse.convert_to<long double>();
@@ -283,21 +297,29 @@ template <class T>
     facts.weight.push_back(double(row.weights[size_t(j)]));
     facts.log_weight.push_back(-facts.gap[size_t(j)] - log_l);
   }
+  return m;
+}
 
-  // Pass 3, the output: o_c = (sum_j e_j v_jc) / l, every column a chain of its own. e_j.hi is split
-  // in two 26-bit halves (Veltkamp), and so is a double v_jc (a float has 24 bits), so that the
-  // products of halves are exact: the large one is summed with TwoSum into hi (its errors kept), the
-  // others and e_j.lo v_jc, each within 2^-25 of |e_j v_jc|, in lo. A column with an inf or NaN
-  // value takes its IEEE special value: every permitted key has a positive exact weight, so p inf =
-  // inf even where p underflows.
-  const T* v_bh = p.v + s.v_at(b, h, 0);  // [Tk,dv] of head h's KV head
-  std::vector<double> hi(size_t(s.dv), 0), lo(hi), v_abs(size_t(n * s.dv));
+// Pass 3, the output: o_c = (sum_j e_j v_jc) / l, every column a chain of its own. e_j.hi is split
+// in two 26-bit halves (Veltkamp), and so is a double v_jc (a float has 24 bits), so that the
+// products of halves are exact: the large one is summed with TwoSum into hi (its errors kept), the
+// others and e_j.lo v_jc, each within 2^-25 of |e_j v_jc|, in lo. A column with an inf or NaN
+// value takes its IEEE special value: every permitted key has a positive exact weight, so p inf =
+// inf even where p underflows. v_abs [n][dv] out, for the bound.
+template <class T>
+[[gnu::always_inline]] inline void weighted_sum(const RowPass<T>& r, const std::vector<DD>& e, DD l, ExactRow& row,
+                                                RowFacts& facts, std::vector<double>& v_abs) {
+  const Shape& s = r.s;
+  const int64_t n = int64_t(e.size());
+  const T* v_bh = r.p.v + s.v_at(r.b, r.h, 0);  // [Tk,dv] of head h's KV head
+  std::vector<double> hi(size_t(s.dv), 0), lo(hi);
+  v_abs.assign(size_t(n * s.dv), 0);
   std::vector<uint8_t> nan(size_t(s.dv), 0), plus(nan), minus(nan);
   constexpr bool split_v = Precision<T>::fraction_bits > 25;
   // Dropout: a dropped key's term is 0, its value unread (v_abs 0 for the bound); the sum is
-  // multiplied by r = 1 / (1 - p) (docs/error-bound.md, "Dropout").
-  const uint8_t* keep_i = p.dropout_p > 0 ? p.dropout_keep + s.scores_at(b, h, i) : nullptr;
-  const long double r = p.dropout_p > 0 ? 1 / (1 - (long double)p.dropout_p) : 1;
+  // multiplied by rescale = 1 / (1 - p) (docs/error-bound.md, "Dropout").
+  const uint8_t* keep_i = r.p.dropout_p > 0 ? r.p.dropout_keep + s.scores_at(r.b, r.h, r.i) : nullptr;
+  const long double rescale = r.p.dropout_p > 0 ? 1 / (1 - (long double)r.p.dropout_p) : 1;
   for (int64_t j = 0; j < n; ++j) {
     if (keep_i && !keep_i[row.keys[size_t(j)]]) continue;
     const T* v_j = v_bh + row.keys[size_t(j)] * s.dv;
@@ -308,7 +330,7 @@ template <class T>
       hi[size_t(c)] = sum.hi;
       lo[size_t(c)] += sum.lo + ((a.hi * b.lo + a.lo * b.hi) + (a.lo * b.lo + e_j.lo * v));
     };
-    if (keys.plain_v[size_t(row.keys[size_t(j)])]) {  // the common case, without branches
+    if (r.keys.plain_v[size_t(row.keys[size_t(j)])]) {  // the common case, without branches
       for (int64_t c = 0; c < s.dv; ++c) add_term(c, double(v_j[c]));
       for (int64_t c = 0; c < s.dv; ++c) v_abs[size_t(j * s.dv + c)] = std::fabs(double(v_j[c]));
       continue;
@@ -331,24 +353,58 @@ template <class T>
       add_term(c, v);
     }
   }
+  const long double l_ld = (long double)l.hi + l.lo;
   for (int64_t c = 0; c < s.dv; ++c)
     row.out[size_t(c)] = nan[size_t(c)] || (plus[size_t(c)] && minus[size_t(c)]) ? kNaN
                          : plus[size_t(c)]                                       ? kInf
                          : minus[size_t(c)]                                      ? -kInf
-                                            : ((long double)hi[size_t(c)] + lo[size_t(c)]) * r / l_ld;
+                                            : ((long double)hi[size_t(c)] + lo[size_t(c)]) * rescale / l_ld;
   // hi + lo misses only the rounding of lo's 4n terms, each below 2^-25 |e_j v_jc| plus TwoSum's
   // errors (below n u sum_j |e_j v_jc| in all), and e_j.lo v_jc's (u^2): gamma_4n (2^-24 + n u) +
   // u^2 of sum_j e_j |v_jc|; then to long double, the division and the kept value, 4 eps_ld.
-  // With dropout, r's own rounding and its product: 2 eps_ld more.
+  // With dropout, rescale's own rounding and its product: 2 eps_ld more.
   facts.oracle_output_error = double(4 * n) * 0x1p-52 * (0x1p-24 + double(n) * 0x1p-53) + dd::kU2 +
                               (keep_i ? 6 : 4) * double(std::numeric_limits<long double>::epsilon());
-  facts.dropout_p = p.dropout_p;
+  facts.dropout_p = r.p.dropout_p;
+}
+
+template <class T>
+[[gnu::always_inline]] inline ExactRow row_body(const Problem<T>& p, const KeyFacts& keys, DD scale, int64_t b, int64_t h,
+                                                int64_t i, const double* input_error) {
+  // Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk], input_error [Tk] or null in;
+  // row (b, h, i) out.
+  const Shape& s = p.shape;
+  const RowPass<T> r{
+      p, s, keys, Arithmetic::of(p.format), b, h, i, p.q + s.q_at(b, h, i), p.bias ? p.bias + s.scores_at(b, h, i) : nullptr};
+  ExactRow row;
+  RowFacts facts;
+  facts.dk = s.dk;
+  facts.softcap = p.softcap;
+  std::vector<DD> score;
+  const bool special = scores(r, scale, input_error, row, facts, score);
+  const int64_t n = int64_t(row.keys.size());
+  row.out.assign(size_t(s.dv), 0);
+  row.bound.assign(size_t(s.dv), facts.scores_in_range ? 0 : kInf);
+  row.lse_bound = facts.scores_in_range ? 0 : kInf;
+  row.natural.assign(size_t(s.dv), 0);
+  if (n == 0) return empty_row(p, b, h, std::move(row));
+  if (special) {  // exp(inf - inf) or a NaN reaches every weight: special exact outputs, matched exactly
+    row.lse = kNaN;
+    row.out.assign(size_t(s.dv), kNaN);
+    row.weights.assign(size_t(n), kNaN);
+    return row;
+  }
+  std::vector<DD> e;
+  DD l;
+  const DD m = exp_and_sum(score, row, facts, e, l);
+  std::vector<double> v_abs;
+  weighted_sum(r, e, l, row, facts, v_abs);
 
   // The bound of each output element (docs/error-bound.md).
   facts.max_abs = std::fabs(m.hi) * (1 + 0x1p-52);
   facts.lse_abs = double(std::fabs(row.lse)) * (1 + 0x1p-52);
   const LseBound lse_bound =
-      bound_row(facts, arith, v_abs, s.dv, row.bound.data(), row.natural.data(), &row.score_error, &row.weight_error);
+      bound_row(facts, r.arith, v_abs, s.dv, row.bound.data(), row.natural.data(), &row.score_error, &row.weight_error);
   row.score_size = facts.score_size;
   row.score_flush = facts.flush_error;
   row.gap = facts.gap;
