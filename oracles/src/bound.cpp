@@ -143,41 +143,59 @@ double cancellation_logs(const RowFacts& f, const std::vector<double>& tau, std:
   return std::max(all_up + chain(all_up), -all_down + chain(all_down));
 }
 
-}  // namespace
-
-LseBound bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<double>& v_abs, int64_t dv, double* bound,
-                   double* natural, std::vector<double>* score_error, std::vector<double>* weight_error) {
-  // f: [n] per key; v_abs [n,dv]; bound and natural [dv].
+// The score errors of a row's n keys (docs, step 1): E_j, of which F_j comes from flushing and
+// underflow, and E_top, the largest score error among keys that can be the computed maximum.
+struct ScoreErrors {
+  std::vector<double> E, F;  // [n]
+  double E_top = 0;
+};
+ScoreErrors score_errors(const RowFacts& f, const Arithmetic& a) {
   const int64_t n = int64_t(f.gap.size());
-  const double inf = std::numeric_limits<double>::infinity();
-  const double lambda = -std::log1p(-a.u);                  // |log(1 + delta)| of one rounding
-  const double lambda_exp = -std::log1p(-kExpUnits * a.u);  // of one exp
-
-  // E_j: score error, of which F_j comes from flushing and underflow. E_top: the largest score
-  // error among keys that can be the computed maximum.
-  std::vector<double> E(static_cast<size_t>(n)), F(E);
+  ScoreErrors e;
+  e.E.resize(size_t(n));
+  e.F = e.E;
   int64_t argmax = 0;
   for (int64_t j = 0; j < n; ++j) {
-    F[j] = f.flush_error[j] + 2 * a.tiny;
+    e.F[j] = f.flush_error[j] + 2 * a.tiny;
     // The oracle's own score error counts as the kernel's would: p_j is exact for scores within it.
     // A soft-cap s = cap tanh(t / cap) passes t's error on at most once (tanh' <= 1), and adds its
     // division's (cap u z sech^2 z <= 0.45 cap u), its tanh's and its multiply's (docs, step 1).
     const double softcap = f.softcap > 0 ? (kTanhUnits + 2) * a.u * f.softcap : 0;
-    E[j] = gamma(double(f.dk + kScoreExtraRoundings), a.u) * f.score_size[j] + F[j] + f.oracle_score_error[j] + softcap;
-    if (f.gap[j] == 0 && E[j] > E[argmax]) argmax = j;
+    e.E[j] = gamma(double(f.dk + kScoreExtraRoundings), a.u) * f.score_size[j] + e.F[j] + f.oracle_score_error[j] + softcap;
+    if (f.gap[j] == 0 && e.E[j] > e.E[argmax]) argmax = j;
   }
-  double E_top = 0;
   for (int64_t j = 0; j < n; ++j)
-    if (f.gap[j] <= E[j] + E[argmax]) E_top = std::max(E_top, E[j]);
+    if (f.gap[j] <= e.E[j] + e.E[argmax]) e.E_top = std::max(e.E_top, e.E[j]);
+  return e;
+}
 
-  // tau_j: log-error of key j's term in the normalizer (score, argument, exp, rescales, sum).
+// tau_j [n]: the log-error of key j's term in the normalizer (score, argument, exp, rescales, sum).
+std::vector<double> term_log_errors(const RowFacts& f, const Arithmetic& a, const ScoreErrors& e) {
+  const int64_t n = int64_t(f.gap.size());
+  const double lambda = -std::log1p(-a.u);                  // |log(1 + delta)| of one rounding
+  const double lambda_exp = -std::log1p(-kExpUnits * a.u);  // of one exp
   const double per_term = lambda_exp + double(n - 1) * (lambda_exp + lambda) + double(n - 1) * lambda;
   std::vector<double> tau(static_cast<size_t>(n));
   for (int64_t j = 0; j < n; ++j) {
-    const double R = f.gap[j] + E[j] + E_top;
-    tau[j] = E[j] + kArgumentUnits * a.u * R + per_term;
+    const double R = f.gap[j] + e.E[j] + e.E_top;
+    tau[j] = e.E[j] + kArgumentUnits * a.u * R + per_term;
   }
+  return tau;
+}
 
+// What each weight may err by (docs, steps 2 to 4), [n] each: A_j for the bound, p_natural for the
+// natural unit, and with dropout the kept weights' exact values pw_j = p_j r.
+struct WeightErrors {
+  std::vector<double> A, p_natural, pw, A_undropped;  // A_undropped: A_j before the dropout rescale
+  double F_mean = 0;                                  // sum_k p_k F_k
+  double Lambda = 0;                                  // the log-sum-exp's log-error
+  double r = 1;                                       // the dropout rescale 1 / (1 - p), rounded up
+};
+WeightErrors weight_errors(const RowFacts& f, const Arithmetic& a, const ScoreErrors& e) {
+  const int64_t n = int64_t(f.gap.size());
+  const double inf = std::numeric_limits<double>::infinity();
+  const double lambda = -std::log1p(-a.u);
+  const std::vector<double> tau = term_log_errors(f, a, e);
   // phi_j: |log(w_j / p_j)| <= rho + max(upper_j, minus_lower_j), upper_j = log(p_j + e^{tau_j} O+_j),
   // minus_lower_j = -log(p_j + e^{-tau_j} O-_j), O+-_j = sum_{k != j} p_k e^{+-tau_k}: the score and
   // exp errors of key j cancel between its numerator and the normalizer. Lambda, the log-sum-exp's,
@@ -185,99 +203,131 @@ LseBound bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<dou
   const double rho = double(4 * n - 1) * lambda + 2 * double(n) * double(n + 3) * a.tiny;
   const std::vector<double>& p = f.weight;
   std::vector<double> upper(static_cast<size_t>(n)), minus_lower(upper);
-  double Lambda = 0;
+  WeightErrors w;
   if (*std::max_element(tau.begin(), tau.end()) <= 30)
-    Lambda = cancellation_linear(f, tau, upper, minus_lower);
+    w.Lambda = cancellation_linear(f, tau, upper, minus_lower);
   else
-    Lambda = cancellation_logs(f, tau, upper, minus_lower);
+    w.Lambda = cancellation_logs(f, tau, upper, minus_lower);
 
   // Per key: A_j = p_j expm1(phi_j) (in log space: p_j may underflow double while A_j does not),
   // p_j, and p_j (u (1 + S_j + gap_j) + F_j + F_mean) for the natural unit, F_j the score's flush
   // terms of E_j and F_mean = sum_k p_k F_k: to first order a score error d_j moves log w_j by
   // d_j - sum_k p_k d_k. An A_j that underflows double loses less than 2^-1074 |v|, which U covers.
-  std::vector<double> A(static_cast<size_t>(n)), p_natural(A);
-  double F_mean = 0;
+  w.A.resize(size_t(n));
+  w.p_natural = w.A;
   for (int64_t j = 0; j < n; ++j) {
     // exp of a sum whose parts are rounded: widened by their ulps, so that A_j only grows.
     const double log_phi = log_expm1(rho + std::max(upper[j], minus_lower[j]));
-    A[j] = std::exp(f.log_weight[j] + log_phi + 0x1p-51 * (std::fabs(f.log_weight[j]) + std::fabs(log_phi) + 1));
-    F_mean += p[j] * F[j];
+    w.A[j] = std::exp(f.log_weight[j] + log_phi + 0x1p-51 * (std::fabs(f.log_weight[j]) + std::fabs(log_phi) + 1));
+    w.F_mean += p[j] * e.F[j];
   }
-  for (int64_t j = 0; j < n; ++j) p_natural[j] = p[j] * (a.u * (1 + f.score_size[j] + f.gap[j]) + F[j] + F_mean);
-  if (score_error) *score_error = E;
-  if (weight_error) *weight_error = A;
+  for (int64_t j = 0; j < n; ++j) w.p_natural[j] = p[j] * (a.u * (1 + f.score_size[j] + f.gap[j]) + e.F[j] + w.F_mean);
+  w.pw = p;
+  w.A_undropped = w.A;
   // Dropout: key j's term is w_j r^ rounded, r^ the kernel's 1 / (1 - p) within gamma_k, k =
   // dropout_roundings(p): |w_j r^ (1 + theta) - p_j r| <= r (A_j (1 + g) + g p_j). Every term
   // scales by r, and so do U and the oracle's own error; dropped keys come with |v| = 0.
   // r rounded up past its two roundings (1 - p, the division); no bound once gamma_k has none.
-  const double r = f.dropout_p > 0 ? dropout_rescale(f.dropout_p) * (1 + 0x1p-51) : 1;
-  const double g = f.dropout_p > 0 ? gamma(dropout_roundings(f.dropout_p), a.u) : 0;
-  std::vector<double> pw(p), A_undropped(A);  // the kept weights' exact values, p_j r; A_j before the rescale
-  if (f.dropout_p > 0)
+  if (f.dropout_p > 0) {
+    w.r = dropout_rescale(f.dropout_p) * (1 + 0x1p-51);
+    const double g = gamma(dropout_roundings(f.dropout_p), a.u);
     for (int64_t j = 0; j < n; ++j) {
-      A[j] = std::isinf(g) ? inf : r * (A[j] * (1 + g) + g * p[j]) * (1 + 0x1p-51);
-      p_natural[j] = std::isinf(g) ? inf : r * (p_natural[j] + g * p[j]);
-      pw[j] = r * p[j];
+      w.A[j] = std::isinf(g) ? inf : w.r * (w.A[j] * (1 + g) + g * p[j]) * (1 + 0x1p-51);
+      w.p_natural[j] = std::isinf(g) ? inf : w.r * (w.p_natural[j] + g * p[j]);
+      w.pw[j] = w.r * p[j];
     }
-  // B_c = sum_j A_j |v_jc| + U_c + the oracle's own error.
+  }
+  return w;
+}
+
+// Column c's loss to a 2-byte format (docs/error-bound.md, "Low precision"): the weights rounded
+// to it before the P V product, their normalizer summed from them or not, the output rounded to it.
+// W bounds sum_j w_j |v_jc| of the computed weights; a weight below twice the format's smallest
+// normal may underflow, by half a subnormal, in the numerator and in the normalizer (l >= 1). With
+// dropout the rounded weight is the one before its rescale, whose loss the rescale multiplies by r.
+// v_abs [n,dv]. Clears in_range when the column overflows the format.
+struct Stored {
+  double bound = 0, natural = 0;
+};
+Stored stored_in_format(const RowFacts& f, const Arithmetic& a, const WeightErrors& w, const std::vector<double>& v_abs,
+                        int64_t dv, int64_t c, double sum_pv, bool& in_range) {
+  const int64_t n = int64_t(f.gap.size());
+  const std::vector<double>& p = f.weight;
+  double W = 0, underflow_v = 0, underflow_l = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const double v = v_abs[size_t(j * dv + c)];
+    W += (w.pw[j] + w.A[j]) * v;
+    if (p[j] + w.A_undropped[j] < 2 * a.storage_tiny) {
+      underflow_v += w.r * a.storage_subnormal * v;
+      underflow_l += a.storage_subnormal;
+    }
+  }
+  // With dropout, the rescale 1 / (1 - p) may be held in the format (PyTorch multiplies by it as
+  // a tensor of the input's dtype) and the product rounded to it: two more roundings.
+  const double weights = (f.dropout_p > 0 ? 4 : 2) * a.storage_u * W + underflow_v + underflow_l * W;
+  const double output = a.storage_u * (W + weights) + a.storage_subnormal / 2;
+  in_range &= (W + weights) * (1 + a.storage_u) < a.storage_max;
+  return {(weights + output) * (1 + 4 * a.storage_u), 3 * a.storage_u * sum_pv + underflow_v + a.storage_subnormal / 2};
+}
+
+// Each output element's bound and natural unit [dv]: B_c = sum_j A_j |v_jc| + U_c + the oracle's
+// own error (+ a 2-byte format's loss). v_abs [n,dv].
+void output_bounds(const RowFacts& f, const Arithmetic& a, const WeightErrors& w, const std::vector<double>& v_abs, int64_t dv,
+                   double* bound, double* natural) {
+  const int64_t n = int64_t(f.gap.size());
+  const double inf = std::numeric_limits<double>::infinity();
   for (int64_t c = 0; c < dv; ++c) {
     double B = 0, sum_pv = 0, natural_sum = 0, sum_v = 0;
     for (int64_t j = 0; j < n; ++j) {
       const double v = v_abs[size_t(j * dv + c)];
       if (v == 0) continue;  // an infinite A_j times 0 is no error
-      B += A[j] * v;
-      sum_pv += pw[j] * v;
-      natural_sum += p_natural[j] * v;
+      B += w.A[j] * v;
+      sum_pv += w.pw[j] * v;
+      natural_sum += w.p_natural[j] * v;
       sum_v += v;
     }
-    const double U = 2 * r * (double(n + 3) * a.tiny * sum_v + 2 * double(n) * a.tiny);
+    const double U = 2 * w.r * (double(n + 3) * a.tiny * sum_v + 2 * double(n) * a.tiny);
     // The oracle's own output error: its normalizer's, its weighted sum's, and the terms its exp
     // dropped (below 2^-1074 |v| each).
-    const double oracle = (f.oracle_weight_error + f.oracle_output_error) * sum_pv + 2 * r * 0x1p-1074 * sum_v;
+    const double oracle = (f.oracle_weight_error + f.oracle_output_error) * sum_pv + 2 * w.r * 0x1p-1074 * sum_v;
     // Beyond n u = 0.1 the factor 2 in U no longer covers the amplification: the model ends there.
-    bool in_range = f.scores_in_range && 2 * r * sum_v < a.max_finite && double(n) * a.u < 0.1;
-    double stored = 0, stored_natural = 0;
-    if (a.storage_u > 0) {
-      // A 2-byte format (docs/error-bound.md, "Low precision"): the weights rounded to it before
-      // the P V product, their normalizer summed from them or not, the output rounded to it. W bounds
-      // sum_j w_j |v_jc| of the computed weights; a weight below twice the format's smallest normal
-      // may underflow, by half a subnormal, in the numerator and in the normalizer (l >= 1). With
-      // dropout the rounded weight is the one before its rescale, whose loss the rescale multiplies by r.
-      double W = 0, underflow_v = 0, underflow_l = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        const double v = v_abs[size_t(j * dv + c)];
-        W += (pw[j] + A[j]) * v;
-        if (p[j] + A_undropped[j] < 2 * a.storage_tiny) {
-          underflow_v += r * a.storage_subnormal * v;
-          underflow_l += a.storage_subnormal;
-        }
-      }
-      // With dropout, the rescale 1 / (1 - p) may be held in the format (PyTorch multiplies by it as
-      // a tensor of the input's dtype) and the product rounded to it: two more roundings.
-      const double weights = (f.dropout_p > 0 ? 4 : 2) * a.storage_u * W + underflow_v + underflow_l * W;
-      const double output = a.storage_u * (W + weights) + a.storage_subnormal / 2;
-      stored = (weights + output) * (1 + 4 * a.storage_u);
-      stored_natural = 3 * a.storage_u * sum_pv + underflow_v + a.storage_subnormal / 2;
-      in_range &= (W + weights) * (1 + a.storage_u) < a.storage_max;
-    }
-    bound[c] = !in_range ? inf : f.finite_row ? (B + U + oracle + stored) * kSelfInflation : 0;
-    natural[c] = f.finite_row ? natural_sum + U + stored_natural : 0;
+    bool in_range = f.scores_in_range && 2 * w.r * sum_v < a.max_finite && double(n) * a.u < 0.1;
+    const Stored stored = a.storage_u > 0 ? stored_in_format(f, a, w, v_abs, dv, c, sum_pv, in_range) : Stored{};
+    bound[c] = !in_range ? inf : f.finite_row ? (B + U + oracle + stored.bound) * kSelfInflation : 0;
+    natural[c] = f.finite_row ? natural_sum + U + stored.natural : 0;
   }
+}
 
-  // The log-sum-exp (docs/error-bound.md, "The log-sum-exp"). The computed normalizer is
-  // l^ = e^(m - m^) l sum_j p_j e^(t_j), so m^ + log l^ = lse + log(sum_j p_j e^(t_j)): the
-  // computed maximum cancels, and |log(sum_j p_j e^(t_j))| <= Lambda. Then the log's own error
-  // (kExpUnits u relative, on |log l^| <= log n + E_top + Lambda) and three roundings of the
-  // result's size (the final sum, and a base-2 log's two conversions), and the oracle's long double.
+// The log-sum-exp (docs/error-bound.md, "The log-sum-exp"). The computed normalizer is
+// l^ = e^(m - m^) l sum_j p_j e^(t_j), so m^ + log l^ = lse + log(sum_j p_j e^(t_j)): the computed
+// maximum cancels, and |log(sum_j p_j e^(t_j))| <= Lambda. Then the log's own error (kExpUnits u
+// relative, on |log l^| <= log n + E_top + Lambda) and three roundings of the result's size (the
+// final sum, and a base-2 log's two conversions), and the oracle's long double.
+LseBound lse_bound(const RowFacts& f, const Arithmetic& a, const ScoreErrors& e, const WeightErrors& w) {
+  const int64_t n = int64_t(f.gap.size());
+  const double inf = std::numeric_limits<double>::infinity();
   double sum_pS = 0;  // to first order a score error d_j moves lse by sum_j p_j d_j
-  for (int64_t j = 0; j < n; ++j) sum_pS += p[j] * f.score_size[j];
-  const double log_l = std::log(double(n)) + E_top + Lambda;
-  const double size = f.max_abs + E_top + log_l;
+  for (int64_t j = 0; j < n; ++j) sum_pS += f.weight[j] * f.score_size[j];
+  const double log_l = std::log(double(n)) + e.E_top + w.Lambda;
+  const double size = f.max_abs + e.E_top + log_l;
   const double oracle_lse = f.oracle_weight_error + 2 * std::numeric_limits<long double>::epsilon() * f.lse_abs;
   LseBound lse;
-  lse.bound = !f.scores_in_range ? inf : (Lambda + kExpUnits * a.u * log_l + 3 * a.u * size + oracle_lse) * kSelfInflation;
-  lse.natural = a.u * (1 + f.max_abs + std::log(double(n)) + sum_pS) + F_mean;
+  lse.bound = !f.scores_in_range ? inf : (w.Lambda + kExpUnits * a.u * log_l + 3 * a.u * size + oracle_lse) * kSelfInflation;
+  lse.natural = a.u * (1 + f.max_abs + std::log(double(n)) + sum_pS) + w.F_mean;
   return lse;
+}
+
+}  // namespace
+
+LseBound bound_row(const RowFacts& f, const Arithmetic& a, const std::vector<double>& v_abs, int64_t dv, double* bound,
+                   double* natural, std::vector<double>* score_error, std::vector<double>* weight_error) {
+  // f: [n] per key; v_abs [n,dv]; bound and natural [dv].
+  const ScoreErrors e = score_errors(f, a);
+  const WeightErrors w = weight_errors(f, a, e);
+  if (score_error) *score_error = e.E;
+  if (weight_error) *weight_error = w.A_undropped;
+  output_bounds(f, a, w, v_abs, dv, bound, natural);
+  return lse_bound(f, a, e, w);
 }
 
 }  // namespace attncheck
