@@ -478,6 +478,17 @@ uint32_t checked_capabilities(uint32_t claimed, const CampaignOptions& options) 
   return checked;
 }
 
+Coverage coverage(uint32_t claimed, const CampaignOptions& options) {
+  const uint32_t all = all_capabilities(), exercised = checked_capabilities(claimed, options);
+  return {exercised & all, claimed & all & ~exercised, ~claimed & all};
+}
+
+std::string shrunk_shape(const Finding& f) {
+  const size_t at = f.case_text.find("\nshape ");
+  if (at == std::string::npos) return f.hung ? "not shrunk: it hung" : "its own fixed case";
+  return f.case_text.substr(at + 7, f.case_text.find('\n', at + 1) - at - 7) + (f.hung ? " (not shrunk: it hung)" : "");
+}
+
 namespace {
 
 // What the kernel claims, and what of it the campaign checks: the properties that do not apply are

@@ -167,54 +167,66 @@ void widen(NpyArray& a, Format format) {
   std::memcpy(a.data.data(), values.data(), a.data.size());
 }
 
+// A tensor's data as T: a [B,H,T,d] buffer (holding values of the problem's format) or the lse.
 template <class T>
-int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& options, const Shape& shape, Format format) {
-  // q, k, v, out, and with the backward dout, dq, dk, dv: [B,H,T,d] buffers of T in the arrays
-  // (holding values of `format`); allow [B,Tq,Tk] after broadcasting.
-  auto data = [&](const char* name) { return reinterpret_cast<const T*>(arrays.at(name).data.data()); };
+const T* data_of(const std::map<std::string, NpyArray>& arrays, const char* name) {
+  return reinterpret_cast<const T*>(arrays.at(name).data.data());
+}
+
+// The mask broadcast to [B,H,Tq,Tk]: the allow mask [B,Tq,Tk] when every head's is the same, else
+// (a mask per head, which the contract's allow mask cannot say) a bias of 0 and -inf, added to --bias.
+template <class T>
+struct BroadcastMask {
+  std::vector<uint8_t> allow;  // empty: the mask differs between heads
+  std::vector<T> head_bias;    // empty: it does not
+};
+
+// `mask` (the --allow file `file`, of mask_dims's shape) broadcast, added to `bias` (or null).
+template <class T>
+BroadcastMask<T> broadcast_mask(const NpyArray& mask, const std::string& file, const Shape& shape, const T* bias) {
+  const std::vector<int64_t> m = mask_dims(mask.shape, shape);
+  auto at = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+    const int64_t index =
+        ((std::min(b, m[0] - 1) * m[1] + std::min(h, m[1] - 1)) * m[2] + std::min(i, m[2] - 1)) * m[3] + std::min(j, m[3] - 1);
+    return mask.data[size_t(index)] != 0;
+  };
+  bool per_head = false;
+  for (int64_t b = 0; b < shape.B && m[1] > 1; ++b)
+    for (int64_t h = 1; h < shape.H; ++h)
+      for (int64_t i = 0; i < shape.Tq; ++i)
+        for (int64_t j = 0; j < shape.Tk; ++j) per_head = per_head || at(b, h, i, j) != at(b, 0, i, j);
+  BroadcastMask<T> broadcast;
+  if (!per_head) {
+    broadcast.allow.resize(size_t(shape.allow_size()));
+    for (int64_t b = 0; b < shape.B; ++b)
+      for (int64_t i = 0; i < shape.Tq; ++i)
+        for (int64_t j = 0; j < shape.Tk; ++j) broadcast.allow[size_t(shape.allow_at(b, i) + j)] = at(b, 0, i, j);
+    return broadcast;
+  }
+  broadcast.head_bias.resize(size_t(shape.scores_size()));
+  for (int64_t b = 0; b < shape.B; ++b)
+    for (int64_t h = 0; h < shape.H; ++h)
+      for (int64_t i = 0; i < shape.Tq; ++i)
+        for (int64_t j = 0; j < shape.Tk; ++j) {
+          const size_t n = size_t(shape.scores_at(b, h, i) + j);
+          broadcast.head_bias[n] = at(b, h, i, j) ? (bias ? bias[n] : T(0)) : -std::numeric_limits<T>::infinity();
+        }
+  std::printf("attncheck compare: %s differs between heads: checked as a bias of 0 and -inf%s\n", file.c_str(),
+              bias ? " added to --bias" : "");
+  return broadcast;
+}
+
+// The problem the tensors and the flags say, its mask and bias in `mask` when it has them.
+template <class T>
+Problem<T> problem_of(const std::map<std::string, NpyArray>& arrays, const FlagValues& options, const Shape& shape, Format format,
+                      const BroadcastMask<T>& mask) {
   Problem<T> p;
   p.shape = shape;
   p.format = format;
-  p.q = data("q");
-  p.k = data("k");
-  p.v = data("v");
-  // The mask broadcast to [B,H,Tq,Tk]: the allow mask [B,Tq,Tk] when every head's is the same, else
-  // (a mask per head, which the contract's allow mask cannot say) a bias of 0 and -inf, added to --bias.
-  std::vector<uint8_t> allow;
-  std::vector<T> head_bias;
-  if (auto it = arrays.find("allow"); it != arrays.end()) {
-    const NpyArray& mask = it->second;
-    const std::vector<int64_t> m = mask_dims(mask.shape, shape);
-    auto at = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
-      const int64_t index =
-          ((std::min(b, m[0] - 1) * m[1] + std::min(h, m[1] - 1)) * m[2] + std::min(i, m[2] - 1)) * m[3] + std::min(j, m[3] - 1);
-      return mask.data[size_t(index)] != 0;
-    };
-    bool per_head = false;
-    for (int64_t b = 0; b < shape.B && m[1] > 1; ++b)
-      for (int64_t h = 1; h < shape.H; ++h)
-        for (int64_t i = 0; i < shape.Tq; ++i)
-          for (int64_t j = 0; j < shape.Tk; ++j) per_head = per_head || at(b, h, i, j) != at(b, 0, i, j);
-    if (!per_head) {
-      allow.resize(size_t(shape.allow_size()));
-      for (int64_t b = 0; b < shape.B; ++b)
-        for (int64_t i = 0; i < shape.Tq; ++i)
-          for (int64_t j = 0; j < shape.Tk; ++j) allow[size_t(shape.allow_at(b, i) + j)] = at(b, 0, i, j);
-      p.masks.allow = allow.data();
-    } else {
-      const T* bias = arrays.count("bias") ? reinterpret_cast<const T*>(arrays.at("bias").data.data()) : nullptr;
-      head_bias.resize(size_t(shape.scores_size()));
-      for (int64_t b = 0; b < shape.B; ++b)
-        for (int64_t h = 0; h < shape.H; ++h)
-          for (int64_t i = 0; i < shape.Tq; ++i)
-            for (int64_t j = 0; j < shape.Tk; ++j) {
-              const size_t n = size_t(shape.scores_at(b, h, i) + j);
-              head_bias[n] = at(b, h, i, j) ? (bias ? bias[n] : T(0)) : -std::numeric_limits<T>::infinity();
-            }
-      std::printf("attncheck compare: %s differs between heads: checked as a bias of 0 and -inf%s\n",
-                  options.text("allow").c_str(), bias ? " added to --bias" : "");
-    }
-  }
+  p.q = data_of<T>(arrays, "q");
+  p.k = data_of<T>(arrays, "k");
+  p.v = data_of<T>(arrays, "v");
+  if (!mask.allow.empty()) p.masks.allow = mask.allow.data();
   const std::string& causal = options.text("causal");
   p.masks.causal = causal == "none" ? Causal::none : causal == "upper-left" ? Causal::upper_left : Causal::lower_right;
   Policies policies;
@@ -226,35 +238,35 @@ int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& optio
   if (options.given("window")) std::tie(p.masks.window_left, p.masks.window_right) = window_of(options.text("window"));
   if (auto it = arrays.find("kv-lens"); it != arrays.end())
     p.masks.key_lengths = reinterpret_cast<const int32_t*>(it->second.data.data());
-  if (auto it = arrays.find("bias"); it != arrays.end()) p.bias = reinterpret_cast<const T*>(it->second.data.data());
-  if (!head_bias.empty()) p.bias = head_bias.data();
+  if (arrays.count("bias")) p.bias = data_of<T>(arrays, "bias");
+  if (!mask.head_bias.empty()) p.bias = mask.head_bias.data();
+  return p;
+}
 
-  // Which rows the oracle computes exactly (rows.hpp): every one, or the first and last of each
-  // head, tile edges, padding boundaries and random ones, with every other row screened against
-  // attncheck's plain implementation and the rows it flags computed exactly too. The backward needs
-  // every row: dk and dv sum over all of them.
-  const bool backward = arrays.count("dout") > 0;
+// Which rows the oracle computes exactly (rows.hpp): every one, or the first and last of each
+// head, tile edges, padding boundaries and random ones, with every other row screened against
+// attncheck's plain implementation and the rows it flags computed exactly too. The backward needs
+// every row: dk and dv sum over all of them. `pairs`: the problem's query-key pairs.
+template <class T>
+std::vector<uint8_t> rows_computed(const Problem<T>& p, const FlagValues& options, bool backward, int64_t pairs) {
   const std::string& rows = options.text("rows");
-  const int64_t pairs = shape.B * shape.H * shape.Tq * shape.Tk;
   const int64_t asked = rows == "all" || rows == "auto" ? 0 : std::stoll(rows);
   const bool all = backward || rows == "all" || (rows == "auto" && pairs <= int64_t(options.number("sample-above"))) ||
-                   asked >= shape.lse_size();
-  const int64_t extra = rows == "auto" ? std::max<int64_t>(16, kSampledPairs / shape.Tk) : asked;
-  const std::vector<uint8_t> chosen = all ? std::vector<uint8_t>(size_t(shape.lse_size()), 1) : sample_rows(p, extra);
-  const std::vector<uint8_t> none(chosen.size(), 0);  // a reference of no row yet, to add `chosen` to
+                   asked >= p.shape.lse_size();
+  const int64_t extra = rows == "auto" ? std::max<int64_t>(16, kSampledPairs / p.shape.Tk) : asked;
+  std::vector<uint8_t> chosen = all ? std::vector<uint8_t>(size_t(p.shape.lse_size()), 1) : sample_rows(p, extra);
   if (!all)
     std::printf("attncheck compare: %lld query-key pairs: %s; the others screened against the plain implementation\n",
                 (long long)pairs,
                 rows == "auto" ? "above --sample-above, a sample of rows exactly" : "the sample --rows asks for exactly");
+  return chosen;
+}
 
-  // Both gates, as everywhere: the rigorous bound, then the precision gate against attncheck's
-  // built-in implementation on the same input.
-  std::vector<T> plain(size_t(shape.out_size())), plain_lse(size_t(shape.lse_size()));
-  attention(p, Result<T>{plain.data(), nullptr, plain_lse.data()});
-  Reference ref = reference(p, &none);
-  add_rows_in_chunks(p, chosen, ref, progress_line("the oracle's rows", pairs));
+// What judging the other rows says: that the precision gate needs them, when it does, and then the
+// progress line's.
+RowProgress other_rows(int64_t pairs) {
   const RowProgress more = progress_line("the other rows", pairs);
-  const Verdict verdict = judge_rows(p, data("out"), plain.data(), ref, [&](int64_t done, int64_t total) {
+  return [more](int64_t done, int64_t total) {
     if (done == 0 && total > 0) {
       std::printf(
           "attncheck compare: imprecise on the sampled rows: computing the other %lld rows exactly before the "
@@ -263,7 +275,51 @@ int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& optio
       std::fflush(stdout);
     }
     if (more) more(done, total);
-  });
+  };
+}
+
+// The backward, both gates: the exact gradients with the bound of a backward run on its own
+// forward's out and lse (the dumped ones came from autograd), and the built-in backward given the
+// exact forward rounded, as the precision gate's reference. Whether dq, dk and dv pass (each one's
+// summary added to `summaries`); the first that fails is said.
+template <class T>
+bool backward_passes(const Problem<T>& p, const std::map<std::string, NpyArray>& arrays, std::string& summaries) {
+  const Shape& shape = p.shape;
+  const GradReference<T> grads = reference_backward(p, data_of<T>(arrays, "dout"), /*own_forward=*/true);
+  std::vector<T> plain_dq(size_t(shape.q_size())), plain_dk(size_t(shape.k_size())), plain_dv(size_t(shape.v_size()));
+  attention_backward(p, Grads<T>{grads.out.data(), grads.lse.data(), data_of<T>(arrays, "dout"), plain_dq.data(), plain_dk.data(),
+                                 plain_dv.data()});
+  const std::tuple<const char*, const std::vector<T>*, const ExactTensor*> tensors[] = {
+      {"dq", &plain_dq, &grads.dq}, {"dk", &plain_dk, &grads.dk}, {"dv", &plain_dv, &grads.dv}};
+  for (const auto& [name, plain_grad, exact] : tensors) {
+    const Verdict grad = judge(data_of<T>(arrays, name), plain_grad->data(), *exact);
+    if (!grad.ok()) {
+      std::printf("attncheck compare: FAIL: the backward: %s", grad.report().c_str());
+      return false;
+    }
+    summaries += std::string("\n  ") + name + ":\n" + grad.summary();
+  }
+  return true;
+}
+
+template <class T>
+int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& options, const Shape& shape, Format format) {
+  BroadcastMask<T> mask;
+  if (auto it = arrays.find("allow"); it != arrays.end())
+    mask = broadcast_mask(it->second, options.text("allow"), shape, arrays.count("bias") ? data_of<T>(arrays, "bias") : nullptr);
+  const Problem<T> p = problem_of(arrays, options, shape, format, mask);
+  const bool backward = arrays.count("dout") > 0;
+  const int64_t pairs = shape.B * shape.H * shape.Tq * shape.Tk;
+  const std::vector<uint8_t> chosen = rows_computed(p, options, backward, pairs);
+  const std::vector<uint8_t> none(chosen.size(), 0);  // a reference of no row yet, to add `chosen` to
+
+  // Both gates, as everywhere: the rigorous bound, then the precision gate against attncheck's
+  // built-in implementation on the same input.
+  std::vector<T> plain(size_t(shape.out_size())), plain_lse(size_t(shape.lse_size()));
+  attention(p, Result<T>{plain.data(), nullptr, plain_lse.data()});
+  Reference ref = reference(p, &none);
+  add_rows_in_chunks(p, chosen, ref, progress_line("the oracle's rows", pairs));
+  const Verdict verdict = judge_rows(p, data_of<T>(arrays, "out"), plain.data(), ref, other_rows(pairs));
   if (!verdict.ok()) {
     std::printf("attncheck compare: FAIL: %s", verdict.report().c_str());
     return 1;
@@ -277,43 +333,26 @@ int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& optio
   std::string summaries = verdict.summary();
   // The log-sum-exp, when given: judged on the rows the output's verdict computed.
   if (arrays.count("lse")) {
-    const Verdict lse = judge(data("lse"), plain_lse.data(), ref.lse);
+    const Verdict lse = judge(data_of<T>(arrays, "lse"), plain_lse.data(), ref.lse);
     if (!lse.ok()) {
       std::printf("attncheck compare: FAIL: the log-sum-exp: %s", lse.report().c_str());
       return 1;
     }
     summaries += "\n  lse:\n" + lse.summary();
   }
-  // The backward, both gates: the exact gradients with the bound of a backward run on its own
-  // forward's out and lse (the dumped ones came from autograd), and the built-in backward given the
-  // exact forward rounded, as the precision gate's reference.
-  if (backward) {
-    const GradReference<T> grads = reference_backward(p, data("dout"), /*own_forward=*/true);
-    std::vector<T> plain_dq(size_t(shape.q_size())), plain_dk(size_t(shape.k_size())), plain_dv(size_t(shape.v_size()));
-    attention_backward(
-        p, Grads<T>{grads.out.data(), grads.lse.data(), data("dout"), plain_dq.data(), plain_dk.data(), plain_dv.data()});
-    const std::tuple<const char*, const std::vector<T>*, const ExactTensor*> tensors[] = {
-        {"dq", &plain_dq, &grads.dq}, {"dk", &plain_dk, &grads.dk}, {"dv", &plain_dv, &grads.dv}};
-    for (const auto& [name, plain_grad, exact] : tensors) {
-      const Verdict grad = judge(data(name), plain_grad->data(), *exact);
-      if (!grad.ok()) {
-        std::printf("attncheck compare: FAIL: the backward: %s", grad.report().c_str());
-        return 1;
-      }
-      summaries += std::string("\n  ") + name + ":\n" + grad.summary();
-    }
-  }
+  if (backward && !backward_passes(p, arrays, summaries)) return 1;
   std::printf("attncheck compare: PASS (%s)\n%s\n", verdict.label, summaries.c_str());
   return 0;
 }
 
-int run(const FlagValues& options) {
+// The flags that need no file: --rows, and the backward's: --dout and the three gradients computed
+// from it, all or none; its empty rows are zero (dq 0, nothing to any key), the only policy its
+// oracle knows.
+void check_flags(const FlagValues& options) {
   const std::string& rows = options.text("rows");
   if (rows != "all" && rows != "auto" &&
       (rows.find_first_not_of("0123456789") != std::string::npos || rows.size() > 12 || std::stoll(rows) < 1))
     throw InputError("--rows: expected all, auto or a positive number of rows, got '" + rows + "'");
-  // The backward: --dout and the three gradients computed from it, all or none; its empty rows are
-  // zero (dq 0, nothing to any key), the only policy its oracle knows.
   std::string missing;
   bool any = false;
   for (const Gradient& g : kGradients) {
@@ -325,15 +364,11 @@ int run(const FlagValues& options) {
     throw InputError("--empty-rows " + options.text("empty-rows") +
                      ": the backward's empty rows are zero (dq 0, nothing to any key); "
                      "leave it out with --dout");
-  // Every header first, and every check of dtypes and shapes on them, before any data is read: a
-  // small file whose header claims 2^31 elements costs nothing until the shapes are known to fit.
-  std::map<std::string, NpyArray> arrays;
-  for (const char* name : kTensors)
-    if (options.given(name)) arrays.emplace(name, read_npy_header(options.text(name)));
-  if (options.given("window")) window_of(options.text("window"));  // a bad window: one line, before any work
+}
 
-  // Formats: one for q, k, v, bias, out and the gradients, --dtype's or else q's; the lse in
-  // float32 (float64 for float64 tensors), as a kernel keeps it; bool or uint8 for the mask.
+// The tensors' format: one for q, k, v, bias, out and the gradients, --dtype's or else q's; the lse
+// in float32 (float64 for float64 tensors), as a kernel keeps it.
+Format format_checked(const std::map<std::string, NpyArray>& arrays, const FlagValues& options) {
   const bool bf16_bits = options.given("dtype") && options.text("dtype") == "bf16";
   const Format format =
       options.given("dtype") ? format_named(options.text("dtype")) : format_of(arrays.at("q"), options.text("q"), bf16_bits);
@@ -349,9 +384,12 @@ int run(const FlagValues& options) {
       throw InputError(options.text("lse") + ": dtype " + dtype_name(arrays.at("lse").dtype) + ", expected " +
                        dtype_name(wanted) + " for " + format_name(format) + " tensors");
   }
+  return format;
+}
 
-  // Shapes: Q [B,H,Tq,dk], K [B,H,Tk,dk], V [B,H,Tk,dv], out [B,H,Tq,dv], the same rank.
-  const bool bshd = options.text("layout") == "bshd";
+// The problem's shape, from the headers of q, k, v, out and the gradients: Q [B,H,Tq,dk], K
+// [B,H,Tk,dk], V [B,H,Tk,dv], out [B,H,Tq,dv], the same rank; read as [B,T,H,d] when `bshd`.
+Shape shape_checked(const std::map<std::string, NpyArray>& arrays, const FlagValues& options, bool bshd) {
   auto dims = [&](const char* name, bool as_bshd) { return dims_of(arrays.at(name), options.text(name), as_bshd); };
   const Dims q = dims("q", bshd), k = dims("k", bshd), v = dims("v", bshd), out = dims("out", bshd);
   for (const char* name : {"k", "v", "out", "dout", "dq", "dk", "dv"})
@@ -368,14 +406,18 @@ int run(const FlagValues& options) {
                      " (need Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], out [B,H,Tq,dv], H_kv dividing H)" +
                      (other ? bshd ? "; they fit as [B,H,T,d]: --layout bhsd" : "; they fit as [B,T,H,d]: --layout bshd" : ""));
   }
-  const Shape shape{q.B, q.H, q.T, k.T, q.d, v.d, k.H};
   // The gradients: each the shape of what it differentiates (dout of out), in the same rank.
   for (const Gradient& g : kGradients)
     if (arrays.count(g.name) && arrays.at(g.name).shape != arrays.at(g.like).shape)
       throw InputError(options.text(g.name) + ": shape " + shape_text(dims(g.name, bshd)) + ", expected " + g.like + "'s " +
                        g.shape + " = " + shape_text(dims(g.like, bshd)));
-  // The optional tensors, by element count and last dims: kv-lens [B] int32 in 0..Tk, bias [..,Tq,Tk]
-  // with B H Tq Tk elements, lse [..,Tq] with B H Tq.
+  return {q.B, q.H, q.T, k.T, q.d, v.d, k.H};
+}
+
+// The optional tensors, by element count and last dims: kv-lens [B] int32, bias [..,Tq,Tk] with B H
+// Tq Tk elements, lse [..,Tq] with B H Tq, the mask by mask_dims; and the shape and --softcap within
+// what the oracle takes.
+void check_optional_shapes(const std::map<std::string, NpyArray>& arrays, const FlagValues& options, const Shape& shape) {
   auto expect = [&](const char* name, int64_t elements, std::vector<int64_t> last, const std::string& wanted) {
     if (!arrays.count(name)) return;
     const NpyArray& a = arrays.at(name);
@@ -407,7 +449,11 @@ int run(const FlagValues& options) {
   if (const std::string error = problem_error(probe, Result<float>{});
       error.rfind("shape", 0) == 0 || error.rfind("softcap", 0) == 0)
     throw InputError(error);
-  for (auto& [name, array] : arrays) {  // the shapes fit: now the data
+}
+
+// The shapes fit: now the data, each file's header as read before, and the key lengths in 0..Tk.
+void read_data(std::map<std::string, NpyArray>& arrays, const FlagValues& options, const Shape& shape) {
+  for (auto& [name, array] : arrays) {
     NpyArray whole = read_npy(options.text(name));
     if (whole.dtype != array.dtype || whole.shape != array.shape)
       throw InputError(options.text(name) + ": changed while being read");
@@ -422,7 +468,21 @@ int run(const FlagValues& options) {
                          " is outside 0..Tk = " + std::to_string(shape.Tk));
     }
   }
+}
 
+int run(const FlagValues& options) {
+  check_flags(options);
+  // Every header first, and every check of dtypes and shapes on them, before any data is read: a
+  // small file whose header claims 2^31 elements costs nothing until the shapes are known to fit.
+  std::map<std::string, NpyArray> arrays;
+  for (const char* name : kTensors)
+    if (options.given(name)) arrays.emplace(name, read_npy_header(options.text(name)));
+  if (options.given("window")) window_of(options.text("window"));  // a bad window: one line, before any work
+  const Format format = format_checked(arrays, options);
+  const bool bshd = options.text("layout") == "bshd";
+  const Shape shape = shape_checked(arrays, options, bshd);
+  check_optional_shapes(arrays, options, shape);
+  read_data(arrays, options, shape);
   if (bshd)  // every 4-D tensor but the mask, the bias and the lse, which have no T,H axes to swap
     for (const char* name : {"q", "k", "v", "out", "dout", "dq", "dk", "dv"})
       if (arrays.count(name)) to_bhsd(arrays.at(name), arrays.at(name).data.size() / size_t(arrays.at(name).elements()));

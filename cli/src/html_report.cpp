@@ -244,34 +244,115 @@ Shown problem_shown(const CampaignOptions& options, const Finding& finding) {
   return shown;
 }
 
-// The finding's problem: the three heatmaps of its failing (b, h) slice, and its tensors.
+// "[x,y]": a batch and a head, as an index into a tensor.
+std::string index_pair(int64_t x, int64_t y) { return "[" + std::to_string(x) + "," + std::to_string(y) + "]"; }
+
+// The slice of a finding's problem its section shows, and the kernel's output on the problem.
+// q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], allow [B,Tq,Tk], bias [B,H,Tq,Tk] in; out [B,H,Tq,dv].
 template <class T>
-std::string case_section(const CampaignOptions& options, const Shown& shown, Case<T> c) {
-  // q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], allow [B,Tq,Tk], bias [B,H,Tq,Tk] in; out [B,H,Tq,dv].
-  c.empty_rows = options.policies.empty_rows;  // as the campaign ran it
-  c.lse_empty = options.policies.lse_empty;
+struct Slice {
+  std::vector<T> out;           // the kernel's
+  bool have_out = false;        // an out to compare: one was kept, and the call had no dropout
+  Comparison compared;          // out against the oracle's, when have_out
+  int64_t b = 0, h = 0, i = 0;  // the slice (b, h) and its failing query
+  std::vector<int64_t> rows;    // the queries shown
+  std::vector<ExactRow> exact;  // [rows]
+  std::string where;            // "batch b, head h"
+};
+
+template <class T>
+Slice<T> slice_shown(const Shown& shown, const Case<T>& c) {
   const Shape& s = c.shape;
   // With dropout, the weights before it (the oracle computes dropout only for a kernel's mask, and
   // no dropout call is shown with its out: judged, diagnosis.hpp).
   Problem<T> problem = c.problem();
   problem.dropout_p = 0;
-  const std::vector<T> out(shown.out.begin(), shown.out.end());
-  const bool have_out = !out.empty() && c.dropout_p == 0;
-  Comparison compared;
-  if (have_out) compared = compare(out.data(), reference(problem).out);
+  Slice<T> slice;
+  slice.out.assign(shown.out.begin(), shown.out.end());
+  slice.have_out = !slice.out.empty() && c.dropout_p == 0;
+  if (slice.have_out) slice.compared = compare(slice.out.data(), reference(problem).out);
   // The slice and row shown: the first element outside the bound, else the least accurate one.
-  const Mismatch& focus = compared.mismatches.empty() ? compared.worst : compared.mismatches.front();
-  const int64_t b = focus.at[0], h = focus.at[1], i = focus.at[2];
-  const int64_t first = std::clamp(i - kShownRows / 2, int64_t(0), std::max(int64_t(0), s.Tq - kShownRows));
-  std::vector<int64_t> rows;
-  std::vector<ExactRow> exact;  // [rows]
+  const Mismatch& focus = slice.compared.mismatches.empty() ? slice.compared.worst : slice.compared.mismatches.front();
+  slice.b = focus.at[0];
+  slice.h = focus.at[1];
+  slice.i = focus.at[2];
+  const int64_t first = std::clamp(slice.i - kShownRows / 2, int64_t(0), std::max(int64_t(0), s.Tq - kShownRows));
   for (int64_t r = first; r < std::min(s.Tq, first + kShownRows); ++r) {
-    rows.push_back(r);
-    exact.push_back(exact_row(problem, b, h, r));
+    slice.rows.push_back(r);
+    slice.exact.push_back(exact_row(problem, slice.b, slice.h, r));
   }
+  slice.where = "batch " + std::to_string(slice.b) + ", head " + std::to_string(slice.h);
+  return slice;
+}
+
+// error/bound of out[b,h,r,col] (r among the rows shown): within the bound, 0 to 1; outside it,
+// above 1, +inf for a wrong special value; NaN where the bound is infinite (T's range cannot hold
+// the computation).
+template <class T>
+double error_ratio(const Shape& s, const Slice<T>& slice, size_t r, int64_t col) {
+  const double x = double(slice.out[size_t(s.out_at(slice.b, slice.h, slice.rows[r]) + col)]),
+               bound = slice.exact[r].bound[size_t(col)];
+  const long double e = slice.exact[r].out[size_t(col)];
+  if (std::isinf(bound)) return double(NAN);
+  const double error = double(std::fabs((long double)x - e)) / bound;
+  if (within_bound(x, e, bound)) return std::isfinite(error) ? error : 0.0;  // a special value matched, or bound 0
+  return std::isfinite(error) && error > 1 ? error : double(INFINITY);
+}
+
+// A finding's three heatmaps of its slice.
+struct Maps {
+  Heatmap mask, weight, error;
+};
+
+// The cells of the permitted keys and of the exact weights (`weights` [rows][Tk]), a block of keys
+// each.
+template <class T>
+void fill_key_cells(const Case<T>& c, const Slice<T>& slice, const std::vector<std::vector<double>>& weights, Maps& maps) {
+  for (size_t r = 0; r < slice.rows.size(); ++r) {
+    const std::string query = "query " + std::to_string(slice.rows[r]) + ", ";
+    for (const auto& keys : maps.mask.columns) {
+      int64_t permitted = 0;
+      for (int64_t j = keys.first; j <= keys.second; ++j) permitted += c.permits(slice.b, slice.rows[r], j);
+      const int64_t n = keys.second - keys.first + 1;
+      maps.mask.values.push_back(double(permitted) / double(n));
+      maps.mask.tips.push_back(query + range("key", keys) + ": " +
+                               (n == 1 ? (permitted ? "permitted" : "forbidden")
+                                       : std::to_string(permitted) + " of " + std::to_string(n) + " permitted"));
+      maps.weight.values.push_back(largest({weights[r].begin() + keys.first, weights[r].begin() + keys.second + 1}));
+      maps.weight.tips.push_back(query + range("key", keys) + ": " + (n == 1 ? "weight " : "largest weight ") +
+                                 show(maps.weight.values.back()));
+    }
+  }
+}
+
+// The cells of the output's error/bound, a block of output columns each.
+template <class T>
+void fill_error_cells(const Shape& s, const Slice<T>& slice, Heatmap& error) {
+  const int64_t b = slice.b, h = slice.h;
+  for (size_t r = 0; r < slice.rows.size(); ++r)
+    for (const auto& cols : error.columns) {
+      std::vector<double> ratios;
+      for (int64_t col = cols.first; col <= cols.second; ++col) ratios.push_back(error_ratio(s, slice, r, col));
+      error.values.push_back(largest(ratios));
+      const int64_t col = cols.first;
+      const std::string at = "out[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(slice.rows[r]) + "," +
+                             std::to_string(col) + (cols.second > col ? "-" + std::to_string(cols.second) : "") + "]: ";
+      error.tips.push_back(
+          at + (cols.second > col ? "largest error/bound " + show(error.values.back())
+                                  : "computed " + show(double(slice.out[size_t(s.out_at(b, h, slice.rows[r]) + col)])) +
+                                        ", exact " + printed("%.17g", double(slice.exact[r].out[size_t(col)])) + ", bound " +
+                                        show(slice.exact[r].bound[size_t(col)]) + ", error/bound " + show(error.values.back())));
+    }
+}
+
+// The slice's heatmaps: (a) the permitted keys, (b) the exact weights, (c) the output's
+// error/bound (empty without an out); `suffix` ends their ids.
+template <class T>
+Maps heatmaps(const Case<T>& c, const Slice<T>& slice, const std::string& suffix) {
+  const Shape& s = c.shape;
   std::vector<std::vector<double>> weights;  // [rows][Tk], 0 where a key carries none
   double heaviest = 0;
-  for (const ExactRow& row : exact) {
+  for (const ExactRow& row : slice.exact) {
     weights.emplace_back(size_t(s.Tk), 0.0);
     for (size_t n = 0; n < row.keys.size(); ++n) {
       const double w = double(row.weights[n]);
@@ -280,169 +361,173 @@ std::string case_section(const CampaignOptions& options, const Shown& shown, Cas
     }
   }
   if (heaviest == 0) heaviest = 1;
-  // error/bound of out[b,h,r,col]: within the bound, 0 to 1; outside it, above 1, +inf for a wrong
-  // special value; NaN where the bound is infinite (T's range cannot hold the computation).
-  auto ratio = [&](size_t r, int64_t col) {
-    const double x = double(out[size_t(s.out_at(b, h, rows[r]) + col)]), bound = exact[r].bound[size_t(col)];
-    const long double e = exact[r].out[size_t(col)];
-    if (std::isinf(bound)) return double(NAN);
-    const double error = double(std::fabs((long double)x - e)) / bound;
-    if (within_bound(x, e, bound)) return std::isfinite(error) ? error : 0.0;  // a special value matched, or bound 0
-    return std::isfinite(error) && error > 1 ? error : double(INFINITY);
-  };
-
-  const std::string where = "batch " + std::to_string(b) + ", head " + std::to_string(h);
-  Heatmap mask{"heatmap-mask" + shown.id_suffix, "(a) Permitted keys, " + where, "Keys", rows, blocks(s.Tk)};
-  Heatmap weight{"heatmap-weights" + shown.id_suffix, "(b) Exact attention weights, " + where, "Keys", rows, blocks(s.Tk)};
-  Heatmap error{"heatmap-error" + shown.id_suffix, "(c) Error/bound of the output, " + where, "Output columns (dv)", rows,
-                blocks(s.dv)};
-  mask.scale = {
+  const std::string& where = slice.where;
+  Maps maps{
+      {"heatmap-mask" + suffix, "(a) Permitted keys, " + where, "Keys", slice.rows, blocks(s.Tk)},
+      {"heatmap-weights" + suffix, "(b) Exact attention weights, " + where, "Keys", slice.rows, blocks(s.Tk)},
+      {"heatmap-error" + suffix, "(c) Error/bound of the output, " + where, "Output columns (dv)", slice.rows, blocks(s.dv)}};
+  maps.mask.scale = {
       [](double x) { return x; }, [](double t) { return ramp(kReds, t); }, {{0, "forbidden"}, {1, "permitted"}}, "", ""};
-  weight.scale = {[=](double x) { return x / heaviest; },
-                  [](double t) { return ramp(kReds, t); },
-                  {{0, "0"}, {0.5, printed("%.3g", heaviest / 2)}, {1, printed("%.3g", heaviest)}},
-                  "NaN",
-                  ""};
+  maps.weight.scale = {[=](double x) { return x / heaviest; },
+                       [](double t) { return ramp(kReds, t); },
+                       {{0, "0"}, {0.5, printed("%.3g", heaviest / 2)}, {1, printed("%.3g", heaviest)}},
+                       "NaN",
+                       ""};
   // Within the bound in blues up to 1, outside it in reds on a log scale up to 1e6.
-  error.scale = {[](double x) { return x <= 1 ? x / 2 : 0.5 + 0.5 * std::min(1.0, std::log10(x) / 6); },
-                 [](double t) { return t <= 0.5 ? ramp(kBlues, 1.5 * t) : ramp(kReds, 0.3 + 1.4 * (t - 0.5)); },
-                 {{0, "0"}, {0.25, "0.5"}, {0.5, "1: the bound"}, {0.75, "1e3"}, {1, "1e6 or more"}},
-                 "outside the format's range: not checked",
-                 "Blue: within the bound. Red: outside it; darkest: 1e6 or more, or a wrong NaN or infinity."};
-  for (Heatmap* m : {&mask, &weight, &error}) m->marked = i;
-  for (size_t r = 0; r < rows.size(); ++r) {
-    const std::string query = "query " + std::to_string(rows[r]) + ", ";
-    for (const auto& keys : mask.columns) {
-      int64_t permitted = 0;
-      for (int64_t j = keys.first; j <= keys.second; ++j) permitted += c.permits(b, rows[r], j);
-      const int64_t n = keys.second - keys.first + 1;
-      mask.values.push_back(double(permitted) / double(n));
-      mask.tips.push_back(query + range("key", keys) + ": " +
-                          (n == 1 ? (permitted ? "permitted" : "forbidden")
-                                  : std::to_string(permitted) + " of " + std::to_string(n) + " permitted"));
-      weight.values.push_back(largest({weights[r].begin() + keys.first, weights[r].begin() + keys.second + 1}));
-      weight.tips.push_back(query + range("key", keys) + ": " + (n == 1 ? "weight " : "largest weight ") +
-                            show(weight.values.back()));
-    }
-    for (const auto& cols : have_out ? error.columns : std::vector<std::pair<int64_t, int64_t>>{}) {
-      std::vector<double> ratios;
-      for (int64_t col = cols.first; col <= cols.second; ++col) ratios.push_back(ratio(r, col));
-      error.values.push_back(largest(ratios));
-      const int64_t col = cols.first;
-      const std::string at = "out[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(rows[r]) + "," +
-                             std::to_string(col) + (cols.second > col ? "-" + std::to_string(cols.second) : "") + "]: ";
-      error.tips.push_back(at + (cols.second > col
-                                     ? "largest error/bound " + show(error.values.back())
-                                     : "computed " + show(double(out[size_t(s.out_at(b, h, rows[r]) + col)])) + ", exact " +
-                                           printed("%.17g", double(exact[r].out[size_t(col)])) + ", bound " +
-                                           show(exact[r].bound[size_t(col)]) + ", error/bound " + show(error.values.back())));
-    }
-  }
+  maps.error.scale = {[](double x) { return x <= 1 ? x / 2 : 0.5 + 0.5 * std::min(1.0, std::log10(x) / 6); },
+                      [](double t) { return t <= 0.5 ? ramp(kBlues, 1.5 * t) : ramp(kReds, 0.3 + 1.4 * (t - 0.5)); },
+                      {{0, "0"}, {0.25, "0.5"}, {0.5, "1: the bound"}, {0.75, "1e3"}, {1, "1e6 or more"}},
+                      "outside the format's range: not checked",
+                      "Blue: within the bound. Red: outside it; darkest: 1e6 or more, or a wrong NaN or infinity."};
+  for (Heatmap* m : {&maps.mask, &maps.weight, &maps.error}) m->marked = slice.i;
+  fill_key_cells(c, slice, weights, maps);
+  if (slice.have_out) fill_error_cells(s, slice, maps.error);
+  return maps;
+}
 
-  const std::string described = describe(c);
+// What the section shows and why, then the heatmaps.
+template <class T>
+std::string maps_shown(const Case<T>& c, const Shown& shown, const Slice<T>& slice, const Maps& maps) {
+  const Shape& s = c.shape;
+  const std::string described = describe(c), query = std::to_string(slice.i);
   std::string html = "<p>The problem shown (" + esc(shown.which) + "): " + esc(described.substr(0, described.find('\n'))) +
-                     ".</p>\n<p>The slice shown: " + where;
-  html += have_out
-              ? (compared.mismatches.empty()
-                     ? ", the row where the kernel is least accurate (query " + std::to_string(i) +
-                           "). On this case the kernel's output is within the bound everywhere: the report below "
-                           "says what failed (imprecision, or a related problem the property builds from the case)."
-                     : ", and the first query with an element outside the bound (query " + std::to_string(i) + ", outlined).")
-              : ". The implementation " + esc(shown.fault) + " on this case: no output to compare.";
-  if (rows.size() < size_t(s.Tq))
-    html +=
-        " Queries " + std::to_string(rows.front()) + " to " + std::to_string(rows.back()) + " of " + std::to_string(s.Tq) + ".";
-  if (mask.columns.size() < size_t(s.Tk) || error.columns.size() < size_t(s.dv))
+                     ".</p>\n<p>The slice shown: " + slice.where;
+  html += slice.have_out ? (slice.compared.mismatches.empty()
+                                ? ", the row where the kernel is least accurate (query " + query +
+                                      "). On this case the kernel's output is within the bound everywhere: the report below "
+                                      "says what failed (imprecision, or a related problem the property builds from the case)."
+                                : ", and the first query with an element outside the bound (query " + query + ", outlined).")
+                         : ". The implementation " + esc(shown.fault) + " on this case: no output to compare.";
+  if (slice.rows.size() < size_t(s.Tq))
+    html += " Queries " + std::to_string(slice.rows.front()) + " to " + std::to_string(slice.rows.back()) + " of " +
+            std::to_string(s.Tq) + ".";
+  if (maps.mask.columns.size() < size_t(s.Tk) || maps.error.columns.size() < size_t(s.dv))
     html += " A cell stands for a block of keys or columns: the share permitted, the largest weight, the largest error/bound.";
-  html += " Hover over a cell for its values.</p>\n<div class=\"maps\">\n" + figure(mask) + figure(weight) +
-          (have_out ? figure(error) : "") + "</div>\n";
+  return html + " Hover over a cell for its values.</p>\n<div class=\"maps\">\n" + figure(maps.mask) + figure(maps.weight) +
+         (slice.have_out ? figure(maps.error) : "") + "</div>\n";
+}
 
-  // The tensors: a small case in full, a large one as each tensor's range and the failing row's values.
-  const std::string kv = "[" + std::to_string(b) + "," + std::to_string(s.kv_head(h)) + "]";
-  const std::string bh = "[" + std::to_string(b) + "," + std::to_string(h) + "]";
-  html += "<h2>The problem's tensors</h2>\n";
-  if (s.Tq <= kFullLength && s.Tk <= kFullLength && c.q.size() + c.k.size() + c.v.size() + c.bias.size() <= size_t(kFullValues)) {
-    // x [B,heads,n,d]: a table per (b, head), side by side.
-    auto all = [&](const char* name, const char* shape, const std::vector<T>& x, int64_t heads, int64_t n, int64_t d) {
-      html += "<h3>" + std::string(name) + " " + shape + "</h3>\n<div class=\"tensors\">\n";
-      for (int64_t bb = 0; bb < s.B; ++bb)
-        for (int64_t hh = 0; hh < heads; ++hh)
-          html += table(
-              std::string(name) + "[" + std::to_string(bb) + "," + std::to_string(hh) + "]", n, d, [](int64_t r) { return r; },
-              [&](int64_t r, int64_t col) { return show(double(x[size_t(((bb * heads + hh) * n + r) * d + col)])); });
-      html += "</div>\n";
-    };
-    all("q", "[B,H,Tq,dk]", c.q, s.H, s.Tq, s.dk);
-    all("k", "[B,H_kv,Tk,dk]", c.k, s.kv_heads(), s.Tk, s.dk);
-    all("v", "[B,H_kv,Tk,dv]", c.v, s.kv_heads(), s.Tk, s.dv);
-    if (!c.bias.empty()) all("bias", "[B,H,Tq,Tk]", c.bias, s.H, s.Tq, s.Tk);
-    if (!c.allow.empty()) {
-      html += "<h3>allow [B,Tq,Tk]</h3>\n<div class=\"tensors\">\n";
-      for (int64_t bb = 0; bb < s.B; ++bb)
-        html += table(
-            "allow[" + std::to_string(bb) + "]", s.Tq, s.Tk, [](int64_t r) { return r; },
-            [&](int64_t r, int64_t j) { return std::to_string(int(c.allow[size_t(s.allow_at(bb, r) + j)] != 0)); });
-      html += "</div>\n";
-    }
-    if (have_out) {
-      html += "<h3>out" + bh + ", the queries shown: computed, exact, bound</h3>\n<div class=\"tensors\">\n";
-      auto shown = [&](int64_t r) { return rows[size_t(r)]; };
-      const int64_t n = int64_t(rows.size());
-      html += table("computed out" + bh, n, s.dv, shown,
-                    [&](int64_t r, int64_t col) { return show(double(out[size_t(s.out_at(b, h, rows[size_t(r)]) + col)])); });
-      html += table("exact out" + bh, n, s.dv, shown,
-                    [&](int64_t r, int64_t col) { return printed("%.17g", double(exact[size_t(r)].out[size_t(col)])); });
-      html +=
-          table("bound" + bh, n, s.dv, shown, [&](int64_t r, int64_t col) { return show(exact[size_t(r)].bound[size_t(col)]); });
-      html += "</div>\n";
-    }
-  } else {
-    html +=
-        "<table class=\"spread\"><tr><th>tensor</th><th>shape</th><th>values</th><th>least finite</th><th>largest "
-        "finite</th><th>NaN</th><th>infinite</th></tr>\n";
-    auto dims = [](std::initializer_list<int64_t> d) {
-      std::string text;
-      for (int64_t n : d) text += (text.empty() ? "[" : ",") + std::to_string(n);
-      return text + "]";
-    };
-    html += spread("q", dims({s.B, s.H, s.Tq, s.dk}), c.q) + spread("k", dims({s.B, s.kv_heads(), s.Tk, s.dk}), c.k) +
-            spread("v", dims({s.B, s.kv_heads(), s.Tk, s.dv}), c.v);
-    if (!c.bias.empty()) html += spread("bias", dims({s.B, s.H, s.Tq, s.Tk}), c.bias);
-    if (have_out) html += spread("out (computed)", dims({s.B, s.H, s.Tq, s.dv}), out);
-    html += "</table>\n";
-    const size_t at = size_t(i - first);
-    std::vector<std::string> q_row;
-    for (int64_t d = 0; d < s.dk; ++d) q_row.push_back(show(double(c.q[size_t(s.q_at(b, h, i) + d)])));
-    html += "<h3>The failing row: query " + std::to_string(i) + " of " + where + "</h3>\n<p>q" + bh + "[" + std::to_string(i) +
-            "]:</p><pre>" + esc(listed(q_row)) + "</pre>\n";
-    if (have_out)
+// x [B,heads,n,d] in full: a table per (b, head), side by side.
+template <class T>
+std::string tables(const char* name, const char* shape, const std::vector<T>& x, int64_t B, int64_t heads, int64_t n, int64_t d) {
+  std::string html = "<h3>" + std::string(name) + " " + shape + "</h3>\n<div class=\"tensors\">\n";
+  for (int64_t bb = 0; bb < B; ++bb)
+    for (int64_t hh = 0; hh < heads; ++hh)
       html += table(
-          "out" + bh + "[" + std::to_string(i) + "], by column of dv", s.dv, 4, [](int64_t r) { return r; },
-          [&](int64_t col, int64_t what) {
-            const std::vector<double> shown = {double(out[size_t(s.out_at(b, h, i) + col)]), double(exact[at].out[size_t(col)]),
-                                               exact[at].bound[size_t(col)], ratio(at, col)};
-            return what == 1 ? printed("%.17g", shown[1]) : show(shown[size_t(what)]);
-          },
-          {"computed", "exact", "bound", "error/bound"});
-    // The keys that weigh most in the row, with their k and v.
-    std::vector<size_t> order(exact[at].keys.size());
-    for (size_t n = 0; n < order.size(); ++n) order[n] = n;
-    const size_t heaviest_keys = std::min<size_t>(order.size(), 8);
-    std::partial_sort(order.begin(), order.begin() + long(heaviest_keys), order.end(),
-                      [&](size_t x, size_t y) { return exact[at].weights[x] > exact[at].weights[y]; });
-    html += "<p>The keys of most weight in the row: " + std::to_string(heaviest_keys) + " of the " +
-            std::to_string(order.size()) + " that carry any.</p>\n<pre>";
-    for (size_t n = 0; n < heaviest_keys; ++n) {
-      const int64_t j = exact[at].keys[order[n]];
-      std::vector<std::string> k_row, v_row;
-      for (int64_t d = 0; d < s.dk; ++d) k_row.push_back(show(double(c.k[size_t(s.k_at(b, h, j) + d)])));
-      for (int64_t d = 0; d < s.dv; ++d) v_row.push_back(show(double(c.v[size_t(s.v_at(b, h, j) + d)])));
-      html +=
-          esc("key " + std::to_string(j) + ", weight " + show(double(exact[at].weights[order[n]])) + "\n  k" + kv + "[" +
-              std::to_string(j) + "]: " + listed(k_row) + "\n  v" + kv + "[" + std::to_string(j) + "]: " + listed(v_row) + "\n");
-    }
-    html += "</pre>\n";
+          std::string(name) + "[" + std::to_string(bb) + "," + std::to_string(hh) + "]", n, d, [](int64_t r) { return r; },
+          [&](int64_t r, int64_t col) { return show(double(x[size_t(((bb * heads + hh) * n + r) * d + col)])); });
+  return html + "</div>\n";
+}
+
+// A small case's tensors in full, and the out of the queries shown beside the exact one and the bound.
+template <class T>
+std::string tensors_in_full(const Case<T>& c, const Slice<T>& slice) {
+  const Shape& s = c.shape;
+  std::string html = tables("q", "[B,H,Tq,dk]", c.q, s.B, s.H, s.Tq, s.dk) +
+                     tables("k", "[B,H_kv,Tk,dk]", c.k, s.B, s.kv_heads(), s.Tk, s.dk) +
+                     tables("v", "[B,H_kv,Tk,dv]", c.v, s.B, s.kv_heads(), s.Tk, s.dv);
+  if (!c.bias.empty()) html += tables("bias", "[B,H,Tq,Tk]", c.bias, s.B, s.H, s.Tq, s.Tk);
+  if (!c.allow.empty()) {
+    html += "<h3>allow [B,Tq,Tk]</h3>\n<div class=\"tensors\">\n";
+    for (int64_t bb = 0; bb < s.B; ++bb)
+      html += table(
+          "allow[" + std::to_string(bb) + "]", s.Tq, s.Tk, [](int64_t r) { return r; },
+          [&](int64_t r, int64_t j) { return std::to_string(int(c.allow[size_t(s.allow_at(bb, r) + j)] != 0)); });
+    html += "</div>\n";
   }
+  if (slice.have_out) {
+    const int64_t b = slice.b, h = slice.h;
+    const std::string bh = index_pair(b, h);
+    const std::vector<int64_t>& rows = slice.rows;
+    const std::vector<ExactRow>& exact = slice.exact;
+    html += "<h3>out" + bh + ", the queries shown: computed, exact, bound</h3>\n<div class=\"tensors\">\n";
+    auto shown = [&](int64_t r) { return rows[size_t(r)]; };
+    const int64_t n = int64_t(rows.size());
+    html += table("computed out" + bh, n, s.dv, shown,
+                  [&](int64_t r, int64_t col) { return show(double(slice.out[size_t(s.out_at(b, h, rows[size_t(r)]) + col)])); });
+    html += table("exact out" + bh, n, s.dv, shown,
+                  [&](int64_t r, int64_t col) { return printed("%.17g", double(exact[size_t(r)].out[size_t(col)])); });
+    html +=
+        table("bound" + bh, n, s.dv, shown, [&](int64_t r, int64_t col) { return show(exact[size_t(r)].bound[size_t(col)]); });
+    html += "</div>\n";
+  }
+  return html;
+}
+
+// A large case's tensors as each one's range: its values, least and largest finite, NaNs and infinities.
+template <class T>
+std::string tensor_spreads(const Case<T>& c, const Slice<T>& slice) {
+  const Shape& s = c.shape;
+  std::string html =
+      "<table class=\"spread\"><tr><th>tensor</th><th>shape</th><th>values</th><th>least finite</th><th>largest "
+      "finite</th><th>NaN</th><th>infinite</th></tr>\n";
+  auto dims = [](std::initializer_list<int64_t> d) {
+    std::string text;
+    for (int64_t n : d) text += (text.empty() ? "[" : ",") + std::to_string(n);
+    return text + "]";
+  };
+  html += spread("q", dims({s.B, s.H, s.Tq, s.dk}), c.q) + spread("k", dims({s.B, s.kv_heads(), s.Tk, s.dk}), c.k) +
+          spread("v", dims({s.B, s.kv_heads(), s.Tk, s.dv}), c.v);
+  if (!c.bias.empty()) html += spread("bias", dims({s.B, s.H, s.Tq, s.Tk}), c.bias);
+  if (slice.have_out) html += spread("out (computed)", dims({s.B, s.H, s.Tq, s.dv}), slice.out);
+  return html + "</table>\n";
+}
+
+// A large case's failing row: its query, its out beside the exact one, and the keys that weigh most
+// in it with their k and v.
+template <class T>
+std::string failing_row(const Case<T>& c, const Slice<T>& slice) {
+  const Shape& s = c.shape;
+  const int64_t b = slice.b, h = slice.h, i = slice.i;
+  const std::string kv = index_pair(b, s.kv_head(h)), bh = index_pair(b, h);
+  const size_t at = size_t(i - slice.rows.front());
+  const ExactRow& row = slice.exact[at];
+  std::vector<std::string> q_row;
+  for (int64_t d = 0; d < s.dk; ++d) q_row.push_back(show(double(c.q[size_t(s.q_at(b, h, i) + d)])));
+  std::string html = "<h3>The failing row: query " + std::to_string(i) + " of " + slice.where + "</h3>\n<p>q" + bh + "[" +
+                     std::to_string(i) + "]:</p><pre>" + esc(listed(q_row)) + "</pre>\n";
+  if (slice.have_out)
+    html += table(
+        "out" + bh + "[" + std::to_string(i) + "], by column of dv", s.dv, 4, [](int64_t r) { return r; },
+        [&](int64_t col, int64_t what) {
+          const std::vector<double> shown = {double(slice.out[size_t(s.out_at(b, h, i) + col)]), double(row.out[size_t(col)]),
+                                             row.bound[size_t(col)], error_ratio(s, slice, at, col)};
+          return what == 1 ? printed("%.17g", shown[1]) : show(shown[size_t(what)]);
+        },
+        {"computed", "exact", "bound", "error/bound"});
+  std::vector<size_t> order(row.keys.size());
+  for (size_t n = 0; n < order.size(); ++n) order[n] = n;
+  const size_t heaviest_keys = std::min<size_t>(order.size(), 8);
+  std::partial_sort(order.begin(), order.begin() + long(heaviest_keys), order.end(),
+                    [&](size_t x, size_t y) { return row.weights[x] > row.weights[y]; });
+  html += "<p>The keys of most weight in the row: " + std::to_string(heaviest_keys) + " of the " + std::to_string(order.size()) +
+          " that carry any.</p>\n<pre>";
+  for (size_t n = 0; n < heaviest_keys; ++n) {
+    const int64_t j = row.keys[order[n]];
+    std::vector<std::string> k_row, v_row;
+    for (int64_t d = 0; d < s.dk; ++d) k_row.push_back(show(double(c.k[size_t(s.k_at(b, h, j) + d)])));
+    for (int64_t d = 0; d < s.dv; ++d) v_row.push_back(show(double(c.v[size_t(s.v_at(b, h, j) + d)])));
+    html +=
+        esc("key " + std::to_string(j) + ", weight " + show(double(row.weights[order[n]])) + "\n  k" + kv + "[" +
+            std::to_string(j) + "]: " + listed(k_row) + "\n  v" + kv + "[" + std::to_string(j) + "]: " + listed(v_row) + "\n");
+  }
+  return html + "</pre>\n";
+}
+
+// The finding's problem: the three heatmaps of its failing (b, h) slice, and its tensors.
+template <class T>
+std::string case_section(const CampaignOptions& options, const Shown& shown, Case<T> c) {
+  c.empty_rows = options.policies.empty_rows;  // as the campaign ran it
+  c.lse_empty = options.policies.lse_empty;
+  const Shape& s = c.shape;
+  const Slice<T> slice = slice_shown(shown, c);
+  std::string html = maps_shown(c, shown, slice, heatmaps(c, slice, shown.id_suffix));
+  // The tensors: a small case in full, a large one as each tensor's range and the failing row's values.
+  html += "<h2>The problem's tensors</h2>\n";
+  if (s.Tq <= kFullLength && s.Tk <= kFullLength && c.q.size() + c.k.size() + c.v.size() + c.bias.size() <= size_t(kFullValues))
+    html += tensors_in_full(c, slice);
+  else
+    html += tensor_spreads(c, slice) + failing_row(c, slice);
   if (!c.key_lengths.empty()) {
     std::vector<std::string> lengths;
     for (int32_t n : c.key_lengths) lengths.push_back(std::to_string(n));

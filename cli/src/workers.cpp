@@ -269,21 +269,16 @@ struct Shared {
 
 using Clock = std::chrono::steady_clock;
 
-}  // namespace
-
-CampaignResult run_campaign(const CampaignOptions& options) {
-  if (options.jobs <= 1) return run_campaign_share(options, {});
-  const int jobs = std::min(options.jobs, kMaxJobs);
-  void* page = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (page == MAP_FAILED) throw std::runtime_error("cannot map a page for the workers");
-  Shared& shared = *new (page) Shared();
-  std::fflush(nullptr);  // nothing buffered is written twice
-  CampaignOptions each = options;
-  each.jobs = jobs;
+// The worker processes, forked, and the reading end of each one's pipe (-1 once read to its end).
+struct Workers {
   std::vector<pid_t> pids;
   std::vector<int> fds;
-  std::vector<std::string> texts(static_cast<size_t>(jobs));
-  for (int worker = 0; worker < jobs; ++worker) {
+};
+
+// Forks `each.jobs` workers, each running its share of `each` with `shared`.
+Workers start_workers(const CampaignOptions& each, Shared& shared) {
+  Workers workers;
+  for (int worker = 0; worker < each.jobs; ++worker) {
     int ends[2];
     if (pipe2(ends, O_CLOEXEC) != 0) throw std::runtime_error("cannot create a pipe for a worker");
     const pid_t pid = fork();
@@ -293,18 +288,25 @@ CampaignResult run_campaign(const CampaignOptions& options) {
       work(each, worker, shared, ends[1]);
     }
     close(ends[1]);
-    pids.push_back(pid);
-    fds.push_back(ends[0]);
+    workers.pids.push_back(pid);
+    workers.fds.push_back(ends[0]);
   }
-  // Every worker's answer, read as it comes (a full pipe would stop a worker), with the progress
-  // line drawn from the shared page four times a second.
+  return workers;
+}
+
+// Every worker's answer, read as it comes (a full pipe would stop a worker), with the progress
+// line drawn from the shared page four times a second.
+std::vector<std::string> read_answers(const CampaignOptions& options, Workers& workers, Shared& shared) {
+  const int jobs = int(workers.fds.size());
+  std::vector<int>& fds = workers.fds;
+  std::vector<std::string> texts(static_cast<size_t>(jobs));
   const Clock::time_point start = Clock::now();
   bool stop_passed_on = false;
   for (size_t open = fds.size(); open > 0;) {
     // A stop the checker was asked for (SIGTERM to it alone) is each worker's: they end their shares
     // and send what they found.
     if (protocol::stop_requested() && !stop_passed_on) {
-      for (const pid_t pid : pids) kill(pid, SIGTERM);
+      for (const pid_t pid : workers.pids) kill(pid, SIGTERM);
       stop_passed_on = true;
     }
     std::vector<pollfd> wait;
@@ -332,35 +334,65 @@ CampaignResult run_campaign(const CampaignOptions& options) {
                         shared.shrinking.exchange(false)});
     }
   }
+  return texts;
+}
+
+// The workers' results, each taken once its worker has ended: the shares sent, the first error a
+// worker sent, and a worker that died or ended without its result (`failure`, a bug of attncheck's).
+struct Answers {
   std::vector<CampaignResult> shares;
   std::string failure, error;
-  for (int worker = 0; worker < jobs; ++worker) {
+};
+
+Answers answers_of(const Workers& workers, const std::vector<std::string>& texts) {
+  Answers answers;
+  for (size_t worker = 0; worker < workers.pids.size(); ++worker) {
     int status = 0;
-    waitpid(pids[size_t(worker)], &status, 0);
-    const Json answer = Json::parse(texts[size_t(worker)], nullptr, false);
+    waitpid(workers.pids[worker], &status, 0);
+    const Json answer = Json::parse(texts[worker], nullptr, false);
     if (answer.is_object() && answer.contains("logic_error")) throw std::logic_error(answer["logic_error"].get<std::string>());
     if (answer.is_object() && answer.contains("error")) {
-      if (error.empty()) error = answer["error"].get<std::string>();
+      if (answers.error.empty()) answers.error = answer["error"].get<std::string>();
       continue;
     }
     if (!answer.is_object() || !answer.contains("result")) {
-      failure = "worker " + std::to_string(worker) + " of the campaign " +
-                (WIFSIGNALED(status) ? "died of signal " + std::to_string(WTERMSIG(status)) : "ended without its result") +
-                ": a bug of attncheck's, not of the kernel (--jobs 1 runs the campaign in one process)";
+      answers.failure =
+          "worker " + std::to_string(worker) + " of the campaign " +
+          (WIFSIGNALED(status) ? "died of signal " + std::to_string(WTERMSIG(status)) : "ended without its result") +
+          ": a bug of attncheck's, not of the kernel (--jobs 1 runs the campaign in one process)";
       continue;
     }
-    shares.push_back(result_from(answer["result"]));
+    answers.shares.push_back(result_from(answer["result"]));
   }
+  return answers;
+}
+
+}  // namespace
+
+CampaignResult run_campaign(const CampaignOptions& options) {
+  if (options.jobs <= 1) return run_campaign_share(options, {});
+  const int jobs = std::min(options.jobs, kMaxJobs);
+  void* page = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) throw std::runtime_error("cannot map a page for the workers");
+  Shared& shared = *new (page) Shared();
+  std::fflush(nullptr);  // nothing buffered is written twice
+  CampaignOptions each = options;
+  each.jobs = jobs;
+  Workers workers = start_workers(each, shared);
+  const std::vector<std::string> texts = read_answers(options, workers, shared);
+  Answers answers = answers_of(workers, texts);
   // A kernel that started in one worker and not in another may have met itself: a command that
   // runs one instance at a time (a lock, a device) hangs or fails in all but one.
-  if (!error.empty() && !shares.empty())  // said on the error's first line, before a command's stderr
+  std::string& error = answers.error;
+  if (!error.empty() && !answers.shares.empty())  // said on the error's first line, before a command's stderr
     error.insert(std::min(error.find('\n'), error.size()),
-                 " (it started in " + std::to_string(shares.size()) + " of " + std::to_string(jobs) + " workers: --jobs " +
-                     std::to_string(jobs) + " runs as many instances of it at once; one that runs one at a time needs --jobs 1)");
+                 " (it started in " + std::to_string(answers.shares.size()) + " of " + std::to_string(jobs) +
+                     " workers: --jobs " + std::to_string(jobs) +
+                     " runs as many instances of it at once; one that runs one at a time needs --jobs 1)");
   if (!error.empty()) throw std::runtime_error(error);
   munmap(page, sizeof(Shared));
-  if (!failure.empty()) throw std::logic_error(failure);
-  return merged(shares, options);
+  if (!answers.failure.empty()) throw std::logic_error(answers.failure);
+  return merged(answers.shares, options);
 }
 
 }  // namespace attncheck

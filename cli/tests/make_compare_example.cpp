@@ -86,23 +86,25 @@ void narrow_example(const std::string& dir, const std::string& prefix, NpyDtype 
   save_bits<F>(dir + "/" + prefix + "_" + wrong, buggy, {1, 1, s.Tq, s.dv}, dtype);
 }
 
-}  // namespace
+// [1,heads,rows,width] values from [-2, 2] in steps of 1/500, drawn from `choose`.
+std::vector<float> normal_tensor(SeededChooser& choose, int64_t rows, int64_t width, int64_t heads = 2) {
+  std::vector<float> x(size_t(heads * rows * width));
+  for (float& e : x) e = float(int64_t(choose.below(2001)) - 1000) / 500;
+  return x;
+}
 
-int main(int argc, char** argv) {
-  const bool bad_inputs = argc == 3 && std::string(argv[2]) == "--bad-inputs";
-  if (argc != 2 && !bad_inputs) {
-    std::fprintf(stderr, "usage: make_compare_example DIR [--bad-inputs]\n");
-    return 2;
-  }
-  const std::string dir = argv[1];
+// n standard normal draws from `choose`.
+std::vector<float> normal_values(SeededChooser& choose, int64_t n) {
+  std::vector<float> x(static_cast<size_t>(n));
+  for (float& e : x) e = float(standard_normal(choose));
+  return x;
+}
+
+// The README's example, q.npy to out_wrong_scale.npy; returns its keys (k_short.npy's).
+std::vector<float> causal_example(const std::string& dir, SeededChooser& choose) {
   const Shape s{1, 2, 5, 5, 8, 8};
-  SeededChooser choose(2026);
-  auto normal_tensor = [&](int64_t rows, int64_t width, int64_t heads = 2) {  // [1,heads,rows,width]
-    std::vector<float> x(size_t(heads * rows * width));
-    for (float& e : x) e = float(int64_t(choose.below(2001)) - 1000) / 500;  // [-2, 2] in steps of 1/500
-    return x;
-  };
-  const std::vector<float> q = normal_tensor(s.Tq, s.dk), k = normal_tensor(s.Tk, s.dk), v = normal_tensor(s.Tk, s.dv);
+  const std::vector<float> q = normal_tensor(choose, s.Tq, s.dk), k = normal_tensor(choose, s.Tk, s.dk),
+                           v = normal_tensor(choose, s.Tk, s.dv);
   NpyArray allow{NpyDtype::b1, {s.Tq, s.Tk}, std::vector<unsigned char>(size_t(s.Tq * s.Tk))};
   for (int64_t i = 0; i < s.Tq; ++i)
     for (int64_t j = 0; j < s.Tk; ++j) allow.data[size_t(i * s.Tk + j)] = j <= i;
@@ -123,10 +125,14 @@ int main(int argc, char** argv) {
   write_npy(dir + "/allow.npy", allow);
   save(dir + "/out.npy", out, {s.B, s.H, s.Tq, s.dv});
   save(dir + "/out_wrong_scale.npy", wrong, {s.B, s.H, s.Tq, s.dv});
+  return k;
+}
 
+// long_*.npy: the query block over 512 keys, its out and the approximate exp's.
+void long_example(const std::string& dir, SeededChooser& choose) {
   const Shape l{1, 1, 4, 512, 64, 8};
-  const std::vector<float> long_q = normal_tensor(l.Tq, l.dk, 1), long_k = normal_tensor(l.Tk, l.dk, 1),
-                           long_v = normal_tensor(l.Tk, l.dv, 1);
+  const std::vector<float> long_q = normal_tensor(choose, l.Tq, l.dk, 1), long_k = normal_tensor(choose, l.Tk, l.dk, 1),
+                           long_v = normal_tensor(choose, l.Tk, l.dv, 1);
   Problem<float> long_p;
   long_p.shape = l;
   long_p.q = long_q.data();
@@ -140,7 +146,10 @@ int main(int argc, char** argv) {
   save(dir + "/long_v.npy", long_v, {1, 1, l.Tk, l.dv});
   save(dir + "/long_out.npy", long_out, {1, 1, l.Tq, l.dv});
   save(dir + "/long_out_approx_exp.npy", imprecise, {1, 1, l.Tq, l.dv});
+}
 
+// flush_*.npy: the subnormal query, and out with denormals-are-zero on.
+void flush_example(const std::string& dir) {
   const Case<float> flush = flushed_subnormal_case();
   std::vector<float> flush_out(1);
   variant_attention(flush.problem(), flush_out.data(), Variant{.flush_subnormals = true});
@@ -148,12 +157,15 @@ int main(int argc, char** argv) {
   save(dir + "/flush_k.npy", flush.k, {1, 1, 2, 1});
   save(dir + "/flush_v.npy", flush.v, {1, 1, 2, 1});
   save(dir + "/flush_out.npy", flush_out, {1, 1, 1, 1});
-  // gqa_*.npy: grouped heads with every ABI v2 option: B 2, H 4 over H_kv 2, Tq 5, Tk 7, dk dv 8,
-  // causal lower-right, window (2, 0), soft-cap 2, key lengths {7, 4}; out and lse from the built-in
-  // implementation, and out_interleaved from heads paired as h % H_kv (onnx PR 7274).
+}
+
+// gqa_*.npy: grouped heads with every ABI v2 option: B 2, H 4 over H_kv 2, Tq 5, Tk 7, dk dv 8,
+// causal lower-right, window (2, 0), soft-cap 2, key lengths {7, 4}; out and lse from the built-in
+// implementation, and out_interleaved from heads paired as h % H_kv (onnx PR 7274).
+void gqa_example(const std::string& dir, SeededChooser& choose) {
   const Shape g{2, 4, 5, 7, 8, 8, 2};
-  const std::vector<float> gqa_q = normal_tensor(g.Tq, g.dk, g.B * g.H), gqa_k = normal_tensor(g.Tk, g.dk, g.B * 2),
-                           gqa_v = normal_tensor(g.Tk, g.dv, g.B * 2);
+  const std::vector<float> gqa_q = normal_tensor(choose, g.Tq, g.dk, g.B * g.H),
+                           gqa_k = normal_tensor(choose, g.Tk, g.dk, g.B * 2), gqa_v = normal_tensor(choose, g.Tk, g.dv, g.B * 2);
   const std::vector<int32_t> lengths = {7, 4};
   Problem<float> gp;
   gp.shape = g;
@@ -188,26 +200,16 @@ int main(int argc, char** argv) {
   NpyArray lens{NpyDtype::i32, {g.B}, std::vector<unsigned char>(lengths.size() * 4)};
   std::memcpy(lens.data.data(), lengths.data(), lens.data.size());
   write_npy(dir + "/gqa_kv_lens.npy", lens);
+}
 
-  // One problem in both formats: in float16 with the output accumulated in float16, in bfloat16 with
-  // the softmax's exp and normalizer kept in bfloat16, key by key.
-  std::vector<double> normal(size_t(kNarrowShape.q_size() + kNarrowShape.k_size() + kNarrowShape.v_size()));
-  for (double& x : normal) x = standard_normal(choose);
-  narrow_example<Half>(dir, "half", NpyDtype::f16, normal, "out_fp16_accumulated.npy", Mutation::output_accumulator_fp16);
-  narrow_example<BFloat16>(dir, "bf16", NpyDtype::u16, normal, "out_normalizer_in_bf16.npy", Mutation::softmax_bf16);
-
-  // bwd_*.npy: the backward, as autograd runs it on its own forward: B 1, H 4 over H_kv 2, Tq 8,
-  // Tk 12, dk 16, dv 8, causal lower-right, soft-cap 2, standard normal q, k, v and dout; out and lse
-  // from the built-in forward, dq, dk, dv from the built-in backward given them, and two planted
-  // bugs' gradients: dk without the scale, dv of each KV head from its first query head only.
+// bwd_*.npy: the backward, as autograd runs it on its own forward: B 1, H 4 over H_kv 2, Tq 8,
+// Tk 12, dk 16, dv 8, causal lower-right, soft-cap 2, standard normal q, k, v and dout; out and lse
+// from the built-in forward, dq, dk, dv from the built-in backward given them, and two planted
+// bugs' gradients: dk without the scale, dv of each KV head from its first query head only.
+void backward_example(const std::string& dir, SeededChooser& choose) {
   const Shape w{1, 4, 8, 12, 16, 8, 2};
-  auto normal_values = [&](int64_t n) {
-    std::vector<float> x(static_cast<size_t>(n));
-    for (float& e : x) e = float(standard_normal(choose));
-    return x;
-  };
-  const std::vector<float> bwd_q = normal_values(w.q_size()), bwd_k = normal_values(w.k_size()),
-                           bwd_v = normal_values(w.v_size()), bwd_dout = normal_values(w.out_size());
+  const std::vector<float> bwd_q = normal_values(choose, w.q_size()), bwd_k = normal_values(choose, w.k_size()),
+                           bwd_v = normal_values(choose, w.v_size()), bwd_dout = normal_values(choose, w.out_size());
   Problem<float> bp;
   bp.shape = w;
   bp.q = bwd_q.data();
@@ -240,7 +242,29 @@ int main(int argc, char** argv) {
   save(dir + "/bwd_dk_scale_missing.npy", bug_dk, k_shape);
   variant_backward(bp, grads(bug_dq, bug_dk, bug_dv), backward_mutant(BackwardMutation::dkdv_not_summed_over_group));
   save(dir + "/bwd_dv_gqa_not_summed.npy", bug_dv, v_shape);
+}
 
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool bad_inputs = argc == 3 && std::string(argv[2]) == "--bad-inputs";
+  if (argc != 2 && !bad_inputs) {
+    std::fprintf(stderr, "usage: make_compare_example DIR [--bad-inputs]\n");
+    return 2;
+  }
+  const std::string dir = argv[1];
+  SeededChooser choose(2026);  // one sequence of draws, example after example
+  const std::vector<float> k = causal_example(dir, choose);
+  long_example(dir, choose);
+  flush_example(dir);
+  gqa_example(dir, choose);
+  // One problem in both formats: in float16 with the output accumulated in float16, in bfloat16 with
+  // the softmax's exp and normalizer kept in bfloat16, key by key.
+  std::vector<double> normal(size_t(kNarrowShape.q_size() + kNarrowShape.k_size() + kNarrowShape.v_size()));
+  for (double& x : normal) x = standard_normal(choose);
+  narrow_example<Half>(dir, "half", NpyDtype::f16, normal, "out_fp16_accumulated.npy", Mutation::output_accumulator_fp16);
+  narrow_example<BFloat16>(dir, "bf16", NpyDtype::u16, normal, "out_normalizer_in_bf16.npy", Mutation::softmax_bf16);
+  backward_example(dir, choose);
   if (bad_inputs) save(dir + "/k_short.npy", std::vector<float>(k.begin(), k.begin() + 2 * 4 * 8), {1, 2, 4, 8});
   return 0;
 }

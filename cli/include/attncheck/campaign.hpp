@@ -112,6 +112,9 @@ inline const char* case_note(const Finding& finding) {
   return finding.case_text.empty() && finding.choices.empty() ? "its own fixed case" : "shrunk";
 }
 
+// The shape line of a finding's case ("B 1 H 1 H_kv 1 Tq 1 Tk 2 dk 1 dv 1"), or what it has instead.
+std::string shrunk_shape(const Finding& f);
+
 struct CampaignResult {
   bool found = false;
   Finding finding;                                     // the first
@@ -148,6 +151,13 @@ struct CampaignResult {
 // What a campaign checks of what a kernel claims (ABI v2's bits): its claims, less the formats
 // options.formats (--dtype) and the backward options.backward (--backward off) leave out.
 uint32_t checked_capabilities(uint32_t claimed, const CampaignOptions& options);
+
+// The kernel's claims, split three ways: exercised by the campaign (checked_capabilities); claimed
+// but left out (a format --dtype leaves out, the backward under --backward off); not claimed.
+struct Coverage {
+  uint32_t checked, unchecked, not_claimed;
+};
+Coverage coverage(uint32_t claimed, const CampaignOptions& options);
 
 // Runs the campaign, in options.jobs worker processes when more than one (workers.cpp), merging
 // their findings: the first finding of the sequence, or with keep_going every distinct one. Throws
