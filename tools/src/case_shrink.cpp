@@ -125,16 +125,41 @@ std::vector<T> plainer(T x) {
   return values;
 }
 
+// c with `change` made to a copy of it.
+template <class T, class F>
+Case<T> changed(const Case<T>& c, F change) {
+  Case<T> r = c;
+  change(r);
+  return r;
+}
+
+// c without the features among `which` (ATTNCHECK_CAP_BIAS, _SOFTCAP, _WINDOW, _CAUSAL, _ALLOW,
+// _KV_LENS bits): their fields cleared, as the shrinker tries and a finding is compared without them.
+template <class T>
+Case<T> cleared(const Case<T>& c, uint32_t which) {
+  return changed(c, [which](Case<T>& r) {
+    if (which & ATTNCHECK_CAP_BIAS) r.bias.clear();
+    if (which & ATTNCHECK_CAP_SOFTCAP) r.softcap = 0;
+    if (which & ATTNCHECK_CAP_WINDOW) r.window_left = r.window_right = -1;
+    if (which & ATTNCHECK_CAP_CAUSAL) r.causal = Causal::none;
+    if (which & ATTNCHECK_CAP_ALLOW) r.allow.clear();
+    if (which & ATTNCHECK_CAP_KV_LENS) r.key_lengths.clear();
+  });
+}
+
+// c with the default scale (1/sqrt(dk)) in place of an explicit one.
+template <class T>
+Case<T> with_default_scale(const Case<T>& c) {
+  return changed(c, [](Case<T>& r) { r.scale = 0; });
+}
+
 // The masks among `which` (ATTNCHECK_CAP_CAUSAL, _WINDOW, _KV_LENS bits) folded into c's allow mask:
 // the same keys permitted, through the allow mask alone for those.
 constexpr uint32_t kRelativeMasks = ATTNCHECK_CAP_CAUSAL | ATTNCHECK_CAP_WINDOW | ATTNCHECK_CAP_KV_LENS;
 template <class T>
 Case<T> folded(const Case<T>& c, uint32_t which) {
   const Shape& s = c.shape;
-  Case<T> r = c;
-  if (which & ATTNCHECK_CAP_CAUSAL) r.causal = Causal::none;
-  if (which & ATTNCHECK_CAP_WINDOW) r.window_left = r.window_right = -1;
-  if (which & ATTNCHECK_CAP_KV_LENS) r.key_lengths.clear();
+  Case<T> r = cleared(c, which);
   // r keeps the masks not folded: where r permits what c does not, the allow mask forbids it.
   r.allow.assign(size_t(s.allow_size()), 0);
   for (int64_t b = 0; b < s.B; ++b)
@@ -167,21 +192,14 @@ std::string features(const Case<T>& c) {
   return used ? "shrunk, " + feature_names(used) : "shrunk";
 }
 
-}  // namespace
-
-template <class T>
-bool offer_simpler(const Case<T>& c, uint32_t capabilities, const std::function<bool(Case<T>&&)>& offer, const Domain& domain) {
-  const auto accept = [&](Case<T>&& candidate) {
-    if (restrictions_broken(call_view(candidate.problem(), false, false), domain)) return false;
-    candidate.mix = features(candidate);
-    return offer(std::move(candidate));
-  };
+// Ranges of every axis (members of every KV group among them), halves of each first, then quarters
+// of each... (delta debugging, level by level across the axes): a large case loses most of itself
+// in a few trials, whichever axis is large, and a small one an index at a time. A square case
+// loses queries and keys together too, and one with dk = dv columns of both widths, so that a
+// domain that takes only those still shrinks.
+template <class T, class Accept>
+bool offer_fewer_indices(const Case<T>& c, const Accept& accept) {
   const Shape& s = c.shape;
-  // Ranges of every axis (members of every KV group among them), halves of each first, then quarters
-  // of each... (delta debugging, level by level across the axes): a large case loses most of itself
-  // in a few trials, whichever axis is large, and a small one an index at a time. A square case
-  // loses queries and keys together too, and one with dk = dv columns of both widths, so that a
-  // domain that takes only those still shrinks.
   const int64_t kv = s.kv_heads(), group = s.H / kv;
   const std::pair<Axis, int64_t> axes[] = {{batch, s.B},
                                            {group == 1 ? head : kv_group, group == 1 ? s.H : kv},
@@ -209,47 +227,60 @@ bool offer_simpler(const Case<T>& c, uint32_t capabilities, const std::function<
       }
     }
   }
+  return false;
+}
 
-  // Masks and options, each cleared.
-  auto cleared = [&](auto change) {
-    Case<T> r = c;
-    change(r);
-    return accept(std::move(r));
-  };
-  if (!c.bias.empty() && cleared([](Case<T>& r) { r.bias.clear(); })) return true;
-  if (c.softcap != 0 && cleared([](Case<T>& r) { r.softcap = 0; })) return true;
-  if ((c.window_left >= 0 || c.window_right >= 0) && cleared([](Case<T>& r) { r.window_left = r.window_right = -1; }))
-    return true;
-  if (c.causal != Causal::none && cleared([](Case<T>& r) { r.causal = Causal::none; })) return true;
-  if (!c.allow.empty() && cleared([](Case<T>& r) { r.allow.clear(); })) return true;
-  if (!c.key_lengths.empty() && cleared([](Case<T>& r) { r.key_lengths.clear(); })) return true;
-  if (c.scale != 0 && cleared([](Case<T>& r) { r.scale = 0; })) return true;
+// Masks and options, each cleared; a window narrower; the masks drawn from the diagonal folded.
+template <class T, class Accept>
+bool offer_fewer_masks(const Case<T>& c, uint32_t capabilities, const Accept& accept) {
+  if (!c.bias.empty() && accept(cleared(c, ATTNCHECK_CAP_BIAS))) return true;
+  if (c.softcap != 0 && accept(cleared(c, ATTNCHECK_CAP_SOFTCAP))) return true;
+  if ((c.window_left >= 0 || c.window_right >= 0) && accept(cleared(c, ATTNCHECK_CAP_WINDOW))) return true;
+  if (c.causal != Causal::none && accept(cleared(c, ATTNCHECK_CAP_CAUSAL))) return true;
+  if (!c.allow.empty() && accept(cleared(c, ATTNCHECK_CAP_ALLOW))) return true;
+  if (!c.key_lengths.empty() && accept(cleared(c, ATTNCHECK_CAP_KV_LENS))) return true;
+  if (c.scale != 0 && accept(with_default_scale(c))) return true;
   // A window narrower (its sides toward 0), so that fewer keys sit inside it.
   for (int64_t Case<T>::*side : {&Case<T>::window_left, &Case<T>::window_right})
     for (int64_t narrower : {int64_t(0), c.*side / 2, c.*side - 1})
-      if (narrower >= 0 && narrower < c.*side && cleared([&](Case<T>& r) { r.*side = narrower; })) return true;
+      if (narrower >= 0 && narrower < c.*side && accept(changed(c, [&](Case<T>& r) { r.*side = narrower; }))) return true;
   // Causal and window masks, key lengths and allow mask folded into one allow mask: the window and
   // causal masks are drawn from the diagonal, which moves when a key or query is removed, so a
   // case that needs them only as a pattern of hidden keys shrinks past them once folded.
   const bool relative = c.causal != Causal::none || c.window_left >= 0 || c.window_right >= 0;
-  if (relative && (capabilities & ATTNCHECK_CAP_ALLOW) && accept(folded(c, kRelativeMasks))) return true;
+  return relative && (capabilities & ATTNCHECK_CAP_ALLOW) && accept(folded(c, kRelativeMasks));
+}
 
-  // Values: a whole tensor at 0, then one value at a time (small tensors only: a trial each).
+// Values: a whole tensor at 0, then one value at a time (small tensors only: a trial each).
+template <class T, class Accept>
+bool offer_plainer_values(const Case<T>& c, const Accept& accept) {
   std::vector<T> Case<T>::*const tensors[] = {&Case<T>::q, &Case<T>::k, &Case<T>::v, &Case<T>::bias};
   for (auto tensor : tensors) {
     const std::vector<T>& x = c.*tensor;
     bool zero = true;
     for (T value : x) zero = zero && value == T(0);
-    if (!zero && cleared([&](Case<T>& r) { std::fill((r.*tensor).begin(), (r.*tensor).end(), T(0)); })) return true;
+    if (!zero && accept(changed(c, [&](Case<T>& r) { std::fill((r.*tensor).begin(), (r.*tensor).end(), T(0)); }))) return true;
   }
   for (auto tensor : tensors) {
     const std::vector<T>& x = c.*tensor;
     if (x.size() > 64) continue;
     for (size_t at = 0; at < x.size(); ++at)
       for (T value : plainer(x[at]))
-        if (cleared([&](Case<T>& r) { (r.*tensor)[at] = T(round_to(c.format, double(value))); })) return true;
+        if (accept(changed(c, [&](Case<T>& r) { (r.*tensor)[at] = T(round_to(c.format, double(value))); }))) return true;
   }
   return false;
+}
+
+}  // namespace
+
+template <class T>
+bool offer_simpler(const Case<T>& c, uint32_t capabilities, const std::function<bool(Case<T>&&)>& offer, const Domain& domain) {
+  const auto accept = [&](Case<T>&& candidate) {
+    if (restrictions_broken(call_view(candidate.problem(), false, false), domain)) return false;
+    candidate.mix = features(candidate);
+    return offer(std::move(candidate));
+  };
+  return offer_fewer_indices(c, accept) || offer_fewer_masks(c, capabilities, accept) || offer_plainer_values(c, accept);
 }
 
 template <class T>
@@ -258,20 +289,15 @@ std::vector<WithoutFeature<T>> without_each_feature(const Case<T>& c, uint32_t c
   auto add = [&](const std::string& name, Case<T> r) {
     if (!restrictions_broken(call_view(r.problem(), false, false), domain)) without.push_back({name, std::move(r)});
   };
-  auto changed = [&](auto change) {
-    Case<T> r = c;
-    change(r);
-    return r;
-  };
   if (c.shape.kv_heads() != c.shape.H) add(feature(ATTNCHECK_CAP_GQA).name, with_full_heads(c));
   for (uint32_t mask : {ATTNCHECK_CAP_CAUSAL, ATTNCHECK_CAP_WINDOW, ATTNCHECK_CAP_KV_LENS})
     if ((capabilities & ATTNCHECK_CAP_ALLOW) && feature(mask).used(call_view(c.problem(), false, false)))
       add(feature(mask).name, folded(c, mask));
-  if (c.softcap != 0) add(feature(ATTNCHECK_CAP_SOFTCAP).name, changed([](Case<T>& r) { r.softcap = 0; }));
-  if (!c.bias.empty()) add(feature(ATTNCHECK_CAP_BIAS).name, changed([](Case<T>& r) { r.bias.clear(); }));
+  if (c.softcap != 0) add(feature(ATTNCHECK_CAP_SOFTCAP).name, cleared(c, ATTNCHECK_CAP_SOFTCAP));
+  if (!c.bias.empty()) add(feature(ATTNCHECK_CAP_BIAS).name, cleared(c, ATTNCHECK_CAP_BIAS));
   if (c.format != Precision<T>::format && (capabilities & ATTNCHECK_CAP_F32))
-    add(feature(capability_of(c.format)).name, changed([](Case<T>& r) { r.format = Precision<T>::format; }));
-  if (c.scale != 0 && c.scale != effective_scale(c.shape, 0)) add("explicit scale", changed([](Case<T>& r) { r.scale = 0; }));
+    add(feature(capability_of(c.format)).name, changed(c, [](Case<T>& r) { r.format = Precision<T>::format; }));
+  if (c.scale != 0 && c.scale != effective_scale(c.shape, 0)) add("explicit scale", with_default_scale(c));
   return without;
 }
 

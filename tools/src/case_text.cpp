@@ -146,8 +146,11 @@ std::string case_to_text(const Case<T>& c) {
   return text + "end\n";
 }
 
+namespace {
+
+// A case line's format: "case <precision> <version>", the precision one T holds, the version this one.
 template <class T>
-Case<T> case_from_text(const std::string& first_line, std::istream& in) {
+Format format_of_case_line(const std::string& first_line) {
   std::istringstream head(first_line);
   std::string word, precision;
   int version = 0;
@@ -157,111 +160,166 @@ Case<T> case_from_text(const std::string& first_line, std::istream& in) {
   if (!format) bad("a " + precision + " case where a " + Precision<T>::name + " one was expected");
   if (version != kVersion)
     bad("format version " + std::to_string(version) + ", this attncheck reads " + std::to_string(kVersion));
-  Case<T> c;
-  c.format = *format;
-  Shape& s = c.shape;
-  bool shaped = false, optioned = false;  // both lines are required: a case without either means another case
-  const auto value = [&](const std::string& w) { return format_from_hex<T>(c.format, w); };
-  auto integer = [](const std::string& w) {
+  return *format;
+}
+
+// The integer a word spells in decimal, the whole word.
+long long integer(const std::string& w) {
+  char* end = nullptr;
+  const long long n = std::strtoll(w.c_str(), &end, 10);
+  if (w.empty() || *end != '\0') bad("'" + w + "' is not an integer");
+  return n;
+}
+
+// The number a word spells (strtod's: hexadecimal floats, inf, nan); `what` names it when it is none.
+double number(const std::string& what, const std::string& w) {
+  char* end = nullptr;
+  const double x = std::strtod(w.c_str(), &end);
+  if (w.empty() || *end != '\0') bad(what + " '" + w + "' is not a number");
+  return x;
+}
+
+// "shape B . H . H_kv . Tq . Tk . dk . dv .", each 1 to 4096.
+void read_shape(std::istringstream& words, Shape& s) {
+  std::string key;
+  int64_t* dims[] = {&s.B, &s.H, &s.H_kv, &s.Tq, &s.Tk, &s.dk, &s.dv};
+  const char* keys[] = {"B", "H", "H_kv", "Tq", "Tk", "dk", "dv"};
+  for (int n = 0; n < 7; ++n) {
+    std::string value;
+    if (!(words >> key >> value) || key != keys[n]) bad("the shape line must read 'shape B . H . H_kv . Tq . Tk . dk . dv .'");
+    *dims[n] = integer(value);
+    if (*dims[n] < 1 || *dims[n] > 4096) bad(std::string(keys[n]) + " = " + value + " is outside 1..4096");
+  }
+}
+
+// Whether a line may come before the shape line: one that holds no tensor (whose length the shape gives).
+bool shapeless(const std::string& name) {
+  return name == "options" || name == "mix" || name == line_of(ATTNCHECK_CAP_WINDOW) || name == line_of(ATTNCHECK_CAP_SOFTCAP) ||
+         name == line_of(ATTNCHECK_CAP_DROPOUT);
+}
+
+// "options causal C scale X empty-rows E [lse-empty L]": without lse-empty, ninf (the default).
+template <class T>
+void read_options(std::istringstream& words, Case<T>& c) {
+  std::string causal, scale, empty, k1, k2, k3, k4, lse_empty, more;
+  words >> k1 >> causal >> k2 >> scale >> k3 >> empty >> k4 >> lse_empty >> more;
+  int mode = -1;
+  for (int m = 0; m < 3; ++m)
+    if (causal == causal_name(Causal(m))) mode = m;
+  const auto empty_choice = policy_choice(policy("empty-rows"), empty);
+  const auto lse_choice = k4.empty() ? std::optional<int>(0) : policy_choice(policy("lse-empty"), lse_empty);
+  if (k1 != "causal" || k2 != "scale" || k3 != "empty-rows" || mode < 0 || !empty_choice || (!k4.empty() && k4 != "lse-empty") ||
+      !lse_choice || !more.empty())
+    bad("the options line must read 'options causal none|upper-left|lower-right scale X empty-rows "
+        "zero|nan|mean|any [lse-empty ninf|zero]'");
+  c.causal = Causal(mode);
+  c.scale = number("scale", scale);
+  c.empty_rows = EmptyRows(*empty_choice);
+  c.lse_empty = LseEmpty(*lse_choice);
+}
+
+// A line of one option beyond the options line (a window, a soft-cap, dropout) or the mix, read into
+// c; false for a line of another name.
+template <class T>
+bool read_option_line(const std::string& name, std::istringstream& words, Case<T>& c) {
+  if (name == line_of(ATTNCHECK_CAP_WINDOW)) {
+    std::string left, right;
+    words >> left >> right;
+    c.window_left = integer(left);
+    c.window_right = integer(right);
+  } else if (name == line_of(ATTNCHECK_CAP_SOFTCAP)) {
+    std::string cap;
+    words >> cap;
+    c.softcap = number("softcap", cap);
+  } else if (name == line_of(ATTNCHECK_CAP_DROPOUT)) {
+    std::string rate, seed;
+    words >> rate >> seed;
+    c.dropout_p = number("dropout rate", rate);
     char* end = nullptr;
-    const long long n = std::strtoll(w.c_str(), &end, 10);
-    if (w.empty() || *end != '\0') bad("'" + w + "' is not an integer");
-    return n;
-  };
+    errno = 0;
+    c.dropout_seed = std::strtoull(seed.c_str(), &end, 10);
+    if (seed.empty() || *end != '\0' || seed[0] == '-' || errno == ERANGE)
+      bad("dropout seed '" + seed + "' is not a 64-bit count");
+  } else if (name == "mix") {
+    std::getline(words >> std::ws, c.mix);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// A tensor's line (q, k, v, the bias, the allow mask, key lengths), as many values as the shape
+// gives it, read into c; false for a line of another name.
+template <class T>
+bool read_tensor_line(const std::string& name, std::istringstream& words, Case<T>& c) {
+  const Shape& s = c.shape;
+  const auto value = [&](const std::string& w) { return format_from_hex<T>(c.format, w); };
+  if (name == "q") {
+    c.q = values<T>(words, name, s.q_size(), value);
+  } else if (name == "k") {
+    c.k = values<T>(words, name, s.k_size(), value);
+  } else if (name == "v") {
+    c.v = values<T>(words, name, s.v_size(), value);
+  } else if (name == line_of(ATTNCHECK_CAP_BIAS)) {
+    c.bias = values<T>(words, name, s.scores_size(), value);
+  } else if (name == line_of(ATTNCHECK_CAP_ALLOW)) {
+    c.allow = values<uint8_t>(words, name, s.allow_size(), [&](const std::string& w) { return uint8_t(integer(w) != 0); });
+  } else if (name == line_of(ATTNCHECK_CAP_KV_LENS)) {
+    c.key_lengths = values<int32_t>(words, name, s.B, [&](const std::string& w) {
+      const long long n = integer(w);
+      if (n < 0 || n > s.Tk) bad("key length " + w + " is outside 0..Tk");
+      return int32_t(n);
+    });
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// A case read up to its end line is whole: its shape and options lines, q, k and v, every tensor
+// as long as the shape says, and a problem the contract takes.
+template <class T>
+void check_whole(const Case<T>& c, bool shaped, bool optioned) {
+  const Shape& s = c.shape;
+  if (!shaped) bad("no shape line");
+  if (!optioned) bad("no options line");
+  if (c.q.empty() || c.k.empty() || c.v.empty()) bad("q, k and v are required");
+  // Every tensor against the one shape (a shape line comes once, before them: checked below too).
+  const std::pair<size_t, int64_t> sizes[] = {{c.q.size(), s.q_size()},         {c.k.size(), s.k_size()},
+                                              {c.v.size(), s.v_size()},         {c.bias.size(), s.scores_size()},
+                                              {c.allow.size(), s.allow_size()}, {c.key_lengths.size(), s.B}};
+  for (const auto& [held, needed] : sizes)
+    if (held != 0 && int64_t(held) != needed) bad("a tensor's length does not fit the shape");
+  Problem<T> p = c.problem();
+  std::vector<T> out(1);
+  if (const std::string error = problem_error(p, Result<T>{out.data()}); !error.empty()) bad(error);
+}
+
+}  // namespace
+
+template <class T>
+Case<T> case_from_text(const std::string& first_line, std::istream& in) {
+  Case<T> c;
+  c.format = format_of_case_line<T>(first_line);
+  bool shaped = false, optioned = false;  // both lines are required: a case without either means another case
   for (std::string text; std::getline(in, text);) {
     std::istringstream words(text);
     std::string name;
     words >> name;
     if (name == "end") {
-      if (!shaped) bad("no shape line");
-      if (!optioned) bad("no options line");
-      if (c.q.empty() || c.k.empty() || c.v.empty()) bad("q, k and v are required");
-      // Every tensor against the one shape (a shape line comes once, before them: checked below too).
-      const std::pair<size_t, int64_t> sizes[] = {{c.q.size(), s.q_size()},         {c.k.size(), s.k_size()},
-                                                  {c.v.size(), s.v_size()},         {c.bias.size(), s.scores_size()},
-                                                  {c.allow.size(), s.allow_size()}, {c.key_lengths.size(), s.B}};
-      for (const auto& [held, needed] : sizes)
-        if (held != 0 && int64_t(held) != needed) bad("a tensor's length does not fit the shape");
-      Problem<T> p = c.problem();
-      std::vector<T> out(1);
-      if (const std::string error = problem_error(p, Result<T>{out.data()}); !error.empty()) bad(error);
+      check_whole(c, shaped, optioned);
       return c;
     }
     if (name == "shape") {
       if (shaped) bad("a second shape line");
-      std::string key;
-      int64_t* dims[] = {&s.B, &s.H, &s.H_kv, &s.Tq, &s.Tk, &s.dk, &s.dv};
-      const char* keys[] = {"B", "H", "H_kv", "Tq", "Tk", "dk", "dv"};
-      for (int n = 0; n < 7; ++n) {
-        std::string value;
-        if (!(words >> key >> value) || key != keys[n])
-          bad("the shape line must read 'shape B . H . H_kv . Tq . Tk . dk . dv .'");
-        *dims[n] = integer(value);
-        if (*dims[n] < 1 || *dims[n] > 4096) bad(std::string(keys[n]) + " = " + value + " is outside 1..4096");
-      }
+      read_shape(words, c.shape);
       shaped = true;
-    } else if (!shaped && name != "options" && name != "mix" && name != line_of(ATTNCHECK_CAP_WINDOW) &&
-               name != line_of(ATTNCHECK_CAP_SOFTCAP) && name != line_of(ATTNCHECK_CAP_DROPOUT)) {
+    } else if (!shaped && !shapeless(name)) {
       bad("'" + name + "' before the shape line");
     } else if (name == "options") {
-      std::string causal, scale, empty, k1, k2, k3, k4, lse_empty, more;
-      words >> k1 >> causal >> k2 >> scale >> k3 >> empty >> k4 >> lse_empty >> more;
-      int mode = -1;
-      for (int m = 0; m < 3; ++m)
-        if (causal == causal_name(Causal(m))) mode = m;
-      const auto empty_choice = policy_choice(policy("empty-rows"), empty);
-      const auto lse_choice = k4.empty() ? std::optional<int>(0) : policy_choice(policy("lse-empty"), lse_empty);
-      if (k1 != "causal" || k2 != "scale" || k3 != "empty-rows" || mode < 0 || !empty_choice ||
-          (!k4.empty() && k4 != "lse-empty") || !lse_choice || !more.empty())
-        bad("the options line must read 'options causal none|upper-left|lower-right scale X empty-rows "
-            "zero|nan|mean|any [lse-empty ninf|zero]'");
-      c.causal = Causal(mode);
-      char* end = nullptr;
-      c.scale = std::strtod(scale.c_str(), &end);
-      if (scale.empty() || *end != '\0') bad("scale '" + scale + "' is not a number");
-      c.empty_rows = EmptyRows(*empty_choice);
-      c.lse_empty = LseEmpty(*lse_choice);
+      read_options(words, c);
       optioned = true;
-    } else if (name == line_of(ATTNCHECK_CAP_WINDOW)) {
-      std::string left, right;
-      words >> left >> right;
-      c.window_left = integer(left);
-      c.window_right = integer(right);
-    } else if (name == line_of(ATTNCHECK_CAP_SOFTCAP)) {
-      std::string cap;
-      words >> cap;
-      char* end = nullptr;
-      c.softcap = std::strtod(cap.c_str(), &end);
-      if (cap.empty() || *end != '\0') bad("softcap '" + cap + "' is not a number");
-    } else if (name == line_of(ATTNCHECK_CAP_DROPOUT)) {
-      std::string rate, seed;
-      words >> rate >> seed;
-      char* end = nullptr;
-      c.dropout_p = std::strtod(rate.c_str(), &end);
-      if (rate.empty() || *end != '\0') bad("dropout rate '" + rate + "' is not a number");
-      errno = 0;
-      c.dropout_seed = std::strtoull(seed.c_str(), &end, 10);
-      if (seed.empty() || *end != '\0' || seed[0] == '-' || errno == ERANGE)
-        bad("dropout seed '" + seed + "' is not a 64-bit count");
-    } else if (name == "mix") {
-      std::getline(words >> std::ws, c.mix);
-    } else if (name == "q") {
-      c.q = values<T>(words, name, s.q_size(), value);
-    } else if (name == "k") {
-      c.k = values<T>(words, name, s.k_size(), value);
-    } else if (name == "v") {
-      c.v = values<T>(words, name, s.v_size(), value);
-    } else if (name == line_of(ATTNCHECK_CAP_BIAS)) {
-      c.bias = values<T>(words, name, s.scores_size(), value);
-    } else if (name == line_of(ATTNCHECK_CAP_ALLOW)) {
-      c.allow = values<uint8_t>(words, name, s.allow_size(), [&](const std::string& w) { return uint8_t(integer(w) != 0); });
-    } else if (name == line_of(ATTNCHECK_CAP_KV_LENS)) {
-      c.key_lengths = values<int32_t>(words, name, s.B, [&](const std::string& w) {
-        const long long n = integer(w);
-        if (n < 0 || n > s.Tk) bad("key length " + w + " is outside 0..Tk");
-        return int32_t(n);
-      });
-    } else {
+    } else if (!read_option_line(name, words, c) && !read_tensor_line(name, words, c)) {
       bad("unknown line '" + name + "'");
     }
   }

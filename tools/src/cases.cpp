@@ -138,6 +138,51 @@ void draw_large_shape(Chooser& choose, const CaseLimits& limits, Shape& s) {
     }
 }
 
+// A small shape: B, H, Tq and Tk uniform within the limits, dk and dv from the widths the domain takes.
+void draw_small_shape(Chooser& choose, const CaseLimits& limits, Shape& s) {
+  const Domain& domain = limits.domain;
+  s.B = 1 + int64_t(choose.below(uint64_t(limits.max_batch)));
+  s.H = limits.min_heads + int64_t(choose.below(uint64_t(limits.max_heads - limits.min_heads + 1)));
+  const Lengths most = longest(limits, limits.max_len);
+  s.Tq = limits.min_len + int64_t(choose.below(uint64_t(most.q - limits.min_len + 1)));
+  s.Tk = limits.min_len + int64_t(choose.below(uint64_t(most.k - limits.min_len + 1)));
+  // Square one time in four (self-attention, most real calls), always for a square domain.
+  if ((choose.below(4) == 0 && s.Tq <= most.k) || domain.square()) s.Tk = s.Tq;
+  draw_widths(choose, domain, drawable_widths(domain.limits, limits.max_width), s);
+}
+
+// The kinds of a case's values: q's and k's, and v's.
+struct Kinds {
+  Values qk, v;
+};
+
+// The kinds q and k's values and v's are drawn as, and q, k and v drawn of them; the case's mix
+// names the kinds.
+template <class T>
+Kinds draw_values(Chooser& choose, Case<T>& c, bool large) {
+  const Shape& s = c.shape;
+  const auto qk_kind = Values(choose.below(5)), v_kind = Values(choose.below(5));
+#ifdef ATTNCHECK_GENERATOR_REORDERED  // a test build only: kept regressions must not notice (cli/tests)
+  fill(choose, c.v, size_t(s.v_size()), v_kind, large, c.format);
+  fill(choose, c.k, size_t(s.k_size()), qk_kind, large, c.format);
+  fill(choose, c.q, size_t(s.q_size()), qk_kind, large, c.format);
+#else
+  fill(choose, c.q, size_t(s.q_size()), qk_kind, large, c.format);
+  fill(choose, c.k, size_t(s.k_size()), qk_kind, large, c.format);
+  fill(choose, c.v, size_t(s.v_size()), v_kind, large, c.format);
+#endif
+  c.mix = std::string(large ? "large, " : "") + "qk " + kValueNames[int(qk_kind)] + ", v " + kValueNames[int(v_kind)];
+  return {qk_kind, v_kind};
+}
+
+// A causal mode among those the domain takes, none first (it shrinks away).
+Causal draw_causal(Chooser& choose, const Domain& domain) {
+  std::vector<Causal> modes;
+  for (Causal mode : {Causal::none, Causal::upper_left, Causal::lower_right})
+    if (domain.takes(mode)) modes.push_back(mode);
+  return modes[choose.below(modes.size())];
+}
+
 // Extreme logits for the bias: the fp32 exp overflow edge, the common finite mask sentinels, -FLT_MAX.
 template <class T>
 T extreme_logit(Chooser& choose) {
@@ -194,7 +239,7 @@ void draw_large_masks(Chooser& choose, Case<T>& c, uint32_t can) {
 // same kinds. A large case keeps its heads: with two, one KV head serves both (MQA). Choice 0 is
 // "none", so that it shrinks away; a property that wants one head (max_heads 1) gets none.
 template <class T>
-void draw_kv_groups(Chooser& choose, Case<T>& c, const CaseLimits& limits, bool large, Values qk_kind, Values v_kind) {
+void draw_kv_groups(Chooser& choose, Case<T>& c, const CaseLimits& limits, bool large, Kinds kinds) {
   Shape& s = c.shape;
   if (!(limits.capabilities & ATTNCHECK_CAP_GQA) || limits.max_heads < 2 || choose.below(4) != 3) return;
   if (large) {
@@ -209,11 +254,77 @@ void draw_kv_groups(Chooser& choose, Case<T>& c, const CaseLimits& limits, bool 
     for (int64_t g : {2, 3, 4, 6, 8, 12})
       if (s.H_kv * g <= most) groups.push_back(g);
     s.H = s.H_kv * groups[choose.below(groups.size())];
-    fill(choose, c.q, size_t(s.q_size()), qk_kind, false, c.format);
-    fill(choose, c.k, size_t(s.k_size()), qk_kind, false, c.format);
-    fill(choose, c.v, size_t(s.v_size()), v_kind, false, c.format);
+    fill(choose, c.q, size_t(s.q_size()), kinds.qk, false, c.format);
+    fill(choose, c.k, size_t(s.k_size()), kinds.qk, false, c.format);
+    fill(choose, c.v, size_t(s.v_size()), kinds.v, false, c.format);
   }
   mixed(c, ATTNCHECK_CAP_GQA);
+}
+
+// The masks of a small case: an allow mask of a density from none to all, with some rows emptied
+// outright; key lengths anywhere from 0 to Tk.
+template <class T>
+void draw_small_masks(Chooser& choose, Case<T>& c, uint32_t can) {
+  const Shape& s = c.shape;
+  if (const uint64_t density = can & ATTNCHECK_CAP_ALLOW ? choose.below(6) : 0; density > 0) {
+    const uint64_t quarters = density - 1;  // the allowed fraction, 0 to 4 quarters
+    c.allow.resize(size_t(s.allow_size()));
+    for (uint8_t& a : c.allow) a = choose.below(4) < quarters ? 1 : 0;
+    if (choose.below(3) == 0)
+      std::fill_n(c.allow.begin() + s.allow_at(0, int64_t(choose.below(uint64_t(s.Tq)))), s.Tk, uint8_t(0));
+    mixed(c, ATTNCHECK_CAP_ALLOW);
+  }
+  if ((can & ATTNCHECK_CAP_KV_LENS) && choose.below(3) == 0) {
+    c.key_lengths.resize(size_t(s.B));
+    for (int32_t& length : c.key_lengths) length = int32_t(choose.below(uint64_t(s.Tk) + 1));
+    mixed(c, ATTNCHECK_CAP_KV_LENS);
+  }
+}
+
+// A small case's bias: ALiBi one time in three, else standard normal values with one in four an extreme logit.
+template <class T>
+void draw_bias(Chooser& choose, Case<T>& c) {
+  const Shape& s = c.shape;
+  c.bias.resize(size_t(s.scores_size()));
+  if (choose.below(3) == 2) {  // ALiBi: head h's slope 2^(-8 (h + 1) / H) times the distance to the diagonal
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t h = 0; h < s.H; ++h)
+        for (int64_t i = 0; i < s.Tq; ++i)
+          for (int64_t j = 0; j < s.Tk; ++j)
+            c.bias[size_t(s.scores_at(b, h, i) + j)] =
+                T(-std::exp2(-8.0 * double(h + 1) / double(s.H)) * double(std::abs(i + s.Tk - s.Tq - j)));
+    c.mix += ", ALiBi bias";
+  } else {
+    for (T& x : c.bias) x = choose.below(4) == 0 ? extreme_logit<T>(choose) : T(standard_normal(choose));
+    mixed(c, ATTNCHECK_CAP_BIAS);
+  }
+}
+
+// A small case's features beyond ABI v1, a window and a soft-cap: each takes choice 0 for "absent",
+// so that they shrink away. A window alone clears the masks and bias drawn before it (the causal
+// mode too where the domain has it optional), the mix cut back to the values' kinds (`values_mix`).
+template <class T>
+void draw_beyond_v1(Chooser& choose, Case<T>& c, uint32_t can, const Domain& domain, size_t values_mix) {
+  const Shape& s = c.shape;
+  if ((can & ATTNCHECK_CAP_WINDOW) && choose.below(4) == 3) {  // a window: 0, 1, small, past the length, one side only
+    auto side = [&] { return (const int64_t[]){-1, 0, 1, 2, 3, 5, s.Tk + 2}[choose.below(7)]; };
+    c.window_left = side();
+    c.window_right = side();
+    mixed(c, ATTNCHECK_CAP_WINDOW);
+    if (choose.below(2) == 1) {  // half the time the window alone, as sliding-window models use it
+      c.allow.clear();
+      c.key_lengths.clear();
+      c.bias.clear();
+      if (domain.causal_optional()) c.causal = Causal::none;
+      c.mix.resize(values_mix);
+      if (s.kv_heads() != s.H) mixed(c, ATTNCHECK_CAP_GQA);
+      c.mix += ", window alone";
+    }
+  }
+  if ((can & ATTNCHECK_CAP_SOFTCAP) && choose.below(4) == 3) {  // caps that bite (1 to 5) and Gemma 2's (30, 50)
+    c.softcap = (const double[]){1, 2, 5, 30, 50}[choose.below(5)];
+    mixed(c, ATTNCHECK_CAP_SOFTCAP);
+  }
 }
 
 // The bias, drawn in T, rounded to the case's format.
@@ -291,103 +402,31 @@ template <class T>
 Case<T> draw_case(Chooser& choose, const CaseLimits& unclamped) {
   const CaseLimits limits = clamped_to_domain(unclamped);
   const Domain& domain = limits.domain;
-  Case<T> c;
-  Shape& s = c.shape;
-  c.format = draw_format<T>(choose, limits.capabilities);
-  const bool large = limits.ladder_len > 0 && !limits.small_only && choose.below(3) == 2;
-  if (large) {
-    draw_large_shape(choose, limits, s);
-  } else {
-    s.B = 1 + int64_t(choose.below(uint64_t(limits.max_batch)));
-    s.H = limits.min_heads + int64_t(choose.below(uint64_t(limits.max_heads - limits.min_heads + 1)));
-    const Lengths most = longest(limits, limits.max_len);
-    s.Tq = limits.min_len + int64_t(choose.below(uint64_t(most.q - limits.min_len + 1)));
-    s.Tk = limits.min_len + int64_t(choose.below(uint64_t(most.k - limits.min_len + 1)));
-    // Square one time in four (self-attention, most real calls), always for a square domain.
-    if ((choose.below(4) == 0 && s.Tq <= most.k) || domain.square()) s.Tk = s.Tq;
-    draw_widths(choose, domain, drawable_widths(domain.limits, limits.max_width), s);
-  }
-
-  const auto qk_kind = Values(choose.below(5)), v_kind = Values(choose.below(5));
-#ifdef ATTNCHECK_GENERATOR_REORDERED  // a test build only: kept regressions must not notice (cli/tests)
-  fill(choose, c.v, size_t(s.v_size()), v_kind, large, c.format);
-  fill(choose, c.k, size_t(s.k_size()), qk_kind, large, c.format);
-  fill(choose, c.q, size_t(s.q_size()), qk_kind, large, c.format);
-#else
-  fill(choose, c.q, size_t(s.q_size()), qk_kind, large, c.format);
-  fill(choose, c.k, size_t(s.k_size()), qk_kind, large, c.format);
-  fill(choose, c.v, size_t(s.v_size()), v_kind, large, c.format);
-#endif
-  c.mix = std::string(large ? "large, " : "") + "qk " + kValueNames[int(qk_kind)] + ", v " + kValueNames[int(v_kind)];
-  const size_t values_mix = c.mix.size();
-
   const uint32_t can = limits.capabilities;
-  if (can & ATTNCHECK_CAP_CAUSAL) {  // the modes the domain takes, none first (it shrinks away)
-    std::vector<Causal> modes;
-    for (Causal mode : {Causal::none, Causal::upper_left, Causal::lower_right})
-      if (domain.takes(mode)) modes.push_back(mode);
-    c.causal = modes[choose.below(modes.size())];
-  }
+  Case<T> c;
+  c.format = draw_format<T>(choose, can);
+  const bool large = limits.ladder_len > 0 && !limits.small_only && choose.below(3) == 2;
+  if (large)
+    draw_large_shape(choose, limits, c.shape);
+  else
+    draw_small_shape(choose, limits, c.shape);
+  const Kinds kinds = draw_values(choose, c, large);
+  const size_t values_mix = c.mix.size();  // what a window alone keeps of the mix
+  if (can & ATTNCHECK_CAP_CAUSAL) c.causal = draw_causal(choose, domain);
   const bool explicit_scale = choose.below(4) == 0 && !domain.only(ATTNCHECK_ONLY_DEFAULT_SCALE);
   if (large) {
     draw_large_masks(choose, c, can);
     if (explicit_scale) c.scale = double(value<T>(choose, Values::normal));
-    draw_kv_groups(choose, c, limits, true, qk_kind, v_kind);
+    draw_kv_groups(choose, c, limits, true, kinds);
     round_bias(c);
     return c;
   }
-  // Allow mask density from none to all, with some rows emptied outright.
-  if (const uint64_t density = can & ATTNCHECK_CAP_ALLOW ? choose.below(6) : 0; density > 0) {
-    const uint64_t quarters = density - 1;  // the allowed fraction, 0 to 4 quarters
-    c.allow.resize(size_t(s.allow_size()));
-    for (uint8_t& a : c.allow) a = choose.below(4) < quarters ? 1 : 0;
-    if (choose.below(3) == 0)
-      std::fill_n(c.allow.begin() + s.allow_at(0, int64_t(choose.below(uint64_t(s.Tq)))), s.Tk, uint8_t(0));
-    mixed(c, ATTNCHECK_CAP_ALLOW);
-  }
-  if ((can & ATTNCHECK_CAP_KV_LENS) && choose.below(3) == 0) {
-    c.key_lengths.resize(size_t(s.B));
-    for (int32_t& length : c.key_lengths) length = int32_t(choose.below(uint64_t(s.Tk) + 1));
-    mixed(c, ATTNCHECK_CAP_KV_LENS);
-  }
-  draw_kv_groups(choose, c, limits, false, qk_kind, v_kind);
-  if ((can & ATTNCHECK_CAP_BIAS) && choose.below(3) == 0) {
-    c.bias.resize(size_t(s.scores_size()));
-    if (choose.below(3) == 2) {  // ALiBi: head h's slope 2^(-8 (h + 1) / H) times the distance to the diagonal
-      for (int64_t b = 0; b < s.B; ++b)
-        for (int64_t h = 0; h < s.H; ++h)
-          for (int64_t i = 0; i < s.Tq; ++i)
-            for (int64_t j = 0; j < s.Tk; ++j)
-              c.bias[size_t(s.scores_at(b, h, i) + j)] =
-                  T(-std::exp2(-8.0 * double(h + 1) / double(s.H)) * double(std::abs(i + s.Tk - s.Tq - j)));
-      c.mix += ", ALiBi bias";
-    } else {
-      for (T& x : c.bias) x = choose.below(4) == 0 ? extreme_logit<T>(choose) : T(standard_normal(choose));
-      mixed(c, ATTNCHECK_CAP_BIAS);
-    }
-  }
+  draw_small_masks(choose, c, can);
+  draw_kv_groups(choose, c, limits, false, kinds);
+  if ((can & ATTNCHECK_CAP_BIAS) && choose.below(3) == 0) draw_bias(choose, c);
   if (explicit_scale) c.scale = double(value<T>(choose, Values::normal));
   if (!limits.abi_only && choose.below(4) == 0) c.empty_rows = EmptyRows::nan;
-  // Features beyond ABI v1 take choice 0 for "absent", so that they shrink away.
-  if ((can & ATTNCHECK_CAP_WINDOW) && choose.below(4) == 3) {  // a window: 0, 1, small, past the length, one side only
-    auto side = [&] { return (const int64_t[]){-1, 0, 1, 2, 3, 5, s.Tk + 2}[choose.below(7)]; };
-    c.window_left = side();
-    c.window_right = side();
-    mixed(c, ATTNCHECK_CAP_WINDOW);
-    if (choose.below(2) == 1) {  // half the time the window alone, as sliding-window models use it
-      c.allow.clear();
-      c.key_lengths.clear();
-      c.bias.clear();
-      if (domain.causal_optional()) c.causal = Causal::none;
-      c.mix.resize(values_mix);
-      if (s.kv_heads() != s.H) mixed(c, ATTNCHECK_CAP_GQA);
-      c.mix += ", window alone";
-    }
-  }
-  if ((can & ATTNCHECK_CAP_SOFTCAP) && choose.below(4) == 3) {  // caps that bite (1 to 5) and Gemma 2's (30, 50)
-    c.softcap = (const double[]){1, 2, 5, 30, 50}[choose.below(5)];
-    mixed(c, ATTNCHECK_CAP_SOFTCAP);
-  }
+  draw_beyond_v1(choose, c, can, domain, values_mix);
   round_bias(c);
   return c;
 }
