@@ -33,26 +33,10 @@ namespace {
 
 const char* storage(Format f) { return f == Format::f64 ? "double" : f == Format::f32 ? "float" : "uint16_t"; }
 
-// In both kinds of file `why` is a report's text, escaped where it came in (printable): reprintable()
-// keeps it one line without escaping its escapes again.
+// The arrays of a GoogleTest repro: the case's inputs and the oracle's out (and lse), into t.
 template <class T>
-std::string gtest_file(const std::string& replay, const CampaignOptions& o, const Finding& f, const Case<T>& c,
-                       const Reference& ref, bool with_lse, const std::string& why) {
-  const Shape& s = c.shape;
+void gtest_data(std::ostream& t, const Case<T>& c, const Reference& ref, bool with_lse) {
   const char* e = storage(c.format);
-  std::ostringstream t;
-  t << "// A regression test written by `attncheck repro --replay " << comment(replay) << "` (attncheck-repro 1):\n"
-    << "// Property." << f.property << " on " << comment(o.impl) << ": " << reprintable(why, 400) << ".\n"
-    << "// The case is the call the oracle found wrong; `exact` is the oracle's out (hi + lo), `bound` the\n"
-    << "// largest error of any correct kernel. Build: c++ -std=c++17 THIS.cpp -I attncheck/contract/include\n"
-    << "// -lgtest -lgtest_main -ldl -pthread; run with ATTNCHECK_REPRO_PLUGIN=path/to/plugin.so.\n"
-    << "#include <dlfcn.h>\n#include <gtest/gtest.h>\n\n#include <cmath>\n#include <cstdint>\n#include <cstdlib>\n"
-    << "#include <cstring>\n#include <vector>\n\n#include \"attncheck/plugin.h\"\n\nnamespace {\n\n"
-    << "// B " << s.B << ", H " << s.H << ", H_kv " << s.kv_heads() << ", Tq " << s.Tq << ", Tk " << s.Tk << ", dk " << s.dk
-    << ", dv " << s.dv << "; " << format_name(c.format) << (is_narrow(c.format) ? " (bit patterns)" : "") << "\n"
-    << "const " << e << " q[] = {" << values(c.q, c.format, false) << "};  // [B,H,Tq,dk]\n"
-    << "const " << e << " k[] = {" << values(c.k, c.format, false) << "};  // [B,H_kv,Tk,dk]\n"
-    << "const " << e << " v[] = {" << values(c.v, c.format, false) << "};  // [B,H_kv,Tk,dv]\n";
   if (!c.allow.empty())
     t << "const uint8_t allow[] = {" << joined(c.allow, [](uint8_t a) { return std::to_string(int(a)); }) << "};  // [B,Tq,Tk]\n";
   if (!c.key_lengths.empty())
@@ -66,24 +50,36 @@ std::string gtest_file(const std::string& replay, const CampaignOptions& o, cons
       << "const double lse_exact_lo[] = {" << exact_lo(ref.lse, false) << "};\n"
       << "const double lse_bound[] = {" << bounds(ref.lse, false) << "};\n";
   t << "\n";
-  if (c.format == Format::bf16)
+}
+
+// The repro's helpers: widen (the format to float or double) and attncheck's comparison rule.
+void gtest_helpers(std::ostream& t, Format format) {
+  const char* e = storage(format);
+  if (format == Format::bf16)
     t << "float widen(uint16_t bits) {\n  const uint32_t wide = uint32_t(bits) << 16;\n  float x;\n"
       << "  std::memcpy(&x, &wide, 4);\n  return x;\n}\n\n";
-  if (c.format == Format::f16)
+  if (format == Format::f16)
     t << "float widen(uint16_t bits) {  // IEEE binary16 to float, exactly\n"
       << "  const int exponent = (bits >> 10) & 31, mantissa = bits & 1023;\n"
       << "  const float magnitude = exponent == 31 ? (mantissa ? NAN : INFINITY)\n"
       << "                          : exponent == 0 ? std::ldexp(float(mantissa), -24)\n"
       << "                                          : std::ldexp(float(mantissa | 1024), exponent - 25);\n"
       << "  return bits & 0x8000 ? -magnitude : magnitude;\n}\n\n";
-  if (!is_narrow(c.format)) t << "double widen(" << e << " x) { return x; }\n\n";
+  if (!is_narrow(format)) t << "double widen(" << e << " x) { return x; }\n\n";
   t << "// attncheck's rule (its compare.hpp, within_bound): a bound of +inf is not checked; an exact NaN\n"
     << "// needs NaN; an exact infinity needs that infinity or NaN; else finite and within the bound.\n"
     << "bool within(long double x, long double exact, double bound) {\n"
     << "  if (std::isinf(bound)) return true;\n  if (std::isnan(exact)) return std::isnan(x);\n"
     << "  if (std::isinf(exact)) return x == exact || std::isnan(x);\n"
-    << "  return std::isfinite(x) && std::fabs(x - exact) <= bound;\n}\n\n}  // namespace\n\n"
-    << "TEST(AttncheckRegression, " << f.property << ") {\n"
+    << "  return std::isfinite(x) && std::fabs(x - exact) <= bound;\n}\n\n}  // namespace\n\n";
+}
+
+// The repro's test: the plugin loaded, the case's problem filled in, out (and lse) judged.
+template <class T>
+void gtest_test(std::ostream& t, const CampaignOptions& o, const Finding& f, const Case<T>& c, bool with_lse) {
+  const Shape& s = c.shape;
+  const char* e = storage(c.format);
+  t << "TEST(AttncheckRegression, " << f.property << ") {\n"
     << "  const char* path = std::getenv(\"ATTNCHECK_REPRO_PLUGIN\");\n"
     << "  void* plugin = dlopen(path ? path : " << string_literal(o.impl, false) << ", RTLD_NOW | RTLD_LOCAL);\n"
     << "  ASSERT_NE(plugin, nullptr) << dlerror();\n"
@@ -118,6 +114,31 @@ std::string gtest_file(const std::string& replay, const CampaignOptions& o, cons
       << "        << \"lse element \" << n << \" (row-major [B,H,Tq]): \" << lse[n] << \", exact \" << double(exact)\n"
       << "        << \", bound \" << lse_bound[n];\n  }\n";
   t << "}\n";
+}
+
+// In both kinds of file `why` is a report's text, escaped where it came in (printable): reprintable()
+// keeps it one line without escaping its escapes again.
+template <class T>
+std::string gtest_file(const std::string& replay, const CampaignOptions& o, const Finding& f, const Case<T>& c,
+                       const Reference& ref, bool with_lse, const std::string& why) {
+  const Shape& s = c.shape;
+  const char* e = storage(c.format);
+  std::ostringstream t;
+  t << "// A regression test written by `attncheck repro --replay " << comment(replay) << "` (attncheck-repro 1):\n"
+    << "// Property." << f.property << " on " << comment(o.impl) << ": " << reprintable(why, 400) << ".\n"
+    << "// The case is the call the oracle found wrong; `exact` is the oracle's out (hi + lo), `bound` the\n"
+    << "// largest error of any correct kernel. Build: c++ -std=c++17 THIS.cpp -I attncheck/contract/include\n"
+    << "// -lgtest -lgtest_main -ldl -pthread; run with ATTNCHECK_REPRO_PLUGIN=path/to/plugin.so.\n"
+    << "#include <dlfcn.h>\n#include <gtest/gtest.h>\n\n#include <cmath>\n#include <cstdint>\n#include <cstdlib>\n"
+    << "#include <cstring>\n#include <vector>\n\n#include \"attncheck/plugin.h\"\n\nnamespace {\n\n"
+    << "// B " << s.B << ", H " << s.H << ", H_kv " << s.kv_heads() << ", Tq " << s.Tq << ", Tk " << s.Tk << ", dk " << s.dk
+    << ", dv " << s.dv << "; " << format_name(c.format) << (is_narrow(c.format) ? " (bit patterns)" : "") << "\n"
+    << "const " << e << " q[] = {" << values(c.q, c.format, false) << "};  // [B,H,Tq,dk]\n"
+    << "const " << e << " k[] = {" << values(c.k, c.format, false) << "};  // [B,H_kv,Tk,dk]\n"
+    << "const " << e << " v[] = {" << values(c.v, c.format, false) << "};  // [B,H_kv,Tk,dv]\n";
+  gtest_data(t, c, ref, with_lse);
+  gtest_helpers(t, c.format);
+  gtest_test(t, o, f, c, with_lse);
   return t.str();
 }
 
