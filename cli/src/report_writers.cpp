@@ -24,10 +24,6 @@ std::vector<std::string> features_named(uint32_t bits) {
   return names;
 }
 
-// A number as JSON, NaN and inf as strings (JSON's numbers hold neither): an error/bound of a wrong
-// special value is "inf".
-Json number_json(double x) { return std::isfinite(x) ? Json(x) : Json(std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf"); }
-
 // The policies as the JSON says them: each flag's word.
 Json policies_json(const Policies& policies) {
   Json json = Json::object();

@@ -25,14 +25,16 @@
 
 #include "attncheck/campaign.hpp"
 #include "attncheck/protocol.hpp"
+#include "attncheck/report_writers.hpp"
 
 namespace attncheck {
 namespace {
 
 using Json = nlohmann::json;
 
-// A number that may be NaN or infinite, which JSON's numbers cannot hold: as its text then.
-Json number(double x) { return std::isfinite(x) ? Json(x) : Json(std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf"); }
+// A number that may be NaN or infinite, which JSON's numbers cannot hold: as its text then
+// (number_json, report_writers.hpp), and read back.
+Json number(double x) { return number_json<Json>(x); }
 double number(const Json& j) {
   if (j.is_number()) return j.get<double>();
   const std::string text = j.get<std::string>();

@@ -2,6 +2,7 @@
 // as JSON (--json), and JUnit XML for CI (--junit).
 #pragma once
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -11,6 +12,13 @@
 namespace attncheck {
 
 using Json = nlohmann::ordered_json;
+
+// A number as JSON, NaN and inf as strings (JSON's numbers hold neither): an error/bound of a wrong
+// special value is "inf". For either JSON type: the reports' (ordered) and the workers' answers.
+template <class J = Json>
+J number_json(double x) {
+  return std::isfinite(x) ? J(x) : J(std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf");
+}
 
 // A check's result as the --json file says it: the verdict, why it is inconclusive (empty: it is
 // not), the summary's figures, per-property counts and seconds, what was checked and under which
