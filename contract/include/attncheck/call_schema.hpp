@@ -1,0 +1,198 @@
+// The call schema: every tensor a kernel call carries is one slot, one row of call_slots.def, with
+// its name, shape in the shape vocabulary, element rule, the feature that brings it, its role in
+// each kind of call, and where ABI v2 and the C++ problem hold it. The protocol's buffers, the
+// plugin host's fill of the ABI, the conversions between Problem, Case and the ABI, the case
+// text's tensors, the shrinker's clears, the reports' names and the Python client's table all
+// walk this table: a new input is a row here, its member in plugin.h, Problem and Case.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "attncheck/plugin.h"
+#include "attncheck/precision.hpp"
+
+namespace attncheck {
+
+// The dims of the shape vocabulary (contract.hpp's Shape, and D, a layer's model width).
+enum class Dim : uint8_t { B, H, H_kv, Tq, Tk, dk, dv, D };
+inline constexpr int kDims = 8;
+inline constexpr const char* kDimNames[kDims] = {"B", "H", "H_kv", "Tq", "Tk", "dk", "dv", "D"};
+
+// A slot's shape: the dims whose product is its element count, row-major.
+struct Extent {
+  Dim dims[4] = {};
+  int rank = 0;
+  template <class... D>
+  constexpr Extent(D... d) : dims{d...}, rank(int(sizeof...(d))) {}
+};
+
+// A call's value of each dim.
+struct Dims {
+  int64_t of[kDims] = {1, 1, 1, 1, 1, 1, 1, 1};
+  constexpr int64_t operator[](Dim d) const { return of[int(d)]; }
+  constexpr int64_t& operator[](Dim d) { return of[int(d)]; }
+};
+
+// What a slot's elements are: in the call's format (2 bytes for f16 and bf16), wide (float, double
+// for f64: the log-sum-exp and the layer's weights), int32, or a byte (0 or 1 for a mask).
+enum class Element : uint8_t { format, wide, int32, byte };
+
+// Its part in one kind of call: absent, read, written; the _if ones only when the call carries the
+// slot's feature (its protocol flag) or, for a layer bias, its part; in_unless read unless the call
+// carries the part (x_kv, which self-attention leaves out).
+enum class Role : uint8_t { none, in, out, in_if, out_if, in_unless };
+enum class CallKind : uint8_t { forward, backward, layer };
+
+// A layer call's parts (the protocol's LayerHeader::parts).
+enum LayerPart : uint32_t { kSelf = 1, kBiasQ = 2, kBiasK = 4, kBiasV = 8, kBiasO = 16 };
+
+// Where ABI v2 holds a slot: its byte offset in attncheck_problem_v2, attncheck_grads_v2 and
+// attncheck_mha_v2, -1 where it is not.
+struct AbiAt {
+  int16_t problem = -1, grads = -1, layer = -1;
+};
+
+struct Slot {
+  const char* id;    // "KV_LENS": its enumerator
+  const char* name;  // "kv_lens": what the protocol, the reports and the Python client call it
+  Extent shape;
+  Element element;
+  uint32_t feature;  // the capability bit that brings it (0: none)
+  Role roles[3];     // in CallKind order: forward, backward, layer
+  uint32_t part;     // a LayerPart (0: none)
+  AbiAt abi;
+  bool input;  // a forward input held by Problem and Case (INPUT)
+
+  constexpr Role role(CallKind kind) const { return roles[int(kind)]; }
+};
+
+// The slots' enumerators, in wire order: slot::Q .. slot::WEIGHTS, slot::kCount.
+namespace slot {
+enum Id : int {
+#define ATTNCHECK_SLOT(id, ...) id,
+#include "attncheck/call_slots.def"
+#undef ATTNCHECK_SLOT
+  kCount
+};
+}  // namespace slot
+
+namespace slot_rows {
+using enum Dim;  // the rows' shapes
+inline constexpr Slot kRows[slot::kCount] = {
+#define IN_PROBLEM(m) AbiAt{int16_t(offsetof(attncheck_problem_v2, m)), -1, -1}
+#define IN_GRADS(m) AbiAt{-1, int16_t(offsetof(attncheck_grads_v2, m)), -1}
+#define IN_LAYER(m) AbiAt{-1, -1, int16_t(offsetof(attncheck_mha_v2, m))}
+#define IN_PROBLEM_AND_LAYER(m) AbiAt{int16_t(offsetof(attncheck_problem_v2, m)), -1, int16_t(offsetof(attncheck_mha_v2, m))}
+#define INPUT(in_problem, in_case) true
+#define NOT_AN_INPUT false
+#define ATTNCHECK_SLOT(id, name, shape, element, feature, forward, backward, layer, part, abi, members) \
+  Slot{#id, name, Extent shape, Element::element, feature, {Role::forward, Role::backward, Role::layer}, part, abi, members},
+#include "attncheck/call_slots.def"
+#undef ATTNCHECK_SLOT
+#undef IN_PROBLEM
+#undef IN_GRADS
+#undef IN_LAYER
+#undef IN_PROBLEM_AND_LAYER
+#undef INPUT
+#undef NOT_AN_INPUT
+};
+}  // namespace slot_rows
+
+// The table, in wire order.
+inline constexpr std::span<const Slot, slot::kCount> kSlots = slot_rows::kRows;
+
+// The elements of slot s in a call of dims `dims`.
+constexpr int64_t elements(const Slot& s, const Dims& dims) {
+  int64_t n = 1;
+  for (int d = 0; d < s.shape.rank; ++d) n *= dims[s.shape.dims[d]];
+  return n;
+}
+
+// The bytes of one element of slot s in a call in `format`.
+constexpr size_t element_bytes(const Slot& s, Format format) {
+  switch (s.element) {
+    case Element::format: return format == Format::f64 ? 8 : format == Format::f32 ? 4 : 2;
+    case Element::wide: return format == Format::f64 ? 8 : 4;
+    case Element::int32: return 4;
+    case Element::byte: return 1;
+  }
+  return 0;
+}
+
+// Whether a call of `kind` carries slot s, given the features its flags say it carries
+// (capability bits) and, for a layer call, its parts.
+constexpr bool carried(const Slot& s, CallKind kind, uint32_t features, uint32_t parts = 0) {
+  const bool brought = s.part ? (parts & s.part) != 0 : (features & s.feature) != 0;
+  switch (s.role(kind)) {
+    case Role::none: return false;
+    case Role::in:
+    case Role::out: return true;
+    case Role::in_if:
+    case Role::out_if: return brought;
+    case Role::in_unless: return !(parts & s.part);
+  }
+  return false;
+}
+
+// Whether a call of `kind` writes slot s (when it carries it).
+constexpr bool writes(const Slot& s, CallKind kind) { return s.role(kind) == Role::out || s.role(kind) == Role::out_if; }
+
+// The slot named `name` among those a call of `kind` may carry; null for none.
+constexpr const Slot* slot_named(std::string_view name, CallKind kind) {
+  for (const Slot& s : kSlots)
+    if (name == s.name && s.role(kind) != Role::none) return &s;
+  return nullptr;
+}
+
+// The ABI v2 structs of one call: the problem (forward, and the backward's forward), the backward's
+// gradients, the layer's.
+struct AbiCall {
+  attncheck_problem_v2* problem = nullptr;
+  attncheck_grads_v2* grads = nullptr;
+  attncheck_mha_v2* layer = nullptr;
+};
+
+// Slot s's pointer in the ABI structs of a call of `kind` set to `data` (as every ABI pointer is a
+// data pointer, set by its bytes); nothing when the ABI has no place for it there.
+void set_abi_pointer(const AbiCall& call, CallKind kind, const Slot& s, const void* data);
+// And read back (null when the ABI has no place for it).
+const void* abi_pointer(const AbiCall& call, CallKind kind, const Slot& s);
+
+// f(slot, member) for each forward input, member its pointer in a Problem<T> (or anything with
+// Problem's members: q, k, v, masks.allow, masks.key_lengths, bias).
+template <class P, class F>
+void for_each_problem_input(P& problem, F&& f) {
+#define INPUT(in_problem, in_case) f(slot, problem.in_problem);
+#define NOT_AN_INPUT
+#define ATTNCHECK_SLOT(id, name, shape, element, feature, forward, backward, layer, part, abi, members) \
+  {                                                                                                      \
+    [[maybe_unused]] const Slot& slot = kSlots[slot::id];                                                \
+    members                                                                                              \
+  }
+#include "attncheck/call_slots.def"
+#undef ATTNCHECK_SLOT
+#undef INPUT
+#undef NOT_AN_INPUT
+}
+
+// f(slot, member) for each forward input, member its buffer in a Case<T> (q, k, v, allow,
+// key_lengths, bias).
+template <class C, class F>
+void for_each_case_input(C& owned, F&& f) {
+#define INPUT(in_problem, in_case) f(slot, owned.in_case);
+#define NOT_AN_INPUT
+#define ATTNCHECK_SLOT(id, name, shape, element, feature, forward, backward, layer, part, abi, members) \
+  {                                                                                                      \
+    [[maybe_unused]] const Slot& slot = kSlots[slot::id];                                                \
+    members                                                                                              \
+  }
+#include "attncheck/call_slots.def"
+#undef ATTNCHECK_SLOT
+#undef INPUT
+#undef NOT_AN_INPUT
+}
+
+}  // namespace attncheck

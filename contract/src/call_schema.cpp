@@ -1,0 +1,29 @@
+#include "attncheck/call_schema.hpp"
+
+#include <cstring>
+#include <utility>
+
+namespace attncheck {
+
+namespace {
+// The byte offset of slot s's pointer in the ABI struct a call of `kind` holds it in, and that struct.
+std::pair<char*, int> home(const AbiCall& call, CallKind kind, const Slot& s) {
+  if (kind == CallKind::layer) return {reinterpret_cast<char*>(call.layer), s.abi.layer};
+  if (s.abi.problem >= 0) return {reinterpret_cast<char*>(call.problem), s.abi.problem};
+  return {reinterpret_cast<char*>(call.grads), s.abi.grads};
+}
+}  // namespace
+
+void set_abi_pointer(const AbiCall& call, CallKind kind, const Slot& s, const void* data) {
+  const auto [base, at] = home(call, kind, s);
+  if (base && at >= 0) std::memcpy(base + at, &data, sizeof data);
+}
+
+const void* abi_pointer(const AbiCall& call, CallKind kind, const Slot& s) {
+  const auto [base, at] = home(call, kind, s);
+  const void* data = nullptr;
+  if (base && at >= 0) std::memcpy(&data, base + at, sizeof data);
+  return data;
+}
+
+}  // namespace attncheck
