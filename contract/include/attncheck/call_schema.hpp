@@ -82,10 +82,14 @@ enum Id : int {
 namespace slot_rows {
 using enum Dim;  // the rows' shapes
 inline constexpr Slot kRows[slot::kCount] = {
-#define IN_PROBLEM(m) AbiAt{int16_t(offsetof(attncheck_problem_v2, m)), -1, -1}
-#define IN_GRADS(m) AbiAt{-1, int16_t(offsetof(attncheck_grads_v2, m)), -1}
-#define IN_LAYER(m) AbiAt{-1, -1, int16_t(offsetof(attncheck_mha_v2, m))}
-#define IN_PROBLEM_AND_LAYER(m) AbiAt{int16_t(offsetof(attncheck_problem_v2, m)), -1, int16_t(offsetof(attncheck_mha_v2, m))}
+#define IN_PROBLEM(m) \
+  AbiAt { int16_t(offsetof(attncheck_problem_v2, m)), -1, -1 }
+#define IN_GRADS(m) \
+  AbiAt { -1, int16_t(offsetof(attncheck_grads_v2, m)), -1 }
+#define IN_LAYER(m) \
+  AbiAt { -1, -1, int16_t(offsetof(attncheck_mha_v2, m)) }
+#define IN_PROBLEM_AND_LAYER(m) \
+  AbiAt { int16_t(offsetof(attncheck_problem_v2, m)), -1, int16_t(offsetof(attncheck_mha_v2, m)) }
 #define INPUT(in_problem, in_case) true
 #define NOT_AN_INPUT false
 #define ATTNCHECK_SLOT(id, name, shape, element, feature, forward, backward, layer, part, abi, members) \
@@ -114,10 +118,14 @@ constexpr int64_t elements(const Slot& s, const Dims& dims) {
 // The bytes of one element of slot s in a call in `format`.
 constexpr size_t element_bytes(const Slot& s, Format format) {
   switch (s.element) {
-    case Element::format: return format == Format::f64 ? 8 : format == Format::f32 ? 4 : 2;
-    case Element::wide: return format == Format::f64 ? 8 : 4;
-    case Element::int32: return 4;
-    case Element::byte: return 1;
+    case Element::format:
+      return format == Format::f64 ? 8 : format == Format::f32 ? 4 : 2;
+    case Element::wide:
+      return format == Format::f64 ? 8 : 4;
+    case Element::int32:
+      return 4;
+    case Element::byte:
+      return 1;
   }
   return 0;
 }
@@ -127,12 +135,16 @@ constexpr size_t element_bytes(const Slot& s, Format format) {
 constexpr bool carried(const Slot& s, CallKind kind, uint32_t features, uint32_t parts = 0) {
   const bool brought = s.part ? (parts & s.part) != 0 : (features & s.feature) != 0;
   switch (s.role(kind)) {
-    case Role::none: return false;
+    case Role::none:
+      return false;
     case Role::in:
-    case Role::out: return true;
+    case Role::out:
+      return true;
     case Role::in_if:
-    case Role::out_if: return brought;
-    case Role::in_unless: return !(parts & s.part);
+    case Role::out_if:
+      return brought;
+    case Role::in_unless:
+      return !(parts & s.part);
   }
   return false;
 }
@@ -168,9 +180,9 @@ void for_each_problem_input(P& problem, F&& f) {
 #define INPUT(in_problem, in_case) f(slot, problem.in_problem);
 #define NOT_AN_INPUT
 #define ATTNCHECK_SLOT(id, name, shape, element, feature, forward, backward, layer, part, abi, members) \
-  {                                                                                                      \
-    [[maybe_unused]] const Slot& slot = kSlots[slot::id];                                                \
-    members                                                                                              \
+  {                                                                                                     \
+    [[maybe_unused]] const Slot& slot = kSlots[slot::id];                                               \
+    members                                                                                             \
   }
 #include "attncheck/call_slots.def"
 #undef ATTNCHECK_SLOT
@@ -185,9 +197,9 @@ void for_each_case_input(C& owned, F&& f) {
 #define INPUT(in_problem, in_case) f(slot, owned.in_case);
 #define NOT_AN_INPUT
 #define ATTNCHECK_SLOT(id, name, shape, element, feature, forward, backward, layer, part, abi, members) \
-  {                                                                                                      \
-    [[maybe_unused]] const Slot& slot = kSlots[slot::id];                                                \
-    members                                                                                              \
+  {                                                                                                     \
+    [[maybe_unused]] const Slot& slot = kSlots[slot::id];                                               \
+    members                                                                                             \
   }
 #include "attncheck/call_slots.def"
 #undef ATTNCHECK_SLOT
