@@ -38,7 +38,7 @@ std::string signal_name(int signal) {
 std::string fault_place(const Fault& f) {
   constexpr int64_t kNear = int64_t(64) << 20;  // farther past a buffer than this is not that buffer's overrun
   const bool named = f.buffer >= 0 && f.buffer < kBuffers && f.distance >= 0;
-  const std::string name = named ? kBufferNames[f.buffer] : "",
+  const std::string name = named ? kSlots[size_t(f.buffer)].name : "",
                     bytes = std::to_string(f.distance) + (f.distance == 1 ? " byte " : " bytes ");
   char address[40];
   std::snprintf(address, sizeof address, "0x%llx", static_cast<unsigned long long>(f.address));
@@ -217,7 +217,7 @@ struct IsolatedKernel::Frame {
       return Outcome{Outcome::stray_write, 0,
                      std::string("wrote outside its output: ") +
                          (kernel.stray_.second == 0 ? "before the start of " : "past the end of ") +
-                         kBufferNames[kernel.stray_.first] + " (canary bytes changed)"};
+                         kSlots[size_t(kernel.stray_.first)].name + " (canary bytes changed)"};
     if (status != 0)
       return Outcome{Outcome::refused, status, "refused a valid problem (returned " + std::to_string(status) + ")"};
     return Outcome{};

@@ -96,18 +96,19 @@ void read_inputs(int requests, const Request& request, CallBuffers& buffers) {
   }
 }
 
-// Unwritten outputs read as NaN (a keep mask as kUnwrittenKeep).
+// Unwritten outputs read as NaN (a byte slot, the keep mask, as kUnwrittenKeep).
 void fill_outputs(const Request& request, CallBuffers& buffers) {
-  const ProblemHeader& r = request.header;
+  const Format format = Format(request.header.dtype);
   for (int b = 0; b < kBuffers; ++b) {
     if (!written(request, b)) continue;
     Guarded& buffer = *buffers.all[b];
-    if (b == KEEP) {
+    const Element element = kSlots[b].element;
+    if (element == Element::byte) {
       std::memset(buffer.data, kUnwrittenKeep, buffer.n);
       continue;
     }
-    const bool float_storage = b == LSE || b == WEIGHTS;  // float, or double for f64
-    visit_format(float_storage ? (r.dtype == ATTNCHECK_F64 ? Format::f64 : Format::f32) : Format(r.dtype), [&](auto zero) {
+    const bool wide = element == Element::wide;  // float, or double for f64
+    visit_format(wide ? (format == Format::f64 ? Format::f64 : Format::f32) : format, [&](auto zero) {
       using F = decltype(zero);
       const auto nan = Precision<F>::to_bits(Precision<F>::from_double(std::numeric_limits<double>::quiet_NaN()));
       for (size_t n = 0; n < buffer.n; n += sizeof nan) std::memcpy(buffer.data + n, &nan, sizeof nan);
@@ -115,96 +116,26 @@ void fill_outputs(const Request& request, CallBuffers& buffers) {
   }
 }
 
-// The problem as ABI v2 carries it (for the backward, its out and lse the given ones).
-attncheck_problem_v2 problem_of(const Request& request, const CallBuffers& buffers) {
-  const ProblemHeader& r = request.header;
-  const DropoutHeader& dropout = request.dropout;
-  attncheck_problem_v2 v2{};
-  v2.size = int32_t(sizeof v2);
-  v2.dtype = r.dtype;
-  v2.batch = r.B;
-  v2.heads = r.H;
-  v2.kv_heads = r.H_kv;
-  v2.q_len = r.Tq;
-  v2.kv_len = r.Tk;
-  v2.d_k = r.dk;
-  v2.d_v = r.dv;
-  v2.q = buffers.data(Q);
-  v2.k = buffers.data(K);
-  v2.v = buffers.data(V);
-  v2.allow = static_cast<const uint8_t*>(buffers.data(ALLOW));
-  v2.kv_lens = static_cast<const int32_t*>(buffers.data(KV_LENS));
-  v2.bias = buffers.data(BIAS);
-  v2.causal = r.causal;
-  v2.window_left = r.window_left;
-  v2.window_right = r.window_right;
-  v2.scale = r.scale;
-  v2.softcap = r.softcap;
-  v2.out = buffers.data(OUT);
-  v2.lse = buffers.data(LSE);
-  v2.dropout_p = dropout.p;
-  v2.dropout_seed = dropout.seed;
-  v2.dropout_keep = static_cast<uint8_t*>(buffers.data(KEEP));
-  return v2;
-}
-
-// The ABI view of a layer call's buffers (null when absent); x_kv is x_q for self-attention. Empty
-// when the call is not a layer's.
-attncheck_mha_v2 layer_of(const Request& request, const CallBuffers& buffers) {
-  const ProblemHeader& r = request.header;
-  attncheck_mha_v2 m{};
-  if (!(r.flags & kLayer)) return m;
-  m.size = int32_t(sizeof m);
-  m.dtype = r.dtype;
-  m.batch = r.B;
-  m.q_len = r.Tq;
-  m.kv_len = r.Tk;
-  m.d_model = request.layer.D;
-  m.heads = r.H;
-  m.kv_heads = r.H_kv;
-  m.d_k = r.dk;
-  m.d_v = r.dv;
-  m.x_q = buffers.data(X_Q);
-  m.x_kv = request.layer.parts & LayerHeader::kSelf ? m.x_q : buffers.data(X_KV);
-  m.w_q = buffers.data(W_Q);
-  m.w_k = buffers.data(W_K);
-  m.w_v = buffers.data(W_V);
-  m.b_q = buffers.data(B_Q);
-  m.b_k = buffers.data(B_K);
-  m.b_v = buffers.data(B_V);
-  m.w_o = buffers.data(W_O);
-  m.b_o = buffers.data(B_O);
-  m.allow = static_cast<const uint8_t*>(buffers.data(ALLOW));
-  m.kv_lens = static_cast<const int32_t*>(buffers.data(KV_LENS));
-  m.causal = r.causal;
-  m.window_left = r.window_left;
-  m.window_right = r.window_right;
-  m.scale = r.scale;
-  m.out = buffers.data(OUT);
-  m.weights = static_cast<float*>(buffers.data(WEIGHTS));
-  return m;
-}
-
 // The plugin's status for the call, its buffers watched by the fault handler while it runs. A v1
 // plugin gets its v1 view of the problem (key lengths folded into allow).
 int32_t call_plugin(const Plugin& plugin, const Request& request, CallBuffers& buffers) {
   const ProblemHeader& r = request.header;
-  const attncheck_problem_v2 v2 = problem_of(request, buffers);
+  void* data[kBuffers];
+  for (int b = 0; b < kBuffers; ++b) data[b] = buffers.data(b);
+  AbiStructs abi;
+  abi_of(request, data, abi);
   auto call_v1 = [&](auto zero) {
     using T = decltype(zero);
     std::vector<uint8_t> folded;
-    const attncheck_problem v1 = to_abi(from_abi_v2<T>(v2), static_cast<T*>(v2.out), folded);
+    const attncheck_problem v1 = to_abi(from_abi_v2<T>(abi.problem), static_cast<T*>(abi.problem.out), folded);
     return (r.dtype == ATTNCHECK_F64 ? plugin.forward_f64 : plugin.forward_f32)(&v1);
   };
-  const attncheck_grads_v2 grads{&v2, buffers.data(DOUT), buffers.data(DQ), buffers.data(DK), buffers.data(DV)};
-  const attncheck_mha_v2 layer = layer_of(request, buffers);
   for (int b = 0; b < kBuffers; ++b) watch_buffer(b, &*buffers.all[b], written(request, b));
-  const bool backward = r.flags & kBackward;
-  const int32_t status = r.flags & kLayer           ? (plugin.mha_v2 ? plugin.mha_v2(&layer) : 4)
-                         : backward                 ? (plugin.backward_v2 ? plugin.backward_v2(&grads) : 4)
-                         : plugin.version != 1      ? plugin.forward_v2(&v2)
-                         : r.dtype == ATTNCHECK_F64 ? call_v1(0.0)
-                                                    : call_v1(0.0f);
+  const int32_t status = kind_of(request) == CallKind::layer      ? (plugin.mha_v2 ? plugin.mha_v2(&abi.layer) : 4)
+                         : kind_of(request) == CallKind::backward ? (plugin.backward_v2 ? plugin.backward_v2(&abi.grads) : 4)
+                         : plugin.version != 1                    ? plugin.forward_v2(&abi.problem)
+                         : r.dtype == ATTNCHECK_F64               ? call_v1(0.0)
+                                                                  : call_v1(0.0f);
   unwatch_buffers();
   return status;
 }

@@ -9,74 +9,133 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 
 #include "attncheck/plugin.h"
 
 namespace attncheck::protocol {
 
-const char* const kBufferNames[kBuffers] = {"q",    "k",   "v",   "allow", "kv_lens", "bias", "dout", "out",
-                                            "keep", "lse", "dq",  "dk",    "dv",      "x_q",  "x_kv", "w_q",
-                                            "w_k",  "w_v", "b_q", "b_k",   "b_v",     "w_o",  "b_o",  "weights"};
+CallKind kind_of(const Request& r) {
+  return r.header.flags & kLayer ? CallKind::layer : r.header.flags & kBackward ? CallKind::backward : CallKind::forward;
+}
 
-bool written(const Request& r, int b) {
+uint32_t features_of(const Request& r) {
+  uint32_t carried = 0;
+  for (const Feature& f : features())
+    if (f.protocol_flag & r.header.flags) carried |= f.capability;
+  return carried;
+}
+
+Dims dims_of(const Request& r) {
   const ProblemHeader& p = r.header;
-  if (p.flags & kBackward) return b >= DQ && b <= DV;
-  if (p.flags & kLayer) return b == OUT || (b == WEIGHTS && (p.flags & kWantWeights));
-  return b == OUT || (b == LSE && (p.flags & kWantLse)) || (b == KEEP && (p.flags & kWantKeep));
+  Dims dims;
+  for (const auto& [dim, value] : {std::pair{Dim::B, p.B}, {Dim::H, p.H}, {Dim::H_kv, p.H_kv}, {Dim::Tq, p.Tq},
+                                   {Dim::Tk, p.Tk}, {Dim::dk, p.dk}, {Dim::dv, p.dv}})
+    dims[dim] = value;
+  if (kind_of(r) == CallKind::layer) dims[Dim::D] = r.layer.D;
+  return dims;
 }
 
 namespace {
-// A layer call's buffers: the masks, the ten inputs, out [B,Tq,D] and the weights [B,H,Tq,Tk] (f32, f64 for f64).
-void layer_sizes(const Request& r, size_t e, size_t (&sizes)[kBuffers]) {
-  const ProblemHeader& p = r.header;
-  const LayerHeader& l = r.layer;
-  const size_t B = size_t(p.B), D = size_t(l.D), tq = size_t(p.Tq), tk = size_t(p.Tk);
-  const size_t q_width = size_t(p.H) * size_t(p.dk), k_width = size_t(p.H_kv) * size_t(p.dk),
-               v_width = size_t(p.H_kv) * size_t(p.dv), merged = size_t(p.H) * size_t(p.dv);
-  auto part = [&](uint32_t bit, size_t n) { return (l.parts & bit) ? n * e : 0; };
-  std::fill(std::begin(sizes), std::end(sizes), 0);
-  sizes[ALLOW] = (p.flags & kHasAllow) ? B * tq * tk : 0;
-  sizes[KV_LENS] = (p.flags & kHasKvLens) ? B * sizeof(int32_t) : 0;
-  sizes[X_Q] = B * tq * D * e;
-  sizes[X_KV] = (l.parts & LayerHeader::kSelf) ? 0 : B * tk * D * e;
-  sizes[W_Q] = D * q_width * e;
-  sizes[W_K] = D * k_width * e;
-  sizes[W_V] = D * v_width * e;
-  sizes[B_Q] = part(LayerHeader::kBiasQ, q_width);
-  sizes[B_K] = part(LayerHeader::kBiasK, k_width);
-  sizes[B_V] = part(LayerHeader::kBiasV, v_width);
-  sizes[W_O] = merged * D * e;
-  sizes[B_O] = part(LayerHeader::kBiasO, D);
-  sizes[OUT] = B * tq * D * e;
-  sizes[WEIGHTS] = (p.flags & kWantWeights) ? B * size_t(p.H) * tq * tk * (p.dtype == ATTNCHECK_F64 ? 8 : 4) : 0;
-}
+bool carries(const Request& r, int b) { return carried(kSlots[b], kind_of(r), features_of(r), r.layer.parts); }
 }  // namespace
 
+bool written(const Request& r, int b) { return carries(r, b) && writes(kSlots[b], kind_of(r)); }
+
 void buffer_sizes(const Request& r, size_t (&sizes)[kBuffers]) {
-  const ProblemHeader& p = r.header;
-  // q, k, v, bias, out, dout and the gradients in the format (2 bytes for f16, bf16); lse in float
-  // (double for f64); allow and keep one byte per element; kv_lens int32.
-  const size_t e = p.dtype == ATTNCHECK_F64 ? 8 : p.dtype == ATTNCHECK_F32 ? 4 : 2;
-  const size_t lse_e = p.dtype == ATTNCHECK_F64 ? 8 : 4;
-  if (p.flags & kLayer) return layer_sizes(r, e, sizes);
-  const size_t bh = size_t(p.B) * size_t(p.H), bkv = size_t(p.B) * size_t(p.H_kv), tq = size_t(p.Tq), tk = size_t(p.Tk);
-  const bool backward = p.flags & kBackward;
-  const size_t all[DV + 1] = {bh * tq * size_t(p.dk) * e,
-                              bkv * tk * size_t(p.dk) * e,
-                              bkv * tk * size_t(p.dv) * e,
-                              (p.flags & kHasAllow) ? size_t(p.B) * tq * tk : 0,
-                              (p.flags & kHasKvLens) ? size_t(p.B) * sizeof(int32_t) : 0,
-                              (p.flags & kHasBias) ? bh * tq * tk * e : 0,
-                              backward ? bh * tq * size_t(p.dv) * e : 0,
-                              bh * tq * size_t(p.dv) * e,
-                              (p.flags & kWantKeep) ? bh * tq * tk : 0,
-                              (p.flags & (kWantLse | kBackward)) ? bh * tq * lse_e : 0,
-                              backward ? bh * tq * size_t(p.dk) * e : 0,
-                              backward ? bkv * tk * size_t(p.dk) * e : 0,
-                              backward ? bkv * tk * size_t(p.dv) * e : 0};
-  std::fill(std::begin(sizes), std::end(sizes), 0);
-  std::copy(std::begin(all), std::end(all), sizes);
+  // Each carried slot's elements times its element's bytes in the call's format (negative dims,
+  // which a checked header never has, count as 0).
+  const Dims dims = dims_of(r);
+  for (int b = 0; b < kBuffers; ++b)
+    sizes[b] = carries(r, b) ? size_t(std::max<int64_t>(0, elements(kSlots[b], dims))) *
+                                   element_bytes(kSlots[b], Format(r.header.dtype))
+                             : 0;
+}
+
+namespace {
+
+// The scalars of a PROB's headers, each with where ABI v2's problem and layer hold it (-1: not
+// there): the one map between the two, read both ways.
+struct Scalar {
+  size_t bytes;
+  int in_request, in_problem, in_layer;
+};
+#define ATTNCHECK_SCALAR(request, problem, layer)                                                          \
+  Scalar {                                                                                                \
+    sizeof Request::request, int(offsetof(Request, request)), int(offsetof(attncheck_problem_v2, problem)), \
+        int(offsetof(attncheck_mha_v2, layer))                                                             \
+  }
+constexpr Scalar kScalars[] = {
+    ATTNCHECK_SCALAR(header.dtype, dtype, dtype),
+    ATTNCHECK_SCALAR(header.B, batch, batch),
+    ATTNCHECK_SCALAR(header.H, heads, heads),
+    ATTNCHECK_SCALAR(header.H_kv, kv_heads, kv_heads),
+    ATTNCHECK_SCALAR(header.Tq, q_len, q_len),
+    ATTNCHECK_SCALAR(header.Tk, kv_len, kv_len),
+    ATTNCHECK_SCALAR(header.dk, d_k, d_k),
+    ATTNCHECK_SCALAR(header.dv, d_v, d_v),
+    ATTNCHECK_SCALAR(header.causal, causal, causal),
+    ATTNCHECK_SCALAR(header.window_left, window_left, window_left),
+    ATTNCHECK_SCALAR(header.window_right, window_right, window_right),
+    ATTNCHECK_SCALAR(header.scale, scale, scale),
+    {sizeof(double), int(offsetof(Request, header.softcap)), int(offsetof(attncheck_problem_v2, softcap)), -1},
+    {sizeof(double), int(offsetof(Request, dropout.p)), int(offsetof(attncheck_problem_v2, dropout_p)), -1},
+    {sizeof(uint64_t), int(offsetof(Request, dropout.seed)), int(offsetof(attncheck_problem_v2, dropout_seed)), -1},
+    {sizeof(int32_t), int(offsetof(Request, layer.D)), -1, int(offsetof(attncheck_mha_v2, d_model))},
+};
+#undef ATTNCHECK_SCALAR
+
+// Copies each scalar from the request to the ABI struct at `abi` (a problem's, or with `layer` a
+// layer's), or back.
+enum class Way { to_abi, to_request };
+void copy_scalars(Request& r, void* abi, bool layer, Way way) {
+  for (const Scalar& s : kScalars) {
+    const int at = layer ? s.in_layer : s.in_problem;
+    if (at < 0) continue;
+    char* in_request = reinterpret_cast<char*>(&r) + s.in_request;
+    char* in_abi = static_cast<char*>(abi) + at;
+    if (way == Way::to_abi)
+      std::memcpy(in_abi, in_request, s.bytes);
+    else
+      std::memcpy(in_request, in_abi, s.bytes);
+  }
+}
+
+}  // namespace
+
+void abi_of(const Request& r, void* const (&data)[kBuffers], AbiStructs& abi) {
+  Request scalars = r;
+  abi.problem = {};
+  abi.problem.size = int32_t(sizeof abi.problem);
+  copy_scalars(scalars, &abi.problem, false, Way::to_abi);
+  abi.grads = {};
+  abi.grads.problem = &abi.problem;
+  abi.layer = {};
+  if (kind_of(r) == CallKind::layer) {
+    abi.layer.size = int32_t(sizeof abi.layer);
+    copy_scalars(scalars, &abi.layer, true, Way::to_abi);
+  }
+  for (int b = 0; b < kBuffers; ++b) set_abi_pointer(abi.call(), kind_of(r), kSlots[b], data[b]);
+  if (r.layer.parts & kSelf) abi.layer.x_kv = abi.layer.x_q;
+}
+
+Request request_of(AbiStructs& abi, CallKind kind, uint32_t features, uint32_t parts) {
+  Request r{};
+  const bool layer = kind == CallKind::layer;
+  copy_scalars(r, layer ? static_cast<void*>(&abi.layer) : &abi.problem, layer, Way::to_request);
+  for (const Feature& f : attncheck::features())
+    if (f.capability & features) r.header.flags |= f.protocol_flag;
+  if (layer) r.layer.parts = parts;
+  return r;
+}
+
+void buffers_of(AbiStructs& abi, const Request& r, const void* (&inputs)[kBuffers], void* (&outputs)[kBuffers]) {
+  for (int b = 0; b < kBuffers; ++b) {
+    const void* data = carries(r, b) ? abi_pointer(abi.call(), kind_of(r), kSlots[b]) : nullptr;
+    inputs[b] = written(r, b) ? nullptr : data;
+    outputs[b] = written(r, b) ? const_cast<void*>(data) : nullptr;
+  }
 }
 
 namespace {

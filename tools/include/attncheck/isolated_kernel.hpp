@@ -97,6 +97,9 @@ class IsolatedKernel {
   Outcome run_layer(const LayerCase<T>& c, std::vector<T>& out, std::vector<T>* weights = nullptr);
 
  private:
+  // One call held in `abi` (its request and buffers read off it, call_schema.hpp), of `kind`,
+  // carrying `features` (capability bits) and a layer's `parts`.
+  Outcome exchange(protocol::AbiStructs& abi, CallKind kind, uint32_t features, uint32_t parts, const char* entry_point);
   // One call: the request (a PROB's headers), its input buffers and where its written ones go,
   // both in the protocol's buffer order; entry_point names the call in a floating-point-mode finding.
   Outcome exchange(const protocol::Request& request, const void* const (&buffers)[protocol::kBuffers],

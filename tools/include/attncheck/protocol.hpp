@@ -12,6 +12,7 @@
 #include <string>
 #include <utility>
 
+#include "attncheck/call_schema.hpp"
 #include "attncheck/domain.hpp"
 #include "attncheck/features.hpp"
 
@@ -50,37 +51,12 @@ struct Hello {
 inline constexpr size_t kHelloWithoutDomain = 12;
 static_assert(offsetof(Hello, restrictions) == kHelloWithoutDomain && sizeof(Hello) == 108, "the layout docs/protocol.md gives");
 
-// The tensors a call carries, in the order they follow a PROB (those it reads) and a RSLT (those
-// it writes).
-// A layer call (kLayer) reads ALLOW, KV_LENS and X_Q .. B_O, and writes OUT [B,Tq,D] and WEIGHTS.
-enum Buffer {
-  Q,
-  K,
-  V,
-  ALLOW,
-  KV_LENS,
-  BIAS,
-  DOUT,
-  OUT,
-  KEEP,
-  LSE,
-  DQ,
-  DK,
-  DV,
-  X_Q,
-  X_KV,
-  W_Q,
-  W_K,
-  W_V,
-  B_Q,
-  B_K,
-  B_V,
-  W_O,
-  B_O,
-  WEIGHTS,
-  kBuffers
-};
-extern const char* const kBufferNames[kBuffers];
+// The tensors a call carries: the call schema's slots (call_schema.hpp), in the order they follow
+// a PROB (those it reads) and a RSLT (those it writes). A layer call reads ALLOW, KV_LENS and X_Q ..
+// B_O, and writes LAYER_OUT [B,Tq,D] and WEIGHTS.
+using Buffer = slot::Id;
+using enum slot::Id;
+inline constexpr int kBuffers = slot::kCount;
 
 // The PROB flags: each the protocol_flag of its feature's row (features.hpp).
 enum Flags : uint32_t {
@@ -126,9 +102,8 @@ static_assert(sizeof(DropoutHeader) == 16);
 
 // A PROB with kLayer: these 16 bytes right after its ProblemHeader, before the buffers.
 struct LayerHeader {
-  enum Parts : uint32_t { kSelf = 1, kBiasQ = 2, kBiasK = 4, kBiasV = 8, kBiasO = 16 };
   int32_t D;
-  uint32_t parts;  // kSelf: x_kv is x_q, not sent; each bias present
+  uint32_t parts;  // LayerPart bits (call_schema.hpp): kSelf, x_kv is x_q, not sent; each bias present
   uint64_t reserved;
 };
 static_assert(sizeof(LayerHeader) == 16);
@@ -142,6 +117,31 @@ struct Request {
 
 // The byte an unwritten keep mask holds: neither 0 nor 1, so that a kernel that never writes it fails.
 constexpr uint8_t kUnwrittenKeep = 0xFF;
+
+// The kind of call a PROB asks for, the features its flags say it carries (capability bits), and
+// its dims (D: a layer call's model width, else 1).
+CallKind kind_of(const Request& r);
+uint32_t features_of(const Request& r);
+Dims dims_of(const Request& r);
+
+// One call as ABI v2 holds it: the problem (the forward's, or the backward's forward), the
+// backward's gradients, the layer's. Filled in place: grads.problem points at problem.
+struct AbiStructs {
+  attncheck_problem_v2 problem{};
+  attncheck_grads_v2 grads{};
+  attncheck_mha_v2 layer{};
+  AbiCall call() { return {&problem, &grads, &layer}; }
+};
+
+// The ABI structs of request r (the plugin host's side), each buffer of `data` (null: absent) where
+// ABI v2 holds it; a self-attention layer's x_kv is its x_q.
+void abi_of(const Request& r, void* const (&data)[kBuffers], AbiStructs& abi);
+
+// The request for the call `abi` holds (the checker's side), of `kind`, carrying `features`
+// (capability bits, which give its flags) and, for a layer, `parts`; and its buffers where `abi`
+// holds them, those it reads in `inputs`, those it writes in `outputs`.
+Request request_of(AbiStructs& abi, CallKind kind, uint32_t features, uint32_t parts = 0);
+void buffers_of(AbiStructs& abi, const Request& r, const void* (&inputs)[kBuffers], void* (&outputs)[kBuffers]);
 
 // Whether a call writes buffer b: the forward out (and the keep mask and lse when asked); the
 // backward dq, dk, dv; the layer out (and the weights when asked).
