@@ -39,8 +39,8 @@ Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out, std::vector<T
   NarrowBuffers narrow;  // f16 and bf16 as bit patterns
   AbiStructs abi;
   abi.problem = to_abi_v2(problem, out.data(), lse ? lse->data() : nullptr, narrow, want_keep ? keep->data() : nullptr);
-  const Outcome outcome = exchange(abi, CallKind::forward, features_used(call), 0,
-                                        entry_point_name(version_, std::is_same_v<T, float>));
+  const Outcome outcome =
+      exchange(abi, CallKind::forward, features_used(call), 0, entry_point_name(version_, std::is_same_v<T, float>));
   widen_output(problem, narrow, out.data());
   return outcome;
 }
@@ -57,8 +57,7 @@ Outcome IsolatedKernel::run_backward(const Case<T>& c, const Grads<T>& grads) {
   NarrowGrads narrow_grads;
   AbiStructs abi;
   abi.grads = to_abi_grads(problem, grads, abi.problem, narrow, narrow_grads);
-  const Outcome outcome =
-      exchange(abi, CallKind::backward, features_used(call), 0, "attncheck_backward_v2");
+  const Outcome outcome = exchange(abi, CallKind::backward, features_used(call), 0, "attncheck_backward_v2");
   widen_grads(problem, narrow_grads, grads);
   return outcome;
 }
@@ -81,8 +80,7 @@ Outcome IsolatedKernel::run_layer(const LayerCase<T>& c, std::vector<T>& out, st
   uint32_t parts = c.self_attention ? uint32_t(kSelf) : 0u;
   for (const Slot& s : kSlots)
     if (s.role(CallKind::layer) == Role::in_if && s.part && abi_pointer(abi.call(), CallKind::layer, s)) parts |= s.part;
-  const Outcome outcome =
-      exchange(abi, CallKind::layer, features_used(call), parts, "attncheck_mha_forward_v2");
+  const Outcome outcome = exchange(abi, CallKind::layer, features_used(call), parts, "attncheck_mha_forward_v2");
   widen_layer_output(layer, narrow, out.data());
   return outcome;
 }

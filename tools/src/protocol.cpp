@@ -30,8 +30,13 @@ uint32_t features_of(const Request& r) {
 Dims dims_of(const Request& r) {
   const ProblemHeader& p = r.header;
   Dims dims;
-  for (const auto& [dim, value] : {std::pair{Dim::B, p.B}, {Dim::H, p.H}, {Dim::H_kv, p.H_kv}, {Dim::Tq, p.Tq},
-                                   {Dim::Tk, p.Tk}, {Dim::dk, p.dk}, {Dim::dv, p.dv}})
+  for (const auto& [dim, value] : {std::pair{Dim::B, p.B},
+                                   {Dim::H, p.H},
+                                   {Dim::H_kv, p.H_kv},
+                                   {Dim::Tq, p.Tq},
+                                   {Dim::Tk, p.Tk},
+                                   {Dim::dk, p.dk},
+                                   {Dim::dv, p.dv}})
     dims[dim] = value;
   if (kind_of(r) == CallKind::layer) dims[Dim::D] = r.layer.D;
   return dims;
@@ -48,9 +53,9 @@ void buffer_sizes(const Request& r, size_t (&sizes)[kBuffers]) {
   // which a checked header never has, count as 0).
   const Dims dims = dims_of(r);
   for (int b = 0; b < kBuffers; ++b)
-    sizes[b] = carries(r, b) ? size_t(std::max<int64_t>(0, elements(kSlots[b], dims))) *
-                                   element_bytes(kSlots[b], Format(r.header.dtype))
-                             : 0;
+    sizes[b] = carries(r, b)
+                   ? size_t(std::max<int64_t>(0, elements(kSlots[b], dims))) * element_bytes(kSlots[b], Format(r.header.dtype))
+                   : 0;
 }
 
 namespace {
@@ -61,10 +66,10 @@ struct Scalar {
   size_t bytes;
   int in_request, in_problem, in_layer;
 };
-#define ATTNCHECK_SCALAR(request, problem, layer)                                                          \
-  Scalar {                                                                                                \
+#define ATTNCHECK_SCALAR(request, problem, layer)                                                           \
+  Scalar {                                                                                                  \
     sizeof Request::request, int(offsetof(Request, request)), int(offsetof(attncheck_problem_v2, problem)), \
-        int(offsetof(attncheck_mha_v2, layer))                                                             \
+        int(offsetof(attncheck_mha_v2, layer))                                                              \
   }
 constexpr Scalar kScalars[] = {
     ATTNCHECK_SCALAR(header.dtype, dtype, dtype),
