@@ -58,10 +58,67 @@ void widened(const uint16_t* bits, int64_t n, T* x) {
 
 }  // namespace
 
+namespace {
+
+// f(slot, pointer) for each slot of `kind` in the call's format (Element::format) that `call`
+// holds: the ones a 2-byte format carries as bit patterns.
+template <class F>
+void for_each_format_slot(const AbiCall& call, CallKind kind, F f) {
+  for (const Slot& s : kSlots)
+    if (s.element == Element::format && s.role(kind) != Role::none)
+      if (const void* at = abi_pointer(call, kind, s)) f(s, at);
+}
+
+// The checker's side of a 2-byte call: each input of `call` replaced by its bits in narrow, each
+// output by bits that read as NaN until written (remembering where their values go back).
 template <class T>
-attncheck_problem_v2 to_abi_v2(const Problem<T>& p, T* out, T* lse, NarrowBuffers& narrow, uint8_t* keep) {
-  // q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], bias [B,H,Tq,Tk]; out [B,H,Tq,dv], lse [B,H,Tq],
-  // keep [B,H,Tq,Tk].
+void narrow_call(const AbiCall& call, CallKind kind, const Dims& dims, Format format, NarrowBuffers& narrow) {
+  visit_narrow(format, [&](auto zero) {
+    using F = decltype(zero);
+    const uint16_t nan = Precision<F>::from_double(std::numeric_limits<double>::quiet_NaN()).bits;
+    for_each_format_slot(call, kind, [&](const Slot& s, const void* at) {
+      const int64_t n = elements(s, dims);
+      std::vector<uint16_t>& bits = narrow.bits[&s - kSlots.data()];
+      if (writes(s, kind)) {
+        bits.assign(size_t(n), nan);
+        narrow.values_to[&s - kSlots.data()] = const_cast<void*>(at);
+      } else {
+        bits = narrowed<F>(static_cast<const T*>(at), n);
+      }
+      set_abi_pointer(call, kind, s, bits.data());
+    });
+  });
+}
+
+// The plugin's side of a 2-byte call: each input of `call` widened into `wide` (and pointed to
+// by `point`), each output made there, zeros.
+void widen_call(const AbiCall& call, CallKind kind, const Dims& dims, Format format, WideBuffers& wide) {
+  visit_narrow(format, [&](auto zero) {
+    for_each_format_slot(call, kind, [&](const Slot& s, const void* at) {
+      const int64_t n = elements(s, dims);
+      std::vector<float>& values = wide.values[&s - kSlots.data()];
+      values.assign(size_t(n), 0);
+      if (!writes(s, kind)) widened<decltype(zero)>(static_cast<const uint16_t*>(at), n, values.data());
+    });
+  });
+}
+
+// After a 2-byte call, each written slot's values rounded from `wide` into the ABI's bits.
+void narrow_written(const AbiCall& call, CallKind kind, Format format, const WideBuffers& wide) {
+  if (is_narrow(format))
+    visit_narrow(format, [&](auto zero) {
+      for_each_format_slot(call, kind, [&](const Slot& s, const void* at) {
+        if (!writes(s, kind)) return;
+        const std::vector<float>& values = wide.values[&s - kSlots.data()];
+        const std::vector<uint16_t> bits = narrowed<decltype(zero)>(values.data(), int64_t(values.size()));
+        std::copy(bits.begin(), bits.end(), static_cast<uint16_t*>(const_cast<void*>(at)));
+      });
+    });
+}
+
+// The ABI v2 problem's scalars from `p` (its buffers null).
+template <class T>
+attncheck_problem_v2 abi_scalars(const Problem<T>& p) {
   const Shape& s = p.shape;
   attncheck_problem_v2 a{};
   a.size = int32_t(sizeof a);
@@ -73,55 +130,52 @@ attncheck_problem_v2 to_abi_v2(const Problem<T>& p, T* out, T* lse, NarrowBuffer
   a.kv_len = int32_t(s.Tk);
   a.d_k = int32_t(s.dk);
   a.d_v = int32_t(s.dv);
-  a.q = p.q;
-  a.k = p.k;
-  a.v = p.v;
-  a.allow = p.masks.allow;
-  a.kv_lens = p.masks.key_lengths;
-  a.bias = p.bias;
   a.causal = int32_t(p.masks.causal);
   a.window_left = int32_t(p.masks.window_left);
   a.window_right = int32_t(p.masks.window_right);
   a.scale = p.scale;
   a.softcap = p.softcap;
-  a.out = out;
-  a.lse = lse;
   a.dropout_p = p.dropout_p;
   a.dropout_seed = p.dropout_seed;
+  return a;
+}
+
+}  // namespace
+
+template <class T>
+attncheck_problem_v2 to_abi_v2(const Problem<T>& p, T* out, T* lse, NarrowBuffers& narrow, uint8_t* keep) {
+  // The inputs (call_schema.hpp); out [B,H,Tq,dv], lse [B,H,Tq], keep [B,H,Tq,Tk].
+  attncheck_problem_v2 a = abi_scalars(p);
+  const AbiCall call{&a};
+  for_each_problem_input(p, [&](const Slot& s, const auto* x) { set_abi_pointer(call, CallKind::forward, s, x); });
+  a.out = out;
+  a.lse = lse;
   a.dropout_keep = p.dropout_p > 0 ? keep : nullptr;
-  if (is_narrow(p.format))
-    visit_narrow(p.format, [&](auto zero) {
-      using F = decltype(zero);
-      narrow.q = narrowed<F>(p.q, s.q_size());
-      narrow.k = narrowed<F>(p.k, s.k_size());
-      narrow.v = narrowed<F>(p.v, s.v_size());
-      narrow.bias = p.bias ? narrowed<F>(p.bias, s.scores_size()) : std::vector<uint16_t>{};
-      // Unwritten outputs read as NaN, and fail.
-      narrow.out.assign(size_t(s.out_size()), Precision<F>::from_double(std::numeric_limits<double>::quiet_NaN()).bits);
-      a.q = narrow.q.data();
-      a.k = narrow.k.data();
-      a.v = narrow.v.data();
-      a.bias = p.bias ? narrow.bias.data() : nullptr;
-      a.out = narrow.out.data();
-    });
+  if (is_narrow(p.format)) narrow_call<T>(call, CallKind::forward, dims_of(p.shape), p.format, narrow);
   return a;
 }
 
 template <class T>
-void widen_output(const Problem<T>& p, const NarrowBuffers& narrow, T* out) {
-  if (is_narrow(p.format))
-    visit_narrow(p.format, [&](auto zero) { widened<decltype(zero)>(narrow.out.data(), p.shape.out_size(), out); });
+void widen_outputs(Format format, const NarrowBuffers& narrow) {
+  if (is_narrow(format))
+    visit_narrow(format, [&](auto zero) {
+      for (int s = 0; s < slot::kCount; ++s)
+        if (narrow.values_to[s])
+          widened<decltype(zero)>(narrow.bits[s].data(), int64_t(narrow.bits[s].size()), static_cast<T*>(narrow.values_to[s]));
+    });
 }
 
 template <class T>
 Problem<T> from_abi_v2(const attncheck_problem_v2& a) {
   Problem<T> p;
   p.shape = {a.batch, a.heads, a.q_len, a.kv_len, a.d_k, a.d_v, a.kv_heads};
-  p.q = static_cast<const T*>(a.q);
-  p.k = static_cast<const T*>(a.k);
-  p.v = static_cast<const T*>(a.v);
-  p.masks = {a.allow, Causal(a.causal), a.kv_lens, a.window_left, a.window_right};
-  p.bias = static_cast<const T*>(a.bias);
+  const AbiCall call{const_cast<attncheck_problem_v2*>(&a)};
+  for_each_problem_input(p, [&](const Slot& s, auto*& x) {
+    x = static_cast<std::remove_reference_t<decltype(x)>>(abi_pointer(call, CallKind::forward, s));
+  });
+  p.masks.causal = Causal(a.causal);
+  p.masks.window_left = a.window_left;
+  p.masks.window_right = a.window_right;
   p.scale = a.scale;
   p.softcap = a.softcap;
   if (carries_dropout(a)) {
@@ -131,108 +185,57 @@ Problem<T> from_abi_v2(const attncheck_problem_v2& a) {
   return p;
 }
 
-void widen_inputs(const attncheck_problem_v2& a, Problem<float>& p, WideBuffers& wide) {
-  // q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], bias [B,H,Tq,Tk] widened; out [B,H,Tq,dv] made.
-  p.format = Format(a.dtype);
-  visit_narrow(p.format, [&](auto zero) {
-    using F = decltype(zero);
-    const Shape& s = p.shape;
-    auto widen = [](const void* bits, int64_t n, std::vector<float>& x) {
-      x.resize(size_t(n));
-      widened<F>(static_cast<const uint16_t*>(bits), n, x.data());
-      return x.data();
-    };
-    p.q = widen(a.q, s.q_size(), wide.q);
-    p.k = widen(a.k, s.k_size(), wide.k);
-    p.v = widen(a.v, s.v_size(), wide.v);
-    p.bias = a.bias ? widen(a.bias, s.scores_size(), wide.bias) : nullptr;
-    wide.out.assign(size_t(s.out_size()), 0);
+namespace {
+// Problem p's inputs in a 2-byte format pointed at their widened values, its format set.
+void point_at_widened(Problem<float>& p, Format format, const WideBuffers& wide) {
+  p.format = format;
+  for_each_problem_input(p, [&](const Slot& s, auto*& x) {
+    if constexpr (std::is_same_v<decltype(x), const float*&>)
+      if (!wide.values[&s - kSlots.data()].empty()) x = wide.values[&s - kSlots.data()].data();
   });
+}
+}  // namespace
+
+void widen_inputs(const attncheck_problem_v2& a, Problem<float>& p, WideBuffers& wide) {
+  // The inputs (call_schema.hpp) widened, out [B,H,Tq,dv] made.
+  widen_call({const_cast<attncheck_problem_v2*>(&a)}, CallKind::forward, dims_of(p.shape), Format(a.dtype), wide);
+  point_at_widened(p, Format(a.dtype), wide);
 }
 
 void narrow_output(const attncheck_problem_v2& a, const WideBuffers& wide) {
-  const Format format = Format(a.dtype);
-  if (is_narrow(format))
-    visit_narrow(format, [&](auto zero) {
-      using F = decltype(zero);
-      const std::vector<uint16_t> bits = narrowed<F>(wide.out.data(), int64_t(wide.out.size()));
-      std::copy(bits.begin(), bits.end(), static_cast<uint16_t*>(a.out));
-    });
+  narrow_written({const_cast<attncheck_problem_v2*>(&a)}, CallKind::forward, Format(a.dtype), wide);
 }
 
 template <class T>
-attncheck_grads_v2 to_abi_grads(const Problem<T>& p, const Grads<T>& g, attncheck_problem_v2& forward, NarrowBuffers& narrow,
-                                NarrowGrads& narrow_grads) {
+attncheck_grads_v2 to_abi_grads(const Problem<T>& p, const Grads<T>& g, attncheck_problem_v2& forward, NarrowBuffers& narrow) {
   // out, dout [B,H,Tq,dv] and lse [B,H,Tq] in; dq [B,H,Tq,dk], dk [B,H_kv,Tk,dk], dv [B,H_kv,Tk,dv] out.
-  const Shape& s = p.shape;
-  forward = to_abi_v2(p, const_cast<T*>(g.out), const_cast<T*>(g.lse), narrow);  // inputs of the backward
+  forward = abi_scalars(p);
   attncheck_grads_v2 a{&forward, g.dout, g.dq, g.dk, g.dv};
-  if (is_narrow(p.format))
-    visit_narrow(p.format, [&](auto zero) {
-      using F = decltype(zero);
-      narrow_grads.out = narrowed<F>(g.out, s.out_size());
-      narrow_grads.dout = narrowed<F>(g.dout, s.out_size());
-      const uint16_t nan = Precision<F>::from_double(std::numeric_limits<double>::quiet_NaN()).bits;
-      narrow_grads.dq.assign(size_t(s.q_size()), nan);  // unwritten gradients read as NaN
-      narrow_grads.dk.assign(size_t(s.k_size()), nan);
-      narrow_grads.dv.assign(size_t(s.v_size()), nan);
-      forward.out = narrow_grads.out.data();
-      a = {&forward, narrow_grads.dout.data(), narrow_grads.dq.data(), narrow_grads.dk.data(), narrow_grads.dv.data()};
-    });
+  const AbiCall call{&forward, &a};
+  for_each_problem_input(p, [&](const Slot& s, const auto* x) { set_abi_pointer(call, CallKind::backward, s, x); });
+  forward.out = const_cast<T*>(g.out);  // inputs of the backward
+  forward.lse = const_cast<T*>(g.lse);
+  if (is_narrow(p.format)) narrow_call<T>(call, CallKind::backward, dims_of(p.shape), p.format, narrow);
   return a;
 }
 
-template <class T>
-void widen_grads(const Problem<T>& p, const NarrowGrads& narrow_grads, const Grads<T>& g) {
-  const Shape& s = p.shape;
-  if (is_narrow(p.format))
-    visit_narrow(p.format, [&](auto zero) {
-      using F = decltype(zero);
-      widened<F>(narrow_grads.dq.data(), s.q_size(), g.dq);
-      widened<F>(narrow_grads.dk.data(), s.k_size(), g.dk);
-      widened<F>(narrow_grads.dv.data(), s.v_size(), g.dv);
-    });
-}
-
-Grads<float> widen_grads_inputs(const attncheck_grads_v2& g, const Problem<float>& p, WideGrads& wide) {
-  // out, dout [B,H,Tq,dv] widened; dq [B,H,Tq,dk], dk [B,H_kv,Tk,dk], dv [B,H_kv,Tk,dv] made.
-  const Shape& s = p.shape;
-  visit_narrow(p.format, [&](auto zero) {
-    using F = decltype(zero);
-    wide.out.resize(size_t(s.out_size()));
-    wide.dout.resize(size_t(s.out_size()));
-    widened<F>(static_cast<const uint16_t*>(g.problem->out), s.out_size(), wide.out.data());
-    widened<F>(static_cast<const uint16_t*>(g.dout), s.out_size(), wide.dout.data());
-  });
-  wide.dq.assign(size_t(s.q_size()), 0);
-  wide.dk.assign(size_t(s.k_size()), 0);
-  wide.dv.assign(size_t(s.v_size()), 0);
-  return {wide.out.data(), static_cast<const float*>(g.problem->lse), wide.dout.data(), wide.dq.data(), wide.dk.data(),
-          wide.dv.data()};
-}
-
-void narrow_grads(const attncheck_grads_v2& g, const WideGrads& wide) {
+Grads<float> widen_grads_inputs(const attncheck_grads_v2& g, Problem<float>& p, WideBuffers& wide) {
+  // The problem's inputs, out and dout [B,H,Tq,dv] widened; dq [B,H,Tq,dk], dk [B,H_kv,Tk,dk], dv [B,H_kv,Tk,dv] made.
   const Format format = Format(g.problem->dtype);
-  if (is_narrow(format))
-    visit_narrow(format, [&](auto zero) {
-      using F = decltype(zero);
-      const std::pair<const std::vector<float>*, void*> gradients[] = {{&wide.dq, g.dq}, {&wide.dk, g.dk}, {&wide.dv, g.dv}};
-      for (const auto& [from, to] : gradients) {
-        const std::vector<uint16_t> bits = narrowed<F>(from->data(), int64_t(from->size()));
-        std::copy(bits.begin(), bits.end(), static_cast<uint16_t*>(to));
-      }
-    });
+  widen_call({const_cast<attncheck_problem_v2*>(g.problem), const_cast<attncheck_grads_v2*>(&g)}, CallKind::backward,
+             dims_of(p.shape), format, wide);
+  point_at_widened(p, format, wide);
+  auto at = [&](slot::Id s) { return wide.values[s].data(); };
+  return {at(slot::OUT), static_cast<const float*>(g.problem->lse), at(slot::DOUT), at(slot::DQ), at(slot::DK), at(slot::DV)};
 }
 
-void layer_input_sizes(const LayerShape& s, int64_t (&sizes)[kLayerInputCount]) {
-  const int64_t all[kLayerInputCount] = {
-      s.x_q_size(), s.x_kv_size(), s.D * s.q_width(), s.D * s.k_width(),      s.D * s.v_width(),
-      s.q_width(),  s.k_width(),   s.v_width(),       s.merged_width() * s.D, s.D};
-  std::copy(std::begin(all), std::end(all), sizes);
+void narrow_grads(const attncheck_grads_v2& g, const WideBuffers& wide) {
+  narrow_written({const_cast<attncheck_problem_v2*>(g.problem), const_cast<attncheck_grads_v2*>(&g)}, CallKind::backward,
+                 Format(g.problem->dtype), wide);
 }
 
 template <class T>
-attncheck_mha_v2 to_abi_mha(const Layer<T>& l, T* out, T* weights, NarrowLayer& narrow) {
+attncheck_mha_v2 to_abi_mha(const Layer<T>& l, T* out, T* weights, NarrowBuffers& narrow) {
   // x_q [B,Tq,D], x_kv [B,Tk,D], the maps and biases (layer.hpp); out [B,Tq,D], weights [B,H,Tq,Tk].
   const Shape& h = l.shape.heads;
   attncheck_mha_v2 m{};
@@ -246,80 +249,51 @@ attncheck_mha_v2 to_abi_mha(const Layer<T>& l, T* out, T* weights, NarrowLayer& 
   m.kv_heads = int32_t(h.kv_heads());
   m.d_k = int32_t(h.dk);
   m.d_v = int32_t(h.dv);
-  for (const LayerInput<T>& input : kLayerInputs<T>) m.*input.in_abi = l.*input.in_layer;
   m.allow = l.masks.allow;
   m.kv_lens = l.masks.key_lengths;
   m.causal = int32_t(l.masks.causal);
   m.window_left = int32_t(l.masks.window_left);
   m.window_right = int32_t(l.masks.window_right);
   m.scale = l.scale;
+  const AbiCall call{nullptr, nullptr, &m};
+  for_each_layer_input(l, [&](const Slot& s, const T* x) { set_abi_pointer(call, CallKind::layer, s, x); });
   m.out = out;
   m.weights = reinterpret_cast<float*>(weights);  // double for f64, as the ABI says
-  if (is_narrow(l.format))
-    visit_narrow(l.format, [&](auto zero) {
-      using F = decltype(zero);
-      int64_t sizes[kLayerInputCount];
-      layer_input_sizes(l.shape, sizes);
-      for (int n = 0; n < kLayerInputCount; ++n) {
-        const T* x = l.*kLayerInputs<T>[n].in_layer;
-        if (!x || (n == 1 && l.x_kv == l.x_q)) continue;
-        narrow.inputs[n] = narrowed<F>(x, sizes[n]);
-        m.*kLayerInputs<T>[n].in_abi = narrow.inputs[n].data();
-      }
-      if (l.x_kv == l.x_q) m.x_kv = m.x_q;  // self-attention keeps one pointer
-      narrow.out.assign(size_t(l.shape.out_size()), Precision<F>::from_double(std::numeric_limits<double>::quiet_NaN()).bits);
-      m.out = narrow.out.data();
-    });
+  if (is_narrow(l.format)) {
+    narrow_call<T>(call, CallKind::layer, dims_of(h, l.shape.D), l.format, narrow);
+    if (l.x_kv == l.x_q) m.x_kv = m.x_q;  // self-attention keeps one pointer
+  }
   return m;
-}
-
-template <class T>
-void widen_layer_output(const Layer<T>& l, const NarrowLayer& narrow, T* out) {
-  if (is_narrow(l.format))
-    visit_narrow(l.format, [&](auto zero) { widened<decltype(zero)>(narrow.out.data(), l.shape.out_size(), out); });
 }
 
 template <class T>
 Layer<T> from_abi_mha(const attncheck_mha_v2& m) {
   Layer<T> l;
   l.shape = {{m.batch, m.heads, m.q_len, m.kv_len, m.d_k, m.d_v, m.kv_heads}, m.d_model};
-  for (const LayerInput<T>& input : kLayerInputs<T>) l.*input.in_layer = static_cast<const T*>(m.*input.in_abi);
+  const AbiCall call{nullptr, nullptr, const_cast<attncheck_mha_v2*>(&m)};
+  for_each_layer_input(l, [&](const Slot& s, const T*& x) { x = static_cast<const T*>(abi_pointer(call, CallKind::layer, s)); });
   l.masks = {m.allow, Causal(m.causal), m.kv_lens, m.window_left, m.window_right};
   l.scale = m.scale;
   return l;
 }
 
-void widen_layer_inputs(const attncheck_mha_v2& m, Layer<float>& l, WideLayer& wide) {
+void widen_layer_inputs(const attncheck_mha_v2& m, Layer<float>& l, WideBuffers& wide) {
+  // The layer's inputs widened, out [B,Tq,D] made.
   l.format = Format(m.dtype);
-  visit_narrow(l.format, [&](auto zero) {
-    using F = decltype(zero);
-    int64_t sizes[kLayerInputCount];
-    layer_input_sizes(l.shape, sizes);
-    for (int n = 0; n < kLayerInputCount; ++n) {
-      const void* bits = m.*kLayerInputs<float>[n].in_abi;
-      if (!bits || (n == 1 && m.x_kv == m.x_q)) continue;
-      wide.inputs[n].resize(size_t(sizes[n]));
-      widened<F>(static_cast<const uint16_t*>(bits), sizes[n], wide.inputs[n].data());
-      l.*kLayerInputs<float>[n].in_layer = wide.inputs[n].data();
-    }
-    if (m.x_kv == m.x_q) l.x_kv = l.x_q;
-    wide.out.assign(size_t(l.shape.out_size()), 0);
+  widen_call({nullptr, nullptr, const_cast<attncheck_mha_v2*>(&m)}, CallKind::layer, dims_of(l.shape.heads, l.shape.D),
+             l.format, wide);
+  for_each_layer_input(l, [&](const Slot& s, const float*& x) {
+    if (!wide.values[&s - kSlots.data()].empty()) x = wide.values[&s - kSlots.data()].data();
   });
+  if (m.x_kv == m.x_q) l.x_kv = l.x_q;
 }
 
-void narrow_layer_output(const attncheck_mha_v2& m, const WideLayer& wide) {
-  const Format format = Format(m.dtype);
-  if (is_narrow(format))
-    visit_narrow(format, [&](auto zero) {
-      const std::vector<uint16_t> bits = narrowed<decltype(zero)>(wide.out.data(), int64_t(wide.out.size()));
-      std::copy(bits.begin(), bits.end(), static_cast<uint16_t*>(m.out));
-    });
+void narrow_layer_output(const attncheck_mha_v2& m, const WideBuffers& wide) {
+  narrow_written({nullptr, nullptr, const_cast<attncheck_mha_v2*>(&m)}, CallKind::layer, Format(m.dtype), wide);
 }
 
-template attncheck_mha_v2 to_abi_mha(const Layer<float>&, float*, float*, NarrowLayer&);
-template attncheck_mha_v2 to_abi_mha(const Layer<double>&, double*, double*, NarrowLayer&);
-template void widen_layer_output(const Layer<float>&, const NarrowLayer&, float*);
-template void widen_layer_output(const Layer<double>&, const NarrowLayer&, double*);
+template attncheck_mha_v2 to_abi_mha(const Layer<float>&, float*, float*, NarrowBuffers&);
+template attncheck_mha_v2 to_abi_mha(const Layer<double>&, double*, double*, NarrowBuffers&);
 template Layer<float> from_abi_mha(const attncheck_mha_v2&);
 template Layer<double> from_abi_mha(const attncheck_mha_v2&);
 template attncheck_problem to_abi(const Problem<float>&, float*, std::vector<uint8_t>&);
@@ -328,14 +302,10 @@ template Problem<float> from_abi(const attncheck_problem&);
 template Problem<double> from_abi(const attncheck_problem&);
 template attncheck_problem_v2 to_abi_v2(const Problem<float>&, float*, float*, NarrowBuffers&, uint8_t*);
 template attncheck_problem_v2 to_abi_v2(const Problem<double>&, double*, double*, NarrowBuffers&, uint8_t*);
-template void widen_output(const Problem<float>&, const NarrowBuffers&, float*);
-template void widen_output(const Problem<double>&, const NarrowBuffers&, double*);
-template attncheck_grads_v2 to_abi_grads(const Problem<float>&, const Grads<float>&, attncheck_problem_v2&, NarrowBuffers&,
-                                         NarrowGrads&);
-template attncheck_grads_v2 to_abi_grads(const Problem<double>&, const Grads<double>&, attncheck_problem_v2&, NarrowBuffers&,
-                                         NarrowGrads&);
-template void widen_grads(const Problem<float>&, const NarrowGrads&, const Grads<float>&);
-template void widen_grads(const Problem<double>&, const NarrowGrads&, const Grads<double>&);
+template void widen_outputs<float>(Format, const NarrowBuffers&);
+template void widen_outputs<double>(Format, const NarrowBuffers&);
+template attncheck_grads_v2 to_abi_grads(const Problem<float>&, const Grads<float>&, attncheck_problem_v2&, NarrowBuffers&);
+template attncheck_grads_v2 to_abi_grads(const Problem<double>&, const Grads<double>&, attncheck_problem_v2&, NarrowBuffers&);
 template Problem<float> from_abi_v2(const attncheck_problem_v2&);
 template Problem<double> from_abi_v2(const attncheck_problem_v2&);
 

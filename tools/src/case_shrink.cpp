@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "attncheck/abi.hpp"
+#include "attncheck/call_schema.hpp"
 #include "attncheck/features.hpp"
 
 namespace attncheck {
@@ -133,17 +134,17 @@ Case<T> changed(const Case<T>& c, F change) {
   return r;
 }
 
-// c without the features among `which` (ATTNCHECK_CAP_BIAS, _SOFTCAP, _WINDOW, _CAUSAL, _ALLOW,
-// _KV_LENS bits): their fields cleared, as the shrinker tries and a finding is compared without them.
+// c without the features among `which` (ATTNCHECK_CAP_SOFTCAP, _WINDOW, _CAUSAL bits and those
+// of the inputs a feature brings: _ALLOW, _KV_LENS, _BIAS): their fields cleared, as the shrinker tries and a finding is compared without them.
 template <class T>
 Case<T> cleared(const Case<T>& c, uint32_t which) {
   return changed(c, [which](Case<T>& r) {
-    if (which & ATTNCHECK_CAP_BIAS) r.bias.clear();
+    for_each_case_input(r, [which](const Slot& s, auto& x) {
+      if (s.feature & which) x.clear();  // an input a feature brings (call_schema.hpp): absent
+    });
     if (which & ATTNCHECK_CAP_SOFTCAP) r.softcap = 0;
     if (which & ATTNCHECK_CAP_WINDOW) r.window_left = r.window_right = -1;
     if (which & ATTNCHECK_CAP_CAUSAL) r.causal = Causal::none;
-    if (which & ATTNCHECK_CAP_ALLOW) r.allow.clear();
-    if (which & ATTNCHECK_CAP_KV_LENS) r.key_lengths.clear();
   });
 }
 
@@ -251,24 +252,32 @@ bool offer_fewer_masks(const Case<T>& c, uint32_t capabilities, const Accept& ac
   return relative && (capabilities & ATTNCHECK_CAP_ALLOW) && accept(folded(c, kRelativeMasks));
 }
 
-// Values: a whole tensor at 0, then one value at a time (small tensors only: a trial each).
+// Values: a whole tensor in the case's format at 0, then one value at a time (small tensors only:
+// a trial each).
 template <class T, class Accept>
 bool offer_plainer_values(const Case<T>& c, const Accept& accept) {
-  std::vector<T> Case<T>::*const tensors[] = {&Case<T>::q, &Case<T>::k, &Case<T>::v, &Case<T>::bias};
-  for (auto tensor : tensors) {
-    const std::vector<T>& x = c.*tensor;
-    bool zero = true;
-    for (T value : x) zero = zero && value == T(0);
-    if (!zero && accept(changed(c, [&](Case<T>& r) { std::fill((r.*tensor).begin(), (r.*tensor).end(), T(0)); }))) return true;
-  }
-  for (auto tensor : tensors) {
-    const std::vector<T>& x = c.*tensor;
-    if (x.size() > 64) continue;
-    for (size_t at = 0; at < x.size(); ++at)
+  bool taken = false;
+  auto each_tensor = [&](auto offer_tensor) {
+    for_each_input_row(
+        [&](const Slot& s, auto, auto in_case) {
+          if constexpr (std::is_same_v<std::remove_cvref_t<decltype(in_case(c))>, std::vector<T>>)
+            if (!taken && s.element == Element::format) taken = offer_tensor(in_case);
+        },
+        [](const Slot&, auto) {});
+  };
+  each_tensor([&](auto in_case) {
+    const std::vector<T>& x = in_case(c);
+    const bool zero = std::all_of(x.begin(), x.end(), [](T value) { return value == T(0); });
+    return !zero && accept(changed(c, [&](Case<T>& r) { std::fill(in_case(r).begin(), in_case(r).end(), T(0)); }));
+  });
+  each_tensor([&](auto in_case) {
+    const std::vector<T>& x = in_case(c);
+    for (size_t at = 0; at < x.size() && x.size() <= 64; ++at)
       for (T value : plainer(x[at]))
-        if (accept(changed(c, [&](Case<T>& r) { (r.*tensor)[at] = T(round_to(c.format, double(value))); }))) return true;
-  }
-  return false;
+        if (accept(changed(c, [&](Case<T>& r) { in_case(r)[at] = T(round_to(c.format, double(value))); }))) return true;
+    return false;
+  });
+  return taken;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "attncheck/call_schema.hpp"
 #include "attncheck/features.hpp"
 #include "attncheck/precision.hpp"
 #include "attncheck/printable.hpp"
@@ -23,6 +24,14 @@ constexpr int kVersion = 1;
 
 // The line that carries a feature in a case text: its row's `text` (features.hpp).
 std::string line_of(uint32_t capability) { return feature(capability).text; }
+
+// The integer a word spells in decimal, the whole word.
+long long integer(const std::string& w) {
+  char* end = nullptr;
+  const long long n = std::strtoll(w.c_str(), &end, 10);
+  if (w.empty() || *end != '\0') bad("'" + w + "' is not an integer");
+  return n;
+}
 
 // A tensor value of a kept case, or the reason it is not one.
 template <class T>
@@ -87,6 +96,9 @@ std::optional<Format> format_named(const std::string& precision) {
   return std::nullopt;
 }
 
+// The line that holds a tensor: its feature's (features.hpp), or for q, k and v its own name.
+std::string key_of(const Slot& s) { return s.feature ? line_of(s.feature) : s.name; }
+
 // A tensor's values as words: the bits of each in the case's format.
 template <class T>
 std::string format_hex(Format format, T x) {
@@ -102,6 +114,28 @@ T format_from_hex(Format format, const std::string& word) {
     if (!x) bad("'" + word + "' is not a bit pattern of " + Precision<F>::name);
     return Precision<F>::to_double(*x);
   }));
+}
+
+// One value of slot s as a word: its bits in the case's format (Element::format) or its own
+// (wide), or an integer (int32, and a mask's byte).
+template <class X>
+std::string word_of(const Slot& s, Format format, X x) {
+  if constexpr (std::is_integral_v<X>)
+    return std::to_string(int64_t(x));
+  else
+    return s.element == Element::format ? format_hex(format, x) : hex_bits(x);
+}
+template <class X>
+X value_of(const Slot& s, Format format, const std::string& word) {
+  if constexpr (std::is_same_v<X, uint8_t>)
+    return uint8_t(integer(word) != 0);
+  else if constexpr (std::is_integral_v<X>) {
+    const long long n = integer(word);
+    if (n != static_cast<long long>(static_cast<X>(n))) bad("'" + word + "' does not fit a " + s.name + " value");
+    return X(n);
+  }
+  else
+    return s.element == Element::format ? format_from_hex<X>(format, word) : value_from_hex<X>(word);
 }
 
 }  // namespace
@@ -136,13 +170,9 @@ std::string case_to_text(const Case<T>& c) {
     text += line_of(ATTNCHECK_CAP_DROPOUT) + " " + rate + " " + std::to_string(c.dropout_seed) + "\n";
   }
   text += "mix " + c.mix + "\n";
-  const auto word = [&](T x) { return format_hex(c.format, x); };
-  line(text, "q", c.q, word);
-  line(text, "k", c.k, word);
-  line(text, "v", c.v, word);
-  line(text, line_of(ATTNCHECK_CAP_ALLOW), c.allow, [](uint8_t a) { return std::to_string(int(a)); });
-  line(text, line_of(ATTNCHECK_CAP_KV_LENS), c.key_lengths, [](int32_t n) { return std::to_string(n); });
-  line(text, line_of(ATTNCHECK_CAP_BIAS), c.bias, word);
+  for_each_case_input(c, [&](const Slot& s, const auto& x) {
+    line(text, key_of(s), x, [&](auto e) { return word_of(s, c.format, e); });
+  });
   return text + "end\n";
 }
 
@@ -161,14 +191,6 @@ Format format_of_case_line(const std::string& first_line) {
   if (version != kVersion)
     bad("format version " + std::to_string(version) + ", this attncheck reads " + std::to_string(kVersion));
   return *format;
-}
-
-// The integer a word spells in decimal, the whole word.
-long long integer(const std::string& w) {
-  char* end = nullptr;
-  const long long n = std::strtoll(w.c_str(), &end, 10);
-  if (w.empty() || *end != '\0') bad("'" + w + "' is not an integer");
-  return n;
 }
 
 // The number a word spells (strtod's: hexadecimal floats, inf, nan); `what` names it when it is none.
@@ -248,32 +270,18 @@ bool read_option_line(const std::string& name, std::istringstream& words, Case<T
   return true;
 }
 
-// A tensor's line (q, k, v, the bias, the allow mask, key lengths), as many values as the shape
-// gives it, read into c; false for a line of another name.
+// A tensor's line (an input slot's, call_schema.hpp), as many values as the shape gives it, read
+// into c; false for a line of another name.
 template <class T>
 bool read_tensor_line(const std::string& name, std::istringstream& words, Case<T>& c) {
-  const Shape& s = c.shape;
-  const auto value = [&](const std::string& w) { return format_from_hex<T>(c.format, w); };
-  if (name == "q") {
-    c.q = values<T>(words, name, s.q_size(), value);
-  } else if (name == "k") {
-    c.k = values<T>(words, name, s.k_size(), value);
-  } else if (name == "v") {
-    c.v = values<T>(words, name, s.v_size(), value);
-  } else if (name == line_of(ATTNCHECK_CAP_BIAS)) {
-    c.bias = values<T>(words, name, s.scores_size(), value);
-  } else if (name == line_of(ATTNCHECK_CAP_ALLOW)) {
-    c.allow = values<uint8_t>(words, name, s.allow_size(), [&](const std::string& w) { return uint8_t(integer(w) != 0); });
-  } else if (name == line_of(ATTNCHECK_CAP_KV_LENS)) {
-    c.key_lengths = values<int32_t>(words, name, s.B, [&](const std::string& w) {
-      const long long n = integer(w);
-      if (n < 0 || n > s.Tk) bad("key length " + w + " is outside 0..Tk");
-      return int32_t(n);
-    });
-  } else {
-    return false;
-  }
-  return true;
+  bool read = false;
+  for_each_case_input(c, [&](const Slot& s, auto& x) {
+    using X = typename std::remove_reference_t<decltype(x)>::value_type;
+    if (read || name != key_of(s)) return;
+    x = values<X>(words, name, elements(s, dims_of(c.shape)), [&](const std::string& w) { return value_of<X>(s, c.format, w); });
+    read = true;
+  });
+  return read;
 }
 
 // A case read up to its end line is whole: its shape and options lines, q, k and v, every tensor
@@ -283,13 +291,13 @@ void check_whole(const Case<T>& c, bool shaped, bool optioned) {
   const Shape& s = c.shape;
   if (!shaped) bad("no shape line");
   if (!optioned) bad("no options line");
-  if (c.q.empty() || c.k.empty() || c.v.empty()) bad("q, k and v are required");
   // Every tensor against the one shape (a shape line comes once, before them: checked below too).
-  const std::pair<size_t, int64_t> sizes[] = {{c.q.size(), s.q_size()},         {c.k.size(), s.k_size()},
-                                              {c.v.size(), s.v_size()},         {c.bias.size(), s.scores_size()},
-                                              {c.allow.size(), s.allow_size()}, {c.key_lengths.size(), s.B}};
-  for (const auto& [held, needed] : sizes)
-    if (held != 0 && int64_t(held) != needed) bad("a tensor's length does not fit the shape");
+  for_each_case_input(c, [&](const Slot& slot, const auto& x) {
+    if (x.empty() && slot.role(CallKind::forward) == Role::in) bad(std::string(slot.name) + " is required");
+    if (!x.empty() && int64_t(x.size()) != elements(slot, dims_of(s))) bad("a tensor's length does not fit the shape");
+  });
+  for (const int32_t n : c.key_lengths)
+    if (n < 0 || n > s.Tk) bad("key length " + std::to_string(n) + " is outside 0..Tk");
   Problem<T> p = c.problem();
   std::vector<T> out(1);
   if (const std::string error = problem_error(p, Result<T>{out.data()}); !error.empty()) bad(error);

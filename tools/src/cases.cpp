@@ -1,6 +1,7 @@
 #include "attncheck/cases.hpp"
 
 #include "attncheck/abi.hpp"
+#include "attncheck/call_schema.hpp"
 #include "attncheck/features.hpp"
 #include "attncheck/precision.hpp"
 
@@ -382,12 +383,10 @@ template <class T>
 Problem<T> Case<T>::problem() const {
   Problem<T> p;
   p.shape = shape;
-  p.q = q.data();
-  p.k = k.data();
-  p.v = v.data();
-  p.masks = {allow.empty() ? nullptr : allow.data(), causal, key_lengths.empty() ? nullptr : key_lengths.data(), window_left,
-             window_right};
-  p.bias = bias.empty() ? nullptr : bias.data();
+  for_each_input(p, *this, [](const Slot&, auto& view, const auto& buffer) { view = buffer.empty() ? nullptr : buffer.data(); });
+  p.masks.causal = causal;
+  p.masks.window_left = window_left;
+  p.masks.window_right = window_right;
   p.scale = scale;
   p.softcap = softcap;
   p.dropout_p = dropout_p;

@@ -41,7 +41,7 @@ Outcome IsolatedKernel::run(const Case<T>& c, std::vector<T>& out, std::vector<T
   abi.problem = to_abi_v2(problem, out.data(), lse ? lse->data() : nullptr, narrow, want_keep ? keep->data() : nullptr);
   const Outcome outcome =
       exchange(abi, CallKind::forward, features_used(call), 0, entry_point_name(version_, std::is_same_v<T, float>));
-  widen_output(problem, narrow, out.data());
+  widen_outputs<T>(problem.format, narrow);
   return outcome;
 }
 
@@ -54,11 +54,10 @@ Outcome IsolatedKernel::run_backward(const Case<T>& c, const Grads<T>& grads) {
   const CallView call = call_view(problem, false, true);
   require_sendable(call, capabilities_, domain_);
   NarrowBuffers narrow;
-  NarrowGrads narrow_grads;
   AbiStructs abi;
-  abi.grads = to_abi_grads(problem, grads, abi.problem, narrow, narrow_grads);
+  abi.grads = to_abi_grads(problem, grads, abi.problem, narrow);
   const Outcome outcome = exchange(abi, CallKind::backward, features_used(call), 0, "attncheck_backward_v2");
-  widen_grads(problem, narrow_grads, grads);
+  widen_outputs<T>(problem.format, narrow);
   return outcome;
 }
 
@@ -73,7 +72,7 @@ Outcome IsolatedKernel::run_layer(const LayerCase<T>& c, std::vector<T>& out, st
   require_sendable(call, capabilities_, domain_);
   out.resize(size_t(c.shape.out_size()));
   if (weights) weights->resize(size_t(h.scores_size()));
-  NarrowLayer narrow;
+  NarrowBuffers narrow;
   AbiStructs abi;
   abi.layer = to_abi_mha(layer, out.data(), weights ? weights->data() : nullptr, narrow);
   // The parts: self-attention, and each bias the layer has.
@@ -81,7 +80,7 @@ Outcome IsolatedKernel::run_layer(const LayerCase<T>& c, std::vector<T>& out, st
   for (const Slot& s : kSlots)
     if (s.role(CallKind::layer) == Role::in_if && s.part && abi_pointer(abi.call(), CallKind::layer, s)) parts |= s.part;
   const Outcome outcome = exchange(abi, CallKind::layer, features_used(call), parts, "attncheck_mha_forward_v2");
-  widen_layer_output(layer, narrow, out.data());
+  widen_outputs<T>(layer.format, narrow);
   return outcome;
 }
 

@@ -78,7 +78,7 @@ int32_t run_kernel(const Kernel& kernel, const Case<T>& c, std::vector<T>& out, 
   const int32_t status = plugin.version == 1 ? (f32 ? plugin.forward_f32 : plugin.forward_f64)(&v1) : plugin.forward_v2(&v2);
   const FpMode after = current_fp_mode();
   set_fp_mode(caller);
-  widen_output(problem, narrow, out.data());
+  widen_outputs<T>(problem.format, narrow);
   if (kernel.fp_mode_call_finding.empty())
     kernel.fp_mode_call_finding = fp_mode_finding_in_call(entry_point_name(plugin.version, f32), kernel.mode, after);
   return status;
@@ -93,15 +93,14 @@ int32_t run_kernel_backward(const Kernel& kernel, const Case<T>& c, const Grads<
     return 0;
   }
   NarrowBuffers narrow;
-  NarrowGrads narrow_grads;
   attncheck_problem_v2 forward;
-  const attncheck_grads_v2 abi = to_abi_grads(problem, grads, forward, narrow, narrow_grads);
+  const attncheck_grads_v2 abi = to_abi_grads(problem, grads, forward, narrow);
   const FpMode caller = current_fp_mode();
   set_fp_mode(kernel.mode);
   const int32_t status = kernel.plugin.backward_v2(&abi);
   const FpMode after = current_fp_mode();
   set_fp_mode(caller);
-  widen_grads(problem, narrow_grads, grads);
+  widen_outputs<T>(problem.format, narrow);
   if (kernel.fp_mode_call_finding.empty())
     kernel.fp_mode_call_finding = fp_mode_finding_in_call("attncheck_backward_v2", kernel.mode, after);
   return status;
@@ -119,14 +118,14 @@ int32_t run_kernel_layer(const Kernel& kernel, const LayerCase<T>& c, std::vecto
     mha_forward(layer, LayerResult<T>{out.data(), weights_data});
     return 0;
   }
-  NarrowLayer narrow;
+  NarrowBuffers narrow;
   const attncheck_mha_v2 abi = to_abi_mha(layer, out.data(), weights_data, narrow);
   const FpMode caller = current_fp_mode();
   set_fp_mode(kernel.mode);
   const int32_t status = kernel.plugin.mha_v2(&abi);
   const FpMode after = current_fp_mode();
   set_fp_mode(caller);
-  widen_layer_output(layer, narrow, out.data());
+  widen_outputs<T>(layer.format, narrow);
   if (kernel.fp_mode_call_finding.empty())
     kernel.fp_mode_call_finding = fp_mode_finding_in_call("attncheck_mha_forward_v2", kernel.mode, after);
   return status;

@@ -106,7 +106,7 @@ TEST(PluginLoader, NarrowFormatsCrossAsBitPatterns) {
       EXPECT_EQ(abi.dtype, int32_t(format));
       EXPECT_NE(abi.q, (const void*)c.q.data());  // the bits, not the floats
       ASSERT_EQ(plugin.forward_v2(&abi), 0);
-      widen_output(p, narrow, out.data());
+      widen_outputs<float>(p.format, narrow);
       attention(p, Result<float>{direct_out.data(), nullptr, direct_lse.data()});
       EXPECT_EQ(std::memcmp(out.data(), direct_out.data(), out.size() * sizeof(float)), 0);
       EXPECT_EQ(std::memcmp(lse.data(), direct_lse.data(), lse.size() * sizeof(float)), 0);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "attncheck/call_schema.hpp"
 #include "attncheck/contract.hpp"
 #include "attncheck/features.hpp"
 #include "attncheck/layer.hpp"
@@ -28,16 +29,17 @@ inline bool claims_dtype(uint32_t capabilities, int32_t dtype) {
   return dtype >= ATTNCHECK_F32 && dtype <= ATTNCHECK_BF16 && (capabilities & capability_of(Format(dtype)));
 }
 
-// q, k, v and bias of a problem in a 2-byte format as bit patterns, and out [B,H,Tq,dv] as the
-// kernel writes it in that format: what ABI v2 carries for ATTNCHECK_F16 and ATTNCHECK_BF16.
+// A call in a 2-byte format (f16, bf16) as ABI v2 carries it: each slot in the call's format
+// (call_schema.hpp) as bit patterns, and for each written one where its values go back (widen_outputs).
 // Empty for a problem in T's own format.
 struct NarrowBuffers {
-  std::vector<uint16_t> q, k, v, bias, out;
+  std::vector<uint16_t> bits[slot::kCount];
+  void* values_to[slot::kCount] = {};
 };
 
 // The ABI v2 view of `problem` writing out [B,H,Tq,dv] and, when not null, lse [B,H,Tq] (float
 // for every format but f64). v2 has no empty-row policy but zero. A problem in f16 or bf16 has its
-// inputs written into `narrow`, and the kernel's out goes there: widen_output brings it back.
+// inputs written into `narrow`, and the kernel's out goes there: widen_outputs brings it back.
 // With dropout, the kernel writes the keep mask it used into `keep` [B,H,Tq,Tk] when not null.
 template <class T>
 attncheck_problem_v2 to_abi_v2(const Problem<T>& problem, T* out, T* lse, NarrowBuffers& narrow, uint8_t* keep = nullptr);
@@ -49,15 +51,15 @@ inline bool carries_dropout(const attncheck_problem_v2& p) {
   return p.size >= int32_t(offsetof(attncheck_problem_v2, dropout_keep) + sizeof p.dropout_keep);
 }
 
-// After the call, out [B,H,Tq,dv] from narrow.out, exactly (float holds every f16 and bf16 value);
-// nothing to do for a problem in T's own format.
+// After the call, each written tensor from narrow's bits into the T's it goes back to, exactly
+// (float holds every f16 and bf16 value); nothing to do in T's own format.
 template <class T>
-void widen_output(const Problem<T>& problem, const NarrowBuffers& narrow, T* out);
+void widen_outputs(Format format, const NarrowBuffers& narrow);
 
-// Float buffers holding an f16 or bf16 problem's q, k, v and bias, and the float out a C++
-// implementation writes before narrow_output rounds it into the ABI's out.
+// A plugin's side of a 2-byte call: each slot in the call's format as float values, inputs widened
+// and outputs made (zeros) for the C++ implementation to write before they are rounded back.
 struct WideBuffers {
-  std::vector<float> q, k, v, bias, out;
+  std::vector<float> values[slot::kCount];
 };
 
 // The C++ view of an ABI v2 problem, its buffers read as T's, the output pointers aside.
@@ -65,57 +67,24 @@ template <class T>
 Problem<T> from_abi_v2(const attncheck_problem_v2& p);
 
 // For an ABI problem in f16 or bf16 whose float view (from_abi_v2<float>) problem_error passed:
-// its inputs widened into `wide`, the view pointed at them, its format set, wide.out made.
+// its inputs widened into `wide`, the view pointed at them, its format set, out made in `wide`.
 void widen_inputs(const attncheck_problem_v2& p, Problem<float>& problem, WideBuffers& wide);
 
-// After the computation, p.out [B,H,Tq,dv] in p's 2-byte format from wide.out, rounded to nearest.
+// After the computation, p's written tensors (out) in p's 2-byte format from `wide`, rounded to nearest.
 void narrow_output(const attncheck_problem_v2& p, const WideBuffers& wide);
 
-// The backward's own buffers in a 2-byte format: the given out [B,H,Tq,dv] and dout [B,H,Tq,dv]
-// as bit patterns, and dq [B,H,Tq,dk], dk [B,H_kv,Tk,dk], dv [B,H_kv,Tk,dv] as the kernel writes
-// them. Empty for a problem in T's own format.
-struct NarrowGrads {
-  std::vector<uint16_t> out, dout, dq, dk, dv;
-};
-
-// The ABI v2 view of the backward of `problem`: `forward` (filled here, with `narrow` as
-// to_abi_v2's) carries the problem with the given out and lse as its out and lse, inputs now;
-// the kernel's gradients go to grads' buffers, or for f16 and bf16 to `narrow_grads`, which
-// widen_grads brings back.
+// The ABI v2 view of the backward of `problem`: `forward` (filled here) carries the problem with
+// the given out and lse as its out and lse, inputs now; the kernel's gradients go to grads'
+// buffers, or for f16 and bf16 to `narrow`, which widen_outputs brings back.
 template <class T>
 attncheck_grads_v2 to_abi_grads(const Problem<T>& problem, const Grads<T>& grads, attncheck_problem_v2& forward,
-                                NarrowBuffers& narrow, NarrowGrads& narrow_grads);
-template <class T>
-void widen_grads(const Problem<T>& problem, const NarrowGrads& narrow_grads, const Grads<T>& grads);
+                                NarrowBuffers& narrow);
 
-// A plugin's side: the float view of an f16 or bf16 backward (its problem already widened by
-// widen_inputs): the given out and dout widened into `wide`, dq, dk and dv made there; and after
-// the computation, the gradients rounded into the ABI's buffers.
-struct WideGrads {
-  std::vector<float> out, dout, dq, dk, dv;
-};
-Grads<float> widen_grads_inputs(const attncheck_grads_v2& g, const Problem<float>& problem, WideGrads& wide);
-void narrow_grads(const attncheck_grads_v2& g, const WideGrads& wide);
-
-// The layer (attncheck_mha_v2). Its ten inputs in ABI order (x_q, x_kv, w_q, w_k, w_v, b_q, b_k,
-// b_v, w_o, b_o): each one's name, its pointer in Layer<T> and in the ABI, its element count
-// (0 for an absent bias). The conversions below walk this table.
-template <class T>
-struct LayerInput {
-  const char* name;
-  const T* Layer<T>::*in_layer;
-  const void* attncheck_mha_v2::*in_abi;
-};
-template <class T>
-inline constexpr LayerInput<T> kLayerInputs[] = {
-    {"x_q", &Layer<T>::x_q, &attncheck_mha_v2::x_q}, {"x_kv", &Layer<T>::x_kv, &attncheck_mha_v2::x_kv},
-    {"w_q", &Layer<T>::w_q, &attncheck_mha_v2::w_q}, {"w_k", &Layer<T>::w_k, &attncheck_mha_v2::w_k},
-    {"w_v", &Layer<T>::w_v, &attncheck_mha_v2::w_v}, {"b_q", &Layer<T>::b_q, &attncheck_mha_v2::b_q},
-    {"b_k", &Layer<T>::b_k, &attncheck_mha_v2::b_k}, {"b_v", &Layer<T>::b_v, &attncheck_mha_v2::b_v},
-    {"w_o", &Layer<T>::w_o, &attncheck_mha_v2::w_o}, {"b_o", &Layer<T>::b_o, &attncheck_mha_v2::b_o}};
-inline constexpr int kLayerInputCount = 10;
-// The element counts of the ten inputs, in that order.
-void layer_input_sizes(const LayerShape& shape, int64_t (&sizes)[kLayerInputCount]);
+// A plugin's side: the float view of an f16 or bf16 backward: its inputs (the problem's, out and
+// dout) widened into `wide` and `problem` pointed at them, dq, dk and dv made there; and after the
+// computation, the gradients rounded into the ABI's buffers.
+Grads<float> widen_grads_inputs(const attncheck_grads_v2& g, Problem<float>& problem, WideBuffers& wide);
+void narrow_grads(const attncheck_grads_v2& g, const WideBuffers& wide);
 
 // What a layer call carries, as the feature table reads it (CallView): its format, the attention's
 // shape and masks, the layer, and whether each head's weights are asked.
@@ -134,26 +103,17 @@ CallView layer_call_view(const Layer<T>& layer, bool weights) {
   return call;
 }
 
-// A layer in f16 or bf16: its inputs as bit patterns (x_kv shares x_q's for self-attention), and
-// out [B,Tq,D] as the kernel writes it. Empty for a layer in T's own format.
-struct NarrowLayer {
-  std::vector<uint16_t> inputs[kLayerInputCount], out;
-};
 // The ABI view of `layer` writing out [B,Tq,D] and, when not null, weights [B,H,Tq,Tk] (float, double
-// for f64); widen_layer_output brings a 2-byte out back from `narrow`.
+// for f64); a layer in f16 or bf16 has its inputs written into `narrow`, and its out goes there:
+// widen_outputs brings it back. Self-attention keeps x_kv the same pointer as x_q.
 template <class T>
-attncheck_mha_v2 to_abi_mha(const Layer<T>& layer, T* out, T* weights, NarrowLayer& narrow);
-template <class T>
-void widen_layer_output(const Layer<T>& layer, const NarrowLayer& narrow, T* out);
+attncheck_mha_v2 to_abi_mha(const Layer<T>& layer, T* out, T* weights, NarrowBuffers& narrow);
 // The C++ view of an ABI layer, its buffers read as T's, the output pointers aside.
 template <class T>
 Layer<T> from_abi_mha(const attncheck_mha_v2& m);
 // A plugin's side of an f16 or bf16 layer: its inputs widened into float, out made there, and after
 // the computation out rounded into the ABI's.
-struct WideLayer {
-  std::vector<float> inputs[kLayerInputCount], out;
-};
-void widen_layer_inputs(const attncheck_mha_v2& m, Layer<float>& layer, WideLayer& wide);
-void narrow_layer_output(const attncheck_mha_v2& m, const WideLayer& wide);
+void widen_layer_inputs(const attncheck_mha_v2& m, Layer<float>& layer, WideBuffers& wide);
+void narrow_layer_output(const attncheck_mha_v2& m, const WideBuffers& wide);
 
 }  // namespace attncheck

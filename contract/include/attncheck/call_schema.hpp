@@ -11,6 +11,7 @@
 #include <span>
 #include <string_view>
 
+#include "attncheck/contract.hpp"
 #include "attncheck/plugin.h"
 #include "attncheck/precision.hpp"
 
@@ -35,10 +36,13 @@ struct Dims {
   constexpr int64_t operator[](Dim d) const { return of[int(d)]; }
   constexpr int64_t& operator[](Dim d) { return of[int(d)]; }
 };
+// Those of an attention shape (H_kv its KV heads) and a layer's model width.
+Dims dims_of(const Shape& shape, int64_t D = 1);
 
 // What a slot's elements are: in the call's format (2 bytes for f16 and bf16), wide (float, double
-// for f64: the log-sum-exp and the layer's weights), int32, or a byte (0 or 1 for a mask).
-enum class Element : uint8_t { format, wide, int32, byte };
+// for f64: the log-sum-exp and the layer's weights), f32 (float in every format), int32, or a byte
+// (0 or 1 for a mask).
+enum class Element : uint8_t { format, wide, f32, int32, byte };
 
 // Its part in one kind of call: absent, read, written; the _if ones only when the call carries the
 // slot's feature (its protocol flag) or, for a layer bias, its part; in_unless read unless the call
@@ -91,6 +95,7 @@ inline constexpr Slot kRows[slot::kCount] = {
 #define IN_PROBLEM_AND_LAYER(m) \
   AbiAt { int16_t(offsetof(attncheck_problem_v2, m)), -1, int16_t(offsetof(attncheck_mha_v2, m)) }
 #define INPUT(in_problem, in_case) true
+#define LAYER_INPUT(in_layer) false
 #define NOT_AN_INPUT false
 #define ATTNCHECK_SLOT(id, name, shape, element, feature, forward, backward, layer, part, abi, members) \
   Slot{#id, name, Extent shape, Element::element, feature, {Role::forward, Role::backward, Role::layer}, part, abi, members},
@@ -101,6 +106,7 @@ inline constexpr Slot kRows[slot::kCount] = {
 #undef IN_LAYER
 #undef IN_PROBLEM_AND_LAYER
 #undef INPUT
+#undef LAYER_INPUT
 #undef NOT_AN_INPUT
 };
 }  // namespace slot_rows
@@ -173,38 +179,54 @@ void set_abi_pointer(const AbiCall& call, CallKind kind, const Slot& s, const vo
 // And read back (null when the ABI has no place for it).
 const void* abi_pointer(const AbiCall& call, CallKind kind, const Slot& s);
 
-// f(slot, member) for each forward input, member its pointer in a Problem<T> (or anything with
-// Problem's members: q, k, v, masks.allow, masks.key_lengths, bias).
-template <class P, class F>
-void for_each_problem_input(P& problem, F&& f) {
-#define INPUT(in_problem, in_case) f(slot, problem.in_problem);
+// f(slot, in_problem, in_case) for each input row (INPUT), in_problem and in_case its
+// accessors: in_problem(problem) the member of a Problem<T> (q, k, v, masks.allow,
+// masks.key_lengths, bias) and in_case(owned) the buffer of a Case<T> (q, k, v, allow, key_lengths,
+// bias); and f(slot, in_layer) for each layer input row (LAYER_INPUT), in_layer(layer) the member
+// of a Layer<T> or LayerCase<T>. The one place a row's members are named.
+template <class F, class G>
+void for_each_input_row(F&& f, G&& g) {
+#define INPUT(in_problem, in_case)                                                 \
+  f(                                                                               \
+      slot, [](auto& p) -> auto& { return p.in_problem; }, [](auto& c) -> auto& { return c.in_case; });
+#define LAYER_INPUT(in_layer) \
+  g(slot, [](auto& l) -> auto& { return l.in_layer; });
 #define NOT_AN_INPUT
 #define ATTNCHECK_SLOT(id, name, shape, element, feature, forward, backward, layer, part, abi, members) \
-  {                                                                                                     \
-    [[maybe_unused]] const Slot& slot = kSlots[slot::id];                                               \
-    members                                                                                             \
+  {                                                                                                      \
+    [[maybe_unused]] const Slot& slot = kSlots[slot::id];                                                \
+    members                                                                                              \
   }
 #include "attncheck/call_slots.def"
 #undef ATTNCHECK_SLOT
 #undef INPUT
+#undef LAYER_INPUT
 #undef NOT_AN_INPUT
 }
 
-// f(slot, member) for each forward input, member its buffer in a Case<T> (q, k, v, allow,
-// key_lengths, bias).
+// f(slot, member) for each forward input of a Problem<T> (or anything with its members).
+template <class P, class F>
+void for_each_problem_input(P& problem, F&& f) {
+  for_each_input_row([&](const Slot& s, auto in_problem, auto) { f(s, in_problem(problem)); }, [](const Slot&, auto) {});
+}
+
+// f(slot, buffer) for each forward input of a Case<T>.
 template <class C, class F>
 void for_each_case_input(C& owned, F&& f) {
-#define INPUT(in_problem, in_case) f(slot, owned.in_case);
-#define NOT_AN_INPUT
-#define ATTNCHECK_SLOT(id, name, shape, element, feature, forward, backward, layer, part, abi, members) \
-  {                                                                                                     \
-    [[maybe_unused]] const Slot& slot = kSlots[slot::id];                                               \
-    members                                                                                             \
-  }
-#include "attncheck/call_slots.def"
-#undef ATTNCHECK_SLOT
-#undef INPUT
-#undef NOT_AN_INPUT
+  for_each_input_row([&](const Slot& s, auto, auto in_case) { f(s, in_case(owned)); }, [](const Slot&, auto) {});
+}
+
+// f(slot, member, buffer) for each forward input: its member in problem and its buffer in owned.
+template <class P, class C, class F>
+void for_each_input(P& problem, C& owned, F&& f) {
+  for_each_input_row([&](const Slot& s, auto in_problem, auto in_case) { f(s, in_problem(problem), in_case(owned)); },
+                     [](const Slot&, auto) {});
+}
+
+// f(slot, member) for each layer input of a Layer<T> or a LayerCase<T>.
+template <class L, class F>
+void for_each_layer_input(L& owned, F&& f) {
+  for_each_input_row([](const Slot&, auto, auto) {}, [&](const Slot& s, auto in_layer) { f(s, in_layer(owned)); });
 }
 
 }  // namespace attncheck

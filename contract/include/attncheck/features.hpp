@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "attncheck/call_schema.hpp"
 #include "attncheck/contract.hpp"
 #include "attncheck/plugin.h"
 #include "attncheck/precision.hpp"
@@ -51,6 +52,7 @@ struct CallView {
   int64_t D = 0;
   bool self_attention = false;
   int biases = 0;
+  uint32_t inputs = 0;  // the inputs it carries, a bit 1 << slot::Id each (call_schema.hpp)
 };
 
 template <class T>
@@ -58,6 +60,9 @@ CallView call_view(const Problem<T>& problem, bool lse, bool backward, bool keep
   CallView call{problem.format,   problem.shape, problem.masks,     problem.bias != nullptr,      problem.softcap,
                 lse && !backward, backward,      problem.dropout_p, keep && problem.dropout_p > 0};
   call.scale = problem.scale;
+  for_each_problem_input(problem, [&](const Slot& s, const auto* x) {
+    if (x) call.inputs |= 1u << (&s - kSlots.data());
+  });
   return call;
 }
 

@@ -42,7 +42,7 @@ int32_t forward_through_abi_v2(const attncheck_problem_v2* p, uint32_t capabilit
     if constexpr (std::is_same_v<T, float>)
       if (is_narrow(Format(p->dtype))) {
         widen_inputs(*p, problem, wide);
-        result.out = wide.out.data();
+        result.out = wide.values[slot::OUT].data();
         if (!problem_error(problem, result).empty()) return 2;
       }
     try {
@@ -74,18 +74,14 @@ int32_t backward_through_abi_v2(const attncheck_grads_v2* g, uint32_t capabiliti
     if (!problem_error(problem, Result<T>{grads.dq}).empty() || !grads.out || !grads.lse || !grads.dout || !grads.dk || !grads.dv)
       return 2;
     WideBuffers wide;
-    WideGrads wide_grads;
     if constexpr (std::is_same_v<T, float>)
-      if (is_narrow(Format(p->dtype))) {
-        widen_inputs(*p, problem, wide);
-        grads = widen_grads_inputs(*g, problem, wide_grads);
-      }
+      if (is_narrow(Format(p->dtype))) grads = widen_grads_inputs(*g, problem, wide);
     try {
       compute(problem, grads);
     } catch (const std::exception&) {
       return 3;
     }
-    narrow_grads(*g, wide_grads);
+    narrow_grads(*g, wide);
     return 0;
   };
   if (!(capabilities & ATTNCHECK_CAP_BACKWARD) || !claims_dtype(capabilities, p->dtype)) return 4;
@@ -108,11 +104,11 @@ int32_t layer_through_abi_v2(const attncheck_mha_v2* m, uint32_t capabilities, C
     Layer<T> layer = from_abi_mha<T>(*m);
     LayerResult<T> result{static_cast<T*>(m->out), reinterpret_cast<T*>(m->weights)};
     if (!layer_error(layer, result).empty()) return 2;
-    WideLayer wide;
+    WideBuffers wide;
     if constexpr (std::is_same_v<T, float>)
       if (is_narrow(Format(m->dtype))) {
         widen_layer_inputs(*m, layer, wide);
-        result.out = wide.out.data();
+        result.out = wide.values[slot::LAYER_OUT].data();
         if (!layer_error(layer, result).empty()) return 2;
       }
     try {
