@@ -24,7 +24,7 @@ class Layer:
     scale: None (meaning 1/sqrt(dk)) or a float. want_weights: whether the function must return
     (out, weights), weights [B,H,Tq,Tk] each head's softmax, 0 at a forbidden key (capability
     'mha_weights'); else out alone. Each input of a layer call (_features.SLOTS) is the attribute
-    named as its slot, None when the call does not carry it.
+    named as its slot, None when the call does not carry it (but x_kv, as said).
     """
 
     def __init__(self, payload):
