@@ -1,6 +1,7 @@
 // attncheck features: the feature table (contract/include/attncheck/features.hpp) and the
 // restrictions and limits (domain.hpp) as a person reads them, or as the Python client's module
-// (--python), which python/attncheck/_features.py must equal.
+// (--python), with the call schema's slots (call_schema.hpp) too, which python/attncheck/_features.py
+// must equal.
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "attncheck/abi.hpp"
+#include "attncheck/call_schema.hpp"
 #include "attncheck/cases.hpp"
 #include "attncheck/commands.hpp"
 #include "attncheck/domain.hpp"
@@ -26,6 +28,31 @@ std::string dict(const std::vector<std::pair<std::string, std::string>>& pairs) 
   return text + "}";
 }
 std::string quoted(const std::string& word) { return "\"" + word + "\""; }
+
+// The call schema's slots (call_schema.hpp's kSlots), in wire order, as a Python list of dicts, one a line.
+std::string slots() {
+  // The names of Element's, Role's and CallKind's values, in their order.
+  static constexpr const char* kElements[] = {"format", "wide", "int32", "byte"};
+  static constexpr const char* kRoles[] = {"none", "in", "out", "in_if", "out_if", "in_unless"};
+  static constexpr const char* kKinds[] = {"forward", "backward", "layer"};
+  std::string text = "[\n";
+  for (const Slot& s : kSlots) {
+    std::string shape = "[";
+    for (int d = 0; d < s.shape.rank; ++d) shape += (d ? ", " : "") + quoted(kDimNames[int(s.shape.dims[d])]);
+    const std::string feature_word = s.feature ? quoted(feature(s.feature).word) : "None";
+    std::vector<std::pair<std::string, std::string>> roles;
+    for (int k = 0; k < 3; ++k) roles.push_back({quoted(kKinds[k]), quoted(kRoles[int(s.roles[k])])});
+    text += "    " +
+            dict({{quoted("name"), quoted(s.name)},
+                  {quoted("shape"), shape + "]"},
+                  {quoted("element"), quoted(kElements[int(s.element)])},
+                  {quoted("feature"), feature_word},
+                  {quoted("roles"), dict(roles)},
+                  {quoted("part"), std::to_string(s.part)}}) +
+            ",\n";
+  }
+  return text + "]";
+}
 
 std::string python_module() {
   std::vector<std::pair<std::string, std::string>> bits, names, flags, lines, dtypes, storage, lse_storage, causal;
@@ -56,7 +83,8 @@ std::string python_module() {
   std::string limits = "[";
   for (const LimitField& l : kLimitFields) limits += (limits.size() > 1 ? ", " : "") + quoted(l.word);
   limits += "]";
-  return "\"\"\"The feature table of contract/include/attncheck/features.hpp, for the Python client.\n\n"
+  return "\"\"\"The feature table of contract/include/attncheck/features.hpp and the call schema of\n"
+         "call_slots.def, for the Python client.\n\n"
          "Written by `attncheck features --python`; ctest (python.FeatureTableIsTheContracts) checks that\n"
          "it is what that prints. Do not edit it by hand.\n\"\"\"\n\n"
          "# ABI v2's capability bits, by the name a served function claims them with.\n"
@@ -102,7 +130,16 @@ std::string python_module() {
          limits +
          "\n"
          "HEAD_DIMS = " +
-         quoted(kHeadDimsWord) + "\n";
+         quoted(kHeadDimsWord) +
+         "\n"
+         "# The call schema (call_slots.def): every tensor a call carries, in wire order (a PROB's inputs, a RSLT's\n"
+         "# outputs). name; shape: its dims (B, H, H_kv, Tq, Tk, dk, dv, D); element: format (the call's dtype),\n"
+         "# wide (LSE_STORAGE), int32 or byte; feature: the capability that brings it (its FLAGS bit says it is\n"
+         "# there), None for none; roles: in each kind of call (forward, backward, layer) none, in, out, in_if,\n"
+         "# out_if (when the call has its flag, or for a layer slot with a part, that part) or in_unless (not when\n"
+         "# the call has its part); part: a layer call's parts bit that brings it (or leaves it out), 0 for none.\n"
+         "SLOTS = " +
+         slots() + "\n";
 }
 
 // 0 once what was printed has reached standard output; a full disk is an error, not a table that

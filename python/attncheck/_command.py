@@ -59,26 +59,27 @@ class _Pipes:
         pass  # nothing is buffered
 
 
-def run_command(command, *, dtype, q, k, v, allow=None, kv_lens=None, bias=None, causal="none", window=None,
-                scale=None, softcap=None, want_lse=False, dropout_p=0.0, dropout_seed=0, want_keep=False, timeout=60):
+def run_command(command, *, dtype, causal="none", window=None, scale=None, softcap=None, want_lse=False, dropout_p=0.0,
+                dropout_seed=0, want_keep=False, timeout=60, **tensors):
     """Runs `command` (a child of the protocol, as `attncheck check --impl-cmd` runs it) on one problem
     and returns out [B,H,Tq,dv] as float64 (f16 and bf16 widened exactly), or a tuple of out and what
     is asked, in the order (out, lse, keep): with want_lse lse [B,H,Tq], with want_keep (dropout_p > 0)
-    the keep mask [B,H,Tq,Tk] as uint8. q [B,H,Tq,dk],
-    k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv] and bias [B,H,Tq,Tk] are in the format's storage: float32 or
-    float64, or uint16 bit patterns for f16 and bf16. A crash, an exception (FAIL), a refusal or a
+    the keep mask [B,H,Tq,Tk] as uint8. The tensors are the forward's inputs (_features.SLOTS), each
+    a keyword named as its slot, None or left out when absent: q [B,H,Tq,dk], k [B,H_kv,Tk,dk],
+    v [B,H_kv,Tk,dv], allow [B,Tq,Tk] (0 or 1), kv_lens [B] and bias [B,H,Tq,Tk]; those in the
+    format (q, k, v, bias) are in its storage: float32 or float64, or uint16 bit patterns for f16
+    and bf16. A crash, an exception (FAIL), a refusal or a
     broken frame is an AssertionError saying which. timeout bounds the whole exchange in seconds
     of wall-clock time (starting, the HELO, sending the problem, the answer; None: no bound): when
     it passes, the command's process group is killed (the command runs in a session of its own)
     and it is an AssertionError too."""
-    B, H, Tq, dk = q.shape
-    H_kv, Tk, dv = k.shape[1], k.shape[2], v.shape[3]
-    element = wire.STORAGE[dtype]
-    raw = lambda x, storage=element: None if x is None else np.ascontiguousarray(x, storage).tobytes()
-    payload = wire.problem_payload(dtype, (B, H, H_kv, Tq, Tk, dk, dv), causal, window, scale or 0.0, softcap or 0.0,
-                                   q=raw(q), k=raw(k), v=raw(v), allow=raw(allow, np.uint8), kv_lens=raw(kv_lens, "<i4"),
-                                   bias=raw(bias), want_lse=want_lse,
-                                   dropout=(dropout_p, dropout_seed) if dropout_p else None, want_keep=want_keep)
+    (B, H, Tq, dk), (_, H_kv, Tk, dv) = tensors["q"].shape, tensors["v"].shape
+    dims = dict(B=B, H=H, H_kv=H_kv, Tq=Tq, Tk=Tk, dk=dk, dv=dv)
+    stored = {s["name"]: np.ascontiguousarray(tensors[s["name"]], wire.storage(s, dtype)).tobytes()
+              for s in wire.inputs("forward") if tensors.get(s["name"]) is not None}
+    payload = wire.problem_payload(dtype, tuple(dims.values()), causal, window, scale or 0.0, softcap or 0.0,
+                                   want_lse=want_lse, dropout=(dropout_p, dropout_seed) if dropout_p else None,
+                                   want_keep=want_keep, **stored)
     child = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
     pipes = _Pipes(child, timeout)
     waiting = "its HELO"
@@ -100,20 +101,18 @@ def run_command(command, *, dtype, q, k, v, allow=None, kv_lens=None, bias=None,
         status = int.from_bytes(body[:4], "little", signed=True)
         if status:
             raise AssertionError(f"the command refused the problem (returned {status})")
-        # the RSLT: the status, out, then keep and lse when asked
-        sizes = {"out": B * H * Tq * dv * np.dtype(element).itemsize, "keep": B * H * Tq * Tk if want_keep else 0,
-                 "lse": B * H * Tq * np.dtype(wire.LSE_STORAGE[dtype]).itemsize if want_lse else 0}
-        if len(body) != 4 + sum(sizes.values()):
-            raise AssertionError(f"the command broke the protocol: a RSLT of {len(body)} bytes for {4 + sum(sizes.values())}")
-        at = dict(zip(sizes, np.cumsum([4, *sizes.values()]).tolist()))
-        out = np.frombuffer(body, element, count=B * H * Tq * dv, offset=at["out"]).reshape(B, H, Tq, dv)
-        out = (wire.widen_bf16(out) if dtype == "bf16" else out).astype(np.float64)
-        results = [out]
+        # the RSLT: the status, then the forward's outputs the call carries in SLOTS' order (out, keep, lse)
+        flags = (wire.WANT_LSE if want_lse else 0) | (wire.WANT_KEEP if want_keep else 0)
+        written = [s for s in wire.outputs("forward") if wire.carried(s, "forward", flags)]
+        try:
+            got = wire.read_buffers(body, 4, written, dtype, lambda s: wire.slot_shape(s, dims), "a RSLT")
+        except ValueError as e:
+            raise AssertionError(f"the command broke the protocol: {e}") from None
+        results = [got["out"].astype(np.float64)]
         if want_lse:
-            lse = np.frombuffer(body, wire.LSE_STORAGE[dtype], count=B * H * Tq, offset=at["lse"]).reshape(B, H, Tq)
-            results.append(lse.astype(np.float64))
+            results.append(got["lse"].astype(np.float64))
         if want_keep:
-            results.append(np.frombuffer(body, np.uint8, count=B * H * Tq * Tk, offset=at["keep"]).reshape(B, H, Tq, Tk))
+            results.append(got["keep"])
         return results[0] if len(results) == 1 else tuple(results)
     except (_TimedOut, subprocess.TimeoutExpired):
         os.killpg(child.pid, signal.SIGKILL)  # all of it, even with its first process ended: not reaped yet

@@ -1,4 +1,5 @@
-"""The feature table of contract/include/attncheck/features.hpp, for the Python client.
+"""The feature table of contract/include/attncheck/features.hpp and the call schema of
+call_slots.def, for the Python client.
 
 Written by `attncheck features --python`; ctest (python.FeatureTableIsTheContracts) checks that
 it is what that prints. Do not edit it by hand.
@@ -24,3 +25,36 @@ RESTRICTION_NAMES = {"causal": "causal only", "lower_right": "lower-right causal
 # The limits serve(limits={...}) takes, in attncheck_limits' order, and the list of head widths.
 LIMITS = ["max_B", "max_H", "max_Tq", "max_Tk", "head_dim_multiple", "max_head_dim"]
 HEAD_DIMS = "head_dims"
+# The call schema (call_slots.def): every tensor a call carries, in wire order (a PROB's inputs, a RSLT's
+# outputs). name; shape: its dims (B, H, H_kv, Tq, Tk, dk, dv, D); element: format (the call's dtype),
+# wide (LSE_STORAGE), int32 or byte; feature: the capability that brings it (its FLAGS bit says it is
+# there), None for none; roles: in each kind of call (forward, backward, layer) none, in, out, in_if,
+# out_if (when the call has its flag, or for a layer slot with a part, that part) or in_unless (not when
+# the call has its part); part: a layer call's parts bit that brings it (or leaves it out), 0 for none.
+SLOTS = [
+    {"name": "q", "shape": ["B", "H", "Tq", "dk"], "element": "format", "feature": None, "roles": {"forward": "in", "backward": "in", "layer": "none"}, "part": 0},
+    {"name": "k", "shape": ["B", "H_kv", "Tk", "dk"], "element": "format", "feature": None, "roles": {"forward": "in", "backward": "in", "layer": "none"}, "part": 0},
+    {"name": "v", "shape": ["B", "H_kv", "Tk", "dv"], "element": "format", "feature": None, "roles": {"forward": "in", "backward": "in", "layer": "none"}, "part": 0},
+    {"name": "allow", "shape": ["B", "Tq", "Tk"], "element": "byte", "feature": "allow", "roles": {"forward": "in_if", "backward": "in_if", "layer": "in_if"}, "part": 0},
+    {"name": "kv_lens", "shape": ["B"], "element": "int32", "feature": "kv_lens", "roles": {"forward": "in_if", "backward": "in_if", "layer": "in_if"}, "part": 0},
+    {"name": "bias", "shape": ["B", "H", "Tq", "Tk"], "element": "format", "feature": "bias", "roles": {"forward": "in_if", "backward": "in_if", "layer": "none"}, "part": 0},
+    {"name": "dout", "shape": ["B", "H", "Tq", "dv"], "element": "format", "feature": "backward", "roles": {"forward": "none", "backward": "in", "layer": "none"}, "part": 0},
+    {"name": "out", "shape": ["B", "H", "Tq", "dv"], "element": "format", "feature": None, "roles": {"forward": "out", "backward": "in", "layer": "none"}, "part": 0},
+    {"name": "keep", "shape": ["B", "H", "Tq", "Tk"], "element": "byte", "feature": "dropout_mask", "roles": {"forward": "out_if", "backward": "none", "layer": "none"}, "part": 0},
+    {"name": "lse", "shape": ["B", "H", "Tq"], "element": "wide", "feature": "lse", "roles": {"forward": "out_if", "backward": "in", "layer": "none"}, "part": 0},
+    {"name": "dq", "shape": ["B", "H", "Tq", "dk"], "element": "format", "feature": "backward", "roles": {"forward": "none", "backward": "out", "layer": "none"}, "part": 0},
+    {"name": "dk", "shape": ["B", "H_kv", "Tk", "dk"], "element": "format", "feature": "backward", "roles": {"forward": "none", "backward": "out", "layer": "none"}, "part": 0},
+    {"name": "dv", "shape": ["B", "H_kv", "Tk", "dv"], "element": "format", "feature": "backward", "roles": {"forward": "none", "backward": "out", "layer": "none"}, "part": 0},
+    {"name": "x_q", "shape": ["B", "Tq", "D"], "element": "format", "feature": "mha", "roles": {"forward": "none", "backward": "none", "layer": "in"}, "part": 0},
+    {"name": "x_kv", "shape": ["B", "Tk", "D"], "element": "format", "feature": "mha", "roles": {"forward": "none", "backward": "none", "layer": "in_unless"}, "part": 1},
+    {"name": "w_q", "shape": ["D", "H", "dk"], "element": "format", "feature": "mha", "roles": {"forward": "none", "backward": "none", "layer": "in"}, "part": 0},
+    {"name": "w_k", "shape": ["D", "H_kv", "dk"], "element": "format", "feature": "mha", "roles": {"forward": "none", "backward": "none", "layer": "in"}, "part": 0},
+    {"name": "w_v", "shape": ["D", "H_kv", "dv"], "element": "format", "feature": "mha", "roles": {"forward": "none", "backward": "none", "layer": "in"}, "part": 0},
+    {"name": "b_q", "shape": ["H", "dk"], "element": "format", "feature": "mha", "roles": {"forward": "none", "backward": "none", "layer": "in_if"}, "part": 2},
+    {"name": "b_k", "shape": ["H_kv", "dk"], "element": "format", "feature": "mha", "roles": {"forward": "none", "backward": "none", "layer": "in_if"}, "part": 4},
+    {"name": "b_v", "shape": ["H_kv", "dv"], "element": "format", "feature": "mha", "roles": {"forward": "none", "backward": "none", "layer": "in_if"}, "part": 8},
+    {"name": "w_o", "shape": ["H", "dv", "D"], "element": "format", "feature": "mha", "roles": {"forward": "none", "backward": "none", "layer": "in"}, "part": 0},
+    {"name": "b_o", "shape": ["D"], "element": "format", "feature": "mha", "roles": {"forward": "none", "backward": "none", "layer": "in_if"}, "part": 16},
+    {"name": "out", "shape": ["B", "Tq", "D"], "element": "format", "feature": "mha", "roles": {"forward": "none", "backward": "none", "layer": "out"}, "part": 0},
+    {"name": "weights", "shape": ["B", "H", "Tq", "Tk"], "element": "wide", "feature": "mha_weights", "roles": {"forward": "none", "backward": "none", "layer": "out_if"}, "part": 0},
+]

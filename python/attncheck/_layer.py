@@ -4,10 +4,6 @@ Shapes: x_q [B,Tq,D], x_kv [B,Tk,D], w_q [D,H dk], w_k [D,H_kv dk], w_v [D,H_kv 
 b_k [H_kv dk], b_v [H_kv dv], w_o [H dv,D], b_o [D], allow [B,Tq,Tk], kv_lens [B]; out [B,Tq,D],
 weights [B,H,Tq,Tk].
 """
-import math
-
-import numpy as np
-
 from . import _protocol as wire
 from ._problem import Problem
 
@@ -27,7 +23,8 @@ class Layer:
     "upper-left" or "lower-right"; window: None or (left, right), -1 = unbounded (as Problem's).
     scale: None (meaning 1/sqrt(dk)) or a float. want_weights: whether the function must return
     (out, weights), weights [B,H,Tq,Tk] each head's softmax, 0 at a forbidden key (capability
-    'mha_weights'); else out alone.
+    'mha_weights'); else out alone. Each input of a layer call (_features.SLOTS) is the attribute
+    named as its slot, None when the call does not carry it (but x_kv, as said).
     """
 
     def __init__(self, payload):
@@ -65,34 +62,25 @@ class Layer:
         self.window = None if left < 0 and right < 0 else (left, right)
         self.scale = None if scale == 0 else scale
         self.want_weights = bool(flags & wire.WANT_WEIGHTS)
-        B, H, H_kv, Tq, Tk, dk, dv, D = self.B, self.H, self.H_kv, self.Tq, self.Tk, self.dk, self.dv, self.D
-        at = wire.HEADER.size + wire.LAYER.size
+        # Each input a layer may carry (SLOTS), an attribute named as its slot; x_kv is x_q's array
+        # for self-attention.
+        tensors = wire.read_inputs(payload, wire.HEADER.size + wire.LAYER.size, "layer", self.dtype, self._shape, flags,
+                                   parts, "a layer PROB")
+        for name, tensor in tensors.items():
+            setattr(self, name, tensor)
+        if self.self_attention:
+            self.x_kv = self.x_q
 
-        def take(nbytes):
-            nonlocal at
-            at += nbytes
-            if at > len(payload):
-                raise ValueError(f"a layer PROB of {len(payload)} bytes is too short for its problem")
-            return payload[at - nbytes:at]
-
-        size = np.dtype(wire.STORAGE[self.dtype]).itemsize
-        tensor = lambda *shape: wire.decode(self.dtype, take(size * math.prod(shape)), shape)
-        optional = lambda bit, *shape: tensor(*shape) if parts & bit else None
-        self.allow = (np.frombuffer(take(B * Tq * Tk), np.uint8).reshape(B, Tq, Tk) != 0
-                      if flags & wire.HAS_ALLOW else None)
-        self.kv_lens = np.frombuffer(take(4 * B), "<i4") if flags & wire.HAS_KV_LENS else None
-        self.x_q = tensor(B, Tq, D)
-        self.x_kv = self.x_q if self.self_attention else tensor(B, Tk, D)
-        self.w_q = tensor(D, H * dk)
-        self.w_k = tensor(D, H_kv * dk)
-        self.w_v = tensor(D, H_kv * dv)
-        self.b_q = optional(wire.B_Q, H * dk)
-        self.b_k = optional(wire.B_K, H_kv * dk)
-        self.b_v = optional(wire.B_V, H_kv * dv)
-        self.w_o = tensor(H * dv, D)
-        self.b_o = optional(wire.B_O, D)
-        if at != len(payload):
-            raise ValueError(f"a layer PROB of {len(payload)} bytes for a problem of {at}")
+    def _shape(self, slot):
+        """The shape of a slot of SLOTS in this call, a head count and its width one axis: w_q [D, H dk]
+        where the slot's dims are D, H, dk (the layer's matrices, as x_q w_q multiplies them)."""
+        dims, shape = slot["shape"], []
+        for before, d in zip([None, *dims], dims):
+            if before in ("H", "H_kv") and d in ("dk", "dv"):
+                shape[-1] *= getattr(self, d)
+            else:
+                shape.append(getattr(self, d))
+        return tuple(shape)
 
     # The scale to apply and the combined mask [B,H,Tq,Tk] (True = may attend): Problem's own.
     softmax_scale = Problem.softmax_scale

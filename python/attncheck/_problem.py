@@ -26,7 +26,8 @@ class Problem:
     torch.manual_seed(p.dropout_seed), say). want_lse, want_keep: whether the function must return
     lse and the keep mask [B,H,Tq,Tk] (1 = kept, 0 = dropped; capability 'dropout_mask'): out, or
     a tuple of out and those asked, in the order (out, lse, keep). For a backward, out and lse are
-    the forward's (given).
+    the forward's (given), and dout the gradient of out. Each input of a forward or a backward
+    (_features.SLOTS) is the attribute named as its slot, None when the call does not carry it.
     """
 
     def __init__(self, payload):
@@ -40,36 +41,22 @@ class Problem:
         self.want_lse = bool(flags & wire.WANT_LSE)
         self.want_keep = bool(flags & wire.WANT_KEEP)
         self.backward = bool(flags & wire.BACKWARD)
-        B, H, H_kv, Tq, Tk, dk, dv = self.B, self.H, self.H_kv, self.Tq, self.Tk, self.dk, self.dv
         at = wire.HEADER.size
-
-        def take(nbytes):
-            nonlocal at
-            at += nbytes
-            if at > len(payload):
+        if flags & wire.HAS_DROPOUT:
+            if at + wire.DROPOUT.size > len(payload):
                 raise ValueError(f"a PROB of {len(payload)} bytes is too short for its problem")
-            return payload[at - nbytes:at]
+            self.dropout_p, self.dropout_seed = wire.DROPOUT.unpack_from(payload, at)
+            at += wire.DROPOUT.size
+        else:
+            self.dropout_p, self.dropout_seed = 0.0, 0
+        tensors = wire.read_inputs(payload, at, "backward" if self.backward else "forward", self.dtype, self._shape,
+                                   flags)
+        for name in dict.fromkeys(s["name"] for kind in ("forward", "backward") for s in wire.inputs(kind)):
+            setattr(self, name, tensors.get(name))
 
-        self.dropout_p, self.dropout_seed = (wire.DROPOUT.unpack(take(wire.DROPOUT.size))
-                                             if flags & wire.HAS_DROPOUT else (0.0, 0))
-
-        size = np.dtype(wire.STORAGE[self.dtype]).itemsize
-        tensor = lambda *shape: wire.decode(self.dtype, take(size * math.prod(shape)), shape)
-        self.q = tensor(B, H, Tq, dk)
-        self.k = tensor(B, H_kv, Tk, dk)
-        self.v = tensor(B, H_kv, Tk, dv)
-        self.allow = (np.frombuffer(take(B * Tq * Tk), np.uint8).reshape(B, Tq, Tk) != 0
-                      if flags & wire.HAS_ALLOW else None)
-        self.kv_lens = np.frombuffer(take(4 * B), "<i4") if flags & wire.HAS_KV_LENS else None
-        self.bias = tensor(B, H, Tq, Tk) if flags & wire.HAS_BIAS else None
-        self.dout = self.out = self.lse = None
-        if self.backward:
-            self.dout = tensor(B, H, Tq, dv)
-            self.out = tensor(B, H, Tq, dv)
-            lse_storage = wire.LSE_STORAGE[self.dtype]
-            self.lse = np.frombuffer(take(np.dtype(lse_storage).itemsize * B * H * Tq), lse_storage).reshape(B, H, Tq)
-        if at != len(payload):
-            raise ValueError(f"a PROB of {len(payload)} bytes for a problem of {at}")
+    def _shape(self, slot):
+        """The shape of a slot of SLOTS (q, out, lse, ...) in this problem."""
+        return wire.slot_shape(slot, vars(self))
 
     @property
     def softmax_scale(self):

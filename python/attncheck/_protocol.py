@@ -3,12 +3,14 @@
 Every number is little-endian; tensors are raw and contiguous. A frame is a 4-letter tag, the
 payload's length (u32) and the payload.
 """
+import math
 import struct
 
 import numpy as np
 
 # The feature table (capability bits, flag bits, dtypes, storage), generated from the C++ one.
-from ._features import CAPABILITIES, CAUSAL, DTYPES, FLAGS, HEAD_DIMS, LIMITS, LINES, LSE_STORAGE, RESTRICTIONS, STORAGE
+from ._features import (CAPABILITIES, CAUSAL, DTYPES, FLAGS, HEAD_DIMS, LIMITS, LINES, LSE_STORAGE, RESTRICTIONS, SLOTS,
+                        STORAGE)
 
 VERSION = 1
 ABI = 2
@@ -25,22 +27,109 @@ HAS_ALLOW, HAS_KV_LENS, HAS_BIAS, WANT_LSE, BACKWARD, HAS_DROPOUT, WANT_KEEP = (
     FLAGS[n] for n in ("allow", "kv_lens", "bias", "lse", "backward", "dropout", "dropout_mask"))
 
 
-def problem_payload(dtype, dims, causal="none", window=None, scale=0.0, softcap=0.0, *, q, k, v, allow=None,
-                    kv_lens=None, bias=None, want_lse=False, dropout=None, want_keep=False):
+# The call schema's slots (SLOTS, call_slots.def) a call of a kind ("forward", "backward" or "layer")
+# may read, the PROB's buffers, and write, the RSLT's, each in wire order.
+def inputs(kind):
+    return [s for s in SLOTS if s["roles"][kind] in ("in", "in_if", "in_unless")]
+
+
+def outputs(kind):
+    return [s for s in SLOTS if s["roles"][kind] in ("out", "out_if")]
+
+
+def carried(slot, kind, flags, parts=0):
+    """Whether a call of `kind` carries `slot`, given its PROB flags and, for a layer call, its parts:
+    call_schema.hpp's carried(), the flag of the slot's feature standing for its capability bit."""
+    role = slot["roles"][kind]
+    if role in ("in_if", "out_if"):
+        return bool(parts & slot["part"] if slot["part"] else flags & FLAGS[slot["feature"]])
+    if role == "in_unless":
+        return not parts & slot["part"]
+    return role != "none"
+
+
+def storage(slot, dtype):
+    """The NumPy dtype of a slot's elements in the protocol's bytes, in a call in `dtype`."""
+    return {"format": STORAGE[dtype], "wide": LSE_STORAGE[dtype], "int32": "<i4", "byte": np.uint8}[slot["element"]]
+
+
+def slot_shape(slot, dims):
+    """A slot's shape in a call whose dims (B, H, H_kv, Tq, Tk, dk, dv, D) `dims` gives by name."""
+    return tuple(dims[d] for d in slot["shape"])
+
+
+def _inputs(kind, tensors):
+    """(flags, parts, buffers) of a PROB of `kind` given its inputs' bytes by slot name (None: absent):
+    the flags and parts for which carried() is true of exactly the optional ones given (a part bit
+    set for an in_if slot given, for an in_unless one left out), and the bytes of those carried, in
+    wire order. A name that is not an input of `kind`, or a required input missing, is a TypeError."""
+    slots = inputs(kind)
+    unknown = set(tensors) - {s["name"] for s in slots}
+    if unknown:
+        raise TypeError(f"a {kind} call has no input {sorted(unknown)[0]!r}; its inputs are "
+                        f"{', '.join(s['name'] for s in slots)}")
+    flags = parts = 0
+    for s in slots:
+        role, given = s["roles"][kind], tensors.get(s["name"]) is not None
+        if role == "in_unless" and not given or role == "in_if" and given and s["part"]:
+            parts |= s["part"]
+        elif role == "in_if" and given:
+            flags |= FLAGS[s["feature"]]
+    present = [s for s in slots if carried(s, kind, flags, parts)]
+    missing = [s["name"] for s in present if tensors.get(s["name"]) is None]
+    if missing:
+        raise TypeError(f"a {kind} call needs input {missing[0]!r}")
+    return flags, parts, b"".join(tensors[s["name"]] for s in present)
+
+
+def read_buffers(data, at, slots, dtype, shape_of, what):
+    """The buffers of `slots`, back to back in `data` from byte `at` to its end, by slot name, each in
+    the shape shape_of(slot) gives (of its elements' count): a format one as decode() gives it, the
+    others as stored (wide: LSE_STORAGE; int32; byte: uint8). `what` names data in the ValueError
+    data not exactly that long raises."""
+    buffers = {}
+    for s in slots:
+        shape = shape_of(s)
+        nbytes = np.dtype(storage(s, dtype)).itemsize * math.prod(shape)
+        if at + nbytes > len(data):
+            raise ValueError(f"{what} of {len(data)} bytes is too short for its problem")
+        chunk, at = data[at:at + nbytes], at + nbytes
+        buffers[s["name"]] = (decode(dtype, chunk, shape) if s["element"] == "format" else
+                              np.frombuffer(chunk, storage(s, dtype)).reshape(shape))
+    if at != len(data):
+        raise ValueError(f"{what} of {len(data)} bytes for a problem of {at}")
+    return buffers
+
+
+def read_inputs(payload, at, kind, dtype, shape_of, flags, parts=0, what="a PROB"):
+    """The inputs of a PROB of `kind` (its flags and, a layer call, its parts) from byte `at` on, by
+    slot name, in wire order: as read_buffers() gives them, a byte one (a mask) as bool, True for 1;
+    None for each not carried."""
+    slots = inputs(kind)
+    buffers = read_buffers(payload, at, [s for s in slots if carried(s, kind, flags, parts)], dtype, shape_of, what)
+    tensors = {}
+    for s in slots:
+        x = buffers.get(s["name"])
+        tensors[s["name"]] = x != 0 if x is not None and s["element"] == "byte" else x
+    return tensors
+
+
+def problem_payload(dtype, dims, causal="none", window=None, scale=0.0, softcap=0.0, *, want_lse=False, dropout=None,
+                    want_keep=False, **tensors):
     """A PROB frame's payload: the 64-byte header, the dropout header when dropout is (p, seed),
-    then the buffers in their order (q, k, v, then allow, kv_lens and bias when given). dtype and
-    causal by name; dims (B, H, H_kv, Tq, Tk, dk, dv); each buffer as bytes, in the format's
-    storage (allow uint8, kv_lens int32). want_keep asks for the keep mask (with dropout only)."""
+    then the forward's inputs in SLOTS' order (q, k, v, then allow, kv_lens and bias when given),
+    each a keyword named as its slot, the optional ones None or left out when absent. dtype and
+    causal by name; dims (B, H, H_kv, Tq, Tk, dk, dv); each buffer as bytes, in its slot's storage
+    (allow uint8, kv_lens int32). want_keep asks for the keep mask (with dropout only)."""
     left, right = window if window is not None else (-1, -1)
     if want_keep and dropout is None:
         raise ValueError("the keep mask is asked for with dropout only")
-    flags = ((HAS_ALLOW if allow is not None else 0) | (HAS_KV_LENS if kv_lens is not None else 0) |
-             (HAS_BIAS if bias is not None else 0) | (WANT_LSE if want_lse else 0) |
-             (HAS_DROPOUT if dropout is not None else 0) | (WANT_KEEP if want_keep else 0))
+    flags, _, buffers = _inputs("forward", tensors)
+    flags |= (WANT_LSE if want_lse else 0) | (HAS_DROPOUT if dropout is not None else 0) | (WANT_KEEP if want_keep else 0)
     header = HEADER.pack(_DTYPE_CODES[dtype], flags, *dims, _CAUSAL_CODES[causal], left, right, scale, softcap)
     if dropout is not None:
         header += DROPOUT.pack(*dropout)
-    return header + b"".join(x for x in (q, k, v, allow, kv_lens, bias) if x is not None)
+    return header + buffers
 
 
 # The HELO capability bit of a layer-only function (no forward): features.hpp's kLayerOnly, not an ABI bit.
@@ -55,22 +144,18 @@ SELF, B_Q, B_K, B_V, B_O = 1, 2, 4, 8, 16
 NOT_IN_A_LAYER = HAS_BIAS | WANT_LSE | BACKWARD | HAS_DROPOUT | WANT_KEEP
 
 
-def layer_payload(dtype, dims, D, causal="none", window=None, scale=0.0, *, x_q, w_q, w_k, w_v, w_o, x_kv=None,
-                  b_q=None, b_k=None, b_v=None, b_o=None, allow=None, kv_lens=None, want_weights=False):
+def layer_payload(dtype, dims, D, causal="none", window=None, scale=0.0, *, want_weights=False, **tensors):
     """A layer call's PROB payload: the 64-byte header (softcap 0), the 16-byte layer header, then
-    allow, kv_lens, x_q, x_kv, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o, each when given. dtype and
-    causal by name; dims (B, H, H_kv, Tq, Tk, dk, dv); D the model width; each tensor as bytes, in
-    the format's storage (allow uint8, kv_lens int32). x_kv None is self-attention (part 1: x_kv is
-    x_q and not sent, so Tq must be Tk); a bias None is absent (its part bit clear)."""
+    the layer's inputs in SLOTS' order (allow, kv_lens, x_q, x_kv, w_q, w_k, w_v, b_q, b_k, b_v,
+    w_o, b_o), each a keyword named as its slot, the optional ones None or left out when absent.
+    dtype and causal by name; dims (B, H, H_kv, Tq, Tk, dk, dv); D the model width; each tensor as
+    bytes, in its slot's storage (allow uint8, kv_lens int32). x_kv absent is self-attention (part
+    1: x_kv is x_q and not sent, so Tq must be Tk); a bias absent has its part bit clear."""
     left, right = window if window is not None else (-1, -1)
-    flags = (HAS_LAYER | (WANT_WEIGHTS if want_weights else 0) | (HAS_ALLOW if allow is not None else 0) |
-             (HAS_KV_LENS if kv_lens is not None else 0))
-    parts = ((SELF if x_kv is None else 0) | (B_Q if b_q is not None else 0) | (B_K if b_k is not None else 0) |
-             (B_V if b_v is not None else 0) | (B_O if b_o is not None else 0))
+    flags, parts, buffers = _inputs("layer", tensors)
+    flags |= HAS_LAYER | (WANT_WEIGHTS if want_weights else 0)
     header = HEADER.pack(_DTYPE_CODES[dtype], flags, *dims, _CAUSAL_CODES[causal], left, right, scale, 0.0)
-    header += LAYER.pack(D, parts, 0)
-    tensors = (allow, kv_lens, x_q, x_kv, w_q, w_k, w_v, b_q, b_k, b_v, w_o, b_o)
-    return header + b"".join(x for x in tensors if x is not None)
+    return header + LAYER.pack(D, parts, 0) + buffers
 
 
 def _bits(names, table, what):

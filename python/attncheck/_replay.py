@@ -30,16 +30,18 @@ def problem_from_replay(path):
     carries = wire.LINES  # the case text's line of each feature
     window = tuple(int(x) for x in fields.get(carries["window"], "-1 -1").split())
     rate_seed = fields[carries["dropout"]].split() if carries["dropout"] in fields else None  # "RATE SEED"
-    words = lambda key: fields[key].split()
-    tensor = lambda key: np.array([int(w, 16) for w in words(key)], dtype=bits).tobytes() if key in fields else None
+    # Each forward input (SLOTS) on the line of its feature, else of its name: a format's values as
+    # their bits in hexadecimal, the others (allow, kv_lens) as integers.
+    tensors = {}
+    for s in wire.inputs("forward"):
+        key = carries.get(s["feature"], s["name"])
+        if key in fields:
+            values = [int(w, 16) if s["element"] == "format" else int(w) for w in fields[key].split()]
+            tensors[s["name"]] = np.array(values, bits if s["element"] == "format" else wire.storage(s, dtype)).tobytes()
     payload = wire.problem_payload(
         dtype, tuple(dims[d] for d in ("B", "H", "H_kv", "Tq", "Tk", "dk", "dv")), opts["causal"], window,
-        float.fromhex(opts["scale"]), float.fromhex(fields.get(carries["softcap"], "0x0p+0")), q=tensor("q"),
-        k=tensor("k"), v=tensor("v"),
-        allow=np.array([int(w) for w in words(carries["allow"])], np.uint8).tobytes() if carries["allow"] in fields else None,
-        kv_lens=np.array([int(w) for w in words(carries["kv_lens"])], "<i4").tobytes() if carries["kv_lens"] in fields else None,
-        bias=tensor(carries["bias"]),
-        dropout=(float.fromhex(rate_seed[0]), int(rate_seed[1])) if rate_seed else None)
+        float.fromhex(opts["scale"]), float.fromhex(fields.get(carries["softcap"], "0x0p+0")),
+        dropout=(float.fromhex(rate_seed[0]), int(rate_seed[1])) if rate_seed else None, **tensors)
     return Problem(payload), fields.get("property", "")
 
 

@@ -37,15 +37,33 @@ def _expect(x, shape, what):
     return x
 
 
-def _keep_bytes(x, shape):
-    """A returned keep mask's bytes (uint8, 1 = kept, 0 = dropped), from bool or integers 0 and 1 alone:
-    no other value is wrapped into a byte the checker would read as valid."""
-    x = _shaped(x, shape, "keep")
+def _mask_bytes(x, shape, what):
+    """A returned mask's bytes (uint8: the keep mask's 1 = kept, 0 = dropped), from bool or integers 0
+    and 1 alone: no other value is wrapped into a byte the checker would read as valid."""
+    x = _shaped(x, shape, what)
     if x.dtype != bool and not np.issubdtype(x.dtype, np.integer):
-        raise TypeError(f"returned keep of dtype {x.dtype}; expected bool or integers (1 = kept, 0 = dropped)")
+        raise TypeError(f"returned {what} of dtype {x.dtype}; expected bool or integers (1 = kept, 0 = dropped)")
     if not np.isin(x, (0, 1)).all():
-        raise ValueError(f"returned keep with values other than 0 and 1: {np.unique(x[~np.isin(x, (0, 1))])[:5].tolist()}")
+        raise ValueError(f"returned {what} with values other than 0 and 1: {np.unique(x[~np.isin(x, (0, 1))])[:5].tolist()}")
     return np.ascontiguousarray(x, dtype=np.uint8).tobytes()
+
+
+def _result(call, kind, given):
+    """A RSLT's buffers from the outputs a function returned, by slot name: those of a call of `kind`
+    in SLOTS' order (docs/protocol.md), each checked against its shape in `call` (a Problem or a
+    Layer): a format one rounded to the call's, a wide one as LSE_STORAGE, a byte one a mask."""
+    parts = []
+    for s in wire.outputs(kind):
+        if s["name"] not in given:
+            continue
+        x, shape = given[s["name"]], call._shape(s)
+        if s["element"] == "byte":
+            parts.append(_mask_bytes(x, shape, s["name"]))
+        elif s["element"] == "format":
+            parts.append(wire.encode(call.dtype, _expect(x, shape, s["name"])))
+        else:
+            parts.append(np.ascontiguousarray(_expect(x, shape, s["name"]), dtype=wire.storage(s, call.dtype)).tobytes())
+    return parts
 
 
 # What a forward returns after out when the problem asks for it, in this order, and the capability that asks.
@@ -54,7 +72,7 @@ _EXTRAS = (("lse", "want_lse", "lse"), ("keep", "want_keep", "dropout_mask"))
 
 def _forward_result(p, result):
     """A RSLT payload from forward's return: out, or a tuple of out and what the problem asks for, in
-    the order (out, lse, keep); the RSLT's own order is out, keep, lse (docs/protocol.md)."""
+    the order (out, lse, keep); the RSLT's own order is SLOTS', out, keep, lse (docs/protocol.md)."""
     asked = [(name, capability) for name, wanted, capability in _EXTRAS if getattr(p, wanted)]
     if asked:
         form = ", ".join(["out"] + [name for name, _ in asked])
@@ -65,21 +83,15 @@ def _forward_result(p, result):
         out, *rest = result
     else:
         out, rest = (result[0] if isinstance(result, (tuple, list)) else result), []
-    given = dict(zip((name for name, _ in asked), rest))
-    parts = [wire.encode(p.dtype, _expect(out, (p.B, p.H, p.Tq, p.dv), "out"))]
-    if p.want_keep:
-        parts.append(_keep_bytes(given["keep"], (p.B, p.H, p.Tq, p.Tk)))
-    if p.want_lse:
-        lse = _expect(given["lse"], (p.B, p.H, p.Tq), "lse")
-        parts.append(np.ascontiguousarray(lse, dtype=wire.LSE_STORAGE[p.dtype]).tobytes())
-    return parts
+    return _result(p, "forward", {"out": out, **dict(zip((name for name, _ in asked), rest))})
 
 
 def _backward_result(p, result):
-    if not isinstance(result, (tuple, list)) or len(result) != 3:
-        raise TypeError("the backward returned something other than (dq, dk, dv)")
-    shapes = {"dq": (p.B, p.H, p.Tq, p.dk), "dk": (p.B, p.H_kv, p.Tk, p.dk), "dv": (p.B, p.H_kv, p.Tk, p.dv)}
-    return [wire.encode(p.dtype, _expect(g, shapes[name], name)) for g, name in zip(result, shapes)]
+    """A RSLT payload from backward's return: the backward's outputs (dq, dk, dv) in SLOTS' order."""
+    names = [s["name"] for s in wire.outputs("backward")]
+    if not isinstance(result, (tuple, list)) or len(result) != len(names):
+        raise TypeError(f"the backward returned something other than ({', '.join(names)})")
+    return _result(p, "backward", dict(zip(names, result)))
 
 
 def _layer_result(m, result):
@@ -90,13 +102,8 @@ def _layer_result(m, result):
             given = "out alone" if not isinstance(result, (tuple, list)) else f"{len(result)} results"
             raise TypeError(f"returned {given}, but the layer call asks for (out, weights) (capability 'mha_weights')")
         out, weights = result
-    else:
-        out, weights = (result[0] if isinstance(result, (tuple, list)) else result), None
-    parts = [wire.encode(m.dtype, _expect(out, (m.B, m.Tq, m.D), "out"))]
-    if m.want_weights:
-        weights = _expect(weights, (m.B, m.H, m.Tq, m.Tk), "weights")
-        parts.append(np.ascontiguousarray(weights, dtype=wire.LSE_STORAGE[m.dtype]).tobytes())
-    return parts
+        return _result(m, "layer", {"out": out, "weights": weights})
+    return _result(m, "layer", {"out": result[0] if isinstance(result, (tuple, list)) else result})
 
 
 def default_capabilities(forward, layer=None):

@@ -1,7 +1,8 @@
 """The Python client's own pieces, against answers worked out independently of it: bf16 rounding
 against exact rational arithmetic, a PROB decoded field by field (its dropout header too), the
 combined mask against the contract's rules written out key by key, the keep mask's place in a served
-RSLT against the byte offsets docs/protocol.md gives, and the replay reader against a kept regression."""
+RSLT against the byte offsets docs/protocol.md gives, a slot appended to the call schema sent and read
+by its name alone, and the replay reader against a kept regression."""
 import shlex
 import struct
 import subprocess
@@ -187,6 +188,24 @@ def test_the_payload_writer_puts_the_dropout_header_at_64():
     assert len(wire.problem_payload("f32", dims, **tensors)) == 64 + 4 * 24
     with pytest.raises(ValueError, match="with dropout only"):
         wire.problem_payload("f32", dims, want_keep=True, **tensors)
+
+
+def test_a_slot_appended_to_the_schema_is_sent_and_read_with_no_other_edit(monkeypatch):
+    # A per-head float vector brought by a feature of its own, as a row appended to call_slots.def
+    # would be once _features.py is regenerated: the payload writer takes it by its name, after the
+    # rows before it, its feature's flag set, and Problem reads it back as the attribute of that name.
+    sinks = {"name": "sinks", "shape": ["H"], "element": "format", "feature": "sinks",
+             "roles": {"forward": "in_if", "backward": "in_if", "layer": "none"}, "part": 0}
+    monkeypatch.setattr(wire, "SLOTS", [*wire.SLOTS, sinks])
+    monkeypatch.setitem(wire.FLAGS, "sinks", 1 << 30)
+    dims = (1, 2, 1, 1, 1, 1, 1)
+    q, k, v, bias, values = bytes(8), bytes(4), bytes(4), np.array([7, 8], "<f4").tobytes(), np.array([0.5, -2], "<f4")
+    payload = wire.problem_payload("f32", dims, q=q, k=k, v=v, bias=bias, sinks=values.tobytes())
+    assert struct.unpack_from("<I", payload, 4)[0] == wire.HAS_BIAS | 1 << 30
+    assert payload[64:] == q + k + v + bias + values.tobytes()
+    p = Problem(payload)
+    assert p.sinks.tolist() == [0.5, -2.0] and p.bias.tolist() == [[[[7.0]], [[8.0]]]]
+    assert Problem(wire.problem_payload("f32", dims, q=q, k=k, v=v)).sinks is None
 
 
 # A served function that returns what it is asked for, each value telling where it came from: out the
