@@ -32,7 +32,7 @@ std::string quoted(const std::string& word) { return "\"" + word + "\""; }
 // The call schema's slots (call_schema.hpp's kSlots), in wire order, as a Python list of dicts, one a line.
 std::string slots() {
   // The names of Element's, Role's and CallKind's values, in their order.
-  static constexpr const char* kElements[] = {"format", "wide", "int32", "byte"};
+  static constexpr const char* kElements[] = {"format", "wide", "f32", "int32", "byte"};
   static constexpr const char* kRoles[] = {"none", "in", "out", "in_if", "out_if", "in_unless"};
   static constexpr const char* kKinds[] = {"forward", "backward", "layer"};
   std::string text = "[\n";
@@ -134,7 +134,8 @@ std::string python_module() {
          "\n"
          "# The call schema (call_slots.def): every tensor a call carries, in wire order (a PROB's inputs, a RSLT's\n"
          "# outputs). name; shape: its dims (B, H, H_kv, Tq, Tk, dk, dv, D); element: format (the call's dtype),\n"
-         "# wide (LSE_STORAGE), int32 or byte; feature: the capability that brings it (its FLAGS bit says it is\n"
+         "# wide (LSE_STORAGE), f32 (float always), int32 or byte; feature: the capability that brings it (its FLAGS bit says it "
+         "is\n"
          "# there), None for none; roles: in each kind of call (forward, backward, layer) none, in, out, in_if,\n"
          "# out_if (when the call has its flag, or for a layer slot with a part, that part) or in_unless (not when\n"
          "# the call has its part); part: a layer call's parts bit that brings it (or leaves it out), 0 for none.\n"

@@ -280,8 +280,8 @@ Layer<T> from_abi_mha(const attncheck_mha_v2& m) {
 void widen_layer_inputs(const attncheck_mha_v2& m, Layer<float>& l, WideBuffers& wide) {
   // The layer's inputs widened, out [B,Tq,D] made.
   l.format = Format(m.dtype);
-  widen_call({nullptr, nullptr, const_cast<attncheck_mha_v2*>(&m)}, CallKind::layer, dims_of(l.shape.heads, l.shape.D),
-             l.format, wide);
+  widen_call({nullptr, nullptr, const_cast<attncheck_mha_v2*>(&m)}, CallKind::layer, dims_of(l.shape.heads, l.shape.D), l.format,
+             wide);
   for_each_layer_input(l, [&](const Slot& s, const float*& x) {
     if (!wide.values[&s - kSlots.data()].empty()) x = wide.values[&s - kSlots.data()].data();
   });

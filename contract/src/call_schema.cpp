@@ -16,8 +16,14 @@ std::pair<char*, int> home(const AbiCall& call, CallKind kind, const Slot& s) {
 
 Dims dims_of(const Shape& s, int64_t D) {
   Dims dims;
-  for (const auto& [dim, value] : {std::pair{Dim::B, s.B}, {Dim::H, s.H}, {Dim::H_kv, s.kv_heads()}, {Dim::Tq, s.Tq},
-                                   {Dim::Tk, s.Tk}, {Dim::dk, s.dk}, {Dim::dv, s.dv}, {Dim::D, D}})
+  for (const auto& [dim, value] : {std::pair{Dim::B, s.B},
+                                   {Dim::H, s.H},
+                                   {Dim::H_kv, s.kv_heads()},
+                                   {Dim::Tq, s.Tq},
+                                   {Dim::Tk, s.Tk},
+                                   {Dim::dk, s.dk},
+                                   {Dim::dv, s.dv},
+                                   {Dim::D, D}})
     dims[dim] = value;
   return dims;
 }

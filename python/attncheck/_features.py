@@ -27,7 +27,7 @@ LIMITS = ["max_B", "max_H", "max_Tq", "max_Tk", "head_dim_multiple", "max_head_d
 HEAD_DIMS = "head_dims"
 # The call schema (call_slots.def): every tensor a call carries, in wire order (a PROB's inputs, a RSLT's
 # outputs). name; shape: its dims (B, H, H_kv, Tq, Tk, dk, dv, D); element: format (the call's dtype),
-# wide (LSE_STORAGE), int32 or byte; feature: the capability that brings it (its FLAGS bit says it is
+# wide (LSE_STORAGE), f32 (float always), int32 or byte; feature: the capability that brings it (its FLAGS bit says it is
 # there), None for none; roles: in each kind of call (forward, backward, layer) none, in, out, in_if,
 # out_if (when the call has its flag, or for a layer slot with a part, that part) or in_unless (not when
 # the call has its part); part: a layer call's parts bit that brings it (or leaves it out), 0 for none.

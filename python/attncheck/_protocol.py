@@ -50,7 +50,7 @@ def carried(slot, kind, flags, parts=0):
 
 def storage(slot, dtype):
     """The NumPy dtype of a slot's elements in the protocol's bytes, in a call in `dtype`."""
-    return {"format": STORAGE[dtype], "wide": LSE_STORAGE[dtype], "int32": "<i4", "byte": np.uint8}[slot["element"]]
+    return {"format": STORAGE[dtype], "wide": LSE_STORAGE[dtype], "f32": "<f4", "int32": "<i4", "byte": np.uint8}[slot["element"]]
 
 
 def slot_shape(slot, dims):

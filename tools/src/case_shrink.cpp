@@ -135,7 +135,8 @@ Case<T> changed(const Case<T>& c, F change) {
 }
 
 // c without the features among `which` (ATTNCHECK_CAP_SOFTCAP, _WINDOW, _CAUSAL bits and those
-// of the inputs a feature brings: _ALLOW, _KV_LENS, _BIAS): their fields cleared, as the shrinker tries and a finding is compared without them.
+// of the inputs a feature brings: _ALLOW, _KV_LENS, _BIAS): their fields cleared, as the shrinker tries and a finding is compared
+// without them.
 template <class T>
 Case<T> cleared(const Case<T>& c, uint32_t which) {
   return changed(c, [which](Case<T>& r) {

@@ -133,8 +133,7 @@ X value_of(const Slot& s, Format format, const std::string& word) {
     const long long n = integer(word);
     if (n != static_cast<long long>(static_cast<X>(n))) bad("'" + word + "' does not fit a " + s.name + " value");
     return X(n);
-  }
-  else
+  } else
     return s.element == Element::format ? format_from_hex<X>(format, word) : value_from_hex<X>(word);
 }
 
@@ -170,9 +169,8 @@ std::string case_to_text(const Case<T>& c) {
     text += line_of(ATTNCHECK_CAP_DROPOUT) + " " + rate + " " + std::to_string(c.dropout_seed) + "\n";
   }
   text += "mix " + c.mix + "\n";
-  for_each_case_input(c, [&](const Slot& s, const auto& x) {
-    line(text, key_of(s), x, [&](auto e) { return word_of(s, c.format, e); });
-  });
+  for_each_case_input(
+      c, [&](const Slot& s, const auto& x) { line(text, key_of(s), x, [&](auto e) { return word_of(s, c.format, e); }); });
   return text + "end\n";
 }
 

@@ -128,6 +128,7 @@ constexpr size_t element_bytes(const Slot& s, Format format) {
       return format == Format::f64 ? 8 : format == Format::f32 ? 4 : 2;
     case Element::wide:
       return format == Format::f64 ? 8 : 4;
+    case Element::f32:
     case Element::int32:
       return 4;
     case Element::byte:
@@ -186,16 +187,17 @@ const void* abi_pointer(const AbiCall& call, CallKind kind, const Slot& s);
 // of a Layer<T> or LayerCase<T>. The one place a row's members are named.
 template <class F, class G>
 void for_each_input_row(F&& f, G&& g) {
-#define INPUT(in_problem, in_case)                                                 \
-  f(                                                                               \
+#define INPUT(in_problem, in_case) \
+  f(                               \
       slot, [](auto& p) -> auto& { return p.in_problem; }, [](auto& c) -> auto& { return c.in_case; });
 #define LAYER_INPUT(in_layer) \
-  g(slot, [](auto& l) -> auto& { return l.in_layer; });
+  g(                          \
+      slot, [](auto& l) -> auto& { return l.in_layer; });
 #define NOT_AN_INPUT
 #define ATTNCHECK_SLOT(id, name, shape, element, feature, forward, backward, layer, part, abi, members) \
-  {                                                                                                      \
-    [[maybe_unused]] const Slot& slot = kSlots[slot::id];                                                \
-    members                                                                                              \
+  {                                                                                                     \
+    [[maybe_unused]] const Slot& slot = kSlots[slot::id];                                               \
+    members                                                                                             \
   }
 #include "attncheck/call_slots.def"
 #undef ATTNCHECK_SLOT

@@ -5,10 +5,11 @@
 // case's description and the Python client's tables (python/attncheck/_features.py, written by
 // `attncheck features --python yes` and checked against it in ctest) all come from here.
 //
-// Adding a feature: a row here (a capability bit in plugin.h, a predicate below), its field in
-// Problem, Case and attncheck_problem_v2, and where it is drawn (cases.cpp), honoured (impl/,
-// oracles/) and carried (abi.cpp, the case text, the PROB header or a buffer). docs/contract.md,
-// "Features and claims", keeps that list.
+// Adding a feature: a row here (a capability bit in plugin.h, a predicate below), and where it is
+// drawn (cases.cpp) and honoured (impl/, oracles/). A feature that brings an input tensor adds its
+// slot (call_slots.def) and its member in Problem, Case and attncheck_problem_v2, and is carried
+// everywhere by the call schema; one that is a scalar is carried by hand (abi.cpp, the case text,
+// the PROB header). docs/contract.md, "The call schema", says how.
 #pragma once
 
 #include <cstdint>
