@@ -26,14 +26,22 @@ class ScriptedChecker : public Checker {
     const uint64_t x = next_ < choices_.size() ? choices_[next_++] : 0;
     return n == 0 ? 0 : std::min(x, n - 1);
   }
-  std::vector<float> run(const Case<float>& c) override {
-    std::vector<float> out;
-    if (run_kernel(kernel_, c, out) != 0) fail("refused");
-    return out;
+  // A plain forward alone: out [B,H,Tq,dv].
+  Results<float> run(const Call<float>& call) override {
+    if (call.kind != CallKind::forward || call.asked) lacks(call);
+    Results<float> r;
+    if (run_kernel(kernel_, *call.forward, r.tensor[slot::OUT]) != 0) fail("refused");
+    return r;
   }
-  std::vector<double> run(const Case<double>&) override { throw std::logic_error("no double case here"); }
+  Results<double> run(const Call<double>&) override { throw std::logic_error("no double case here"); }
   bool has_f64() const override { return false; }
-  CaseLimits limits(CaseLimits base) const override { return kernel_.limits(base); }
+  // The kernel's claims but the log-sum-exp: this checker runs a plain forward alone, so
+  // run_with_lse asks none (has_lse).
+  CaseLimits limits(CaseLimits base) const override {
+    base = kernel_.limits(base);
+    base.capabilities &= ~uint32_t(ATTNCHECK_CAP_LSE);
+    return base;
+  }
   [[noreturn]] void fail(const std::string& message) override { throw std::runtime_error(message); }
 
  protected:
