@@ -33,6 +33,7 @@ class InProcessChecker : public Checker {
   Results<float> run(const Call<float>& call) override { return run_checked(call); }
   Results<double> run(const Call<double>& call) override { return run_checked(call); }
   bool has_f64() const override { return kernel_from_environment().plugin.has_f64(); }
+  bool has_lse() const override { return kernel_from_environment().has_lse(); }
   CaseLimits limits(CaseLimits base) const override { return kernel_from_environment().limits(base); }
 
  private:

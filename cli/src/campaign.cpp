@@ -89,6 +89,7 @@ class CampaignChecker : public Checker {
   }
   Results<float> run(const Call<float>& call) override { return run_isolated(call); }
   Results<double> run(const Call<double>& call) override { return run_isolated(call); }
+  bool has_lse() const override { return kernel_.capabilities() & ATTNCHECK_CAP_LSE; }
   bool has_f64() const override { return options_.formats & kernel_.capabilities() & ATTNCHECK_CAP_F64; }
   Policies policies() const override { return options_.policies; }
   CaseLimits limits(CaseLimits base) const override {

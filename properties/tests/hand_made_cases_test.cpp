@@ -35,13 +35,7 @@ class ScriptedChecker : public Checker {
   }
   Results<double> run(const Call<double>&) override { throw std::logic_error("no double case here"); }
   bool has_f64() const override { return false; }
-  // The kernel's claims but the log-sum-exp: this checker runs a plain forward alone, so
-  // run_with_lse asks none (has_lse).
-  CaseLimits limits(CaseLimits base) const override {
-    base = kernel_.limits(base);
-    base.capabilities &= ~uint32_t(ATTNCHECK_CAP_LSE);
-    return base;
-  }
+  CaseLimits limits(CaseLimits base) const override { return kernel_.limits(base); }
   [[noreturn]] void fail(const std::string& message) override { throw std::runtime_error(message); }
 
  protected:
