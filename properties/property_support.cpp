@@ -36,47 +36,37 @@ Case<T> Checker::draw(CaseLimits base) {
   return c;
 }
 
-// A checker whose implementation lacks an output fails the property. fail() is [[noreturn]], but
-// through a virtual call the compiler cannot know it: this wrapper says so for the callers below.
-[[noreturn]] void lacks(Checker& checker, const std::string& message) {
-  checker.fail(message);
-  std::abort();  // not reached: fail() does not return
+template <class T>
+void Checker::lacks(const Call<T>& call) {
+  // A layer call's case out [B,Tq,D], weights [B,H,Tq,Tk]; a forward's and a backward's out
+  // [B,H,Tq,dv], lse [B,H,Tq], keep [B,H,Tq,Tk], dq [B,H,Tq,dk], dk [B,H_kv,Tk,dk], dv [B,H_kv,Tk,dv].
+  if (call.kind == CallKind::layer) fail("the implementation has no multi-head layer\n" + describe(*call.layer));
+  const Case<T>& c = *call.forward;
+  if (call.kind == CallKind::backward) fail("the implementation has no backward\n" + describe(c));
+  if (call.asks(slot::KEEP)) fail("the implementation writes no dropout keep mask\n" + describe(c));
+  fail("the implementation returns no log-sum-exp\n" + describe(c));
+  std::abort();  // not reached: fail() is [[noreturn]], but through a virtual call the compiler cannot know it
 }
-
-std::vector<float> Checker::run(const Case<float>& c, std::vector<float>&) {
-  lacks(*this, "the implementation returns no log-sum-exp\n" + describe(c));
-}
-std::vector<double> Checker::run(const Case<double>& c, std::vector<double>&) {
-  lacks(*this, "the implementation returns no log-sum-exp\n" + describe(c));
-}
-
-std::vector<float> Checker::run(const Case<float>& c, std::vector<uint8_t>&) {
-  lacks(*this, "the implementation writes no dropout keep mask\n" + describe(c));
-}
-
-std::vector<float> Checker::run_layer(const LayerCase<float>& c, std::vector<float>*) {
-  lacks(*this, "the implementation has no multi-head layer\n" + describe(c));
-}
-std::vector<double> Checker::run_layer(const LayerCase<double>& c, std::vector<double>*) {
-  lacks(*this, "the implementation has no multi-head layer\n" + describe(c));
-}
-
-void Checker::run_backward(const Case<float>& c, const Grads<float>&) {
-  fail("the implementation has no backward\n" + describe(c));
-}
-void Checker::run_backward(const Case<double>& c, const Grads<double>&) {
-  fail("the implementation has no backward\n" + describe(c));
-}
+template void Checker::lacks(const Call<float>&);
+template void Checker::lacks(const Call<double>&);
 
 template <class T>
-Checker::Gradients<T> Checker::gradients(const Case<T>& c, const GradReference<T>& reference, const std::vector<T>& dout) {
-  const Shape& s = c.shape;
+Grads<T> gradients_into(const Call<T>& call, Results<T>& results) {
+  // dq [B,H,Tq,dk], dk [B,H_kv,Tk,dk], dv [B,H_kv,Tk,dv] out; the call's out and dout [B,H,Tq,dv], lse [B,H,Tq] in.
+  const Shape& s = call.forward->shape;
   const T nan = std::numeric_limits<T>::quiet_NaN();  // unwritten gradients fail
-  Gradients<T> g{std::vector<T>(size_t(s.q_size()), nan), std::vector<T>(size_t(s.k_size()), nan),
-                 std::vector<T>(size_t(s.v_size()), nan)};
-  run_backward(c, Grads<T>{reference.out.data(), reference.lse.data(), dout.data(), g.dq.data(), g.dk.data(), g.dv.data()});
-  return g;
+  results.tensor[slot::DQ].assign(size_t(s.q_size()), nan);
+  results.tensor[slot::DK].assign(size_t(s.k_size()), nan);
+  results.tensor[slot::DV].assign(size_t(s.v_size()), nan);
+  return Grads<T>{call.out,
+                  call.lse,
+                  call.dout,
+                  results.tensor[slot::DQ].data(),
+                  results.tensor[slot::DK].data(),
+                  results.tensor[slot::DV].data()};
 }
+template Grads<float> gradients_into(const Call<float>&, Results<float>&);
+template Grads<double> gradients_into(const Call<double>&, Results<double>&);
 
 template <class T>
 void require_gradients(Checker& check, const Case<T>& c, const Checker::Gradients<T>& computed, const GradReference<T>& reference,
@@ -157,9 +147,6 @@ void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& o
     check.fail(claim + " (its log-sum-exp): " + lse_verdict.report() + describe_failure(c, lse_verdict.bound));
 }
 
-template Checker::Gradients<float> Checker::gradients(const Case<float>&, const GradReference<float>&, const std::vector<float>&);
-template Checker::Gradients<double> Checker::gradients(const Case<double>&, const GradReference<double>&,
-                                                       const std::vector<double>&);
 template void require_gradients(Checker&, const Case<float>&, const Checker::Gradients<float>&, const GradReference<float>&,
                                 const std::vector<float>&, const std::string&);
 template void require_gradients(Checker&, const Case<double>&, const Checker::Gradients<double>&, const GradReference<double>&,
@@ -274,7 +261,7 @@ bool keeps_bits(const std::vector<float>& before, const std::vector<float>& afte
   return true;
 }
 
-std::optional<std::string> answers_vary(const Call& first_call, const std::vector<float>& first, const Call& changed_call,
+std::optional<std::string> answers_vary(const Rerun& first_call, const std::vector<float>& first, const Rerun& changed_call,
                                         const std::vector<float>& changed, const std::vector<size_t>& claimed) {
   constexpr int kRepeats = 30;
   for (int n = 0; n < kRepeats; ++n) {

@@ -30,53 +30,53 @@ struct RcChooser : Chooser {
 // The kernel from the environment, in this process.
 class InProcessChecker : public Checker {
  public:
-  std::vector<float> run(const Case<float>& c) override { return run_checked<float>(c, nullptr); }
-  std::vector<double> run(const Case<double>& c) override { return run_checked<double>(c, nullptr); }
-  std::vector<float> run(const Case<float>& c, std::vector<float>& lse) override { return run_checked(c, &lse); }
-  std::vector<double> run(const Case<double>& c, std::vector<double>& lse) override { return run_checked(c, &lse); }
-  std::vector<float> run(const Case<float>& c, std::vector<uint8_t>& keep) override {
-    return run_checked<float>(c, nullptr, &keep);
-  }
+  Results<float> run(const Call<float>& call) override { return run_checked(call); }
+  Results<double> run(const Call<double>& call) override { return run_checked(call); }
   bool has_f64() const override { return kernel_from_environment().plugin.has_f64(); }
   bool has_lse() const override { return kernel_from_environment().has_lse(); }
-  bool has_backward() const override { return kernel_from_environment().has_backward(); }
-  void run_backward(const Case<float>& c, const Grads<float>& g) override { backward_checked(c, g); }
-  void run_backward(const Case<double>& c, const Grads<double>& g) override { backward_checked(c, g); }
   CaseLimits limits(CaseLimits base) const override { return kernel_from_environment().limits(base); }
-  std::vector<float> run_layer(const LayerCase<float>& c, std::vector<float>* w) override { return layer_checked(c, w); }
-  std::vector<double> run_layer(const LayerCase<double>& c, std::vector<double>* w) override { return layer_checked(c, w); }
 
  private:
   template <class T>
-  std::vector<T> run_checked(const Case<T>& c, std::vector<T>* lse, std::vector<uint8_t>* keep = nullptr) {
-    std::vector<T> out;
-    if (const int32_t status = claimed_call([&] { return run_kernel(kernel_from_environment(), c, out, lse, keep); });
-        status != 0)
-      fail("the kernel refused a valid problem (status " + std::to_string(status) + ")\n" + describe(c));
+  Results<T> run_checked(const Call<T>& call) {
+    // A forward's out [B,H,Tq,dv], lse [B,H,Tq] and keep [B,H,Tq,Tk] when asked; a backward's dq
+    // [B,H,Tq,dk], dk [B,H_kv,Tk,dk], dv [B,H_kv,Tk,dv]; a layer's out [B,Tq,D], weights [B,H,Tq,Tk] when asked.
+    const Kernel& kernel = kernel_from_environment();
+    Results<T> r;
+    switch (call.kind) {
+      case CallKind::forward:
+        settle(claimed_call([&] {
+                 return run_kernel(kernel, *call.forward, r.tensor[slot::OUT], r.if_asked(call, slot::LSE),
+                                   r.bytes_if_asked(call, slot::KEEP));
+               }),
+               "the kernel refused a valid problem", *call.forward);
+        break;
+      case CallKind::backward:
+        settle(claimed_call([&] { return run_kernel_backward(kernel, *call.forward, gradients_into(call, r)); }),
+               "the kernel's backward refused a valid problem", *call.forward);
+        break;
+      case CallKind::layer:
+        settle(claimed_call([&] {
+                 return run_kernel_layer(kernel, *call.layer, r.tensor[slot::LAYER_OUT], r.if_asked(call, slot::WEIGHTS));
+               }),
+               "the kernel's layer refused a valid layer", *call.layer);
+        break;
+    }
+    return r;
+  }
+  // Fails the property on a refusal (`refused`, with its status), then on a change to the
+  // floating-point mode the call made.
+  template <class C>
+  void settle(int32_t status, const char* refused, const C& c) {
+    if (status != 0) fail(std::string(refused) + " (status " + std::to_string(status) + ")\n" + describe(c));
     // Each property sees a call that changed the process's floating-point mode (ctest runs each
     // property in a process of its own, so the last test alone would see only the loading).
-    fp_mode_unchanged(c);
-    return out;
-  }
-  template <class T>
-  std::vector<T> layer_checked(const LayerCase<T>& c, std::vector<T>* weights) {
-    std::vector<T> out;
-    if (const int32_t status = claimed_call([&] { return run_kernel_layer(kernel_from_environment(), c, out, weights); });
-        status != 0)
-      fail("the kernel's layer refused a valid layer (status " + std::to_string(status) + ")\n" + describe(c));
-    fp_mode_unchanged(c);
-    return out;
-  }
-  template <class T>
-  void backward_checked(const Case<T>& c, const Grads<T>& g) {
-    if (const int32_t status = claimed_call([&] { return run_kernel_backward(kernel_from_environment(), c, g); }); status != 0)
-      fail("the kernel's backward refused a valid problem (status " + std::to_string(status) + ")\n" + describe(c));
     fp_mode_unchanged(c);
   }
   // A call the harness should never have made (an unclaimed feature) fails the test as the
   // harness's error, named so, not as the kernel's (RapidCheck and FixedChecker report the throw).
-  template <class Call>
-  int32_t claimed_call(Call call) {
+  template <class F>
+  int32_t claimed_call(F call) {
     try {
       return call();
     } catch (const UnclaimedFeature& unclaimed) {

@@ -87,20 +87,10 @@ class CampaignChecker : public Checker {
     if (!in_draw_) kept_choices.push_back(x);
     return x;
   }
-  std::vector<float> run(const Case<float>& c) override { return run_isolated<float>(c, nullptr); }
-  std::vector<double> run(const Case<double>& c) override { return run_isolated<double>(c, nullptr); }
-  std::vector<float> run(const Case<float>& c, std::vector<float>& lse) override { return run_isolated(c, &lse); }
-  std::vector<double> run(const Case<double>& c, std::vector<double>& lse) override { return run_isolated(c, &lse); }
-  std::vector<float> run(const Case<float>& c, std::vector<uint8_t>& keep) override {
-    return run_isolated<float>(c, nullptr, &keep);
-  }
+  Results<float> run(const Call<float>& call) override { return run_isolated(call); }
+  Results<double> run(const Call<double>& call) override { return run_isolated(call); }
   bool has_lse() const override { return kernel_.capabilities() & ATTNCHECK_CAP_LSE; }
   bool has_f64() const override { return options_.formats & kernel_.capabilities() & ATTNCHECK_CAP_F64; }
-  bool has_backward() const override { return options_.backward && (kernel_.capabilities() & ATTNCHECK_CAP_BACKWARD); }
-  void run_backward(const Case<float>& c, const Grads<float>& g) override { backward_isolated(c, g); }
-  void run_backward(const Case<double>& c, const Grads<double>& g) override { backward_isolated(c, g); }
-  std::vector<float> run_layer(const LayerCase<float>& c, std::vector<float>* w) override { return layer_isolated(c, w); }
-  std::vector<double> run_layer(const LayerCase<double>& c, std::vector<double>* w) override { return layer_isolated(c, w); }
   Policies policies() const override { return options_.policies; }
   CaseLimits limits(CaseLimits base) const override {
     base.abi_only = true;
@@ -170,15 +160,37 @@ class CampaignChecker : public Checker {
     return c;
   }
   template <class T>
-  std::vector<T> run_isolated(const Case<T>& c, std::vector<T>* lse, std::vector<uint8_t>* keep = nullptr) {
-    std::vector<T> out;
+  Results<T> run_isolated(const Call<T>& call) {
+    // A forward's out [B,H,Tq,dv], lse [B,H,Tq] and keep [B,H,Tq,Tk] when asked; a backward's dq
+    // [B,H,Tq,dk], dk [B,H_kv,Tk,dk], dv [B,H_kv,Tk,dv]; a layer's out [B,Tq,D], weights [B,H,Tq,Tk] when asked.
+    Results<T> r;
+    switch (call.kind) {
+      case CallKind::forward:
+        forward_isolated(call, r);
+        break;
+      case CallKind::backward:
+        remember(*call.forward);
+        settle(kernel_.run_backward(*call.forward, gradients_into(call, r)), call.forward->format, "'s backward", *call.forward);
+        break;
+      case CallKind::layer:  // its case is the choices that drew it (a layer has no case text yet)
+        settle(kernel_.run_layer(*call.layer, r.tensor[slot::LAYER_OUT], r.if_asked(call, slot::WEIGHTS)), call.layer->format,
+               "'s layer", *call.layer);
+        break;
+    }
+    return r;
+  }
+  template <class T>
+  void forward_isolated(const Call<T>& call, Results<T>& r) {
+    // out [B,H,Tq,dv] written, lse [B,H,Tq] and keep [B,H,Tq,Tk] when the call asks them.
+    const Case<T>& c = *call.forward;
+    std::vector<T>& out = r.tensor[slot::OUT];
+    const std::vector<T>& lse = r.tensor[slot::LSE];  // empty unless asked
     remember(c);
-    const Outcome outcome = kernel_.run(c, out, lse, keep);
+    const Outcome outcome = kernel_.run(c, out, r.if_asked(call, slot::LSE), r.bytes_if_asked(call, slot::KEEP));
     if (calls && outcome.kind != Outcome::not_taken && outcome.kind != Outcome::out_of_budget)
-      calls->push_back({case_to_text(c), std::vector<double>(out.begin(), out.end()),
-                        lse ? std::vector<double>(lse->begin(), lse->end()) : std::vector<double>(), outcome.detail});
+      calls->push_back({case_to_text(c), std::vector<double>(out.begin(), out.end()), std::vector<double>(lse.begin(), lse.end()),
+                        outcome.detail});
     settle(outcome, c.format, "", c);
-    return out;
   }
 
   // Counts the call, and ends the run as its outcome says: a fault as Failed, a call not taken as
@@ -200,20 +212,6 @@ class CampaignChecker : public Checker {
   template <class T>
   void remember(const Case<T>& c) {
     if (!drawn_) last_.keep(c);
-  }
-
-  template <class T>
-  void backward_isolated(const Case<T>& c, const Grads<T>& g) {
-    remember(c);
-    settle(kernel_.run_backward(c, g), c.format, "'s backward", c);
-  }
-
-  // A layer call: its case is the choices that drew it (a layer has no case text yet).
-  template <class T>
-  std::vector<T> layer_isolated(const LayerCase<T>& c, std::vector<T>* weights) {
-    std::vector<T> out;
-    settle(kernel_.run_layer(c, out, weights), c.format, "'s layer", c);
-    return out;
   }
 
   IsolatedKernel& kernel_;

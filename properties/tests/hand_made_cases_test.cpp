@@ -26,12 +26,14 @@ class ScriptedChecker : public Checker {
     const uint64_t x = next_ < choices_.size() ? choices_[next_++] : 0;
     return n == 0 ? 0 : std::min(x, n - 1);
   }
-  std::vector<float> run(const Case<float>& c) override {
-    std::vector<float> out;
-    if (run_kernel(kernel_, c, out) != 0) fail("refused");
-    return out;
+  // A plain forward alone: out [B,H,Tq,dv].
+  Results<float> run(const Call<float>& call) override {
+    if (call.kind != CallKind::forward || call.asked) lacks(call);
+    Results<float> r;
+    if (run_kernel(kernel_, *call.forward, r.tensor[slot::OUT]) != 0) fail("refused");
+    return r;
   }
-  std::vector<double> run(const Case<double>&) override { throw std::logic_error("no double case here"); }
+  Results<double> run(const Call<double>&) override { throw std::logic_error("no double case here"); }
   bool has_f64() const override { return false; }
   CaseLimits limits(CaseLimits base) const override { return kernel_.limits(base); }
   [[noreturn]] void fail(const std::string& message) override { throw std::runtime_error(message); }

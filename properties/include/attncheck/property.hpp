@@ -10,11 +10,52 @@
 #include <vector>
 
 #include "attncheck/backward.hpp"
+#include "attncheck/call_schema.hpp"
 #include "attncheck/cases.hpp"
 #include "attncheck/compare.hpp"
 #include "attncheck/layer_cases.hpp"
 
 namespace attncheck {
+
+// A set of slots (call_schema.hpp): bit s for slot s.
+using Slots = uint64_t;
+static_assert(slot::kCount <= 64, "a Slots holds one bit per slot");
+constexpr Slots slot_bit(slot::Id s) { return Slots(1) << s; }
+
+// One call of the implementation under test, as a property asks it: a forward of a case, the
+// backward of one, or the multi-head layer on a layer case, with the optional outputs it asks for.
+template <class T>
+struct Call {
+  CallKind kind = CallKind::forward;
+  const Case<T>* forward = nullptr;     // a forward's and a backward's case
+  const LayerCase<T>* layer = nullptr;  // a layer call's
+  // The backward's given tensors: the forward's out [B,H,Tq,dv] and lse [B,H,Tq], and dout [B,H,Tq,dv].
+  const T* out = nullptr;
+  const T* lse = nullptr;
+  const T* dout = nullptr;
+  // The optional outputs asked for (slot::LSE and slot::KEEP of a forward, slot::WEIGHTS of a
+  // layer): a kernel writes only what a call asks, and is asked only what it claims.
+  Slots asked = 0;
+  bool asks(slot::Id s) const { return asked & slot_bit(s); }
+};
+
+// What one call wrote, by slot: tensors of the call's format or wide elements (out, lse, dq, dk,
+// dv, a layer's out and weights) in `tensor`, byte masks (keep) in `bytes`; empty where it wrote
+// nothing. A new output is a new slot, not a new member.
+template <class T>
+struct Results {
+  std::vector<T> tensor[slot::kCount];
+  std::vector<uint8_t> bytes[slot::kCount];
+  // Slot s's buffer for the kernel to write when `call` asks for it, else null (not written).
+  std::vector<T>* if_asked(const Call<T>& call, slot::Id s) { return call.asks(s) ? &tensor[s] : nullptr; }
+  std::vector<uint8_t>* bytes_if_asked(const Call<T>& call, slot::Id s) { return call.asks(s) ? &bytes[s] : nullptr; }
+};
+
+// A backward call's gradients in `results`, dq [B,H,Tq,dk], dk [B,H_kv,Tk,dk] and dv [B,H_kv,Tk,dv],
+// made NaN (an unwritten gradient fails), and the Grads that hand them to the kernel with the
+// call's out, lse and dout.
+template <class T>
+Grads<T> gradients_into(const Call<T>& call, Results<T>& results);
 
 // What a property needs from whoever runs it.
 class Checker {
@@ -22,16 +63,30 @@ class Checker {
   virtual ~Checker() = default;
   // A choice in [0, n): shrinks toward 0 under RapidCheck, seeded in a campaign.
   virtual uint64_t below(uint64_t n) = 0;
-  // Runs the implementation under test: out [B,H,Tq,dv]. Fails the property if it refuses a valid
-  // case, crashes, hangs or writes outside its output.
-  virtual std::vector<float> run(const Case<float>& c) = 0;
-  virtual std::vector<double> run(const Case<double>& c) = 0;
+  // Runs the implementation under test on `call`: every output the kernel writes (a forward's out,
+  // a backward's dq, dk and dv, a layer's out) and those the call asks. Fails the property if it
+  // refuses a valid call, crashes, hangs or writes outside its outputs. The helpers below are the
+  // calls properties make.
+  virtual Results<float> run(const Call<float>& call) = 0;
+  virtual Results<double> run(const Call<double>& call) = 0;
   virtual bool has_f64() const = 0;
-  // Whether the implementation returns the log-sum-exp (ABI v2's ATTNCHECK_CAP_LSE), and running it
-  // for out and lse [B,H,Tq] when it does.
+  // Running case c for out [B,H,Tq,dv].
+  template <class T>
+  std::vector<T> run(const Case<T>& c) {
+    return std::move(forward(c, 0).tensor[slot::OUT]);
+  }
+  // Whether the implementation returns the log-sum-exp (ABI v2's ATTNCHECK_CAP_LSE), and running
+  // case c for out [B,H,Tq,dv] and lse [B,H,Tq] when it does. Not claims(ATTNCHECK_CAP_LSE): the
+  // campaign narrows its claims to what a replayed file's choices were drawn with (ABI v1's for
+  // format 1), yet the kernel still returns the log-sum-exp and the replay checks it
+  // (corpus/regressions/check/format1/mutant_sentinel_1e4.replay's finding is in it).
   virtual bool has_lse() const { return false; }
-  virtual std::vector<float> run(const Case<float>& c, std::vector<float>& lse);
-  virtual std::vector<double> run(const Case<double>& c, std::vector<double>& lse);
+  template <class T>
+  std::vector<T> run(const Case<T>& c, std::vector<T>& lse) {
+    Results<T> results = forward(c, slot_bit(slot::LSE));
+    lse = std::move(results.tensor[slot::LSE]);
+    return std::move(results.tensor[slot::OUT]);
+  }
   // out, and lse [B,H,Tq] too when the implementation returns it (else lse is left empty): a
   // property checks the log-sum-exp wherever it checks out (require_agreement's `lse`: lse_if_any).
   template <class T>
@@ -39,26 +94,38 @@ class Checker {
     lse.clear();
     return has_lse() ? run(c, lse) : run(c);
   }
-  // Running the implementation on a case with dropout for out and the keep mask it used [B,H,Tq,Tk]
-  // (ABI v2's ATTNCHECK_CAP_DROPOUT_MASK: only for a kernel that claims it, claims() says).
-  virtual std::vector<float> run(const Case<float>& c, std::vector<uint8_t>& keep);
-  // Whether the implementation has a backward (ABI v2's ATTNCHECK_CAP_BACKWARD), and running it on
-  // case c: grads' out, lse and dout in, dq, dk and dv written. Fails the property as run does.
-  virtual bool has_backward() const { return false; }
-  virtual void run_backward(const Case<float>& c, const Grads<float>& grads);
-  virtual void run_backward(const Case<double>& c, const Grads<double>& grads);
-  // The gradients of case c for dout [B,H,Tq,dv], the backward given reference's out and lse.
+  // Running the implementation on a case with dropout for out [B,H,Tq,dv] and the keep mask it used
+  // [B,H,Tq,Tk] (ABI v2's ATTNCHECK_CAP_DROPOUT_MASK: only for a kernel that claims it, claims() says).
+  template <class T>
+  std::vector<T> run(const Case<T>& c, std::vector<uint8_t>& keep) {
+    Results<T> results = forward(c, slot_bit(slot::KEEP));
+    keep = std::move(results.bytes[slot::KEEP]);
+    return std::move(results.tensor[slot::OUT]);
+  }
+  // The gradients of case c for dout [B,H,Tq,dv], the implementation's backward (ABI v2's
+  // ATTNCHECK_CAP_BACKWARD) given reference's out [B,H,Tq,dv] and lse [B,H,Tq].
   template <class T>
   struct Gradients {
     std::vector<T> dq, dk, dv;  // [B,H,Tq,dk], [B,H_kv,Tk,dk], [B,H_kv,Tk,dv]
   };
   template <class T>
-  Gradients<T> gradients(const Case<T>& c, const GradReference<T>& reference, const std::vector<T>& dout);
+  Gradients<T> gradients(const Case<T>& c, const GradReference<T>& reference, const std::vector<T>& dout) {
+    Results<T> results = run(Call<T>{.kind = CallKind::backward,
+                                     .forward = &c,
+                                     .out = reference.out.data(),
+                                     .lse = reference.lse.data(),
+                                     .dout = dout.data()});
+    return {std::move(results.tensor[slot::DQ]), std::move(results.tensor[slot::DK]), std::move(results.tensor[slot::DV])};
+  }
   // Running the implementation's multi-head layer (ABI v2's ATTNCHECK_CAP_MHA: claims() says) on
   // layer case c: out [B,Tq,D], and each head's weights [B,H,Tq,Tk] into `weights` when given
-  // (ATTNCHECK_CAP_MHA_WEIGHTS). Fails the property as run does.
-  virtual std::vector<float> run_layer(const LayerCase<float>& c, std::vector<float>* weights = nullptr);
-  virtual std::vector<double> run_layer(const LayerCase<double>& c, std::vector<double>* weights = nullptr);
+  // (ATTNCHECK_CAP_MHA_WEIGHTS).
+  template <class T>
+  std::vector<T> run_layer(const LayerCase<T>& c, std::vector<T>* weights = nullptr) {
+    Results<T> results = run(Call<T>{.kind = CallKind::layer, .layer = &c, .asked = weights ? slot_bit(slot::WEIGHTS) : 0});
+    if (weights) *weights = std::move(results.tensor[slot::WEIGHTS]);
+    return std::move(results.tensor[slot::LAYER_OUT]);
+  }
   // What the implementation can take (ABI v1: no bias, empty rows 0), on top of `base`.
   virtual CaseLimits limits(CaseLimits base) const = 0;
   // Whether the implementation takes a feature (ABI v2's capability bits), for cases a property
@@ -97,6 +164,17 @@ class Checker {
   // The case itself: one generated value, so that RapidCheck shows it with describe().
   virtual Case<float> draw_f32(const CaseLimits& limits) = 0;
   virtual Case<double> draw_f64(const CaseLimits& limits) = 0;
+  // For an implementation that runs a plain forward alone: fails the property on any other call
+  // (a backward, a layer, an optional output asked) with what the implementation lacks.
+  template <class T>
+  [[noreturn]] void lacks(const Call<T>& call);
+
+ private:
+  // Case c's forward, asking for the optional outputs `asked`.
+  template <class T>
+  Results<T> forward(const Case<T>& c, Slots asked) {
+    return run(Call<T>{.kind = CallKind::forward, .forward = &c, .asked = asked});
+  }
 };
 
 // Fails the property with `message` (built only on failure) unless `condition` holds.
@@ -194,10 +272,10 @@ std::vector<float> forbidden_poisons(const Checker& check, Format format);
 // call repeats its answer, and the change made the difference. A kernel choosing at random among
 // answers, none likelier than 1/2, repeats them all with probability 2^-30 < 1e-9; one that
 // alternates differs at once.
-using Call = std::function<std::vector<float>()>;
+using Rerun = std::function<std::vector<float>()>;
 // Whether `after` keeps `before`'s bits at every element of `claimed` (any NaN equals any NaN).
 bool keeps_bits(const std::vector<float>& before, const std::vector<float>& after, const std::vector<size_t>& claimed);
-std::optional<std::string> answers_vary(const Call& first_call, const std::vector<float>& first, const Call& changed_call,
+std::optional<std::string> answers_vary(const Rerun& first_call, const std::vector<float>& first, const Rerun& changed_call,
                                         const std::vector<float>& changed, const std::vector<size_t>& claimed);
 
 // What run_with_lse returned as lse, for require_agreement: null when there is none.
