@@ -29,13 +29,21 @@ std::string dict(const std::vector<std::pair<std::string, std::string>>& pairs) 
 }
 std::string quoted(const std::string& word) { return "\"" + word + "\""; }
 
-// The call schema's slots (call_schema.hpp's kSlots), in wire order, as a Python list of dicts, one a line.
+// The call schema's slots (call_schema.hpp's kSlots), in wire order: SLOTS, a Python list of dicts, one a line.
 std::string slots() {
   // The names of Element's, Role's and CallKind's values, in their order.
   static constexpr const char* kElements[] = {"format", "wide", "f32", "int32", "byte"};
   static constexpr const char* kRoles[] = {"none", "in", "out", "in_if", "out_if", "in_unless"};
   static constexpr const char* kKinds[] = {"forward", "backward", "layer"};
-  std::string text = "[\n";
+  std::string text =
+      "# The call schema (call_slots.def): every tensor a call carries, in wire order (a PROB's inputs, a RSLT's\n"
+      "# outputs). name; shape: its dims (B, H, H_kv, Tq, Tk, dk, dv, D); element: format (the call's dtype),\n"
+      "# wide (LSE_STORAGE), f32 (float always), int32 or byte; feature: the capability that brings it (its FLAGS bit says it "
+      "is\n"
+      "# there), None for none; roles: in each kind of call (forward, backward, layer) none, in, out, in_if,\n"
+      "# out_if (when the call has its flag, or for a layer slot with a part, that part) or in_unless (not when\n"
+      "# the call has its part); part: a layer call's parts bit that brings it (or leaves it out), 0 for none.\n"
+      "SLOTS = [\n";
   for (const Slot& s : kSlots) {
     std::string shape = "[";
     for (int d = 0; d < s.shape.rank; ++d) shape += (d ? ", " : "") + quoted(kDimNames[int(s.shape.dims[d])]);
@@ -51,7 +59,7 @@ std::string slots() {
                   {quoted("part"), std::to_string(s.part)}}) +
             ",\n";
   }
-  return text + "]";
+  return text + "]\n";
 }
 
 std::string python_module() {
@@ -130,17 +138,7 @@ std::string python_module() {
          limits +
          "\n"
          "HEAD_DIMS = " +
-         quoted(kHeadDimsWord) +
-         "\n"
-         "# The call schema (call_slots.def): every tensor a call carries, in wire order (a PROB's inputs, a RSLT's\n"
-         "# outputs). name; shape: its dims (B, H, H_kv, Tq, Tk, dk, dv, D); element: format (the call's dtype),\n"
-         "# wide (LSE_STORAGE), f32 (float always), int32 or byte; feature: the capability that brings it (its FLAGS bit says it "
-         "is\n"
-         "# there), None for none; roles: in each kind of call (forward, backward, layer) none, in, out, in_if,\n"
-         "# out_if (when the call has its flag, or for a layer slot with a part, that part) or in_unless (not when\n"
-         "# the call has its part); part: a layer call's parts bit that brings it (or leaves it out), 0 for none.\n"
-         "SLOTS = " +
-         slots() + "\n";
+         quoted(kHeadDimsWord) + "\n" + slots();
 }
 
 // 0 once what was printed has reached standard output; a full disk is an error, not a table that

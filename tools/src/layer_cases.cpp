@@ -1,5 +1,6 @@
 #include "attncheck/layer_cases.hpp"
 
+#include "attncheck/call_schema.hpp"
 #include "attncheck/features.hpp"
 
 #include <cmath>
@@ -11,17 +12,10 @@ template <class T>
 Layer<T> LayerCase<T>::layer() const {
   Layer<T> l;
   l.shape = shape;
-  l.x_q = x_q.data();
-  l.x_kv = self_attention ? x_q.data() : x_kv.data();
-  l.w_q = w_q.data();
-  l.w_k = w_k.data();
-  l.w_v = w_v.data();
-  l.w_o = w_o.data();
-  auto optional = [](const std::vector<T>& b) { return b.empty() ? nullptr : b.data(); };
-  l.b_q = optional(b_q);
-  l.b_k = optional(b_k);
-  l.b_v = optional(b_v);
-  l.b_o = optional(b_o);
+  for_each_input_row(
+      [](const Slot&, auto, auto) {},
+      [&](const Slot&, auto in_layer) { in_layer(l) = in_layer(*this).empty() ? nullptr : in_layer(*this).data(); });
+  if (self_attention) l.x_kv = l.x_q;  // one pointer, as the ABI has it
   l.masks = {allow.empty() ? nullptr : allow.data(), causal, key_lengths.empty() ? nullptr : key_lengths.data(), window_left,
              window_right};
   l.scale = scale;

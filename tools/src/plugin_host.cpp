@@ -102,13 +102,11 @@ void fill_outputs(const Request& request, CallBuffers& buffers) {
   for (int b = 0; b < kBuffers; ++b) {
     if (!written(request, b)) continue;
     Guarded& buffer = *buffers.all[b];
-    const Element element = kSlots[b].element;
-    if (element == Element::byte) {
+    if (kSlots[b].element == Element::byte) {
       std::memset(buffer.data, kUnwrittenKeep, buffer.n);
       continue;
     }
-    const bool wide = element == Element::wide;  // float, or double for f64
-    visit_format(wide ? (format == Format::f64 ? Format::f64 : Format::f32) : format, [&](auto zero) {
+    visit_format(stored_format(kSlots[b], format), [&](auto zero) {
       using F = decltype(zero);
       const auto nan = Precision<F>::to_bits(Precision<F>::from_double(std::numeric_limits<double>::quiet_NaN()));
       for (size_t n = 0; n < buffer.n; n += sizeof nan) std::memcpy(buffer.data + n, &nan, sizeof nan);

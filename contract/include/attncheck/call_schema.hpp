@@ -121,6 +121,14 @@ constexpr int64_t elements(const Slot& s, const Dims& dims) {
   return n;
 }
 
+// The format a floating slot's elements are stored in, in a call in `format`: the call's own, float
+// (f32), or float and double for f64 (wide). Not for int32 and byte slots.
+constexpr Format stored_format(const Slot& s, Format format) {
+  if (s.element == Element::f32) return Format::f32;
+  if (s.element == Element::wide) return format == Format::f64 ? Format::f64 : Format::f32;
+  return format;
+}
+
 // The bytes of one element of slot s in a call in `format`.
 constexpr size_t element_bytes(const Slot& s, Format format) {
   switch (s.element) {
