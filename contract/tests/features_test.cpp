@@ -86,7 +86,7 @@ TEST(Features, BitsNamesAndFlagsAreEachUsedOnce) {
   }
   const uint32_t highest = std::bit_floor(all_capabilities());
   EXPECT_EQ(all_capabilities(), (highest << 1) - 1);  // every bit from the first to the highest a row has, none skipped
-  EXPECT_EQ(all_capabilities() & kLayerOnly, 0u);                                 // the checker's own bit is no row's
+  EXPECT_EQ(all_capabilities() & kLayerOnly, 0u);     // the checker's own bit is no row's
 }
 
 TEST(Features, TheChokePointRefusesWhatIsNotClaimedAndNamesIt) {
