@@ -5,12 +5,14 @@
 # fail against the buggy kernel and pass against the fixed one. TEXT: what check's report of the
 # finding must say (which kind of finding the test is about).
 set -u
+# The search is bounded by its cases (a seed checks the same ones on any machine), not by seconds: under
+# load, starting a Python command alone took 42 s of a 20 s budget and the check ended with no finding.
 kind=$1 attncheck=$2 scratch=$3
 rm -rf "$scratch" && mkdir -p "$scratch" && cd "$scratch" || exit 1
 fail() { echo "repro_test: $*"; exit 1; }
 if [ "$kind" = gtest ]; then
   cxx=$4 include=$5 buggy=$6 fixed=$7 flags=${8:-} text=${9:-}  # flags: the plugins' sanitizers, which a loader needs too
-  "$attncheck" check --impl "$buggy" --seconds 20 --counterexample finding.replay >check.txt; [ $? -eq 1 ] || fail "no finding"
+  "$attncheck" check --impl "$buggy" --seconds 600 --cases 500 --counterexample finding.replay >check.txt; [ $? -eq 1 ] || fail "no finding"
   grep -qF -- "$text" check.txt || { cat check.txt; fail "the finding does not say: $text"; }
   "$attncheck" repro --replay finding.replay --out regression_test.cpp || fail "repro failed"
   # shellcheck disable=SC2086
@@ -21,7 +23,7 @@ if [ "$kind" = gtest ]; then
   ATTNCHECK_REPRO_PLUGIN="$fixed" ./regression_test >fixed.txt || { cat fixed.txt; fail "failed against the fixed kernel"; }
 else
   python=$4 client=$5 buggy=$6 fixed=$7
-  "$attncheck" check --impl-cmd "$buggy" --empty-rows nan --seconds 20 --counterexample finding.replay >check.txt; [ $? -eq 1 ] || fail "no finding"
+  "$attncheck" check --impl-cmd "$buggy" --empty-rows nan --seconds 600 --cases 500 --counterexample finding.replay >check.txt; [ $? -eq 1 ] || fail "no finding"
   "$attncheck" repro --replay finding.replay --out test_regression.py || fail "repro failed"
   export PYTHONPATH=$client PYTHONDONTWRITEBYTECODE=1
   ATTNCHECK_REPRO_COMMAND="$buggy" "$python" -m pytest -q -p no:cacheprovider test_regression.py >buggy.txt && fail "passed against the buggy command"
