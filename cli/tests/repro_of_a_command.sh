@@ -22,7 +22,7 @@ if [ "$case" = a_commands_finding ]; then rm -rf "$out" || exit 1; fi
 mkdir -p "$out" && cd "$out" || exit 1
 case $case in
   a_commands_finding)
-    "$attncheck" check --impl-cmd "$child zeros" --seconds 10 --shrink-seconds 1 --counterexample "$out/zeros.replay" > /dev/null
+    "$attncheck" check --impl-cmd "$child zeros" --cases 500 --seconds 600 --shrink-seconds 1 --counterexample "$out/zeros.replay" > /dev/null
     grep -q '^failed-call-why ' "$out/zeros.replay" ;;
   runs_only_the_given_command)
     rm -f PWNED && sed "s|^impl-cmd .*|impl-cmd touch $out/PWNED|" zeros.replay > pwn.replay &&
