@@ -29,17 +29,7 @@ uint32_t features_of(const Request& r) {
 
 Dims dims_of(const Request& r) {
   const ProblemHeader& p = r.header;
-  Dims dims;
-  for (const auto& [dim, value] : {std::pair{Dim::B, p.B},
-                                   {Dim::H, p.H},
-                                   {Dim::H_kv, p.H_kv},
-                                   {Dim::Tq, p.Tq},
-                                   {Dim::Tk, p.Tk},
-                                   {Dim::dk, p.dk},
-                                   {Dim::dv, p.dv}})
-    dims[dim] = value;
-  if (kind_of(r) == CallKind::layer) dims[Dim::D] = r.layer.D;
-  return dims;
+  return attncheck::dims_of(Shape{p.B, p.H, p.Tq, p.Tk, p.dk, p.dv, p.H_kv}, kind_of(r) == CallKind::layer ? r.layer.D : 1);
 }
 
 namespace {
