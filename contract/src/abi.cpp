@@ -78,10 +78,10 @@ void narrow_call(const AbiCall& call, CallKind kind, const Dims& dims, Format fo
     const uint16_t nan = Precision<F>::from_double(std::numeric_limits<double>::quiet_NaN()).bits;
     for_each_format_slot(call, kind, [&](const Slot& s, const void* at) {
       const int64_t n = elements(s, dims);
-      std::vector<uint16_t>& bits = narrow.bits[&s - kSlots.data()];
+      std::vector<uint16_t>& bits = narrow.bits[index_of(s)];
       if (writes(s, kind)) {
         bits.assign(size_t(n), nan);
-        narrow.values_to[&s - kSlots.data()] = const_cast<void*>(at);
+        narrow.values_to[index_of(s)] = const_cast<void*>(at);
       } else {
         bits = narrowed<F>(static_cast<const T*>(at), n);
       }
@@ -96,7 +96,7 @@ void widen_call(const AbiCall& call, CallKind kind, const Dims& dims, Format for
   visit_narrow(format, [&](auto zero) {
     for_each_format_slot(call, kind, [&](const Slot& s, const void* at) {
       const int64_t n = elements(s, dims);
-      std::vector<float>& values = wide.values[&s - kSlots.data()];
+      std::vector<float>& values = wide.values[index_of(s)];
       values.assign(size_t(n), 0);
       if (!writes(s, kind)) widened<decltype(zero)>(static_cast<const uint16_t*>(at), n, values.data());
     });
@@ -109,7 +109,7 @@ void narrow_written(const AbiCall& call, CallKind kind, Format format, const Wid
     visit_narrow(format, [&](auto zero) {
       for_each_format_slot(call, kind, [&](const Slot& s, const void* at) {
         if (!writes(s, kind)) return;
-        const std::vector<float>& values = wide.values[&s - kSlots.data()];
+        const std::vector<float>& values = wide.values[index_of(s)];
         const std::vector<uint16_t> bits = narrowed<decltype(zero)>(values.data(), int64_t(values.size()));
         std::copy(bits.begin(), bits.end(), static_cast<uint16_t*>(const_cast<void*>(at)));
       });
@@ -186,12 +186,15 @@ Problem<T> from_abi_v2(const attncheck_problem_v2& a) {
 }
 
 namespace {
+// Input x of slot s pointed at its widened values, when it has them.
+void point_at_widened(const Slot& s, const WideBuffers& wide, const float*& x) {
+  if (!wide.values[index_of(s)].empty()) x = wide.values[index_of(s)].data();
+}
 // Problem p's inputs in a 2-byte format pointed at their widened values, its format set.
 void point_at_widened(Problem<float>& p, Format format, const WideBuffers& wide) {
   p.format = format;
   for_each_problem_input(p, [&](const Slot& s, auto*& x) {
-    if constexpr (std::is_same_v<decltype(x), const float*&>)
-      if (!wide.values[&s - kSlots.data()].empty()) x = wide.values[&s - kSlots.data()].data();
+    if constexpr (std::is_same_v<decltype(x), const float*&>) point_at_widened(s, wide, x);
   });
 }
 }  // namespace
@@ -282,9 +285,7 @@ void widen_layer_inputs(const attncheck_mha_v2& m, Layer<float>& l, WideBuffers&
   l.format = Format(m.dtype);
   widen_call({nullptr, nullptr, const_cast<attncheck_mha_v2*>(&m)}, CallKind::layer, dims_of(l.shape.heads, l.shape.D), l.format,
              wide);
-  for_each_layer_input(l, [&](const Slot& s, const float*& x) {
-    if (!wide.values[&s - kSlots.data()].empty()) x = wide.values[&s - kSlots.data()].data();
-  });
+  for_each_layer_input(l, [&](const Slot& s, const float*& x) { point_at_widened(s, wide, x); });
   if (m.x_kv == m.x_q) l.x_kv = l.x_q;
 }
 

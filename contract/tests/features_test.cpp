@@ -20,7 +20,7 @@ CallView using_only(uint32_t capability) {
   call.shape = {1, 2, 1, 1, 1, 1};
   if (capability & kFormatCapabilities) call.format = Format(std::countr_zero(capability));
   for (const Slot& s : kSlots)  // an input the feature brings (call_schema.hpp)
-    if (s.input && s.feature == capability) call.inputs |= 1u << (&s - kSlots.data());
+    if (s.input && s.feature == capability) call.inputs |= 1u << index_of(s);
   switch (capability) {
     case ATTNCHECK_CAP_ALLOW:
       call.masks.allow = allow;

@@ -114,6 +114,9 @@ inline constexpr Slot kRows[slot::kCount] = {
 // The table, in wire order.
 inline constexpr std::span<const Slot, slot::kCount> kSlots = slot_rows::kRows;
 
+// Slot s's place in the table: its slot::Id, the index of what is kept per slot.
+inline int index_of(const Slot& s) { return int(&s - kSlots.data()); }
+
 // The elements of slot s in a call of dims `dims`.
 constexpr int64_t elements(const Slot& s, const Dims& dims) {
   int64_t n = 1;

@@ -62,7 +62,7 @@ CallView call_view(const Problem<T>& problem, bool lse, bool backward, bool keep
                 lse && !backward, backward,      problem.dropout_p, keep && problem.dropout_p > 0};
   call.scale = problem.scale;
   for_each_problem_input(problem, [&](const Slot& s, const auto* x) {
-    if (x) call.inputs |= 1u << (&s - kSlots.data());
+    if (x) call.inputs |= 1u << index_of(s);
   });
   return call;
 }
