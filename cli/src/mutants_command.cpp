@@ -43,6 +43,7 @@ int mutants(const FlagValues& o) {
 
   CampaignOptions options;
   options.seconds = o.number("seconds");
+  options.max_cases = int64_t(o.number("cases"));
   options.seed = uint64_t(o.number("seed"));
   options.shrink_seconds = o.number("shrink-seconds");
   std::printf("%-36s %-48s %8s %9s  %s\n", "mutant", "killed by", "cases", "seconds",
@@ -112,6 +113,10 @@ int mutants_command(const std::vector<std::string>& args) {
       .text("dir", "DIR", "the folder of mutant_*.so, e.g. build/impl")
       .required()
       .number("seconds", "N", "each mutant's budget, and the built-in reference's: check's default", "60", 0.1, 1e9)
+      .number("cases", "N",
+              "also stop each campaign after N property runs, the reference's too: with a generous --seconds, the same "
+              "matrix on any machine (0: no count)",
+              "0", 0, 1e12)
       .number("shrink-seconds", "S", "each counterexample's shrinking budget (the matrix shows its shape); 0 for none", "10", 0,
               1e9)
       .number("seed", "S", "every campaign's seed", "1", 0, 1e9)

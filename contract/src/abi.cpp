@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "attncheck/call_scalars.hpp"
+
 namespace attncheck {
 
 template <class T>
@@ -21,21 +23,24 @@ attncheck_problem to_abi(const Problem<T>& p, T* out, std::vector<uint8_t>& allo
         for (int64_t j = 0; j < s.Tk; ++j) allow_storage[size_t(s.allow_at(b, i) + j)] = permits(without_causal, s, b, i, j);
     allow = allow_storage.data();
   }
-  return {int32_t(s.B), int32_t(s.H), int32_t(s.Tq), int32_t(s.Tk), int32_t(s.dk),           int32_t(s.dv),
-          p.q,          p.k,          p.v,           allow,         int32_t(p.masks.causal), p.scale,
-          out};
+  attncheck_problem a{};
+  scalars_to_abi(p, a);
+  a.q = p.q;  // ABI v1's four inputs, key lengths folded into allow
+  a.k = p.k;
+  a.v = p.v;
+  a.allow = allow;
+  a.out = out;
+  return a;
 }
 
 template <class T>
 Problem<T> from_abi(const attncheck_problem& a) {
   Problem<T> p;
-  p.shape = {a.batch, a.heads, a.q_len, a.kv_len, a.d_k, a.d_v};
+  scalars_from_abi(a, p);
   p.q = static_cast<const T*>(a.q);
   p.k = static_cast<const T*>(a.k);
   p.v = static_cast<const T*>(a.v);
   p.masks.allow = a.allow;
-  p.masks.causal = Causal(a.causal);
-  p.scale = a.scale;
   return p;
 }
 
@@ -119,24 +124,9 @@ void narrow_written(const AbiCall& call, CallKind kind, Format format, const Wid
 // The ABI v2 problem's scalars from `p` (its buffers null).
 template <class T>
 attncheck_problem_v2 abi_scalars(const Problem<T>& p) {
-  const Shape& s = p.shape;
   attncheck_problem_v2 a{};
   a.size = int32_t(sizeof a);
-  a.dtype = int32_t(p.format);
-  a.batch = int32_t(s.B);
-  a.heads = int32_t(s.H);
-  a.kv_heads = int32_t(s.kv_heads());
-  a.q_len = int32_t(s.Tq);
-  a.kv_len = int32_t(s.Tk);
-  a.d_k = int32_t(s.dk);
-  a.d_v = int32_t(s.dv);
-  a.causal = int32_t(p.masks.causal);
-  a.window_left = int32_t(p.masks.window_left);
-  a.window_right = int32_t(p.masks.window_right);
-  a.scale = p.scale;
-  a.softcap = p.softcap;
-  a.dropout_p = p.dropout_p;
-  a.dropout_seed = p.dropout_seed;
+  scalars_to_abi(p, a);
   return a;
 }
 
@@ -168,20 +158,11 @@ void widen_outputs(Format format, const NarrowBuffers& narrow) {
 template <class T>
 Problem<T> from_abi_v2(const attncheck_problem_v2& a) {
   Problem<T> p;
-  p.shape = {a.batch, a.heads, a.q_len, a.kv_len, a.d_k, a.d_v, a.kv_heads};
+  scalars_from_abi(a, p);
   const AbiCall call{const_cast<attncheck_problem_v2*>(&a)};
   for_each_problem_input(p, [&](const Slot& s, auto*& x) {
     x = static_cast<std::remove_reference_t<decltype(x)>>(abi_pointer(call, CallKind::forward, s));
   });
-  p.masks.causal = Causal(a.causal);
-  p.masks.window_left = a.window_left;
-  p.masks.window_right = a.window_right;
-  p.scale = a.scale;
-  p.softcap = a.softcap;
-  if (carries_dropout(a)) {
-    p.dropout_p = a.dropout_p;
-    p.dropout_seed = a.dropout_seed;
-  }
   return p;
 }
 
@@ -240,30 +221,16 @@ void narrow_grads(const attncheck_grads_v2& g, const WideBuffers& wide) {
 template <class T>
 attncheck_mha_v2 to_abi_mha(const Layer<T>& l, T* out, T* weights, NarrowBuffers& narrow) {
   // x_q [B,Tq,D], x_kv [B,Tk,D], the maps and biases (layer.hpp); out [B,Tq,D], weights [B,H,Tq,Tk].
-  const Shape& h = l.shape.heads;
   attncheck_mha_v2 m{};
   m.size = int32_t(sizeof m);
-  m.dtype = int32_t(l.format);
-  m.batch = int32_t(h.B);
-  m.q_len = int32_t(h.Tq);
-  m.kv_len = int32_t(h.Tk);
-  m.d_model = int32_t(l.shape.D);
-  m.heads = int32_t(h.H);
-  m.kv_heads = int32_t(h.kv_heads());
-  m.d_k = int32_t(h.dk);
-  m.d_v = int32_t(h.dv);
-  m.allow = l.masks.allow;
-  m.kv_lens = l.masks.key_lengths;
-  m.causal = int32_t(l.masks.causal);
-  m.window_left = int32_t(l.masks.window_left);
-  m.window_right = int32_t(l.masks.window_right);
-  m.scale = l.scale;
+  scalars_to_abi(l, m);
   const AbiCall call{nullptr, nullptr, &m};
+  for_each_layer_mask(l, [&](const Slot& s, const auto* x) { set_abi_pointer(call, CallKind::layer, s, x); });
   for_each_layer_input(l, [&](const Slot& s, const T* x) { set_abi_pointer(call, CallKind::layer, s, x); });
   m.out = out;
   m.weights = reinterpret_cast<float*>(weights);  // double for f64, as the ABI says
   if (is_narrow(l.format)) {
-    narrow_call<T>(call, CallKind::layer, dims_of(h, l.shape.D), l.format, narrow);
+    narrow_call<T>(call, CallKind::layer, dims_of(l.shape), l.format, narrow);
     if (l.x_kv == l.x_q) m.x_kv = m.x_q;  // self-attention keeps one pointer
   }
   return m;
@@ -272,11 +239,13 @@ attncheck_mha_v2 to_abi_mha(const Layer<T>& l, T* out, T* weights, NarrowBuffers
 template <class T>
 Layer<T> from_abi_mha(const attncheck_mha_v2& m) {
   Layer<T> l;
-  l.shape = {{m.batch, m.heads, m.q_len, m.kv_len, m.d_k, m.d_v, m.kv_heads}, m.d_model};
+  scalars_from_abi(m, l);
   const AbiCall call{nullptr, nullptr, const_cast<attncheck_mha_v2*>(&m)};
-  for_each_layer_input(l, [&](const Slot& s, const T*& x) { x = static_cast<const T*>(abi_pointer(call, CallKind::layer, s)); });
-  l.masks = {m.allow, Causal(m.causal), m.kv_lens, m.window_left, m.window_right};
-  l.scale = m.scale;
+  auto read = [&](const Slot& s, auto*& x) {
+    x = static_cast<std::remove_reference_t<decltype(x)>>(abi_pointer(call, CallKind::layer, s));
+  };
+  for_each_layer_mask(l, read);
+  for_each_layer_input(l, read);
   return l;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "attncheck/abi.hpp"
+#include "attncheck/call_scalars.hpp"
 #include "attncheck/call_schema.hpp"
 #include "attncheck/features.hpp"
 
@@ -134,19 +135,34 @@ Case<T> changed(const Case<T>& c, F change) {
   return r;
 }
 
-// c without the features among `which` (ATTNCHECK_CAP_SOFTCAP, _WINDOW, _CAUSAL bits and those
-// of the inputs a feature brings: _ALLOW, _KV_LENS, _BIAS): their fields cleared, as the shrinker tries and a finding is compared
-// without them.
+// c without the features among `which` (capability bits): the inputs each brings absent
+// (call_schema.hpp) and the scalars each brings at their defaults (call_scalars.hpp), as the
+// shrinker tries and a finding is compared without them.
 template <class T>
 Case<T> cleared(const Case<T>& c, uint32_t which) {
   return changed(c, [which](Case<T>& r) {
     for_each_case_input(r, [which](const Slot& s, auto& x) {
-      if (s.feature & which) x.clear();  // an input a feature brings (call_schema.hpp): absent
+      if (s.feature & which) x.clear();
     });
-    if (which & ATTNCHECK_CAP_SOFTCAP) r.softcap = 0;
-    if (which & ATTNCHECK_CAP_WINDOW) r.window_left = r.window_right = -1;
-    if (which & ATTNCHECK_CAP_CAUSAL) r.causal = Causal::none;
+    const Case<T> plain;  // each scalar's default
+    for_each_scalar_row([&](auto, auto in_case, auto, auto, ScalarRow row) {
+      if constexpr (has_member<decltype(in_case), Case<T>>)
+        if (row.feature & which) in_case(r) = in_case(plain);
+    });
   });
+}
+
+// Whether c carries feature f: an input it brings, or a scalar it brings off its default.
+template <class T>
+bool carries(const Case<T>& c, uint32_t f) {
+  bool carried = false;
+  const Case<T> plain;
+  for_each_case_input(c, [&](const Slot& s, const auto& x) { carried = carried || ((s.feature & f) && !x.empty()); });
+  for_each_scalar_row([&](auto, auto in_case, auto, auto, ScalarRow row) {
+    if constexpr (has_member<decltype(in_case), const Case<T>>)
+      carried = carried || ((row.feature & f) && !(in_case(c) == in_case(plain)));
+  });
+  return carried;
 }
 
 // c with the default scale (1/sqrt(dk)) in place of an explicit one.
@@ -235,12 +251,9 @@ bool offer_fewer_indices(const Case<T>& c, const Accept& accept) {
 // Masks and options, each cleared; a window narrower; the masks drawn from the diagonal folded.
 template <class T, class Accept>
 bool offer_fewer_masks(const Case<T>& c, uint32_t capabilities, const Accept& accept) {
-  if (!c.bias.empty() && accept(cleared(c, ATTNCHECK_CAP_BIAS))) return true;
-  if (c.softcap != 0 && accept(cleared(c, ATTNCHECK_CAP_SOFTCAP))) return true;
-  if ((c.window_left >= 0 || c.window_right >= 0) && accept(cleared(c, ATTNCHECK_CAP_WINDOW))) return true;
-  if (c.causal != Causal::none && accept(cleared(c, ATTNCHECK_CAP_CAUSAL))) return true;
-  if (!c.allow.empty() && accept(cleared(c, ATTNCHECK_CAP_ALLOW))) return true;
-  if (!c.key_lengths.empty() && accept(cleared(c, ATTNCHECK_CAP_KV_LENS))) return true;
+  for (const uint32_t f : {ATTNCHECK_CAP_BIAS, ATTNCHECK_CAP_SOFTCAP, ATTNCHECK_CAP_WINDOW, ATTNCHECK_CAP_CAUSAL,
+                           ATTNCHECK_CAP_ALLOW, ATTNCHECK_CAP_KV_LENS})
+    if (carries(c, f) && accept(cleared(c, f))) return true;
   if (c.scale != 0 && accept(with_default_scale(c))) return true;
   // A window narrower (its sides toward 0), so that fewer keys sit inside it.
   for (int64_t Case<T>::*side : {&Case<T>::window_left, &Case<T>::window_right})
@@ -303,8 +316,8 @@ std::vector<WithoutFeature<T>> without_each_feature(const Case<T>& c, uint32_t c
   for (uint32_t mask : {ATTNCHECK_CAP_CAUSAL, ATTNCHECK_CAP_WINDOW, ATTNCHECK_CAP_KV_LENS})
     if ((capabilities & ATTNCHECK_CAP_ALLOW) && feature(mask).used(call_view(c.problem(), false, false)))
       add(feature(mask).name, folded(c, mask));
-  if (c.softcap != 0) add(feature(ATTNCHECK_CAP_SOFTCAP).name, cleared(c, ATTNCHECK_CAP_SOFTCAP));
-  if (!c.bias.empty()) add(feature(ATTNCHECK_CAP_BIAS).name, cleared(c, ATTNCHECK_CAP_BIAS));
+  for (const uint32_t f : {ATTNCHECK_CAP_SOFTCAP, ATTNCHECK_CAP_BIAS})
+    if (carries(c, f)) add(feature(f).name, cleared(c, f));
   if (c.format != Precision<T>::format && (capabilities & ATTNCHECK_CAP_F32))
     add(feature(capability_of(c.format)).name, changed(c, [](Case<T>& r) { r.format = Precision<T>::format; }));
   if (c.scale != 0 && c.scale != effective_scale(c.shape, 0)) add("explicit scale", with_default_scale(c));

@@ -1,16 +1,20 @@
 #include "attncheck/case_text.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
-#include <iterator>
 #include <cstdlib>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 #include <type_traits>
+#include <vector>
 
+#include "attncheck/call_scalars.hpp"
 #include "attncheck/call_schema.hpp"
 #include "attncheck/features.hpp"
+#include "attncheck/policies.hpp"
 #include "attncheck/precision.hpp"
 #include "attncheck/printable.hpp"
 
@@ -18,6 +22,7 @@ namespace attncheck {
 namespace {
 
 constexpr int kVersion = 1;
+constexpr int kShapeDims = int(Dim::D);  // the shape line's: Dim's up to a layer's D
 
 // One printable line, whatever the file held (a hostile word quoted in it is escaped and cut).
 [[noreturn]] void bad(const std::string& what) { throw std::runtime_error("kept case: " + printable(what, 400)); }
@@ -137,6 +142,59 @@ X value_of(const Slot& s, Format format, const std::string& word) {
     return s.element == Element::format ? format_from_hex<X>(format, word) : value_from_hex<X>(word);
 }
 
+// A scalar's word in a case text, by its type: a number's bits (%a), an integer, a causal
+// alignment's name, a policy's choice (`key` the policy's flag).
+std::string scalar_word(const char*, double x) {
+  char word[40];
+  std::snprintf(word, sizeof word, "%a", x);
+  return word;
+}
+std::string scalar_word(const char*, int64_t x) { return std::to_string(x); }
+std::string scalar_word(const char*, uint64_t x) { return std::to_string(x); }
+std::string scalar_word(const char*, Causal x) { return causal_name(x); }
+template <class E>
+requires std::is_enum_v<E> std::string scalar_word(const char* key, E x) { return policy(key).choices[int(x)].word; }
+
+// What a scalar's word may be, for a message: X for a number, N for an integer, else the names.
+std::string scalar_choices(const char*, double) { return "X"; }
+std::string scalar_choices(const char*, int64_t) { return "N"; }
+std::string scalar_choices(const char*, uint64_t) { return "N"; }
+std::string scalar_choices(const char*, Causal) {
+  return std::string(causal_name(Causal(0))) + "|" + causal_name(Causal(1)) + "|" + causal_name(Causal(2));
+}
+template <class E>
+requires std::is_enum_v<E> std::string scalar_choices(const char* key, E) {
+  std::string words;
+  for (int c = 0; c < policy(key).count; ++c) words += (c ? "|" : "") + std::string(policy(key).choices[c].word);
+  return words;
+}
+
+// The options line and the feature lines of case c's scalars (call_scalars.def's text column).
+template <class T>
+std::string scalar_lines(const Case<T>& c) {
+  const Case<T> plain;  // each scalar's default
+  std::string options = "options";
+  std::vector<std::pair<uint32_t, std::string>> lines;  // each feature line's capability and words
+  std::vector<uint32_t> brought;                        // the feature lines written
+  for_each_scalar_row([&](auto, auto in_case, auto, auto, ScalarRow row) {
+    if constexpr (has_member<decltype(in_case), const Case<T>>) {
+      if (row.text == ScalarRow::not_in_text) return;
+      const bool plain_value = in_case(c) == in_case(plain);
+      const std::string word = scalar_word(row.key, in_case(c));
+      if (row.text == ScalarRow::option || (row.text == ScalarRow::option_unless_default && !plain_value))
+        options += std::string(" ") + row.key + " " + word;
+      if (!row.on_a_line()) return;
+      if (lines.empty() || lines.back().first != row.feature) lines.push_back({row.feature, line_of(row.feature)});
+      lines.back().second += " " + word;
+      if (row.text == ScalarRow::on_line && !plain_value) brought.push_back(row.feature);
+    }
+  });
+  std::string text = options + "\n";
+  for (const auto& [line, words] : lines)
+    if (std::find(brought.begin(), brought.end(), line) != brought.end()) text += words + "\n";
+  return text;
+}
+
 }  // namespace
 
 template <class T>
@@ -147,27 +205,11 @@ bool case_text_holds(const std::string& first_line) {
 template <class T>
 std::string case_to_text(const Case<T>& c) {
   const Shape& s = c.shape;
-  char scale[40];
-  std::snprintf(scale, sizeof scale, "%a", c.scale);
   std::string text = std::string("case ") + format_name(c.format) + " " + std::to_string(kVersion) + "\n";
-  text += "shape B " + std::to_string(s.B) + " H " + std::to_string(s.H) + " H_kv " + std::to_string(s.kv_heads()) + " Tq " +
-          std::to_string(s.Tq) + " Tk " + std::to_string(s.Tk) + " dk " + std::to_string(s.dk) + " dv " + std::to_string(s.dv) +
-          "\n";
-  // lse-empty only when it is not the default, so that every case written before it reads the same.
-  text += std::string("options causal ") + causal_name(c.causal) + " scale " + scale + " empty-rows " +
-          empty_rows_word(c.empty_rows) + (c.lse_empty == LseEmpty::zero ? " lse-empty zero" : "") + "\n";
-  if (c.window_left >= 0 || c.window_right >= 0)  // lines beyond ABI v1's features appear only when used
-    text += line_of(ATTNCHECK_CAP_WINDOW) + " " + std::to_string(c.window_left) + " " + std::to_string(c.window_right) + "\n";
-  if (c.softcap != 0) {
-    char softcap[40];
-    std::snprintf(softcap, sizeof softcap, "%a", c.softcap);
-    text += line_of(ATTNCHECK_CAP_SOFTCAP) + " " + softcap + "\n";
-  }
-  if (c.dropout_p != 0) {
-    char rate[40];
-    std::snprintf(rate, sizeof rate, "%a", c.dropout_p);
-    text += line_of(ATTNCHECK_CAP_DROPOUT) + " " + rate + " " + std::to_string(c.dropout_seed) + "\n";
-  }
+  text += "shape";
+  for (int d = 0; d < kShapeDims; ++d) text += std::string(" ") + kDimNames[d] + " " + std::to_string(dims_of(s)[Dim(d)]);
+  text += "\n";
+  text += scalar_lines(c);
   text += "mix " + c.mix + "\n";
   for_each_case_input(
       c, [&](const Slot& s, const auto& x) { line(text, key_of(s), x, [&](auto e) { return word_of(s, c.format, e); }); });
@@ -199,73 +241,102 @@ double number(const std::string& what, const std::string& w) {
   return x;
 }
 
-// "shape B . H . H_kv . Tq . Tk . dk . dv .", each 1 to 4096.
+// "shape B . H . H_kv . Tq . Tk . dk . dv .", each 1 to 4096: an attention shape's dims (not a layer's D).
 void read_shape(std::istringstream& words, Shape& s) {
-  std::string key;
-  int64_t* dims[] = {&s.B, &s.H, &s.H_kv, &s.Tq, &s.Tk, &s.dk, &s.dv};
-  const char* keys[] = {"B", "H", "H_kv", "Tq", "Tk", "dk", "dv"};
-  for (int n = 0; n < 7; ++n) {
-    std::string value;
-    if (!(words >> key >> value) || key != keys[n]) bad("the shape line must read 'shape B . H . H_kv . Tq . Tk . dk . dv .'");
-    *dims[n] = integer(value);
-    if (*dims[n] < 1 || *dims[n] > 4096) bad(std::string(keys[n]) + " = " + value + " is outside 1..4096");
+  Dims dims;
+  for (int d = 0; d < kShapeDims; ++d) {
+    std::string key, value;
+    if (!(words >> key >> value) || key != kDimNames[d])
+      bad("the shape line must read 'shape B . H . H_kv . Tq . Tk . dk . dv .'");
+    dims[Dim(d)] = integer(value);
+    if (dims[Dim(d)] < 1 || dims[Dim(d)] > 4096) bad(std::string(kDimNames[d]) + " = " + value + " is outside 1..4096");
   }
+  set_dims(s, dims);
+}
+
+// The feature lines of the case text's scalars (call_scalars.def): their capabilities.
+std::vector<uint32_t> scalar_line_capabilities() {
+  std::vector<uint32_t> lines;
+  for_each_scalar_row([&](auto, auto, auto, auto, ScalarRow row) {
+    if (row.on_a_line() && (lines.empty() || lines.back() != row.feature)) lines.push_back(row.feature);
+  });
+  return lines;
 }
 
 // Whether a line may come before the shape line: one that holds no tensor (whose length the shape gives).
 bool shapeless(const std::string& name) {
-  return name == "options" || name == "mix" || name == line_of(ATTNCHECK_CAP_WINDOW) || name == line_of(ATTNCHECK_CAP_SOFTCAP) ||
-         name == line_of(ATTNCHECK_CAP_DROPOUT);
+  if (name == "options" || name == "mix") return true;
+  for (const uint32_t line : scalar_line_capabilities())
+    if (name == line_of(line)) return true;
+  return false;
 }
 
-// "options causal C scale X empty-rows E [lse-empty L]": without lse-empty, ninf (the default).
+// A scalar read from its word in a case text (scalar_word's inverse), or the reason it is none;
+// `what` names it.
+void read_scalar(const char*, const char* what, const std::string& w, double& x) { x = number(what, w); }
+void read_scalar(const char*, const char*, const std::string& w, int64_t& x) { x = integer(w); }
+void read_scalar(const char*, const char* what, const std::string& w, uint64_t& x) {
+  char* end = nullptr;
+  errno = 0;
+  x = std::strtoull(w.c_str(), &end, 10);
+  if (w.empty() || *end != '\0' || w[0] == '-' || errno == ERANGE) bad(std::string(what) + " '" + w + "' is not a 64-bit count");
+}
+void read_scalar(const char*, const char* what, const std::string& w, Causal& x) {
+  for (int m = 0; m < 3; ++m)
+    if (w == causal_name(Causal(m))) return void(x = Causal(m));
+  bad(std::string(what) + " '" + w + "' is none of none, upper-left, lower-right");
+}
+template <class E>
+requires std::is_enum_v<E>
+void read_scalar(const char* key, const char* what, const std::string& w, E& x) {
+  const std::optional<int> choice = policy_choice(policy(key), w);
+  if (!choice) bad(std::string(what) + " '" + w + "' is none of " + choices_text(policy(key)));
+  x = E(*choice);
+}
+
+// "options causal C scale X empty-rows E [lse-empty L]": each OPTION row's key and value in row
+// order; an OPTION_UNLESS_DEFAULT one may be left out (its default).
 template <class T>
 void read_options(std::istringstream& words, Case<T>& c) {
-  std::string causal, scale, empty, k1, k2, k3, k4, lse_empty, more;
-  words >> k1 >> causal >> k2 >> scale >> k3 >> empty >> k4 >> lse_empty >> more;
-  int mode = -1;
-  for (int m = 0; m < 3; ++m)
-    if (causal == causal_name(Causal(m))) mode = m;
-  const auto empty_choice = policy_choice(policy("empty-rows"), empty);
-  const auto lse_choice = k4.empty() ? std::optional<int>(0) : policy_choice(policy("lse-empty"), lse_empty);
-  if (k1 != "causal" || k2 != "scale" || k3 != "empty-rows" || mode < 0 || !empty_choice || (!k4.empty() && k4 != "lse-empty") ||
-      !lse_choice || !more.empty())
-    bad("the options line must read 'options causal none|upper-left|lower-right scale X empty-rows "
-        "zero|nan|mean|any [lse-empty ninf|zero]'");
-  c.causal = Causal(mode);
-  c.scale = number("scale", scale);
-  c.empty_rows = EmptyRows(*empty_choice);
-  c.lse_empty = LseEmpty(*lse_choice);
+  std::string grammar = "options";
+  bool whole = true;
+  for_each_scalar_row([&](auto, auto in_case, auto, auto, ScalarRow row) {
+    if constexpr (has_member<decltype(in_case), Case<T>>) {
+      if (!row.an_option()) return;
+      const bool optional = row.text == ScalarRow::option_unless_default;
+      grammar += std::string(optional ? " [" : " ") + row.key + " " + scalar_choices(row.key, in_case(c)) + (optional ? "]" : "");
+      std::string key, value;
+      if (!(words >> key)) {
+        whole = whole && optional;
+        return;
+      }
+      if (key != row.key || !(words >> value)) return void(whole = false);
+      read_scalar(row.key, row.key, value, in_case(c));
+    }
+  });
+  std::string more;
+  if (!whole || words >> more) bad("the options line must read '" + grammar + "'");
 }
 
-// A line of one option beyond the options line (a window, a soft-cap, dropout) or the mix, read into
-// c; false for a line of another name.
+// A line of the case's scalars beyond the options line (a feature's: a window, a soft-cap, dropout,
+// call_scalars.def) or the mix, read into c; false for a line of another name.
 template <class T>
 bool read_option_line(const std::string& name, std::istringstream& words, Case<T>& c) {
-  if (name == line_of(ATTNCHECK_CAP_WINDOW)) {
-    std::string left, right;
-    words >> left >> right;
-    c.window_left = integer(left);
-    c.window_right = integer(right);
-  } else if (name == line_of(ATTNCHECK_CAP_SOFTCAP)) {
-    std::string cap;
-    words >> cap;
-    c.softcap = number("softcap", cap);
-  } else if (name == line_of(ATTNCHECK_CAP_DROPOUT)) {
-    std::string rate, seed;
-    words >> rate >> seed;
-    c.dropout_p = number("dropout rate", rate);
-    char* end = nullptr;
-    errno = 0;
-    c.dropout_seed = std::strtoull(seed.c_str(), &end, 10);
-    if (seed.empty() || *end != '\0' || seed[0] == '-' || errno == ERANGE)
-      bad("dropout seed '" + seed + "' is not a 64-bit count");
-  } else if (name == "mix") {
+  if (name == "mix") {
     std::getline(words >> std::ws, c.mix);
-  } else {
-    return false;
+    return true;
   }
-  return true;
+  bool read = false;
+  for_each_scalar_row([&](auto, auto in_case, auto, auto, ScalarRow row) {
+    if constexpr (has_member<decltype(in_case), Case<T>>) {
+      if (!row.on_a_line() || name != line_of(row.feature)) return;
+      std::string word;
+      words >> word;
+      read_scalar(row.key, name.c_str(), word, in_case(c));
+      read = true;
+    }
+  });
+  return read;
 }
 
 // A tensor's line (an input slot's, call_schema.hpp), as many values as the shape gives it, read

@@ -1,6 +1,7 @@
 #include "attncheck/cases.hpp"
 
 #include "attncheck/abi.hpp"
+#include "attncheck/call_scalars.hpp"
 #include "attncheck/call_schema.hpp"
 #include "attncheck/features.hpp"
 #include "attncheck/precision.hpp"
@@ -382,18 +383,8 @@ double standard_normal(Chooser& choose) {
 template <class T>
 Problem<T> Case<T>::problem() const {
   Problem<T> p;
-  p.shape = shape;
+  scalars_from_case(*this, p);
   for_each_input(p, *this, [](const Slot&, auto& view, const auto& buffer) { view = buffer.empty() ? nullptr : buffer.data(); });
-  p.masks.causal = causal;
-  p.masks.window_left = window_left;
-  p.masks.window_right = window_right;
-  p.scale = scale;
-  p.softcap = softcap;
-  p.dropout_p = dropout_p;
-  p.dropout_seed = dropout_seed;
-  p.empty_rows = empty_rows;
-  p.lse_empty = lse_empty;
-  p.format = format;
   return p;
 }
 

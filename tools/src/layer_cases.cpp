@@ -1,5 +1,7 @@
 #include "attncheck/layer_cases.hpp"
 
+#include "attncheck/call_scalars.hpp"
+
 #include "attncheck/call_schema.hpp"
 #include "attncheck/features.hpp"
 
@@ -11,16 +13,11 @@ namespace attncheck {
 template <class T>
 Layer<T> LayerCase<T>::layer() const {
   Layer<T> l;
-  l.shape = shape;
-  for_each_input_row(
-      [](const Slot&, auto, auto) {},
-      [&](const Slot&, auto in_layer) { in_layer(l) = in_layer(*this).empty() ? nullptr : in_layer(*this).data(); });
+  scalars_from_case(*this, l);
+  auto view = [](auto& member, const auto& buffer) { member = buffer.empty() ? nullptr : buffer.data(); };
+  for_each_input(l, *this, [&](const Slot&, auto& member, const auto& buffer) { view(member, buffer); });
+  for_each_input_row([](const Slot&, auto, auto) {}, [&](const Slot&, auto in_layer) { view(in_layer(l), in_layer(*this)); });
   if (self_attention) l.x_kv = l.x_q;  // one pointer, as the ABI has it
-  l.masks = {allow.empty() ? nullptr : allow.data(), causal, key_lengths.empty() ? nullptr : key_lengths.data(), window_left,
-             window_right};
-  l.scale = scale;
-  l.empty_rows = empty_rows;
-  l.format = format;
   return l;
 }
 

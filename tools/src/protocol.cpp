@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 
+#include "attncheck/call_scalars.hpp"
 #include "attncheck/plugin.h"
 
 namespace attncheck::protocol {
@@ -50,51 +51,19 @@ void buffer_sizes(const Request& r, size_t (&sizes)[kBuffers]) {
 
 namespace {
 
-// The scalars of a PROB's headers, each with where ABI v2's problem and layer hold it (-1: not
-// there): the one map between the two, read both ways.
-struct Scalar {
-  size_t bytes;
-  int in_request, in_problem, in_layer;
-};
-#define ATTNCHECK_SCALAR(request, problem, layer)                                                           \
-  Scalar {                                                                                                  \
-    sizeof Request::request, int(offsetof(Request, request)), int(offsetof(attncheck_problem_v2, problem)), \
-        int(offsetof(attncheck_mha_v2, layer))                                                              \
-  }
-constexpr Scalar kScalars[] = {
-    ATTNCHECK_SCALAR(header.dtype, dtype, dtype),
-    ATTNCHECK_SCALAR(header.B, batch, batch),
-    ATTNCHECK_SCALAR(header.H, heads, heads),
-    ATTNCHECK_SCALAR(header.H_kv, kv_heads, kv_heads),
-    ATTNCHECK_SCALAR(header.Tq, q_len, q_len),
-    ATTNCHECK_SCALAR(header.Tk, kv_len, kv_len),
-    ATTNCHECK_SCALAR(header.dk, d_k, d_k),
-    ATTNCHECK_SCALAR(header.dv, d_v, d_v),
-    ATTNCHECK_SCALAR(header.causal, causal, causal),
-    ATTNCHECK_SCALAR(header.window_left, window_left, window_left),
-    ATTNCHECK_SCALAR(header.window_right, window_right, window_right),
-    ATTNCHECK_SCALAR(header.scale, scale, scale),
-    {sizeof(double), int(offsetof(Request, header.softcap)), int(offsetof(attncheck_problem_v2, softcap)), -1},
-    {sizeof(double), int(offsetof(Request, dropout.p)), int(offsetof(attncheck_problem_v2, dropout_p)), -1},
-    {sizeof(uint64_t), int(offsetof(Request, dropout.seed)), int(offsetof(attncheck_problem_v2, dropout_seed)), -1},
-    {sizeof(int32_t), int(offsetof(Request, layer.D)), -1, int(offsetof(attncheck_mha_v2, d_model))},
-};
-#undef ATTNCHECK_SCALAR
-
-// Copies each scalar from the request to the ABI struct at `abi` (a problem's, or with `layer` a
-// layer's), or back.
+// Each scalar of a PROB's headers copied to ABI struct a (a problem's or a layer's: those it has
+// a member for, call_scalars.def), or back.
 enum class Way { to_abi, to_request };
-void copy_scalars(Request& r, void* abi, bool layer, Way way) {
-  for (const Scalar& s : kScalars) {
-    const int at = layer ? s.in_layer : s.in_problem;
-    if (at < 0) continue;
-    char* in_request = reinterpret_cast<char*>(&r) + s.in_request;
-    char* in_abi = static_cast<char*>(abi) + at;
-    if (way == Way::to_abi)
-      std::memcpy(in_abi, in_request, s.bytes);
-    else
-      std::memcpy(in_request, in_abi, s.bytes);
-  }
+template <class A>
+void copy_scalars(Request& r, A& a, Way way) {
+  for_each_sent_row([&](auto in_abi, auto in_request) {
+    if constexpr (has_member<decltype(in_abi), A>) {
+      if (way == Way::to_abi)
+        assign(in_abi(a), in_request(r));
+      else
+        assign(in_request(r), in_abi(a));
+    }
+  });
 }
 
 }  // namespace
@@ -103,13 +72,13 @@ void abi_of(const Request& r, void* const (&data)[kBuffers], AbiStructs& abi) {
   Request scalars = r;
   abi.problem = {};
   abi.problem.size = int32_t(sizeof abi.problem);
-  copy_scalars(scalars, &abi.problem, false, Way::to_abi);
+  copy_scalars(scalars, abi.problem, Way::to_abi);
   abi.grads = {};
   abi.grads.problem = &abi.problem;
   abi.layer = {};
   if (kind_of(r) == CallKind::layer) {
     abi.layer.size = int32_t(sizeof abi.layer);
-    copy_scalars(scalars, &abi.layer, true, Way::to_abi);
+    copy_scalars(scalars, abi.layer, Way::to_abi);
   }
   for (int b = 0; b < kBuffers; ++b) set_abi_pointer(abi.call(), kind_of(r), kSlots[b], data[b]);
   if (r.layer.parts & kSelf) abi.layer.x_kv = abi.layer.x_q;
@@ -118,7 +87,10 @@ void abi_of(const Request& r, void* const (&data)[kBuffers], AbiStructs& abi) {
 Request request_of(AbiStructs& abi, CallKind kind, uint32_t features, uint32_t parts) {
   Request r{};
   const bool layer = kind == CallKind::layer;
-  copy_scalars(r, layer ? static_cast<void*>(&abi.layer) : &abi.problem, layer, Way::to_request);
+  if (layer)
+    copy_scalars(r, abi.layer, Way::to_request);
+  else
+    copy_scalars(r, abi.problem, Way::to_request);
   for (const Feature& f : attncheck::features())
     if (f.capability & features) r.header.flags |= f.protocol_flag;
   if (layer) r.layer.parts = parts;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <type_traits>
 
 #include "attncheck/contract.hpp"
 #include "attncheck/plugin.h"
@@ -198,12 +199,11 @@ const void* abi_pointer(const AbiCall& call, CallKind kind, const Slot& s);
 // of a Layer<T> or LayerCase<T>. The one place a row's members are named.
 template <class F, class G>
 void for_each_input_row(F&& f, G&& g) {
-#define INPUT(in_problem, in_case) \
-  f(                               \
-      slot, [](auto& p) -> auto& { return p.in_problem; }, [](auto& c) -> auto& { return c.in_case; });
-#define LAYER_INPUT(in_layer) \
-  g(                          \
-      slot, [](auto& l) -> auto& { return l.in_layer; });
+#define INPUT(in_problem, in_case)                                            \
+  f(                                                                          \
+      slot, [](auto& p) -> decltype((p.in_problem)) { return p.in_problem; }, \
+      [](auto& c) -> decltype((c.in_case)) { return c.in_case; });
+#define LAYER_INPUT(in_layer) g(slot, [](auto& l) -> decltype((l.in_layer)) { return l.in_layer; });
 #define NOT_AN_INPUT
 #define ATTNCHECK_SLOT(id, name, shape, element, feature, forward, backward, layer, part, abi, members) \
   {                                                                                                     \
@@ -229,11 +229,29 @@ void for_each_case_input(C& owned, F&& f) {
   for_each_input_row([&](const Slot& s, auto, auto in_case) { f(s, in_case(owned)); }, [](const Slot&, auto) {});
 }
 
-// f(slot, member, buffer) for each forward input: its member in problem and its buffer in owned.
+// Whether accessor `M` (a row's) names a member of an X.
+template <class M, class X>
+inline constexpr bool has_member = std::is_invocable_v<M, X&>;
+
+// f(slot, member, buffer) for each attention input `problem` has a member for: its member there and
+// its buffer in owned (a Problem's and a Case's; a Layer's masks and a LayerCase's).
 template <class P, class C, class F>
 void for_each_input(P& problem, C& owned, F&& f) {
-  for_each_input_row([&](const Slot& s, auto in_problem, auto in_case) { f(s, in_problem(problem), in_case(owned)); },
-                     [](const Slot&, auto) {});
+  for_each_input_row(
+      [&](const Slot& s, auto in_problem, auto in_case) {
+        if constexpr (has_member<decltype(in_problem), P>) f(s, in_problem(problem), in_case(owned));
+      },
+      [](const Slot&, auto) {});
+}
+
+// f(slot, member) for each attention input a Layer<T> carries too (its masks).
+template <class L, class F>
+void for_each_layer_mask(L& layer, F&& f) {
+  for_each_input_row(
+      [&](const Slot& s, auto in_problem, auto) {
+        if constexpr (has_member<decltype(in_problem), L>) f(s, in_problem(layer));
+      },
+      [](const Slot&, auto) {});
 }
 
 // f(slot, member) for each layer input of a Layer<T> or a LayerCase<T>.
