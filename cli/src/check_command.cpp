@@ -20,6 +20,7 @@
 #include "attncheck/diagnosis.hpp"
 #include "attncheck/domain.hpp"
 #include "attncheck/features.hpp"
+#include "attncheck/finding_view.hpp"
 #include "attncheck/flags.hpp"
 #include "attncheck/html_report.hpp"
 #include "attncheck/implementation.hpp"
@@ -423,7 +424,8 @@ void write_reports(const FlagValues& o, const CampaignOptions& options, const Ca
     outputs.written(o.text("html"), [&] {
       std::vector<std::string> replays;
       for (const std::string& file : said.replay_files) replays.push_back(replay_command(options, file));
-      write_html_report(o.text("html"), options, result, {said.verdict, said.summary, said.checked, replays});
+      write_html_report(o.text("html"), options, result, finding_views(options, result),
+                        {said.verdict, said.summary, said.checked, replays});
     });
 }
 

@@ -10,23 +10,17 @@
 #include <utility>
 #include <vector>
 
-#include "attncheck/case_text.hpp"
-#include "attncheck/diagnosis.hpp"
 #include "attncheck/cases.hpp"
-#include "attncheck/compare.hpp"
-#include "attncheck/oracle.hpp"
+#include "attncheck/diagnosis.hpp"
+#include "attncheck/finding_view.hpp"
 
 namespace attncheck {
 namespace {
 
-// A heatmap shows at most this many queries (a window around the failing one beyond it) and this
-// many columns (blocks of keys or output columns beyond it, each cell the block's largest value):
-// 4096 keys as 4096 cells would be neither drawn nor read.
-constexpr int64_t kShownRows = 32;
+// A heatmap shows at most kShownRows queries (finding_view.hpp) and this many columns (blocks of
+// keys or output columns beyond it, each cell the block's largest value): 4096 keys as 4096 cells
+// would be neither drawn nor read.
 constexpr int64_t kShownColumns = 64;
-// A case of at most this many queries and keys, whose q, k, v and bias hold at most this many values
-// together, is shown in full; a larger one as each tensor's range and the failing row's values.
-constexpr int64_t kFullLength = 32, kFullValues = 4096;
 
 std::string printed(const char* format, double x) {
   char text[64];
@@ -178,22 +172,12 @@ std::string table(const std::string& caption, int64_t rows, int64_t columns, con
   return html + "</table></div>\n";
 }
 
-// A tensor's values in a row: min, max, how many are NaN or infinite.
-template <class T>
-std::string spread(const char* name, const std::string& shape, const std::vector<T>& x) {
-  double low = INFINITY, high = -INFINITY;
-  int64_t nans = 0, infinities = 0;
-  for (T e : x) {
-    nans += std::isnan(e);
-    infinities += std::isinf(e);
-    if (std::isfinite(e)) {
-      low = std::min(low, double(e));
-      high = std::max(high, double(e));
-    }
-  }
-  return "<tr><td>" + std::string(name) + "</td><td>" + shape + "</td><td>" + std::to_string(x.size()) + "</td><td>" +
-         (low <= high ? show(low) : "") + "</td><td>" + (low <= high ? show(high) : "") + "</td><td>" + std::to_string(nans) +
-         "</td><td>" + std::to_string(infinities) + "</td></tr>\n";
+// A tensor's spread (finding_view.hpp) as a row of the spreads' table: its values, least and
+// largest finite (blank when none is), how many are NaN or infinite.
+std::string spread_row(const Spread& x) {
+  return "<tr><td>" + x.name + "</td><td>" + x.shape + "</td><td>" + std::to_string(x.values) + "</td><td>" +
+         (x.low <= x.high ? show(x.low) : "") + "</td><td>" + (x.low <= x.high ? show(x.high) : "") + "</td><td>" +
+         std::to_string(x.nans) + "</td><td>" + std::to_string(x.infinities) + "</td></tr>\n";
 }
 
 std::string listed(const std::vector<std::string>& values) {
@@ -202,164 +186,69 @@ std::string listed(const std::vector<std::string>& values) {
   return text;
 }
 
-// The problem a finding's heatmaps show, `text` (case_text.hpp), with the kernel's out [B,H,Tq,dv]
-// on it, or why there is none; `which` says where it came from.
-struct Shown {
-  std::string text, which, fault;
-  std::vector<double> out;  // empty: no output
-  std::string id_suffix;    // the page's later findings: "-2", "-3", ... after their heatmaps' ids
-};
-
-// The campaign keeps no output: the property runs once more on the finding, keeping its kernel
-// calls (not after a hang, which would cost the whole case timeout again). Shown is the call that
-// `attncheck repro` writes, the first the oracle calls wrong (first_wrong_call): the problem the
-// kernel got wrong, which a property may have built from its case (an emptied row, a permutation,
-// a poisoned key); when each is right (a broken relation), the last. With no call, the finding's
-// own case without output.
-Shown problem_shown(const CampaignOptions& options, const Finding& finding) {
-  Shown shown{finding.case_text.empty() ? finding.last_call_case : finding.case_text,
-              "the finding's case",
-              "was not called on it when the property ran again",
-              {},
-              ""};
-  if (finding.message.rfind("the implementation hung", 0) == 0) shown.fault = "hung";
-  if (shown.text.empty() || shown.fault == "hung") return shown;
-  std::vector<KernelCall> calls;
-  try {
-    replay(options, finding, &calls);
-  } catch (const std::exception& e) {
-    shown.fault = std::string("could not be run again: ") + e.what();
-    return shown;
-  }
-  if (calls.empty()) return shown;
-  const WrongCall wrong = first_wrong_call(calls);
-  const size_t at = std::min(wrong.index, calls.size() - 1);
-  shown.text = calls[at].case_text;
-  shown.fault = calls[at].fault;
-  shown.out = calls[at].out;
-  shown.which = calls.size() == 1
-                    ? "the problem the kernel was given"
-                    : "call " + std::to_string(at + 1) + " of the " + std::to_string(calls.size()) + " the property made, " +
-                          (wrong.index < calls.size() ? "the first the oracle calls wrong" : "the last");
-  return shown;
+// Values as the page prints them (show), in a row: a q [dk], k [dk] or v [dv] row.
+std::string listed(const std::vector<double>& values) {
+  std::vector<std::string> shown;
+  for (double x : values) shown.push_back(show(x));
+  return listed(shown);
 }
 
 // "[x,y]": a batch and a head, as an index into a tensor.
 std::string index_pair(int64_t x, int64_t y) { return "[" + std::to_string(x) + "," + std::to_string(y) + "]"; }
-
-// The slice of a finding's problem its section shows, and the kernel's output on the problem.
-// q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], allow [B,Tq,Tk], bias [B,H,Tq,Tk] in; out [B,H,Tq,dv].
-template <class T>
-struct Slice {
-  std::vector<T> out;           // the kernel's
-  bool have_out = false;        // an out to compare: one was kept, and the call had no dropout
-  Comparison compared;          // out against the oracle's, when have_out
-  int64_t b = 0, h = 0, i = 0;  // the slice (b, h) and its failing query
-  std::vector<int64_t> rows;    // the queries shown
-  std::vector<ExactRow> exact;  // [rows]
-  std::string where;            // "batch b, head h"
-};
-
-template <class T>
-Slice<T> slice_shown(const Shown& shown, const Case<T>& c) {
-  const Shape& s = c.shape;
-  // With dropout, the weights before it (the oracle computes dropout only for a kernel's mask, and
-  // no dropout call is shown with its out: judged, diagnosis.hpp).
-  Problem<T> problem = c.problem();
-  problem.dropout_p = 0;
-  Slice<T> slice;
-  slice.out.assign(shown.out.begin(), shown.out.end());
-  slice.have_out = !slice.out.empty() && c.dropout_p == 0;
-  if (slice.have_out) slice.compared = compare(slice.out.data(), reference(problem).out);
-  // The slice and row shown: the first element outside the bound, else the least accurate one.
-  const Mismatch& focus = slice.compared.mismatches.empty() ? slice.compared.worst : slice.compared.mismatches.front();
-  slice.b = focus.at[0];
-  slice.h = focus.at[1];
-  slice.i = focus.at[2];
-  const int64_t first = std::clamp(slice.i - kShownRows / 2, int64_t(0), std::max(int64_t(0), s.Tq - kShownRows));
-  for (int64_t r = first; r < std::min(s.Tq, first + kShownRows); ++r) {
-    slice.rows.push_back(r);
-    slice.exact.push_back(exact_row(problem, slice.b, slice.h, r));
-  }
-  slice.where = "batch " + std::to_string(slice.b) + ", head " + std::to_string(slice.h);
-  return slice;
-}
-
-// error/bound of out[b,h,r,col] (r among the rows shown): within the bound, 0 to 1; outside it,
-// above 1, +inf for a wrong special value; NaN where the bound is infinite (T's range cannot hold
-// the computation).
-template <class T>
-double error_ratio(const Shape& s, const Slice<T>& slice, size_t r, int64_t col) {
-  const double x = double(slice.out[size_t(s.out_at(slice.b, slice.h, slice.rows[r]) + col)]),
-               bound = slice.exact[r].bound[size_t(col)];
-  const long double e = slice.exact[r].out[size_t(col)];
-  if (std::isinf(bound)) return double(NAN);
-  const double error = double(std::fabs((long double)x - e)) / bound;
-  if (within_bound(x, e, bound)) return std::isfinite(error) ? error : 0.0;  // a special value matched, or bound 0
-  return std::isfinite(error) && error > 1 ? error : double(INFINITY);
-}
 
 // A finding's three heatmaps of its slice.
 struct Maps {
   Heatmap mask, weight, error;
 };
 
-// The cells of the permitted keys and of the exact weights (`weights` [rows][Tk]), a block of keys
-// each.
-template <class T>
-void fill_key_cells(const Case<T>& c, const Slice<T>& slice, const std::vector<std::vector<double>>& weights, Maps& maps) {
+// The cells of the permitted keys and of the exact weights: the slice's permitted and weights
+// [rows][Tk] in, a block of keys a cell.
+void fill_key_cells(const SliceView& slice, Maps& maps) {
   for (size_t r = 0; r < slice.rows.size(); ++r) {
     const std::string query = "query " + std::to_string(slice.rows[r]) + ", ";
+    const std::vector<double>& weights = slice.weights[r];
     for (const auto& keys : maps.mask.columns) {
       int64_t permitted = 0;
-      for (int64_t j = keys.first; j <= keys.second; ++j) permitted += c.permits(slice.b, slice.rows[r], j);
+      for (int64_t j = keys.first; j <= keys.second; ++j) permitted += slice.permitted[r][size_t(j)];
       const int64_t n = keys.second - keys.first + 1;
       maps.mask.values.push_back(double(permitted) / double(n));
       maps.mask.tips.push_back(query + range("key", keys) + ": " +
                                (n == 1 ? (permitted ? "permitted" : "forbidden")
                                        : std::to_string(permitted) + " of " + std::to_string(n) + " permitted"));
-      maps.weight.values.push_back(largest({weights[r].begin() + keys.first, weights[r].begin() + keys.second + 1}));
+      maps.weight.values.push_back(largest({weights.begin() + keys.first, weights.begin() + keys.second + 1}));
       maps.weight.tips.push_back(query + range("key", keys) + ": " + (n == 1 ? "weight " : "largest weight ") +
                                  show(maps.weight.values.back()));
     }
   }
 }
 
-// The cells of the output's error/bound, a block of output columns each.
-template <class T>
-void fill_error_cells(const Shape& s, const Slice<T>& slice, Heatmap& error) {
+// The cells of the output's error/bound: the slice's out, exact, bound and error/bound [rows][dv]
+// in, a block of output columns a cell.
+void fill_error_cells(const SliceView& slice, Heatmap& error) {
   const int64_t b = slice.b, h = slice.h;
   for (size_t r = 0; r < slice.rows.size(); ++r)
     for (const auto& cols : error.columns) {
-      std::vector<double> ratios;
-      for (int64_t col = cols.first; col <= cols.second; ++col) ratios.push_back(error_ratio(s, slice, r, col));
-      error.values.push_back(largest(ratios));
+      error.values.push_back(largest({slice.ratio[r].begin() + cols.first, slice.ratio[r].begin() + cols.second + 1}));
       const int64_t col = cols.first;
       const std::string at = "out[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(slice.rows[r]) + "," +
                              std::to_string(col) + (cols.second > col ? "-" + std::to_string(cols.second) : "") + "]: ";
-      error.tips.push_back(
-          at + (cols.second > col ? "largest error/bound " + show(error.values.back())
-                                  : "computed " + show(double(slice.out[size_t(s.out_at(b, h, slice.rows[r]) + col)])) +
-                                        ", exact " + printed("%.17g", double(slice.exact[r].out[size_t(col)])) + ", bound " +
-                                        show(slice.exact[r].bound[size_t(col)]) + ", error/bound " + show(error.values.back())));
+      error.tips.push_back(at + (cols.second > col
+                                     ? "largest error/bound " + show(error.values.back())
+                                     : "computed " + show(slice.out[r][size_t(col)]) + ", exact " +
+                                           printed("%.17g", double(slice.exact[r][size_t(col)])) + ", bound " +
+                                           show(slice.bound[r][size_t(col)]) + ", error/bound " + show(error.values.back())));
     }
 }
 
-// The slice's heatmaps: (a) the permitted keys, (b) the exact weights, (c) the output's
-// error/bound (empty without an out); `suffix` ends their ids.
-template <class T>
-Maps heatmaps(const Case<T>& c, const Slice<T>& slice, const std::string& suffix) {
-  const Shape& s = c.shape;
-  std::vector<std::vector<double>> weights;  // [rows][Tk], 0 where a key carries none
-  double heaviest = 0;
-  for (const ExactRow& row : slice.exact) {
-    weights.emplace_back(size_t(s.Tk), 0.0);
-    for (size_t n = 0; n < row.keys.size(); ++n) {
-      const double w = double(row.weights[n]);
-      weights.back()[size_t(row.keys[n])] = w;
+// The slice's heatmaps: (a) the permitted keys, (b) the exact weights [rows][Tk], (c) the output's
+// error/bound [rows][dv] (empty without an out); `suffix` ends their ids.
+Maps heatmaps(const ProblemView& p, const std::string& suffix) {
+  const Shape& s = p.shape;
+  const SliceView& slice = p.slice;
+  double heaviest = 0;  // the weights' color bar tops at the heaviest finite weight
+  for (const std::vector<double>& row : slice.weights)
+    for (double w : row)
       if (std::isfinite(w)) heaviest = std::max(heaviest, w);
-    }
-  }
   if (heaviest == 0) heaviest = 1;
   const std::string& where = slice.where;
   Maps maps{
@@ -380,24 +269,24 @@ Maps heatmaps(const Case<T>& c, const Slice<T>& slice, const std::string& suffix
                       "outside the format's range: not checked",
                       "Blue: within the bound. Red: outside it; darkest: 1e6 or more, or a wrong NaN or infinity."};
   for (Heatmap* m : {&maps.mask, &maps.weight, &maps.error}) m->marked = slice.i;
-  fill_key_cells(c, slice, weights, maps);
-  if (slice.have_out) fill_error_cells(s, slice, maps.error);
+  fill_key_cells(slice, maps);
+  if (slice.have_out) fill_error_cells(slice, maps.error);
   return maps;
 }
 
-// What the section shows and why, then the heatmaps.
-template <class T>
-std::string maps_shown(const Case<T>& c, const Shown& shown, const Slice<T>& slice, const Maps& maps) {
-  const Shape& s = c.shape;
-  const std::string described = describe(c), query = std::to_string(slice.i);
-  std::string html = "<p>The problem shown (" + esc(shown.which) + "): " + esc(described.substr(0, described.find('\n'))) +
-                     ".</p>\n<p>The slice shown: " + slice.where;
-  html += slice.have_out ? (slice.compared.mismatches.empty()
-                                ? ", the row where the kernel is least accurate (query " + query +
-                                      "). On this case the kernel's output is within the bound everywhere: the report below "
-                                      "says what failed (imprecision, or a related problem the property builds from the case)."
-                                : ", and the first query with an element outside the bound (query " + query + ", outlined).")
-                         : ". The implementation " + esc(shown.fault) + " on this case: no output to compare.";
+// What the section shows and why, then the heatmaps (of the slice's rows of Tq, keys of Tk and columns of dv).
+std::string maps_shown(const FindingView& f, const ProblemView& p, const Maps& maps) {
+  const Shape& s = p.shape;
+  const SliceView& slice = p.slice;
+  const std::string query = std::to_string(slice.i);
+  std::string html =
+      "<p>The problem shown (" + esc(f.which) + "): " + esc(p.described) + ".</p>\n<p>The slice shown: " + slice.where;
+  html += slice.have_out
+              ? (slice.all_within ? ", the row where the kernel is least accurate (query " + query +
+                                        "). On this case the kernel's output is within the bound everywhere: the report below "
+                                        "says what failed (imprecision, or a related problem the property builds from the case)."
+                                  : ", and the first query with an element outside the bound (query " + query + ", outlined).")
+              : ". The implementation " + esc(f.fault) + " on this case: no output to compare.";
   if (slice.rows.size() < size_t(s.Tq))
     html += " Queries " + std::to_string(slice.rows.front()) + " to " + std::to_string(slice.rows.back()) + " of " +
             std::to_string(s.Tq) + ".";
@@ -408,129 +297,100 @@ std::string maps_shown(const Case<T>& c, const Shown& shown, const Slice<T>& sli
 }
 
 // x [B,heads,n,d] in full: a table per (b, head), side by side.
-template <class T>
-std::string tables(const char* name, const char* shape, const std::vector<T>& x, int64_t B, int64_t heads, int64_t n, int64_t d) {
+std::string tables(const char* name, const char* shape, const std::vector<double>& x, int64_t B, int64_t heads, int64_t n,
+                   int64_t d) {
   std::string html = "<h3>" + std::string(name) + " " + shape + "</h3>\n<div class=\"tensors\">\n";
   for (int64_t bb = 0; bb < B; ++bb)
     for (int64_t hh = 0; hh < heads; ++hh)
       html += table(
           std::string(name) + "[" + std::to_string(bb) + "," + std::to_string(hh) + "]", n, d, [](int64_t r) { return r; },
-          [&](int64_t r, int64_t col) { return show(double(x[size_t(((bb * heads + hh) * n + r) * d + col)])); });
+          [&](int64_t r, int64_t col) { return show(x[size_t(((bb * heads + hh) * n + r) * d + col)]); });
   return html + "</div>\n";
 }
 
-// A small case's tensors in full, and the out of the queries shown beside the exact one and the bound.
-template <class T>
-std::string tensors_in_full(const Case<T>& c, const Slice<T>& slice) {
-  const Shape& s = c.shape;
-  std::string html = tables("q", "[B,H,Tq,dk]", c.q, s.B, s.H, s.Tq, s.dk) +
-                     tables("k", "[B,H_kv,Tk,dk]", c.k, s.B, s.kv_heads(), s.Tk, s.dk) +
-                     tables("v", "[B,H_kv,Tk,dv]", c.v, s.B, s.kv_heads(), s.Tk, s.dv);
-  if (!c.bias.empty()) html += tables("bias", "[B,H,Tq,Tk]", c.bias, s.B, s.H, s.Tq, s.Tk);
-  if (!c.allow.empty()) {
+// A small case's tensors in full (q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv],
+// bias [B,H,Tq,Tk], allow [B,Tq,Tk]), and the out of the queries shown [rows][dv] beside the exact
+// one and the bound.
+std::string tensors_in_full(const ProblemView& p) {
+  const Shape& s = p.shape;
+  const SliceView& slice = p.slice;
+  std::string html = tables("q", "[B,H,Tq,dk]", p.q, s.B, s.H, s.Tq, s.dk) +
+                     tables("k", "[B,H_kv,Tk,dk]", p.k, s.B, s.kv_heads(), s.Tk, s.dk) +
+                     tables("v", "[B,H_kv,Tk,dv]", p.v, s.B, s.kv_heads(), s.Tk, s.dv);
+  if (!p.bias.empty()) html += tables("bias", "[B,H,Tq,Tk]", p.bias, s.B, s.H, s.Tq, s.Tk);
+  if (!p.allow.empty()) {
     html += "<h3>allow [B,Tq,Tk]</h3>\n<div class=\"tensors\">\n";
     for (int64_t bb = 0; bb < s.B; ++bb)
       html += table(
           "allow[" + std::to_string(bb) + "]", s.Tq, s.Tk, [](int64_t r) { return r; },
-          [&](int64_t r, int64_t j) { return std::to_string(int(c.allow[size_t(s.allow_at(bb, r) + j)] != 0)); });
+          [&](int64_t r, int64_t j) { return std::to_string(int(p.allow[size_t(s.allow_at(bb, r) + j)] != 0)); });
     html += "</div>\n";
   }
   if (slice.have_out) {
-    const int64_t b = slice.b, h = slice.h;
-    const std::string bh = index_pair(b, h);
-    const std::vector<int64_t>& rows = slice.rows;
-    const std::vector<ExactRow>& exact = slice.exact;
+    const std::string bh = index_pair(slice.b, slice.h);
     html += "<h3>out" + bh + ", the queries shown: computed, exact, bound</h3>\n<div class=\"tensors\">\n";
-    auto shown = [&](int64_t r) { return rows[size_t(r)]; };
-    const int64_t n = int64_t(rows.size());
+    auto shown = [&](int64_t r) { return slice.rows[size_t(r)]; };
+    const int64_t n = int64_t(slice.rows.size());
     html += table("computed out" + bh, n, s.dv, shown,
-                  [&](int64_t r, int64_t col) { return show(double(slice.out[size_t(s.out_at(b, h, rows[size_t(r)]) + col)])); });
+                  [&](int64_t r, int64_t col) { return show(slice.out[size_t(r)][size_t(col)]); });
     html += table("exact out" + bh, n, s.dv, shown,
-                  [&](int64_t r, int64_t col) { return printed("%.17g", double(exact[size_t(r)].out[size_t(col)])); });
+                  [&](int64_t r, int64_t col) { return printed("%.17g", double(slice.exact[size_t(r)][size_t(col)])); });
     html +=
-        table("bound" + bh, n, s.dv, shown, [&](int64_t r, int64_t col) { return show(exact[size_t(r)].bound[size_t(col)]); });
+        table("bound" + bh, n, s.dv, shown, [&](int64_t r, int64_t col) { return show(slice.bound[size_t(r)][size_t(col)]); });
     html += "</div>\n";
   }
   return html;
 }
 
 // A large case's tensors as each one's range: its values, least and largest finite, NaNs and infinities.
-template <class T>
-std::string tensor_spreads(const Case<T>& c, const Slice<T>& slice) {
-  const Shape& s = c.shape;
+std::string tensor_spreads(const ProblemView& p) {
   std::string html =
       "<table class=\"spread\"><tr><th>tensor</th><th>shape</th><th>values</th><th>least finite</th><th>largest "
       "finite</th><th>NaN</th><th>infinite</th></tr>\n";
-  auto dims = [](std::initializer_list<int64_t> d) {
-    std::string text;
-    for (int64_t n : d) text += (text.empty() ? "[" : ",") + std::to_string(n);
-    return text + "]";
-  };
-  html += spread("q", dims({s.B, s.H, s.Tq, s.dk}), c.q) + spread("k", dims({s.B, s.kv_heads(), s.Tk, s.dk}), c.k) +
-          spread("v", dims({s.B, s.kv_heads(), s.Tk, s.dv}), c.v);
-  if (!c.bias.empty()) html += spread("bias", dims({s.B, s.H, s.Tq, s.Tk}), c.bias);
-  if (slice.have_out) html += spread("out (computed)", dims({s.B, s.H, s.Tq, s.dv}), slice.out);
+  for (const Spread& x : p.spreads) html += spread_row(x);
   return html + "</table>\n";
 }
 
-// A large case's failing row: its query, its out beside the exact one, and the keys that weigh most
-// in it with their k and v.
-template <class T>
-std::string failing_row(const Case<T>& c, const Slice<T>& slice) {
-  const Shape& s = c.shape;
+// A large case's failing row: its query q[b,h,i] [dk], its out [dv] beside the exact one, and the
+// keys that weigh most in it with their k [dk] and v [dv].
+std::string failing_row(const ProblemView& p) {
+  const Shape& s = p.shape;
+  const SliceView& slice = p.slice;
   const int64_t b = slice.b, h = slice.h, i = slice.i;
   const std::string kv = index_pair(b, s.kv_head(h)), bh = index_pair(b, h);
   const size_t at = size_t(i - slice.rows.front());
-  const ExactRow& row = slice.exact[at];
-  std::vector<std::string> q_row;
-  for (int64_t d = 0; d < s.dk; ++d) q_row.push_back(show(double(c.q[size_t(s.q_at(b, h, i) + d)])));
   std::string html = "<h3>The failing row: query " + std::to_string(i) + " of " + slice.where + "</h3>\n<p>q" + bh + "[" +
-                     std::to_string(i) + "]:</p><pre>" + esc(listed(q_row)) + "</pre>\n";
+                     std::to_string(i) + "]:</p><pre>" + esc(listed(p.failing_q)) + "</pre>\n";
   if (slice.have_out)
     html += table(
         "out" + bh + "[" + std::to_string(i) + "], by column of dv", s.dv, 4, [](int64_t r) { return r; },
         [&](int64_t col, int64_t what) {
-          const std::vector<double> shown = {double(slice.out[size_t(s.out_at(b, h, i) + col)]), double(row.out[size_t(col)]),
-                                             row.bound[size_t(col)], error_ratio(s, slice, at, col)};
+          const size_t c = size_t(col);
+          const std::vector<double> shown = {slice.out[at][c], double(slice.exact[at][c]), slice.bound[at][c],
+                                             slice.ratio[at][c]};
           return what == 1 ? printed("%.17g", shown[1]) : show(shown[size_t(what)]);
         },
         {"computed", "exact", "bound", "error/bound"});
-  std::vector<size_t> order(row.keys.size());
-  for (size_t n = 0; n < order.size(); ++n) order[n] = n;
-  const size_t heaviest_keys = std::min<size_t>(order.size(), 8);
-  std::partial_sort(order.begin(), order.begin() + long(heaviest_keys), order.end(),
-                    [&](size_t x, size_t y) { return row.weights[x] > row.weights[y]; });
-  html += "<p>The keys of most weight in the row: " + std::to_string(heaviest_keys) + " of the " + std::to_string(order.size()) +
-          " that carry any.</p>\n<pre>";
-  for (size_t n = 0; n < heaviest_keys; ++n) {
-    const int64_t j = row.keys[order[n]];
-    std::vector<std::string> k_row, v_row;
-    for (int64_t d = 0; d < s.dk; ++d) k_row.push_back(show(double(c.k[size_t(s.k_at(b, h, j) + d)])));
-    for (int64_t d = 0; d < s.dv; ++d) v_row.push_back(show(double(c.v[size_t(s.v_at(b, h, j) + d)])));
-    html +=
-        esc("key " + std::to_string(j) + ", weight " + show(double(row.weights[order[n]])) + "\n  k" + kv + "[" +
-            std::to_string(j) + "]: " + listed(k_row) + "\n  v" + kv + "[" + std::to_string(j) + "]: " + listed(v_row) + "\n");
+  html += "<p>The keys of most weight in the row: " + std::to_string(p.heaviest.size()) + " of the " +
+          std::to_string(p.weighing_keys) + " that carry any.</p>\n<pre>";
+  for (const HeavyKey& key : p.heaviest) {
+    const std::string j = std::to_string(key.j);
+    html += esc("key " + j + ", weight " + show(key.weight) + "\n  k" + kv + "[" + j + "]: " + listed(key.k) + "\n  v" + kv +
+                "[" + j + "]: " + listed(key.v) + "\n");
   }
   return html + "</pre>\n";
 }
 
-// The finding's problem: the three heatmaps of its failing (b, h) slice, and its tensors.
-template <class T>
-std::string case_section(const CampaignOptions& options, const Shown& shown, Case<T> c) {
-  c.empty_rows = options.policies.empty_rows;  // as the campaign ran it
-  c.lse_empty = options.policies.lse_empty;
-  const Shape& s = c.shape;
-  const Slice<T> slice = slice_shown(shown, c);
-  std::string html = maps_shown(c, shown, slice, heatmaps(c, slice, shown.id_suffix));
+// The finding's problem: the three heatmaps of its failing (b, h) slice, and its tensors; `suffix`
+// ends the heatmaps' ids.
+std::string case_section(const FindingView& f, const ProblemView& p, const std::string& suffix) {
+  std::string html = maps_shown(f, p, heatmaps(p, suffix));
   // The tensors: a small case in full, a large one as each tensor's range and the failing row's values.
   html += "<h2>The problem's tensors</h2>\n";
-  if (s.Tq <= kFullLength && s.Tk <= kFullLength && c.q.size() + c.k.size() + c.v.size() + c.bias.size() <= size_t(kFullValues))
-    html += tensors_in_full(c, slice);
-  else
-    html += tensor_spreads(c, slice) + failing_row(c, slice);
-  if (!c.key_lengths.empty()) {
+  html += p.in_full ? tensors_in_full(p) : tensor_spreads(p) + failing_row(p);
+  if (!p.key_lengths.empty()) {
     std::vector<std::string> lengths;
-    for (int32_t n : c.key_lengths) lengths.push_back(std::to_string(n));
+    for (int32_t n : p.key_lengths) lengths.push_back(std::to_string(n));
     html += "<p>key lengths [B]: " + esc(listed(lengths)) + "</p>\n";
   }
   return html;
@@ -630,7 +490,7 @@ std::string findings_index(const CampaignResult& result) {
 
 // Finding n: what broke, how to replay it, the heatmaps of its failed call and its report. The
 // first finding's ids are the page's plain ones (#replay, #heatmap-mask, ...), a later one's end in -n.
-std::string finding_section(const CampaignOptions& options, const CampaignResult& result, size_t n, const std::string& replay) {
+std::string finding_section(const CampaignResult& result, size_t n, const FindingView& view, const std::string& replay) {
   const Finding& f = result.findings[n];
   const std::string suffix = n == 0 ? "" : "-" + std::to_string(n + 1);
   std::string html = "<h2 id=\"finding-" + std::to_string(n + 1) + "\">" +
@@ -641,13 +501,11 @@ std::string finding_section(const CampaignOptions& options, const CampaignResult
   if (const std::string said = diagnosis_text(f.diagnosis); !said.empty())
     html += "<pre class=\"diagnosis\">" + esc(said) + "</pre>\n";
   if (!replay.empty()) html += "<p>Replay it:</p>\n<pre id=\"replay" + suffix + "\">" + esc(replay) + "</pre>\n";
-  Shown shown = problem_shown(options, f);
-  shown.id_suffix = suffix;
-  if (shown.text.empty()) {
+  if (!view.problem) {
     html += "<p>Property." + esc(f.property) + " ran the kernel on no case: no heatmaps.</p>\n";
   } else {
     if (f.case_text.empty()) html += "<p>Property." + esc(f.property) + " builds its own cases.</p>\n";
-    html += visit_case_text(shown.text, [&](auto c) { return case_section(options, shown, std::move(c)); });
+    html += case_section(view, *view.problem, suffix);
   }
   return html + "<h2>The failure report</h2>\n<pre id=\"report" + suffix + "\">" + esc(f.message) + "</pre>\n";
 }
@@ -655,7 +513,7 @@ std::string finding_section(const CampaignOptions& options, const CampaignResult
 }  // namespace
 
 void write_html_report(const std::string& path, const CampaignOptions& options, const CampaignResult& result,
-                       const ReportText& text) {
+                       const std::vector<FindingView>& views, const ReportText& text) {
   const bool pass = text.verdict == "PASS";
   std::string html =
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>attncheck check: " + esc(text.verdict) +
@@ -668,7 +526,7 @@ void write_html_report(const std::string& path, const CampaignOptions& options, 
   if (result.found) {
     if (result.findings.size() > 1) html += findings_index(result);
     for (size_t n = 0; n < result.findings.size(); ++n)
-      html += finding_section(options, result, n, n < text.replays.size() ? text.replays[n] : "");
+      html += finding_section(result, n, views.at(n), n < text.replays.size() ? text.replays[n] : "");
   } else {
     html += "<p>No counterexample: every property below ran against the implementation";
     html += result.replayed ? " on the replayed case, which no longer fails.</p>\n"

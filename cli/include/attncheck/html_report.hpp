@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attncheck/campaign.hpp"
+#include "attncheck/finding_view.hpp"
 
 namespace attncheck {
 
@@ -21,11 +22,11 @@ struct ReportText {
   std::vector<std::string> replays;  // the command that replays each finding
 };
 
-// Writes the report of `result` to `path`. For a finding with a case, it runs the implementation
-// of `options` once more on that case (the campaign keeps no output) and the oracle on the rows
-// shown. Throws std::runtime_error with a one-line reason when the file cannot be written.
+// Writes the report of `result` to `path`, each finding drawn from its view in `views`
+// (finding_views(options, result), finding_view.hpp: what runs the kernel and the oracle; this
+// only renders). Throws std::runtime_error with a one-line reason when the file cannot be written.
 void write_html_report(const std::string& path, const CampaignOptions& options, const CampaignResult& result,
-                       const ReportText& text);
+                       const std::vector<FindingView>& views, const ReportText& text);
 
 // `text` ready for XML or HTML: & < > " ' escaped, and what XML 1.0 cannot hold (control characters
 // other than tab, newline and return, bytes that are not UTF-8) replaced by U+FFFD, so that a report carrying a
