@@ -39,7 +39,7 @@ case $case in
       --counterexample "$out/online_no_rescale.replay" --html "$out/online_no_rescale.html" --junit "$out/online_no_rescale.xml" \
       --json "$out/online_no_rescale.json" ;;
   keep_going_html)
-    "$attncheck" check --impl "$plugin" --keep-going yes --counterexample-dir keep_going_html --cases 300 --seconds 600 --shrink-seconds 3 \
+    "$attncheck" check --impl "$plugin" --keep-going yes --counterexample-dir keep_going_html --cases 100 --seconds 600 --shrink-seconds 3 \
       --html keep_going.html > /dev/null
     grep -q 'id="findings"' keep_going.html && [ "$(grep -o 'href="#finding-[0-9]"' keep_going.html | wc -l)" -eq 3 ] &&
       grep -q 'id="heatmap-mask-3"' keep_going.html && [ "$(grep -o 'id="[a-z0-9-]*"' keep_going.html | sort | uniq -d | wc -l)" -eq 0 ] &&
