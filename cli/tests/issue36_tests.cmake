@@ -35,7 +35,7 @@ add_test(NAME check.VerdictOnAFullDiskIsAnError COMMAND ${expect} 2 "attncheck c
 # A command that runs one instance at a time (flock -n: a second start fails at once) under the
 # default --jobs: the error names --jobs, not only the second start's failure.
 add_test(NAME check.ASingleInstanceCommandIsToldOfJobs COMMAND ${expect} 2 "one that runs one at a time needs --jobs 1"
-         ${attncheck} check --impl-cmd "flock -n ${out}/single_instance.lock ${child} zeros" --jobs 2 --seconds 20)
+         ${attncheck} check --impl-cmd "flock -n ${out}/single_instance.lock ${child} zeros" --jobs 2 --cases 50 --seconds 600)
 
 # A kernel that writes the keep mask (dropout_mask) must write every byte 0 or 1, a forbidden key's
 # too (docs/protocol.md): the keep_mask_unwritten_at_forbidden_keys mutant is flagged.

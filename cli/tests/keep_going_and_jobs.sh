@@ -36,7 +36,7 @@ assert kinds == ['hung'], kinds" ;;
     cat keep_going.txt
     [ $code -eq 1 ] && "$python" "$here/keep_going_findings.py" keep_going.json keep_going.xml && grep -q '^findings: ' keep_going.txt ;;
   first_stops)
-    "$attncheck" check --impl "$plugin" --seconds 20 --json first.json --counterexample first.replay > /dev/null
+    "$attncheck" check --impl "$plugin" --cases 50 --seconds 600 --json first.json --counterexample first.replay > /dev/null
     "$python" -c "
 import json
 d = json.load(open('first.json'))
@@ -50,7 +50,7 @@ a, b = (json.load(open(f)) for f in ('jobs1.json', 'jobs3.json'))
 assert a['per_property'] == b['per_property'] and b['cases'] == int(sys.argv[1]), (a['per_property'], b['per_property'])" "$cases" ;;
   jobs_report_first_finding)
     for jobs in 1 2; do
-      "$attncheck" check --impl "$plugin" --jobs $jobs --seconds 60 --shrink-seconds 0 --counterexample jobs.replay --json "first$jobs.json" \
+      "$attncheck" check --impl "$plugin" --jobs $jobs --cases 50 --seconds 600 --shrink-seconds 0 --counterexample jobs.replay --json "first$jobs.json" \
         > /dev/null
     done
     "$python" -c "

@@ -77,7 +77,7 @@ assert d['impl'] == 'odd\ufffddir/kernel.so' and d['verdict'] == 'FAIL', d['impl
 E.parse('run.xml')" || fail "the JSON or JUnit not written" ;;
   earlier_runs)
     mkdir found && echo "attncheck-replay 2" > found/Old.wrong-value.float32.replay
-    "$attncheck" check --impl "$plugin" --keep-going yes --counterexample-dir found --cases 100 --seconds 600 > run.txt
+    "$attncheck" check --impl "$plugin" --keep-going yes --counterexample-dir found --cases 30 --seconds 600 > run.txt
     grep -q "^replay files of earlier runs moved to found/earlier-runs: 1$" run.txt && [ -f found/earlier-runs/Old.wrong-value.float32.replay ] &&
       [ ! -e found/Old.wrong-value.float32.replay ] || fail "an earlier run's file left among this run's" ;;
   *) fail "no case $case" ;;

@@ -20,7 +20,7 @@ fail() { echo "red_team $attack: $*"; exit 1; }
 expect() { timeout 120 "$root/tools/tests/expect_exit.sh" "$@" || fail "expected exit $1 and '$2'"; }
 absent() { [ ! -e "$1" ] || fail "$1 exists: what the attack named was run"; }
 # A replay file of a finding the built-in's planted sentinel bug gives, with its failed call kept.
-found() { "$attncheck" check --impl "$built/impl/mutant_sentinel_1e4.so" --seconds 10 --counterexample found.replay >/dev/null
+found() { "$attncheck" check --impl "$built/impl/mutant_sentinel_1e4.so" --cases 50 --seconds 600 --counterexample found.replay >/dev/null
           [ -s found.replay ] || fail "no finding to attack"; }
 # with_impl FILE KEY VALUE: FILE with its implementation line replaced by "KEY VALUE", as attacked.replay.
 with_impl() { grep -v '^impl' "$1" | awk -v line="$2 $3" 'NR == 2 { print line } { print }' >attacked.replay; }
@@ -90,9 +90,9 @@ case $attack in
     expect 2 "holds a line break" "$attncheck" check --impl-cmd "$child zeros
 impl builtin" ;;
   command_forges_a_fault)
-    expect 1 "a FALT frame, which only attncheck's plugin host sends" "$attncheck" check --impl-cmd "$child forges_fault" --seconds 10 ;;
+    expect 1 "a FALT frame, which only attncheck's plugin host sends" "$attncheck" check --impl-cmd "$child forges_fault" --cases 50 --seconds 600 ;;
   command_forges_a_mode)
-    expect 1 "a MODE frame, which only attncheck's plugin host sends" "$attncheck" check --impl-cmd "$child forges_mode" --seconds 10 ;;
+    expect 1 "a MODE frame, which only attncheck's plugin host sends" "$attncheck" check --impl-cmd "$child forges_mode" --cases 50 --seconds 600 ;;
 
   # ---- Hangs and processes ----
   command_stops_reading)  # a case of 256 KiB: more than the pipe holds, so sending it needs the child to read

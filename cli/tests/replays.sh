@@ -20,7 +20,7 @@ expect=$root/tools/tests/expect_exit.sh
 mkdir -p "$out" && cd "$out" || exit 1
 case $case in
   find_then_replay)
-    "$expect" 1 'counterexample to Property.' "$attncheck" check --impl "$plugin" --seconds 10 --counterexample "$out/sentinel.replay" &&
+    "$expect" 1 'counterexample to Property.' "$attncheck" check --impl "$plugin" --cases 50 --seconds 600 --counterexample "$out/sentinel.replay" &&
       "$expect" 1 'attncheck check: FAIL' "$attncheck" check --replay "$out/sentinel.replay" --trust-replay &&
       "$expect" 0 'no longer fails' "$attncheck" check --replay "$out/sentinel.replay" --impl builtin ;;
   answers_vary)
@@ -31,7 +31,7 @@ case $case in
     [ $code -eq 1 ] && grep -q '^answers vary between identical calls: ' every_other.txt && ! grep -q 'no longer fails' every_other.txt &&
       grep -q '"kind": "answers vary"' every_other.json ;;
   policy_kept)
-    "$attncheck" check --impl "$plugin" --empty-rows mean --seconds 20 --counterexample kept_policy.replay >/dev/null
+    "$attncheck" check --impl "$plugin" --empty-rows mean --cases 50 --seconds 600 --counterexample kept_policy.replay >/dev/null
     grep -qx 'empty-rows mean' kept_policy.replay &&
       "$attncheck" check --impl "$plugin" --replay kept_policy.replay --json kept_policy.json | tail -1 | grep -q 'under --empty-rows mean' &&
       grep -q '"empty-rows": "mean"' kept_policy.json ;;

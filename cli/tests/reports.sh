@@ -26,7 +26,7 @@ expect=$root/tools/tests/expect_exit.sh
 mkdir -p "$out" && cd "$out" || exit 1
 case $case in
   fails_only_with)
-    "$attncheck" check --impl "$plugin" --seconds 20 --counterexample "$out/gqa_needs.replay" > "$out/gqa_needs.txt"
+    "$attncheck" check --impl "$plugin" --cases 50 --seconds 600 --counterexample "$out/gqa_needs.replay" > "$out/gqa_needs.txt"
     cat "$out/gqa_needs.txt"
     grep -qx 'fails only with: grouped KV heads' "$out/gqa_needs.txt" && grep -qxE '  v:( -?[0-9])+' "$out/gqa_needs.txt" ;;
   error_bound)
@@ -35,11 +35,11 @@ case $case in
       "$attncheck" check --impl "$extra" --cases 400 --seconds 600 --counterexample ratio.replay --json finite.json > finite.txt
     "$python" "$here/error_bound_is_the_findings.py" inf.json finite.json finite.txt ;;
   finding_as_html_junit_json)
-    "$expect" 1 'counterexample to Property.' "$attncheck" check --impl "$plugin" --dtype f16 --seconds 20 \
+    "$expect" 1 'counterexample to Property.' "$attncheck" check --impl "$plugin" --dtype f16 --cases 50 --seconds 600 \
       --counterexample "$out/online_no_rescale.replay" --html "$out/online_no_rescale.html" --junit "$out/online_no_rescale.xml" \
       --json "$out/online_no_rescale.json" ;;
   keep_going_html)
-    "$attncheck" check --impl "$plugin" --keep-going yes --counterexample-dir keep_going_html --cases 300 --seconds 600 --shrink-seconds 3 \
+    "$attncheck" check --impl "$plugin" --keep-going yes --counterexample-dir keep_going_html --cases 100 --seconds 600 --shrink-seconds 3 \
       --html keep_going.html > /dev/null
     grep -q 'id="findings"' keep_going.html && [ "$(grep -o 'href="#finding-[0-9]"' keep_going.html | wc -l)" -eq 3 ] &&
       grep -q 'id="heatmap-mask-3"' keep_going.html && [ "$(grep -o 'id="[a-z0-9-]*"' keep_going.html | sort | uniq -d | wc -l)" -eq 0 ] &&
