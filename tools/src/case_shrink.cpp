@@ -152,17 +152,10 @@ Case<T> cleared(const Case<T>& c, uint32_t which) {
   });
 }
 
-// Whether c carries feature f: an input it brings, or a scalar it brings off its default.
+// Whether c uses feature f, as the feature's row (features.hpp) reads it off the call.
 template <class T>
-bool carries(const Case<T>& c, uint32_t f) {
-  bool carried = false;
-  const Case<T> plain;
-  for_each_case_input(c, [&](const Slot& s, const auto& x) { carried = carried || ((s.feature & f) && !x.empty()); });
-  for_each_scalar_row([&](auto, auto in_case, auto, auto, ScalarRow row) {
-    if constexpr (has_member<decltype(in_case), const Case<T>>)
-      carried = carried || ((row.feature & f) && !(in_case(c) == in_case(plain)));
-  });
-  return carried;
+bool uses(const Case<T>& c, uint32_t f) {
+  return feature(f).used(call_view(c.problem(), false, false));
 }
 
 // c with the default scale (1/sqrt(dk)) in place of an explicit one.
@@ -253,7 +246,7 @@ template <class T, class Accept>
 bool offer_fewer_masks(const Case<T>& c, uint32_t capabilities, const Accept& accept) {
   for (const uint32_t f : {ATTNCHECK_CAP_BIAS, ATTNCHECK_CAP_SOFTCAP, ATTNCHECK_CAP_WINDOW, ATTNCHECK_CAP_CAUSAL,
                            ATTNCHECK_CAP_ALLOW, ATTNCHECK_CAP_KV_LENS})
-    if (carries(c, f) && accept(cleared(c, f))) return true;
+    if (uses(c, f) && accept(cleared(c, f))) return true;
   if (c.scale != 0 && accept(with_default_scale(c))) return true;
   // A window narrower (its sides toward 0), so that fewer keys sit inside it.
   for (int64_t Case<T>::*side : {&Case<T>::window_left, &Case<T>::window_right})
@@ -314,10 +307,9 @@ std::vector<WithoutFeature<T>> without_each_feature(const Case<T>& c, uint32_t c
   };
   if (c.shape.kv_heads() != c.shape.H) add(feature(ATTNCHECK_CAP_GQA).name, with_full_heads(c));
   for (uint32_t mask : {ATTNCHECK_CAP_CAUSAL, ATTNCHECK_CAP_WINDOW, ATTNCHECK_CAP_KV_LENS})
-    if ((capabilities & ATTNCHECK_CAP_ALLOW) && feature(mask).used(call_view(c.problem(), false, false)))
-      add(feature(mask).name, folded(c, mask));
+    if ((capabilities & ATTNCHECK_CAP_ALLOW) && uses(c, mask)) add(feature(mask).name, folded(c, mask));
   for (const uint32_t f : {ATTNCHECK_CAP_SOFTCAP, ATTNCHECK_CAP_BIAS})
-    if (carries(c, f)) add(feature(f).name, cleared(c, f));
+    if (uses(c, f)) add(feature(f).name, cleared(c, f));
   if (c.format != Precision<T>::format && (capabilities & ATTNCHECK_CAP_F32))
     add(feature(capability_of(c.format)).name, changed(c, [](Case<T>& r) { r.format = Precision<T>::format; }));
   if (c.scale != 0 && c.scale != effective_scale(c.shape, 0)) add("explicit scale", with_default_scale(c));
