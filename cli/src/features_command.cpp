@@ -2,21 +2,25 @@
 // restrictions and limits (domain.hpp) as a person reads them, or as the Python client's module
 // (--python), with the call schema's slots (call_schema.hpp) too, which python/attncheck/_features.py
 // must equal.
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "attncheck/abi.hpp"
+#include "attncheck/call_scalars.hpp"
 #include "attncheck/call_schema.hpp"
 #include "attncheck/cases.hpp"
 #include "attncheck/commands.hpp"
 #include "attncheck/domain.hpp"
 #include "attncheck/features.hpp"
 #include "attncheck/flags.hpp"
+#include "attncheck/protocol.hpp"
 
 namespace attncheck {
 namespace {
@@ -60,6 +64,58 @@ std::string slots() {
             ",\n";
   }
   return text + "]\n";
+}
+
+// The PROB's headers (protocol.hpp's kHeaders), in wire order: HEADERS, each with the feature whose
+// flag brings it, its size and its fields in order: name, byte offset in it, struct code. A field is
+// a dim, a scalar of call_scalars.def (named as its Case member) or one of the protocol's own
+// (flags, parts, reserved).
+std::string headers() {
+  using protocol::Request;
+  struct Field {
+    std::string name;
+    size_t offset;
+    char code;
+  };
+  Request r{};
+  std::vector<Field> fields;
+  auto add = [&](const std::string& name, const auto& member) {
+    using M = std::remove_cvref_t<decltype(member)>;
+    static_assert(sizeof(M) == 4 || sizeof(M) == 8, "an int32, uint32, uint64 or double");
+    const char code = std::is_floating_point_v<M> ? 'd' : sizeof(M) == 8 ? 'Q' : std::is_signed_v<M> ? 'i' : 'I';
+    fields.push_back({name, size_t(reinterpret_cast<const char*>(&member) - reinterpret_cast<const char*>(&r)), code});
+  };
+  for_each_dim_row([&](Dim d, auto, auto in_request) { add(kDimNames[int(d)], in_request(r)); });
+  for_each_scalar_row([&](auto, auto, auto, auto in_request, ScalarRow row) {
+    if constexpr (has_member<decltype(in_request), Request>) add(row.name, in_request(r));
+  });
+  add("flags", r.header.flags);
+  add("parts", r.layer.parts);
+  add("reserved", r.layer.reserved);
+  std::sort(fields.begin(), fields.end(), [](const Field& a, const Field& b) { return a.offset < b.offset; });
+  std::string dims = "[",
+              text =
+                  "# The PROB's headers (protocol.hpp), in wire order: each one's name, the feature whose FLAGS bit brings\n"
+                  "# it (None: every PROB has it), its size and its fields in order: name (a dim, a scalar of\n"
+                  "# call_scalars.def, or flags, parts, reserved), byte offset in the header, struct code.\n"
+                  "HEADERS = [\n";
+  for (const char* d : kDimNames) dims += (dims.size() > 1 ? ", " : "") + quoted(d);
+  for (const protocol::HeaderRow& h : protocol::kHeaders) {
+    std::string flag = "None", list = "[";
+    for (const Feature& f : features())
+      if (h.flag && f.protocol_flag == h.flag) flag = quoted(f.word);
+    for (const Field& f : fields)
+      if (f.offset >= h.offset && f.offset < h.offset + h.size)
+        list += (list.size() > 1 ? ", " : "") +
+                ("[" + quoted(f.name) + ", " + std::to_string(f.offset - h.offset) + ", " + quoted(std::string(1, f.code)) + "]");
+    text += "    " +
+            dict({{quoted("name"), quoted(h.name)},
+                  {quoted("flag"), flag},
+                  {quoted("size"), std::to_string(h.size)},
+                  {quoted("fields"), list + "]"}}) +
+            ",\n";
+  }
+  return "# The shape vocabulary's dims, in the order of the headers' fields.\nDIMS = " + dims + "]\n" + text + "]\n";
 }
 
 std::string python_module() {
@@ -138,7 +194,7 @@ std::string python_module() {
          limits +
          "\n"
          "HEAD_DIMS = " +
-         quoted(kHeadDimsWord) + "\n" + slots();
+         quoted(kHeadDimsWord) + "\n" + slots() + headers();
 }
 
 // 0 once what was printed has reached standard output; a full disk is an error, not a table that

@@ -58,3 +58,13 @@ SLOTS = [
     {"name": "out", "shape": ["B", "Tq", "D"], "element": "format", "feature": "mha", "roles": {"forward": "none", "backward": "none", "layer": "out"}, "part": 0},
     {"name": "weights", "shape": ["B", "H", "Tq", "Tk"], "element": "wide", "feature": "mha_weights", "roles": {"forward": "none", "backward": "none", "layer": "out_if"}, "part": 0},
 ]
+# The shape vocabulary's dims, in the order of the headers' fields.
+DIMS = ["B", "H", "H_kv", "Tq", "Tk", "dk", "dv", "D"]
+# The PROB's headers (protocol.hpp), in wire order: each one's name, the feature whose FLAGS bit brings
+# it (None: every PROB has it), its size and its fields in order: name (a dim, a scalar of
+# call_scalars.def, or flags, parts, reserved), byte offset in the header, struct code.
+HEADERS = [
+    {"name": "header", "flag": None, "size": 64, "fields": [["format", 0, "i"], ["flags", 4, "I"], ["B", 8, "i"], ["H", 12, "i"], ["H_kv", 16, "i"], ["Tq", 20, "i"], ["Tk", 24, "i"], ["dk", 28, "i"], ["dv", 32, "i"], ["causal", 36, "i"], ["window_left", 40, "i"], ["window_right", 44, "i"], ["scale", 48, "d"], ["softcap", 56, "d"]]},
+    {"name": "dropout", "flag": "dropout", "size": 16, "fields": [["dropout_p", 0, "d"], ["dropout_seed", 8, "Q"]]},
+    {"name": "layer", "flag": "mha", "size": 16, "fields": [["D", 0, "i"], ["parts", 4, "I"], ["reserved", 8, "Q"]]},
+]

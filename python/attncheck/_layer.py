@@ -5,7 +5,7 @@ b_k [H_kv dk], b_v [H_kv dv], w_o [H dv,D], b_o [D], allow [B,Tq,Tk], kv_lens [B
 weights [B,H,Tq,Tk].
 """
 from . import _protocol as wire
-from ._problem import Problem
+from ._problem import Problem, read_scalars
 
 
 class Layer:
@@ -28,28 +28,21 @@ class Layer:
     """
 
     def __init__(self, payload):
-        if len(payload) < wire.HEADER.size + wire.LAYER.size:
-            raise ValueError(f"a layer PROB of {len(payload)} bytes is shorter than its two headers "
-                             f"({wire.HEADER.size + wire.LAYER.size})")
-        (dtype, flags, self.B, self.H, self.H_kv, self.Tq, self.Tk, self.dk, self.dv, causal, left, right, scale,
-         softcap) = wire.HEADER.unpack_from(payload)
-        self.D, parts, zero = wire.LAYER.unpack_from(payload, wire.HEADER.size)
+        fields, at = wire.read_headers(payload, "a layer PROB")
+        flags, parts = fields["flags"], fields["parts"]
         if not flags & wire.HAS_LAYER:
             raise ValueError(f"a PROB without the layer flag ({wire.HAS_LAYER}) read as a layer call")
         if flags & wire.NOT_IN_A_LAYER:
             raise ValueError(f"a layer PROB with flags {flags}: a layer call never carries bias, lse, backward "
                              f"or dropout ({wire.NOT_IN_A_LAYER & flags})")
-        if dtype not in wire.DTYPES:
-            raise ValueError(f"a layer PROB with dtype code {dtype}; the codes are {sorted(wire.DTYPES)}")
-        if causal not in wire.CAUSAL:
-            raise ValueError(f"a layer PROB with causal code {causal}; the codes are {sorted(wire.CAUSAL)}")
-        if softcap != 0:
-            raise ValueError(f"a layer PROB with softcap {softcap!r}; a layer call's softcap is 0")
-        if zero != 0:
-            raise ValueError(f"a layer PROB whose layer header ends in {zero}, not 0")
+        read_scalars(self, fields, ("header", "layer"), "a layer PROB")
+        if fields["softcap"] != 0:
+            raise ValueError(f"a layer PROB with softcap {fields['softcap']!r}; a layer call's softcap is 0")
+        if fields["reserved"] != 0:
+            raise ValueError(f"a layer PROB whose layer header ends in {fields['reserved']}, not 0")
         if parts & ~(wire.SELF | wire.B_Q | wire.B_K | wire.B_V | wire.B_O):
             raise ValueError(f"a layer PROB with unknown parts bits {parts:#x}")
-        dims = dict(B=self.B, H=self.H, H_kv=self.H_kv, Tq=self.Tq, Tk=self.Tk, dk=self.dk, dv=self.dv, D=self.D)
+        dims = {d: fields[d] for d in wire.DIMS}
         if any(n < 0 for n in dims.values()):
             raise ValueError(f"a layer PROB with a negative size: {dims}")
         if self.H_kv <= 0 or self.H % self.H_kv:
@@ -57,15 +50,10 @@ class Layer:
         self.self_attention = bool(parts & wire.SELF)
         if self.self_attention and self.Tq != self.Tk:
             raise ValueError(f"a self-attention layer PROB with Tq {self.Tq} != Tk {self.Tk}")
-        self.dtype = wire.DTYPES[dtype]
-        self.causal = wire.CAUSAL[causal]
-        self.window = None if left < 0 and right < 0 else (left, right)
-        self.scale = None if scale == 0 else scale
         self.want_weights = bool(flags & wire.WANT_WEIGHTS)
         # Each input a layer may carry (SLOTS), an attribute named as its slot; x_kv is x_q's array
         # for self-attention.
-        tensors = wire.read_inputs(payload, wire.HEADER.size + wire.LAYER.size, "layer", self.dtype, self._shape, flags,
-                                   parts, "a layer PROB")
+        tensors = wire.read_inputs(payload, at, "layer", self.dtype, self._shape, flags, parts, "a layer PROB")
         for name, tensor in tensors.items():
             setattr(self, name, tensor)
         if self.self_attention:

@@ -10,6 +10,20 @@ import numpy as np
 from . import _protocol as wire
 
 
+def read_scalars(call, fields, headers, what):
+    """Sets a Problem's or Layer's fields of the named headers (set_fields: its dims, ...) and its
+    dtype, causal, window and scale, from a PROB's fields (read_headers); a code outside its table
+    is a ValueError naming `what`."""
+    for name, word, codes in (("format", "dtype", wire.DTYPES), ("causal", "causal", wire.CAUSAL)):
+        if fields[name] not in codes:
+            raise ValueError(f"{what} with {word} code {fields[name]}; the codes are {sorted(codes)}")
+    wire.set_fields(call, fields, headers)
+    call.dtype, call.causal = wire.DTYPES[fields["format"]], wire.CAUSAL[fields["causal"]]
+    left, right = fields["window_left"], fields["window_right"]
+    call.window = None if left < 0 and right < 0 else (left, right)
+    call.scale = fields["scale"] or None  # 0: the default, 1/sqrt(dk)
+
+
 class Problem:
     """The problem's fields, as the README and docs/protocol.md give them.
 
@@ -31,26 +45,14 @@ class Problem:
     """
 
     def __init__(self, payload):
-        (dtype, flags, self.B, self.H, self.H_kv, self.Tq, self.Tk, self.dk, self.dv, causal, left, right, scale,
-         softcap) = wire.HEADER.unpack_from(payload)
-        self.dtype = wire.DTYPES[dtype]
-        self.causal = wire.CAUSAL[causal]
-        self.window = None if left < 0 and right < 0 else (left, right)
-        self.scale = None if scale == 0 else scale
-        self.softcap = None if softcap == 0 else softcap
-        self.want_lse = bool(flags & wire.WANT_LSE)
-        self.want_keep = bool(flags & wire.WANT_KEEP)
-        self.backward = bool(flags & wire.BACKWARD)
-        at = wire.HEADER.size
-        if flags & wire.HAS_DROPOUT:
-            if at + wire.DROPOUT.size > len(payload):
-                raise ValueError(f"a PROB of {len(payload)} bytes is too short for its problem")
-            self.dropout_p, self.dropout_seed = wire.DROPOUT.unpack_from(payload, at)
-            at += wire.DROPOUT.size
-        else:
-            self.dropout_p, self.dropout_seed = 0.0, 0
+        fields, at = wire.read_headers(payload)
+        read_scalars(self, fields, [h["name"] for h in wire.HEADERS if h["flag"] != "mha"], "a PROB")  # all but the layer's
+        self.softcap = fields["softcap"] or None
+        self.want_lse = bool(fields["flags"] & wire.WANT_LSE)
+        self.want_keep = bool(fields["flags"] & wire.WANT_KEEP)
+        self.backward = bool(fields["flags"] & wire.BACKWARD)
         tensors = wire.read_inputs(payload, at, "backward" if self.backward else "forward", self.dtype, self._shape,
-                                   flags)
+                                   fields["flags"])
         for name in dict.fromkeys(s["name"] for kind in ("forward", "backward") for s in wire.inputs(kind)):
             setattr(self, name, tensors.get(name))
 

@@ -9,8 +9,8 @@ import struct
 import numpy as np
 
 # The feature table (capability bits, flag bits, dtypes, storage), generated from the C++ one.
-from ._features import (CAPABILITIES, CAUSAL, DTYPES, FLAGS, HEAD_DIMS, LIMITS, LINES, LSE_STORAGE, RESTRICTIONS, SLOTS,
-                        STORAGE)
+from ._features import (CAPABILITIES, CAUSAL, DIMS, DTYPES, FLAGS, HEAD_DIMS, HEADERS, LIMITS, LINES, LSE_STORAGE,
+                        RESTRICTIONS, SLOTS, STORAGE)
 
 VERSION = 1
 ABI = 2
@@ -18,13 +18,57 @@ ABI = 2
 _DTYPE_CODES = {name: code for code, name in DTYPES.items()}
 _CAUSAL_CODES = {name: code for code, name in CAUSAL.items()}
 
-# A PROB's 64-byte header: dtype, flags, B, H, H_kv, Tq, Tk, dk, dv, causal, window_left,
-# window_right, scale, softcap.
-HEADER = struct.Struct("<iI7i3idd")
-# With the dropout flag, 16 more bytes right after it, before the buffers: the rate p and the seed.
-DROPOUT = struct.Struct("<dQ")
 HAS_ALLOW, HAS_KV_LENS, HAS_BIAS, WANT_LSE, BACKWARD, HAS_DROPOUT, WANT_KEEP = (
     FLAGS[n] for n in ("allow", "kv_lens", "bias", "lse", "backward", "dropout", "dropout_mask"))
+
+
+def _layout(header):
+    """A header of HEADERS as (the FLAGS bit that brings it or 0, its struct.Struct, its fields' names)."""
+    codes, at = "<", 0
+    for _, offset, code in header["fields"]:
+        codes += "x" * (offset - at) + code
+        at = offset + struct.calcsize("<" + code)
+    flag = FLAGS[header["flag"]] if header["flag"] else 0
+    return flag, struct.Struct(codes + "x" * (header["size"] - at)), [name for name, _, _ in header["fields"]]
+
+
+# The dims a PROB's first header holds (B .. dv; a layer's D is in its own header).
+PROBLEM_DIMS = [name for name, _, _ in HEADERS[0]["fields"] if name in DIMS]
+
+
+def write_headers(fields):
+    """A PROB's headers: each one that fields["flags"] brings, in wire order, its fields from `fields`
+    by name (HEADERS: a dim, a scalar named as call_scalars.def names it, flags, parts), 0 if not given."""
+    return b"".join(layout.pack(*(fields.get(name, 0) for name in names))
+                    for flag, layout, names in map(_layout, HEADERS) if fields["flags"] & flag == flag)
+
+
+def read_headers(payload, what="a PROB"):
+    """The fields of a PROB's headers by name, those of a header its flags do not bring 0, and the
+    byte its buffers start at; a payload too short for them is a ValueError naming `what`."""
+    fields = {name: 0.0 if code == "d" else 0 for h in HEADERS for name, _, code in h["fields"]}
+    at = 0
+    for flag, layout, names in map(_layout, HEADERS):
+        if fields["flags"] & flag == flag:
+            if at + layout.size > len(payload):
+                raise ValueError(f"{what} of {len(payload)} bytes is too short for its problem: shorter than its "
+                                 f"headers ({at + layout.size} bytes)")
+            fields.update(zip(names, layout.unpack_from(payload, at)))
+            at += layout.size
+    return fields, at
+
+
+# The fields Problem and Layer show in a form of their own (dtype, the causal mode's name, window,
+# None for a default scale or no soft-cap) or not at all (the protocol's own).
+SHOWN_OTHERWISE = {"format", "causal", "window_left", "window_right", "scale", "softcap", "flags", "parts", "reserved"}
+
+
+def set_fields(call, fields, headers):
+    """Sets each field of the named headers (HEADERS' names) as call's attribute of its name, but
+    those SHOWN_OTHERWISE: a dim, a dropout rate, a scalar a new row adds."""
+    for h in HEADERS:
+        if h["name"] in headers:
+            vars(call).update((name, fields[name]) for name, _, _ in h["fields"] if name not in SHOWN_OTHERWISE)
 
 
 # The call schema's slots (SLOTS, call_slots.def) a call of a kind ("forward", "backward" or "layer")
@@ -116,7 +160,7 @@ def read_inputs(payload, at, kind, dtype, shape_of, flags, parts=0, what="a PROB
 
 def problem_payload(dtype, dims, causal="none", window=None, scale=0.0, softcap=0.0, *, want_lse=False, dropout=None,
                     want_keep=False, **tensors):
-    """A PROB frame's payload: the 64-byte header, the dropout header when dropout is (p, seed),
+    """A PROB frame's payload: its headers (HEADERS: the dropout's when dropout is (p, seed)),
     then the forward's inputs in SLOTS' order (q, k, v, then allow, kv_lens and bias when given),
     each a keyword named as its slot, the optional ones None or left out when absent. dtype and
     causal by name; dims (B, H, H_kv, Tq, Tk, dk, dv); each buffer as bytes, in its slot's storage
@@ -126,26 +170,24 @@ def problem_payload(dtype, dims, causal="none", window=None, scale=0.0, softcap=
         raise ValueError("the keep mask is asked for with dropout only")
     flags, _, buffers = _inputs("forward", tensors)
     flags |= (WANT_LSE if want_lse else 0) | (HAS_DROPOUT if dropout is not None else 0) | (WANT_KEEP if want_keep else 0)
-    header = HEADER.pack(_DTYPE_CODES[dtype], flags, *dims, _CAUSAL_CODES[causal], left, right, scale, softcap)
-    if dropout is not None:
-        header += DROPOUT.pack(*dropout)
-    return header + buffers
+    rate, seed = dropout if dropout is not None else (0.0, 0)
+    return write_headers(dict(zip(PROBLEM_DIMS, dims), format=_DTYPE_CODES[dtype], flags=flags, causal=_CAUSAL_CODES[causal],
+                              window_left=left, window_right=right, scale=scale, softcap=softcap, dropout_p=rate,
+                              dropout_seed=seed)) + buffers
 
 
 # The HELO capability bit of a layer-only function (no forward): features.hpp's kLayerOnly, not an ABI bit.
 LAYER_ONLY = 1 << 31
 # A layer call (docs/protocol.md, "A layer call"): flag 128, and 256 when each head's weights are asked.
 HAS_LAYER, WANT_WEIGHTS = FLAGS["mha"], FLAGS["mha_weights"]
-# Its 16-byte header at offset 64, after the forward's 64: D (the model width), parts, and a u64 0.
-LAYER = struct.Struct("<iIQ")
-# The parts' bits: self-attention (x_kv is x_q, not sent), and which biases are present.
+# Its header (HEADERS' "layer") holds D (the model width) and parts: these bits: self-attention (x_kv is x_q, not sent), and which biases are present.
 SELF, B_Q, B_K, B_V, B_O = 1, 2, 4, 8, 16
 # The flags a layer call never carries.
 NOT_IN_A_LAYER = HAS_BIAS | WANT_LSE | BACKWARD | HAS_DROPOUT | WANT_KEEP
 
 
 def layer_payload(dtype, dims, D, causal="none", window=None, scale=0.0, *, want_weights=False, **tensors):
-    """A layer call's PROB payload: the 64-byte header (softcap 0), the 16-byte layer header, then
+    """A layer call's PROB payload: its headers (HEADERS: softcap 0; the layer's), then
     the layer's inputs in SLOTS' order (allow, kv_lens, x_q, x_kv, w_q, w_k, w_v, b_q, b_k, b_v,
     w_o, b_o), each a keyword named as its slot, the optional ones None or left out when absent.
     dtype and causal by name; dims (B, H, H_kv, Tq, Tk, dk, dv); D the model width; each tensor as
@@ -154,8 +196,8 @@ def layer_payload(dtype, dims, D, causal="none", window=None, scale=0.0, *, want
     left, right = window if window is not None else (-1, -1)
     flags, parts, buffers = _inputs("layer", tensors)
     flags |= HAS_LAYER | (WANT_WEIGHTS if want_weights else 0)
-    header = HEADER.pack(_DTYPE_CODES[dtype], flags, *dims, _CAUSAL_CODES[causal], left, right, scale, 0.0)
-    return header + LAYER.pack(D, parts, 0) + buffers
+    return write_headers(dict(zip(PROBLEM_DIMS, dims), D=D, parts=parts, format=_DTYPE_CODES[dtype], flags=flags,
+                              causal=_CAUSAL_CODES[causal], window_left=left, window_right=right, scale=scale)) + buffers
 
 
 def _bits(names, table, what):

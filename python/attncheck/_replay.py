@@ -39,7 +39,7 @@ def problem_from_replay(path):
             values = [int(w, 16) if s["element"] == "format" else int(w) for w in fields[key].split()]
             tensors[s["name"]] = np.array(values, bits if s["element"] == "format" else wire.storage(s, dtype)).tobytes()
     payload = wire.problem_payload(
-        dtype, tuple(dims[d] for d in ("B", "H", "H_kv", "Tq", "Tk", "dk", "dv")), opts["causal"], window,
+        dtype, tuple(dims[d] for d in wire.PROBLEM_DIMS), opts["causal"], window,
         float.fromhex(opts["scale"]), float.fromhex(fields.get(carries["softcap"], "0x0p+0")),
         dropout=(float.fromhex(rate_seed[0]), int(rate_seed[1])) if rate_seed else None, **tensors)
     return Problem(payload), fields.get("property", "")

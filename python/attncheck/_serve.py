@@ -178,8 +178,7 @@ def serve(forward=None, capabilities=None, backward=None, layer=None, restrictio
         if tag != b"PROB":
             raise SystemExit(f"attncheck.serve: expected a PROB frame from the checker, got {tag!r}")
         try:
-            is_layer = len(payload) >= 8 and wire.struct.unpack_from("<I", payload, 4)[0] & wire.HAS_LAYER
-            if is_layer:
+            if wire.read_headers(payload)[0]["flags"] & wire.HAS_LAYER:
                 if layer is None:
                     raise TypeError("a layer call, but serve() was given no layer function (layer=...)")
                 m = Layer(payload)

@@ -65,10 +65,13 @@ def test_bf16_rounding_is_one_correct_rounding_from_float32_and_float64():
     assert nan & 0x7F80 == 0x7F80 and nan & 0x7F
 
 
+HEADER = struct.Struct("<iI7i3idd")  # docs/protocol.md: the PROB's first 64 bytes, field by field
+
+
 def header(**fields):
     f = dict(dtype=0, flags=0, B=1, H=2, H_kv=1, Tq=3, Tk=4, dk=2, dv=1, causal=0, left=-1, right=-1, scale=0.0, softcap=0.0)
     f.update(fields)
-    return wire.HEADER.pack(*f.values())
+    return HEADER.pack(*f.values())
 
 
 def test_a_problem_is_decoded_field_by_field():
@@ -188,6 +191,25 @@ def test_the_payload_writer_puts_the_dropout_header_at_64():
     assert len(wire.problem_payload("f32", dims, **tensors)) == 64 + 4 * 24
     with pytest.raises(ValueError, match="with dropout only"):
         wire.problem_payload("f32", dims, want_keep=True, **tensors)
+
+
+def test_a_header_appended_to_the_schema_is_sent_and_read_with_no_other_edit(monkeypatch):
+    # Three scalars in a header of their own brought by a flag, as call_scalars.def's rows and a
+    # header appended to protocol.hpp's kHeaders would give once _features.py is regenerated: the
+    # payload writer puts it after the headers before it, and Problem reads each as its attribute.
+    paged = {"name": "paged", "flag": "paged", "size": 16,
+             "fields": [["num_blocks", 0, "i"], ["block_size", 4, "i"], ["blocks_per_seq", 8, "i"]]}
+    monkeypatch.setattr(wire, "HEADERS", [*wire.HEADERS, paged])
+    monkeypatch.setitem(wire.FLAGS, "paged", 1 << 29)
+    q, k, v = bytes(4 * 12), bytes(4 * 8), bytes(4 * 4)
+    fields = dict(zip(wire.PROBLEM_DIMS, (1, 2, 1, 3, 4, 2, 1)), flags=wire.HAS_DROPOUT | 1 << 29, window_left=-1,
+                  window_right=-1, dropout_p=0.25, dropout_seed=9, num_blocks=7, block_size=16, blocks_per_seq=3)
+    headers = wire.write_headers(fields)
+    assert headers[80:] == struct.pack("<3i4x", 7, 16, 3) and len(headers) == 64 + 16 + 16
+    p = Problem(headers + q + k + v)
+    assert (p.num_blocks, p.block_size, p.blocks_per_seq, p.dropout_p, p.dropout_seed) == (7, 16, 3, 0.25, 9)
+    plain = Problem(wire.problem_payload("f32", (1, 2, 1, 3, 4, 2, 1), q=q, k=k, v=v))
+    assert (plain.num_blocks, plain.block_size, plain.dropout_p) == (0, 0, 0.0)  # a header not sent reads as 0
 
 
 def test_a_slot_appended_to_the_schema_is_sent_and_read_with_no_other_edit(monkeypatch):

@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_layer_bits_are_the_feature_tables():
     assert (wire.HAS_LAYER, wire.WANT_WEIGHTS) == (128, 256)
     assert (wire.SELF, wire.B_Q, wire.B_K, wire.B_V, wire.B_O) == (1, 2, 4, 8, 16)
-    assert wire.LAYER.size == 16 and wire.CAPABILITIES["mha"] == 1 << 15 and wire.CAPABILITIES["mha_weights"] == 1 << 16
+    assert [h["size"] for h in wire.HEADERS if h["flag"] == "mha"] == [16]
+    assert wire.CAPABILITIES["mha"] == 1 << 15 and wire.CAPABILITIES["mha_weights"] == 1 << 16
 
 
 def test_a_cross_attention_layer_is_decoded_field_by_field_at_the_specs_offsets():
@@ -91,7 +92,7 @@ def test_parse_errors_are_one_line_value_errors():
     cases = {
         "too short for its problem": good[:-1],
         "for a problem of": good + bytes(4),
-        "shorter than its two headers": good[:70],
+        "shorter than its headers .80 bytes.": good[:70],
         "never carries bias, lse, backward": good[:4] + struct.pack("<I", 128 | 8) + good[8:],
         "without the layer flag": good[:4] + struct.pack("<I", 0) + good[8:],
         "softcap": good[:56] + struct.pack("<d", 30.0) + good[64:],

@@ -358,7 +358,6 @@ Outcome IsolatedKernel::exchange(const Request& headers, const void* const (&buf
 
 Outcome IsolatedKernel::exchange_once(const Request& headers, const void* const (&buffers)[kBuffers],
                                       void* const (&into)[kBuffers], const char* entry_point, const CallLimits& limits) {
-  const ProblemHeader& request = headers.header;
   size_t sizes[kBuffers];
   buffer_sizes(headers, sizes);
   // One deadline for the whole exchange: a child that stops reading its problem hangs as surely as
@@ -369,10 +368,9 @@ Outcome IsolatedKernel::exchange_once(const Request& headers, const void* const 
   cut_by_budget_ = deadline.at == budget_end_;
   const FrameHeader frame{kProblem, uint32_t(problem_payload(headers))};
   Io sent = write_all(to_child_, &frame, sizeof frame, deadline);
-  if (sent == Io::ok) sent = write_all(to_child_, &request, sizeof request, deadline);
-  if (sent == Io::ok && (request.flags & kDropout))
-    sent = write_all(to_child_, &headers.dropout, sizeof headers.dropout, deadline);
-  if (sent == Io::ok && (request.flags & kLayer)) sent = write_all(to_child_, &headers.layer, sizeof headers.layer, deadline);
+  for_each_header(headers, [&](const char* header, size_t size) {
+    if (sent == Io::ok) sent = write_all(to_child_, header, size, deadline);
+  });
   for (int b = 0; b < kBuffers && sent == Io::ok; ++b)
     if (!written(headers, b) && sizes[b] > 0) sent = write_all(to_child_, buffers[b], sizes[b], deadline);
   if (sent == Io::closed) return fate("reading its problem");

@@ -69,10 +69,10 @@ void catch_faults() {
 // A PROB's headers, the frame's header `frame` read.
 Request read_request(int requests, const FrameHeader& frame) {
   Request request{};
-  ProblemHeader& r = request.header;
-  if (!(frame.tag == kProblem) || read_all(requests, &r, sizeof r, kForever) != Io::ok) _exit(71);
-  if ((r.flags & kDropout) && read_all(requests, &request.dropout, sizeof request.dropout, kForever) != Io::ok) _exit(71);
-  if ((r.flags & kLayer) && read_all(requests, &request.layer, sizeof request.layer, kForever) != Io::ok) _exit(71);
+  bool read = frame.tag == kProblem;
+  for_each_header(request,
+                  [&](char* header, size_t size) { read = read && read_all(requests, header, size, kForever) == Io::ok; });
+  if (!read) _exit(71);
   return request;
 }
 

@@ -116,9 +116,9 @@ size_t payload(const Request& r, bool writes) {
 }  // namespace
 
 size_t problem_payload(const Request& r) {
-  const uint32_t flags = r.header.flags;
-  return sizeof(ProblemHeader) + (flags & kDropout ? sizeof(DropoutHeader) : 0) + (flags & kLayer ? sizeof(LayerHeader) : 0) +
-         payload(r, false);
+  size_t headers = 0;
+  for_each_header(r, [&](const char*, size_t size) { headers += size; });
+  return headers + payload(r, false);
 }
 size_t result_payload(const Request& r) { return sizeof(int32_t) + payload(r, true); }
 

@@ -56,7 +56,8 @@ void for_each_dim_row(F&& f) {
 struct ScalarRow {
   uint32_t feature = 0;
   enum Text : uint8_t { not_in_text, option, option_unless_default, on_line, also_on_line } text = not_in_text;
-  const char* key = nullptr;  // an option's
+  const char* key = nullptr;   // an option's
+  const char* name = nullptr;  // its Case member's name (the protocol's field in the Python client)
   bool on_a_line() const { return text == on_line || text == also_on_line; }
   bool an_option() const { return text == option || text == option_unless_default; }
 };
@@ -78,7 +79,7 @@ void for_each_scalar_row(F&& f) {
 #define ATTNCHECK_DIM(dim, abi, request)
 #define ATTNCHECK_SCALAR(problem, case_, feature, sent, text)                                                                 \
   f([](auto& p) -> decltype((p.problem)) { return p.problem; }, [](auto& c) -> decltype((c.case_)) { return c.case_; }, sent, \
-    ScalarRow{feature, text});
+    ScalarRow{feature, text, #case_});
 #include "attncheck/call_scalars.def"
 #undef ATTNCHECK_DIM
 #undef ATTNCHECK_SCALAR

@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "attncheck/call_schema.hpp"
@@ -114,6 +115,26 @@ struct Request {
   DropoutHeader dropout;
   LayerHeader layer;
 };
+
+// A PROB's headers in wire order, each with the flag that brings it (0: every PROB has it). The
+// Python client's HEADERS are written from these (`attncheck features --python`).
+struct HeaderRow {
+  const char* name;
+  size_t offset, size;  // in Request
+  uint32_t flag;
+};
+inline constexpr HeaderRow kHeaders[] = {{"header", offsetof(Request, header), sizeof(ProblemHeader), 0},
+                                         {"dropout", offsetof(Request, dropout), sizeof(DropoutHeader), kDropout},
+                                         {"layer", offsetof(Request, layer), sizeof(LayerHeader), kLayer}};
+
+// f(bytes, size) for each header of r its flags carry, in wire order (the flags are read as each
+// header comes, so f may be reading r's ProblemHeader in first).
+template <class R, class F>
+void for_each_header(R& r, F&& f) {
+  using Byte = std::conditional_t<std::is_const_v<R>, const char, char>;
+  for (const HeaderRow& h : kHeaders)
+    if ((r.header.flags & h.flag) == h.flag) f(reinterpret_cast<Byte*>(&r) + h.offset, h.size);
+}
 
 // The byte an unwritten keep mask holds: neither 0 nor 1, so that a kernel that never writes it fails.
 constexpr uint8_t kUnwrittenKeep = 0xFF;
