@@ -1,18 +1,16 @@
 // One layer variant of impl/variants (layer_variant.hpp) as a plugin of the layer alone: ABI v2's
 // attncheck_abi_version, attncheck_capabilities and attncheck_mha_forward_v2, and no
-// attncheck_forward_v2 (the formats and masks it claims are then the layer's). The build names it:
-// ATTNCHECK_LAYER_MUTATION (a LayerMutation enumerator, in the variant it lives in) for a planted
-// bug, or ATTNCHECK_LAYER_CORRECT (a correct_layer_variants() name).
+// attncheck_forward_v2 (the formats and masks it claims are then the layer's). Compiled once: each
+// plugin names its variant in kVariantChoice.forward (variant_choice.cpp): a planted bug (a
+// LayerMutation, in the variant it lives in) or a correct_layer_variants() name.
 #include <cstdlib>
 #include <cstring>
 
 #include "attncheck/plugin_export.hpp"
 #include "layer_variant.hpp"
+#include "variant_choice.hpp"
 
 namespace {
-
-#define ATTNCHECK_STRING(x) ATTNCHECK_STRING_(x)
-#define ATTNCHECK_STRING_(x) #x
 
 struct Chosen {
   attncheck::LayerVariant variant;
@@ -21,15 +19,15 @@ struct Chosen {
 
 const Chosen& chosen() {
   static const Chosen c = [] {
-#ifdef ATTNCHECK_LAYER_MUTATION
-    const attncheck::LayerMutation m = attncheck::LayerMutation::ATTNCHECK_LAYER_MUTATION;
-    return Chosen{attncheck::layer_mutant_home(m), m};
-#else
-    for (const auto& named : attncheck::correct_layer_variants())
-      if (std::strcmp(named.name, ATTNCHECK_STRING(ATTNCHECK_LAYER_CORRECT)) == 0)
-        return Chosen{named.variant, attncheck::LayerMutation::none};
-    std::abort();  // the build named a variant that correct_layer_variants() does not have
-#endif
+    const char* name = attncheck::kVariantChoice.forward;
+#define ATTNCHECK_LAYER_BUG(bug)    \
+  if (std::strcmp(#bug, name) == 0) \
+    return Chosen{attncheck::layer_mutant_home(attncheck::LayerMutation::bug), attncheck::LayerMutation::bug};
+#include "planted_bugs.def"
+#undef ATTNCHECK_LAYER_BUG
+    for (const auto& correct : attncheck::correct_layer_variants())
+      if (std::strcmp(correct.name, name) == 0) return Chosen{correct.variant, attncheck::LayerMutation::none};
+    std::abort();  // the build named a variant that neither list has
   }();
   return c;
 }

@@ -1,47 +1,44 @@
 // One variant of impl/variants exported through plugin ABI v2 (ABI v1 with ATTNCHECK_ABI_V1, so that
-// a v1 plugin stays under test). The build names it: ATTNCHECK_MUTATION (a Mutation enumerator) for a
-// planted bug, or ATTNCHECK_CORRECT (a correct_variants() name); and its backward:
-// ATTNCHECK_BACKWARD_MUTATION (a BackwardMutation) or ATTNCHECK_CORRECT_BACKWARD (a
-// correct_backward_variants() name), else FlashAttention-2's, flash_backward.
+// a v1 plugin stays under test), compiled once: each plugin names its variant in kVariantChoice
+// (variant_choice.cpp): the forward, a planted bug (a Mutation) or a correct_variants() name; the
+// backward, a BackwardMutation or a correct_backward_variants() name (FlashAttention-2's,
+// flash_backward, unless named).
 #include <cstdlib>
 #include <cstring>
 
 #include "attncheck/plugin_export.hpp"
 #include "backward.hpp"
 #include "variant.hpp"
+#include "variant_choice.hpp"
 
 namespace {
 
-#define ATTNCHECK_STRING(x) ATTNCHECK_STRING_(x)
-#define ATTNCHECK_STRING_(x) #x
+using attncheck::kVariantChoice;
+bool named(const char* name, const char* chosen) { return std::strcmp(name, chosen) == 0; }
 
 const attncheck::Variant& variant() {
   static const attncheck::Variant chosen = [] {
-#ifdef ATTNCHECK_MUTATION
-    return attncheck::mutant(attncheck::Mutation::ATTNCHECK_MUTATION);
-#else
-    for (const auto& named : attncheck::correct_variants())
-      if (std::strcmp(named.name, ATTNCHECK_STRING(ATTNCHECK_CORRECT)) == 0) return named.variant;
-    std::abort();  // the build named a variant that correct_variants() does not have
-#endif
+#define ATTNCHECK_FORWARD_BUG(name) \
+  if (named(#name, kVariantChoice.forward)) return attncheck::mutant(attncheck::Mutation::name);
+#include "planted_bugs.def"
+#undef ATTNCHECK_FORWARD_BUG
+    for (const auto& correct : attncheck::correct_variants())
+      if (named(correct.name, kVariantChoice.forward)) return correct.variant;
+    std::abort();  // the build named a variant that neither list has
   }();
   return chosen;
 }
 
-#ifndef ATTNCHECK_CORRECT_BACKWARD
-#define ATTNCHECK_CORRECT_BACKWARD flash_backward
-#endif
-
 // Unused in a build of the forward alone (no backward defined).
 [[maybe_unused]] const attncheck::BackwardVariant& backward_variant() {
   static const attncheck::BackwardVariant chosen = [] {
-#ifdef ATTNCHECK_BACKWARD_MUTATION
-    return attncheck::backward_mutant(attncheck::BackwardMutation::ATTNCHECK_BACKWARD_MUTATION);
-#else
-    for (const auto& named : attncheck::correct_backward_variants())
-      if (std::strcmp(named.name, ATTNCHECK_STRING(ATTNCHECK_CORRECT_BACKWARD)) == 0) return named.variant;
-    std::abort();  // the build named a backward that correct_backward_variants() does not have
-#endif
+#define ATTNCHECK_BACKWARD_BUG(name) \
+  if (named(#name, kVariantChoice.backward)) return attncheck::backward_mutant(attncheck::BackwardMutation::name);
+#include "planted_bugs.def"
+#undef ATTNCHECK_BACKWARD_BUG
+    for (const auto& correct : attncheck::correct_backward_variants())
+      if (named(correct.name, kVariantChoice.backward)) return correct.variant;
+    std::abort();  // the build named a backward that neither list has
   }();
   return chosen;
 }
