@@ -13,9 +13,11 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "attncheck/abi.hpp"
+#include "attncheck/call_scalars.hpp"
 #include "attncheck/campaign.hpp"
 #include "attncheck/case_text.hpp"
 #include "attncheck/commands.hpp"
@@ -33,15 +35,23 @@ namespace {
 
 const char* storage(Format f) { return f == Format::f64 ? "double" : f == Format::f32 ? "float" : "uint16_t"; }
 
+// A C++ type of a slot's elements in a call in `format`.
+const char* element_type(const Slot& s, Format format) {
+  return s.element == Element::byte ? "uint8_t" : s.element == Element::int32 ? "int32_t" : storage(format);
+}
+
 // The arrays of a GoogleTest repro: the case's inputs and the oracle's out (and lse), into t.
 template <class T>
 void gtest_data(std::ostream& t, const Case<T>& c, const Reference& ref, bool with_lse) {
-  const char* e = storage(c.format);
-  if (!c.allow.empty())
-    t << "const uint8_t allow[] = {" << joined(c.allow, [](uint8_t a) { return std::to_string(int(a)); }) << "};  // [B,Tq,Tk]\n";
-  if (!c.key_lengths.empty())
-    t << "const int32_t kv_lens[] = {" << joined(c.key_lengths, [](int32_t n) { return std::to_string(n); }) << "};  // [B]\n";
-  if (!c.bias.empty()) t << "const " << e << " bias[] = {" << values(c.bias, c.format, false) << "};  // [B,H,Tq,Tk]\n";
+  for_each_case_input(c, [&](const Slot& s, const auto& x) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::vector<T>>) {
+      if (!x.empty())
+        t << "const " << element_type(s, c.format) << " " << s.name << "[] = {" << values(x, c.format, false) << "};  // "
+          << axes(s) << "\n";
+    } else if (!x.empty()) {
+      t << "const " << element_type(s, c.format) << " " << s.name << "[] = {" << integers(x) << "};  // " << axes(s) << "\n";
+    }
+  });
   t << "const double exact_hi[] = {" << exact_hi(ref.out, false) << "};  // out [B,H,Tq,dv]\n"
     << "const double exact_lo[] = {" << exact_lo(ref.out, false) << "};\n"
     << "const double bound[] = {" << bounds(ref.out, false) << "};\n";
@@ -74,6 +84,33 @@ void gtest_helpers(std::ostream& t, Format format) {
     << "  return std::isfinite(x) && std::fabs(x - exact) <= bound;\n}\n\n}  // namespace\n\n";
 }
 
+// A scalar of the case as a C++ literal: a double exactly, an enumeration's code with its name.
+std::string c_literal(double x) { return hex(x); }
+template <class I>
+requires std::is_integral_v<I> std::string c_literal(I n) { return std::to_string(n) + (std::is_unsigned_v<I> ? "u" : ""); }
+std::string c_literal(Format f) { return std::to_string(int(f)) + " /* " + format_name(f) + " */"; }
+std::string c_literal(Causal c) { return std::to_string(int(c)) + " /* " + causal_name(c) + " */"; }
+
+// The lines that fill ABI v2's problem p with case c's dims, scalars and inputs: each row's member
+// (call_scalars.def, call_slots.def) that attncheck_problem_v2 has.
+template <class T>
+std::string abi_fill(const Case<T>& c) {
+  std::string lines;
+  const Dims d = dims_of(c.shape);
+  for_each_dim_row([&](Dim dim, auto in_abi, auto) {
+    if constexpr (has_member<decltype(in_abi), attncheck_problem_v2>)
+      lines += "  p." + std::string(abi_member(dim)) + " = " + std::to_string(d[dim]) + ";\n";
+  });
+  for_each_scalar_row([&](auto, auto in_case, auto in_abi, auto, ScalarRow row) {
+    if constexpr (has_member<decltype(in_abi), attncheck_problem_v2> && has_member<decltype(in_case), const Case<T>>)
+      lines += "  p." + std::string(row.abi_member) + " = " + c_literal(in_case(c)) + ";\n";
+  });
+  for_each_case_input(c, [&](const Slot& s, const auto& x) {
+    if (!x.empty()) lines += "  p." + std::string(s.abi.member) + " = " + s.name + ";\n";
+  });
+  return lines;
+}
+
 // The repro's test: the plugin loaded, the case's problem filled in, out (and lse) judged.
 template <class T>
 void gtest_test(std::ostream& t, const CampaignOptions& o, const Finding& f, const Case<T>& c, bool with_lse) {
@@ -86,17 +123,8 @@ void gtest_test(std::ostream& t, const CampaignOptions& o, const Finding& f, con
     << "  auto forward = reinterpret_cast<int32_t (*)(const attncheck_problem_v2*)>(dlsym(plugin, \"attncheck_forward_v2\"));\n"
     << "  ASSERT_NE(forward, nullptr) << \"not an ABI v2 plugin: no attncheck_forward_v2\";\n"
     << "  std::vector<" << e << "> out(" << s.out_size() << ");\n"
-    << "  attncheck_problem_v2 p{};\n  p.size = int32_t(sizeof p);\n  p.dtype = " << int(c.format) << ";  // "
-    << format_name(c.format) << "\n"
-    << "  p.batch = " << s.B << ", p.heads = " << s.H << ", p.kv_heads = " << s.kv_heads() << ", p.q_len = " << s.Tq
-    << ", p.kv_len = " << s.Tk << ", p.d_k = " << s.dk << ", p.d_v = " << s.dv << ";\n"
-    << "  p.q = q, p.k = k, p.v = v;\n"
-    << (c.allow.empty() ? "" : "  p.allow = allow;\n") << (c.key_lengths.empty() ? "" : "  p.kv_lens = kv_lens;\n")
-    << (c.bias.empty() ? "" : "  p.bias = bias;\n") << "  p.causal = " << int(c.causal) << ";  // " << causal_name(c.causal)
-    << "\n"
-    << "  p.window_left = " << c.window_left << ", p.window_right = " << c.window_right << ";\n"
-    << "  p.scale = " << hex(c.scale) << ", p.softcap = " << hex(c.softcap) << ";\n"
-    << "  p.out = out.data();\n"
+    << "  attncheck_problem_v2 p{};\n  p.size = int32_t(sizeof p);\n"
+    << abi_fill(c) << "  p.out = out.data();\n"
     << (with_lse ? std::string("  std::vector<") + (c.format == Format::f64 ? "double" : "float") + "> lse(" +
                        std::to_string(s.lse_size()) + ");\n  p.lse = lse.data();\n"
                  : "")
@@ -122,7 +150,6 @@ template <class T>
 std::string gtest_file(const std::string& replay, const CampaignOptions& o, const Finding& f, const Case<T>& c,
                        const Reference& ref, bool with_lse, const std::string& why) {
   const Shape& s = c.shape;
-  const char* e = storage(c.format);
   std::ostringstream t;
   t << "// A regression test written by `attncheck repro --replay " << comment(replay) << "` (attncheck-repro 1):\n"
     << "// Property." << f.property << " on " << comment(o.impl) << ": " << reprintable(why, 400) << ".\n"
@@ -132,10 +159,7 @@ std::string gtest_file(const std::string& replay, const CampaignOptions& o, cons
     << "#include <dlfcn.h>\n#include <gtest/gtest.h>\n\n#include <cmath>\n#include <cstdint>\n#include <cstdlib>\n"
     << "#include <cstring>\n#include <vector>\n\n#include \"attncheck/plugin.h\"\n\nnamespace {\n\n"
     << "// B " << s.B << ", H " << s.H << ", H_kv " << s.kv_heads() << ", Tq " << s.Tq << ", Tk " << s.Tk << ", dk " << s.dk
-    << ", dv " << s.dv << "; " << format_name(c.format) << (is_narrow(c.format) ? " (bit patterns)" : "") << "\n"
-    << "const " << e << " q[] = {" << values(c.q, c.format, false) << "};  // [B,H,Tq,dk]\n"
-    << "const " << e << " k[] = {" << values(c.k, c.format, false) << "};  // [B,H_kv,Tk,dk]\n"
-    << "const " << e << " v[] = {" << values(c.v, c.format, false) << "};  // [B,H_kv,Tk,dv]\n";
+    << ", dv " << s.dv << "; " << format_name(c.format) << (is_narrow(c.format) ? " (bit patterns)" : "") << "\n";
   gtest_data(t, c, ref, with_lse);
   gtest_helpers(t, c.format);
   gtest_test(t, o, f, c, with_lse);
@@ -149,14 +173,19 @@ std::string pytest_file(const std::string& replay, const CampaignOptions& o, boo
                         const Reference& ref, bool with_lse, const std::string& why) {
   const Shape& s = c.shape;
   const bool bits = is_narrow(c.format);
-  auto tensor = [&](const char* name, const std::vector<T>& x, const std::string& dims, const char* shape) {
-    return std::string(name) + " = np.array(" + (bits ? "[" : "[float.fromhex(x) for x in (") + values(x, c.format, true) +
+  auto format_array = [&](const std::vector<T>& x, const std::string& shape) {
+    return std::string("np.array(") + (bits ? "[" : "[float.fromhex(x) for x in (") + values(x, c.format, true) +
            (bits ? "], np.uint16)" : ",)], np.") +
            (bits                      ? ""
             : c.format == Format::f64 ? "float64)"
                                       : "float32)") +
-           ".reshape(" + dims + ")  # " + shape + "\n";
+           ".reshape(" + shape + ")";
   };
+  std::string inputs, arguments;
+  for_each_input_text(c, format_array, [&](const Slot& s, const auto&, const std::string& python) {
+    inputs += std::string(s.name) + " = " + python + "  # " + axes(s) + "\n";
+    arguments += std::string(s.name) + "=" + s.name + ", ";
+  });
   std::ostringstream t;
   t << "\"\"\"A regression test written by `attncheck repro` (attncheck-repro 1), of the finding below.\n"
     << "The case is the call the oracle found wrong; `exact` is the oracle's out (hi + lo), `bound` the\n"
@@ -170,36 +199,14 @@ std::string pytest_file(const std::string& replay, const CampaignOptions& o, boo
     << "COMMAND = os.environ.get(\"ATTNCHECK_REPRO_COMMAND\"" << (named ? ", " + python_literal(o.impl) : "") << ")\n"
     << "# B " << s.B << ", H " << s.H << ", H_kv " << s.kv_heads() << ", Tq " << s.Tq << ", Tk " << s.Tk << ", dk " << s.dk
     << ", dv " << s.dv << "; " << format_name(c.format) << (bits ? " (bit patterns)" : "") << "\n"
-    << tensor("q", c.q, dims({s.B, s.H, s.Tq, s.dk}), "[B,H,Tq,dk]")
-    << tensor("k", c.k, dims({s.B, s.kv_heads(), s.Tk, s.dk}), "[B,H_kv,Tk,dk]")
-    << tensor("v", c.v, dims({s.B, s.kv_heads(), s.Tk, s.dv}), "[B,H_kv,Tk,dv]");
-  t << "allow = "
-    << (c.allow.empty() ? "None"
-                        : "np.array([" + joined(c.allow, [](uint8_t a) { return std::string(a ? "True" : "False"); }) +
-                              "]).reshape(" + dims({s.B, s.Tq, s.Tk}) + ")")
-    << "  # [B,Tq,Tk]\n"
-    << "kv_lens = "
-    << (c.key_lengths.empty()
-            ? "None"
-            : "np.array([" + joined(c.key_lengths, [](int32_t n) { return std::to_string(n); }) + "], np.int32)")
-    << "  # [B]\n";
-  if (c.bias.empty())
-    t << "bias = None\n";
-  else
-    t << tensor("bias", c.bias, dims({s.B, s.H, s.Tq, s.Tk}), "[B,H,Tq,Tk]");
+    << inputs;
   const std::string d = dims({s.B, s.H, s.Tq, s.dv});
   t << python_oracle_arrays("", ref.out, d) << (with_lse ? python_oracle_arrays("lse_", ref.lse, dims({s.B, s.H, s.Tq})) : "")
     << "\n\n"
     << "def test_" << f.property << "():\n"
     << "    assert COMMAND, \"name the command to test: ATTNCHECK_REPRO_COMMAND='...' python3 -m pytest THIS.py\"\n"
     << "    " << (with_lse ? "out, lse" : "out") << " = attncheck.run_command(COMMAND, dtype=\""
-    << feature(capability_of(c.format)).word << "\", q=q, k=k, v=v, allow=allow, "
-    << "kv_lens=kv_lens, bias=bias,\n                                causal=\"" << causal_name(c.causal) << "\", window="
-    << (c.window_left < 0 && c.window_right < 0
-            ? std::string("None")
-            : "(" + std::to_string(c.window_left) + ", " + std::to_string(c.window_right) + ")")
-    << ", scale=" << (c.scale == 0 ? std::string("None") : "float.fromhex('" + hex(c.scale) + "')")
-    << ", softcap=" << (c.softcap == 0 ? std::string("None") : "float.fromhex('" + hex(c.softcap) + "')")
+    << feature(capability_of(c.format)).word << "\", " << arguments << "\n                                " << python_scalars(c)
     << (with_lse ? ", want_lse=True" : "") << ")\n"
     << "    wrong = attncheck.outside_bound(out, exact_hi, exact_lo, bound)\n"
     << (with_lse ? "    wrong += attncheck.outside_bound(lse, lse_exact_hi, lse_exact_lo, lse_bound, name=\"lse\", "

@@ -49,10 +49,10 @@ std::string python_list(const std::vector<std::string>& items) {
   return text + "]";
 }
 
-// A tensor of the problem as the adapter gets it (attncheck.Problem's arrays): from bit patterns,
-// bf16 as float32 holding its values.
+// A tensor of the problem as the adapter gets it (attncheck.Problem's arrays), as a NumPy expression
+// of `shape` (reshape's arguments): from bit patterns, bf16 as float32 holding its values.
 template <class T>
-std::string tensor(const char* name, const std::vector<T>& x, Format format, const std::string& shape, const char* axes) {
+std::string tensor(const std::vector<T>& x, Format format, const std::string& shape) {
   static const std::map<Format, const char*> from_bits = {{Format::f16, "np.array([%s], np.uint16).view(np.float16)"},
                                                           {Format::bf16, "(np.array([%s], np.uint32) << 16).view(np.float32)"},
                                                           {Format::f32, "np.array([%s], np.uint32).view(np.float32)"},
@@ -60,8 +60,7 @@ std::string tensor(const char* name, const std::vector<T>& x, Format format, con
   const std::string pattern = from_bits.at(format);
   const std::string literals = joined(x, [&](T v) { return bits_literal(double(v), format); });
   const size_t at = pattern.find("%s");
-  return std::string("problem.") + name + " = " + pattern.substr(0, at) + literals + pattern.substr(at + 2) + ".reshape(" +
-         shape + ")  # " + axes + "\n";
+  return pattern.substr(0, at) + literals + pattern.substr(at + 2) + ".reshape(" + shape + ")";
 }
 
 template <class T>
@@ -72,29 +71,14 @@ std::string problem_lines(const Case<T>& c, bool with_lse) {
     << ", dv " << s.dv << "; " << format_name(c.format) << ", from its bit patterns\n"
     << "problem = types.SimpleNamespace(\n    dtype=\"" << feature(capability_of(c.format)).word << "\", B=" << s.B
     << ", H=" << s.H << ", H_kv=" << s.kv_heads() << ", Tq=" << s.Tq << ", Tk=" << s.Tk << ", dk=" << s.dk << ", dv=" << s.dv
-    << ",\n    causal=\"" << causal_name(c.causal) << "\", window="
-    << (c.window_left < 0 && c.window_right < 0
-            ? std::string("None")
-            : "(" + std::to_string(c.window_left) + ", " + std::to_string(c.window_right) + ")")
-    << ", scale=" << (c.scale == 0 ? std::string("None") : "float.fromhex('" + hex(c.scale) + "')")
-    << ", softcap=" << (c.softcap == 0 ? std::string("None") : "float.fromhex('" + hex(c.softcap) + "')")
-    << ", want_lse=" << (with_lse ? "True" : "False")
-    << ", backward=False,\n    dropout_p=0.0, dropout_seed=0, want_keep=False)\n"
-    << tensor("q", c.q, c.format, dims({s.B, s.H, s.Tq, s.dk}), "[B,H,Tq,dk]")
-    << tensor("k", c.k, c.format, dims({s.B, s.kv_heads(), s.Tk, s.dk}), "[B,H_kv,Tk,dk]")
-    << tensor("v", c.v, c.format, dims({s.B, s.kv_heads(), s.Tk, s.dv}), "[B,H_kv,Tk,dv]") << "problem.allow = "
-    << (c.allow.empty() ? "None"
-                        : "np.array([" + joined(c.allow, [](uint8_t a) { return std::to_string(int(a)); }) + "], bool).reshape(" +
-                              dims({s.B, s.Tq, s.Tk}) + ")")
-    << "  # [B,Tq,Tk], True = may attend\nproblem.kv_lens = "
-    << (c.key_lengths.empty()
-            ? "None"
-            : "np.array([" + joined(c.key_lengths, [](int32_t n) { return std::to_string(n); }) + "], np.int32)")
-    << "  # [B]\n";
-  if (c.bias.empty())
-    t << "problem.bias = None  # [B,H,Tq,Tk]\n";
-  else
-    t << tensor("bias", c.bias, c.format, dims({s.B, s.H, s.Tq, s.Tk}), "[B,H,Tq,Tk]");
+    << ",\n    " << python_scalars(c) << ", want_lse=" << (with_lse ? "True" : "False")
+    << ", backward=False,\n    dropout_p=0.0, dropout_seed=0, want_keep=False)\n";
+  for_each_input_text(
+      c, [&](const std::vector<T>& x, const std::string& shape) { return tensor(x, c.format, shape); },
+      [&](const Slot& s, const auto&, const std::string& python) {
+        t << "problem." << s.name << " = " << python << "  # " << axes(s)
+          << (s.element == Element::byte ? ", True = may attend" : "") << "\n";
+      });
   return t.str();
 }
 

@@ -8,8 +8,10 @@
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "attncheck/call_schema.hpp"
 #include "attncheck/cases.hpp"
 #include "attncheck/oracle.hpp"
 #include "attncheck/precision.hpp"
@@ -104,6 +106,59 @@ inline std::string dims(std::initializer_list<int64_t> d) {
   std::string text;
   for (int64_t n : d) text += (text.empty() ? "" : ", ") + std::to_string(n);
   return text;
+}
+
+// A slot's axes as a comment shows them ("[B,H_kv,Tk,dk]"), and its extent in a call of dims d as
+// reshape's arguments ("1, 2, 3, 4").
+inline std::string axes(const Slot& s) {
+  std::string text = "[";
+  for (int a = 0; a < s.shape.rank; ++a) text += (a ? "," : "") + std::string(kDimNames[int(s.shape.dims[a])]);
+  return text + "]";
+}
+inline std::string extent(const Slot& s, const Dims& d) {
+  std::string text;
+  for (int a = 0; a < s.shape.rank; ++a) text += (a ? ", " : "") + std::to_string(d[s.shape.dims[a]]);
+  return text;
+}
+
+// A mask's or key lengths' values as integer literals (C++ and Python alike).
+template <class I>
+std::string integers(const std::vector<I>& x) {
+  return joined(x, [](I n) { return std::to_string(int64_t(n)); });
+}
+
+// A mask (bool) or key lengths (int32) as a NumPy expression of `shape` (reshape's arguments), None
+// when the case has none: a Python file's inputs that are not in the format.
+inline std::string python_array(const std::vector<uint8_t>& x, const std::string& shape) {
+  return x.empty() ? "None" : "np.array([" + integers(x) + "], bool).reshape(" + shape + ")";
+}
+inline std::string python_array(const std::vector<int32_t>& x, const std::string& shape) {
+  return x.empty() ? "None" : "np.array([" + integers(x) + "], np.int32).reshape(" + shape + ")";
+}
+
+// Case c's scalars as attncheck.Problem shows them, as Python keyword arguments: causal by name, the
+// window None or (left, right), scale and softcap None for the default.
+template <class T>
+std::string python_scalars(const Case<T>& c) {
+  auto number = [](double x) { return x == 0 ? std::string("None") : "float.fromhex('" + hex(x) + "')"; };
+  const bool windowed = c.window_left >= 0 || c.window_right >= 0;
+  return "causal=\"" + std::string(causal_name(c.causal)) +
+         "\", window=" + (windowed ? "(" + std::to_string(c.window_left) + ", " + std::to_string(c.window_right) + ")" : "None") +
+         ", scale=" + number(c.scale) + ", softcap=" + number(c.softcap);
+}
+
+// f(slot, buffer, python) for each forward input of case c (call_slots.def), `python` its NumPy
+// expression (None when absent), a tensor in the format written by format_array(buffer, shape):
+// the one list of a repro's inputs.
+template <class T, class FormatArray, class F>
+void for_each_input_text(const Case<T>& c, FormatArray format_array, F&& f) {
+  const Dims d = dims_of(c.shape);
+  for_each_case_input(c, [&](const Slot& s, const auto& x) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::vector<T>>)
+      f(s, x, x.empty() ? std::string("None") : format_array(x, extent(s, d)));
+    else
+      f(s, x, python_array(x, extent(s, d)));
+  });
 }
 
 // An oracle tensor as Python lines: PREFIXexact_hi, PREFIXexact_lo and PREFIXbound, NumPy arrays of

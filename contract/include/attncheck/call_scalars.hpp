@@ -38,6 +38,17 @@ bool covers(const A& a, const M& member) {
     return true;
 }
 
+// A dim's member name in the ABI structs (a repro's source sets it by name).
+constexpr const char* abi_member(Dim d) {
+#define ATTNCHECK_DIM(dim, abi, request) \
+  if (d == Dim::dim) return #abi;
+#define ATTNCHECK_SCALAR(problem, case_, feature, sent, text)
+#include "attncheck/call_scalars.def"
+#undef ATTNCHECK_DIM
+#undef ATTNCHECK_SCALAR
+  return nullptr;
+}
+
 // f(dim, in_abi, in_request) for each dim row: in_abi(a) its member in an ABI struct that has one
 // (has_member), in_request(r) its member in the protocol's Request.
 template <class F>
@@ -56,8 +67,9 @@ void for_each_dim_row(F&& f) {
 struct ScalarRow {
   uint32_t feature = 0;
   enum Text : uint8_t { not_in_text, option, option_unless_default, on_line, also_on_line } text = not_in_text;
-  const char* key = nullptr;   // an option's
-  const char* name = nullptr;  // its Case member's name (the protocol's field in the Python client)
+  const char* key = nullptr;         // an option's
+  const char* name = nullptr;        // its Case member's name (the protocol's field in the Python client)
+  const char* abi_member = nullptr;  // its member's name in the ABI structs (a SENT row's)
   bool on_a_line() const { return text == on_line || text == also_on_line; }
   bool an_option() const { return text == option || text == option_unless_default; }
 };
@@ -77,9 +89,11 @@ void for_each_scalar_row(F&& f) {
 #define ALSO_ON_LINE ScalarRow::also_on_line, nullptr
 #define NOT_IN_TEXT ScalarRow::not_in_text, nullptr
 #define ATTNCHECK_DIM(dim, abi, request)
+#define ATTNCHECK_ABI_NAME_SENT(abi, request) #abi
+#define ATTNCHECK_ABI_NAME_NOT_SENT nullptr
 #define ATTNCHECK_SCALAR(problem, case_, feature, sent, text)                                                                 \
   f([](auto& p) -> decltype((p.problem)) { return p.problem; }, [](auto& c) -> decltype((c.case_)) { return c.case_; }, sent, \
-    ScalarRow{feature, text, #case_});
+    ScalarRow{feature, text, #case_, ATTNCHECK_ABI_NAME_##sent});
 #include "attncheck/call_scalars.def"
 #undef ATTNCHECK_DIM
 #undef ATTNCHECK_SCALAR
@@ -90,6 +104,8 @@ void for_each_scalar_row(F&& f) {
 #undef ON_LINE
 #undef ALSO_ON_LINE
 #undef NOT_IN_TEXT
+#undef ATTNCHECK_ABI_NAME_SENT
+#undef ATTNCHECK_ABI_NAME_NOT_SENT
 }
 
 // f(in_abi, in_request) for each dim and each sent scalar: what an ABI struct and the protocol's

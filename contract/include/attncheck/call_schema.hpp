@@ -58,6 +58,7 @@ enum LayerPart : uint32_t { kSelf = 1, kBiasQ = 2, kBiasK = 4, kBiasV = 8, kBias
 // attncheck_mha_v2, -1 where it is not.
 struct AbiAt {
   int16_t problem = -1, grads = -1, layer = -1;
+  const char* member = nullptr;  // its name there (the same in each struct that has it)
 };
 
 struct Slot {
@@ -88,13 +89,13 @@ namespace slot_rows {
 using enum Dim;  // the rows' shapes
 inline constexpr Slot kRows[slot::kCount] = {
 #define IN_PROBLEM(m) \
-  AbiAt { int16_t(offsetof(attncheck_problem_v2, m)), -1, -1 }
+  AbiAt { int16_t(offsetof(attncheck_problem_v2, m)), -1, -1, #m }
 #define IN_GRADS(m) \
-  AbiAt { -1, int16_t(offsetof(attncheck_grads_v2, m)), -1 }
+  AbiAt { -1, int16_t(offsetof(attncheck_grads_v2, m)), -1, #m }
 #define IN_LAYER(m) \
-  AbiAt { -1, -1, int16_t(offsetof(attncheck_mha_v2, m)) }
+  AbiAt { -1, -1, int16_t(offsetof(attncheck_mha_v2, m)), #m }
 #define IN_PROBLEM_AND_LAYER(m) \
-  AbiAt { int16_t(offsetof(attncheck_problem_v2, m)), -1, int16_t(offsetof(attncheck_mha_v2, m)) }
+  AbiAt { int16_t(offsetof(attncheck_problem_v2, m)), -1, int16_t(offsetof(attncheck_mha_v2, m)), #m }
 #define INPUT(in_problem, in_case) true
 #define LAYER_INPUT(in_layer) false
 #define NOT_AN_INPUT false
