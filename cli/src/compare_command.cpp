@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <type_traits>
+#include <vector>
 
 #include <unistd.h>
 
@@ -20,6 +22,7 @@
 #include "attncheck/oracle.hpp"
 #include "attncheck/policy_flags.hpp"
 #include "attncheck/rows.hpp"
+#include "attncheck/source_text.hpp"
 
 namespace attncheck {
 namespace {
@@ -43,11 +46,11 @@ struct InputError : std::runtime_error {
 
 // A tensor's shape read as [B,H,T,d] from [T,d], [B,T,d] or, by --layout, [B,H,T,d] (bhsd) or
 // [B,T,H,d] (bshd: JAX, FlashAttention, transformers).
-struct Dims {
+struct FileDims {
   int64_t B, H, T, d;
 };
 
-Dims dims_of(const NpyArray& a, const std::string& name, bool bshd = false) {
+FileDims dims_of(const NpyArray& a, const std::string& name, bool bshd = false) {
   const auto& s = a.shape;
   if (s.size() < 2 || s.size() > 4)
     throw InputError(name + ": expected shape [T,d], [B,T,d] or [B,H,T,d], got " + std::to_string(s.size()) + " dims");
@@ -74,7 +77,7 @@ void to_bhsd(NpyArray& a, size_t bytes) {
 
 // Whether q, k, v and out fit one attention problem: Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V
 // [B,H_kv,Tk,dv], out [B,H,Tq,dv], H_kv dividing H.
-bool fits(const Dims& q, const Dims& k, const Dims& v, const Dims& out) {
+bool fits(const FileDims& q, const FileDims& k, const FileDims& v, const FileDims& out) {
   return k.B == q.B && v.B == q.B && out.B == q.B && q.H % k.H == 0 && v.H == k.H && out.H == q.H && k.d == q.d && v.T == k.T &&
          out.T == q.T && out.d == v.d;
 }
@@ -91,22 +94,38 @@ std::vector<int64_t> mask_dims(const std::vector<int64_t>& m, const Shape& s) {
   return m;
 }
 
-std::string shape_text(const Dims& d) {
+std::string shape_text(const FileDims& d) {
   return "[" + std::to_string(d.B) + "," + std::to_string(d.H) + "," + std::to_string(d.T) + "," + std::to_string(d.d) + "]";
 }
 
-// Every tensor file compare reads.
-constexpr const char* kTensors[] = {"q", "k", "v", "out", "allow", "kv-lens", "bias", "lse", "dout", "dq", "dk", "dv"};
+// The tensors compare reads a file of: every slot of a forward and a backward call (call_slots.def)
+// but the dropout keep mask (compare checks no dropout), each given by the flag of its name ('_' as '-').
+bool compared(const Slot& s) {
+  return (s.role(CallKind::forward) != Role::none || s.role(CallKind::backward) != Role::none) &&
+         s.feature != ATTNCHECK_CAP_DROPOUT_MASK;
+}
+std::string flag_of(const Slot& s) {
+  std::string flag = s.name;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+std::vector<const Slot*> compared_slots() {
+  std::vector<const Slot*> slots;
+  for (const Slot& s : kSlots)
+    if (compared(s)) slots.push_back(&s);
+  return slots;
+}
 
-// The tensors in --q's format (or --dtype's): the inputs, the bias, the output and the backward's.
-constexpr const char* kInFormat[] = {"q", "k", "v", "bias", "out", "dout", "dq", "dk", "dv"};
+// A tensor of rows per head, [B,H,T,d] (q, k, v, out and the backward's), read from [T,d] or
+// [B,T,d] too and laid out by --layout; the others (the mask, bias, lse) have fixed shapes.
+bool rows_per_head(const Slot& s) {
+  return s.element == Element::format && s.shape.rank == 4 && (s.shape.dims[3] == Dim::dk || s.shape.dims[3] == Dim::dv);
+}
 
-// The backward's tensors, each with the tensor whose shape it has and that shape in the vocabulary.
-struct Gradient {
-  const char *name, *like, *shape;
-};
-constexpr Gradient kGradients[] = {
-    {"dout", "out", "[B,H,Tq,dv]"}, {"dq", "q", "[B,H,Tq,dk]"}, {"dk", "k", "[B,H_kv,Tk,dk]"}, {"dv", "v", "[B,H_kv,Tk,dv]"}};
+// The backward's tensors (its feature's): each, dout of out and dq of q, has the shape of the
+// tensor it differentiates, named after it.
+bool a_gradient(const Slot& s) { return s.feature == ATTNCHECK_CAP_BACKWARD; }
+std::string differentiated(const Slot& s) { return s.name + 1; }
 
 // --window L,R: each side -1 (unbounded) or a key count.
 std::pair<int64_t, int64_t> window_of(const std::string& text) {
@@ -223,9 +242,11 @@ Problem<T> problem_of(const std::map<std::string, NpyArray>& arrays, const FlagV
   Problem<T> p;
   p.shape = shape;
   p.format = format;
-  p.q = data_of<T>(arrays, "q");
-  p.k = data_of<T>(arrays, "k");
-  p.v = data_of<T>(arrays, "v");
+  // Each input given, as its file holds it; the mask as broadcast (below).
+  for_each_problem_input(p, [&](const Slot& s, auto& member) {
+    if (auto it = arrays.find(flag_of(s)); it != arrays.end() && s.element != Element::byte)
+      member = reinterpret_cast<std::remove_reference_t<decltype(member)>>(it->second.data.data());
+  });
   if (!mask.allow.empty()) p.masks.allow = mask.allow.data();
   const std::string& causal = options.text("causal");
   p.masks.causal = causal == "none" ? Causal::none : causal == "upper-left" ? Causal::upper_left : Causal::lower_right;
@@ -236,9 +257,6 @@ Problem<T> problem_of(const std::map<std::string, NpyArray>& arrays, const FlagV
   if (options.given("scale")) p.scale = options.number("scale");
   if (options.given("softcap")) p.softcap = options.number("softcap");
   if (options.given("window")) std::tie(p.masks.window_left, p.masks.window_right) = window_of(options.text("window"));
-  if (auto it = arrays.find("kv-lens"); it != arrays.end())
-    p.masks.key_lengths = reinterpret_cast<const int32_t*>(it->second.data.data());
-  if (arrays.count("bias")) p.bias = data_of<T>(arrays, "bias");
   if (!mask.head_bias.empty()) p.bias = mask.head_bias.data();
   return p;
 }
@@ -355,10 +373,11 @@ void check_flags(const FlagValues& options) {
     throw InputError("--rows: expected all, auto or a positive number of rows, got '" + rows + "'");
   std::string missing;
   bool any = false;
-  for (const Gradient& g : kGradients) {
-    any |= options.given(g.name);
-    if (!options.given(g.name)) missing += (missing.empty() ? "--" : ", --") + std::string(g.name);
-  }
+  for (const Slot* g : compared_slots())
+    if (a_gradient(*g)) {
+      any |= options.given(flag_of(*g));
+      if (!options.given(flag_of(*g))) missing += (missing.empty() ? "--" : ", --") + flag_of(*g);
+    }
   if (any && !missing.empty()) throw InputError("the backward needs --dout, --dq, --dk and --dv: missing " + missing);
   if (options.given("dout") && options.text("empty-rows") != "zero")
     throw InputError("--empty-rows " + options.text("empty-rows") +
@@ -373,16 +392,20 @@ Format format_checked(const std::map<std::string, NpyArray>& arrays, const FlagV
   const Format format =
       options.given("dtype") ? format_named(options.text("dtype")) : format_of(arrays.at("q"), options.text("q"), bf16_bits);
   const std::string said = options.given("dtype") ? "--dtype " + options.text("dtype") + " says " : options.text("q") + " is ";
-  for (const char* name : kInFormat)
-    if (arrays.count(name))
-      if (const Format f = format_of(arrays.at(name), options.text(name), bf16_bits); f != format)
-        throw InputError(options.text(name) + ": " + format_name(f) + ", but " + said + format_name(format) +
+  for (const Slot* s : compared_slots()) {
+    const auto given = arrays.find(flag_of(*s));
+    if (given == arrays.end()) continue;
+    const std::string& file = options.text(flag_of(*s));
+    if (s->element == Element::format)
+      if (const Format f = format_of(given->second, file, bf16_bits); f != format)
+        throw InputError(file + ": " + format_name(f) + ", but " + said + format_name(format) +
                          " (q, k, v, bias, out and the gradients must be in one format)");
-  if (arrays.count("lse")) {
-    const NpyDtype wanted = format == Format::f64 ? NpyDtype::f64 : NpyDtype::f32;
-    if (arrays.at("lse").dtype != wanted)
-      throw InputError(options.text("lse") + ": dtype " + dtype_name(arrays.at("lse").dtype) + ", expected " +
-                       dtype_name(wanted) + " for " + format_name(format) + " tensors");
+    const NpyDtype wide = format == Format::f64 ? NpyDtype::f64 : NpyDtype::f32;
+    if (s->element == Element::wide && given->second.dtype != wide)
+      throw InputError(file + ": dtype " + dtype_name(given->second.dtype) + ", expected " + dtype_name(wide) + " for " +
+                       format_name(format) + " tensors");
+    if (s->element == Element::int32 && given->second.dtype != NpyDtype::i32)
+      throw InputError(file + ": dtype " + dtype_name(given->second.dtype) + ", expected int32");
   }
   return format;
 }
@@ -391,11 +414,12 @@ Format format_checked(const std::map<std::string, NpyArray>& arrays, const FlagV
 // [B,H,Tk,dk], V [B,H,Tk,dv], out [B,H,Tq,dv], the same rank; read as [B,T,H,d] when `bshd`.
 Shape shape_checked(const std::map<std::string, NpyArray>& arrays, const FlagValues& options, bool bshd) {
   auto dims = [&](const char* name, bool as_bshd) { return dims_of(arrays.at(name), options.text(name), as_bshd); };
-  const Dims q = dims("q", bshd), k = dims("k", bshd), v = dims("v", bshd), out = dims("out", bshd);
-  for (const char* name : {"k", "v", "out", "dout", "dq", "dk", "dv"})
-    if (arrays.count(name) && arrays.at(name).shape.size() != arrays.at("q").shape.size())
-      throw InputError(options.text(name) + ": has " + std::to_string(arrays.at(name).shape.size()) + " dims, --q has " +
-                       std::to_string(arrays.at("q").shape.size()));
+  const FileDims q = dims("q", bshd), k = dims("k", bshd), v = dims("v", bshd), out = dims("out", bshd);
+  for (const Slot* s : compared_slots())
+    if (const auto given = arrays.find(flag_of(*s)); rows_per_head(*s) && given != arrays.end())
+      if (given->second.shape.size() != arrays.at("q").shape.size())
+        throw InputError(options.text(flag_of(*s)) + ": has " + std::to_string(given->second.shape.size()) + " dims, --q has " +
+                         std::to_string(arrays.at("q").shape.size()));
   // K and V may have fewer heads than Q (grouped-query attention): H_kv dividing H. Shapes that fit
   // only in the other layout say so.
   if (!fits(q, k, v, out)) {
@@ -407,10 +431,12 @@ Shape shape_checked(const std::map<std::string, NpyArray>& arrays, const FlagVal
                      (other ? bshd ? "; they fit as [B,H,T,d]: --layout bhsd" : "; they fit as [B,T,H,d]: --layout bshd" : ""));
   }
   // The gradients: each the shape of what it differentiates (dout of out), in the same rank.
-  for (const Gradient& g : kGradients)
-    if (arrays.count(g.name) && arrays.at(g.name).shape != arrays.at(g.like).shape)
-      throw InputError(options.text(g.name) + ": shape " + shape_text(dims(g.name, bshd)) + ", expected " + g.like + "'s " +
-                       g.shape + " = " + shape_text(dims(g.like, bshd)));
+  for (const Slot* g : compared_slots()) {
+    const std::string name = flag_of(*g), like = differentiated(*g);
+    if (a_gradient(*g) && arrays.count(name) && arrays.at(name).shape != arrays.at(like).shape)
+      throw InputError(options.text(name) + ": shape " + shape_text(dims(name.c_str(), bshd)) + ", expected " + like + "'s " +
+                       axes(*g) + " = " + shape_text(dims(like.c_str(), bshd)));
+  }
   return {q.B, q.H, q.T, k.T, q.d, v.d, k.H};
 }
 
@@ -418,20 +444,27 @@ Shape shape_checked(const std::map<std::string, NpyArray>& arrays, const FlagVal
 // Tq Tk elements, lse [..,Tq] with B H Tq, the mask by mask_dims; and the shape and --softcap within
 // what the oracle takes.
 void check_optional_shapes(const std::map<std::string, NpyArray>& arrays, const FlagValues& options, const Shape& shape) {
-  auto expect = [&](const char* name, int64_t elements, std::vector<int64_t> last, const std::string& wanted) {
-    if (!arrays.count(name)) return;
-    const NpyArray& a = arrays.at(name);
-    const bool tail = a.shape.size() >= last.size() && std::equal(last.rbegin(), last.rend(), a.shape.rbegin());
-    if (a.elements() != elements || !tail) throw InputError(options.text(name) + ": expected " + wanted);
-  };
-  if (arrays.count("kv-lens") && arrays.at("kv-lens").dtype != NpyDtype::i32)
-    throw InputError(options.text("kv-lens") + ": dtype " + dtype_name(arrays.at("kv-lens").dtype) + ", expected int32");
-  expect("kv-lens", shape.B, {shape.B}, "shape [B] = [" + std::to_string(shape.B) + "]");
-  expect("bias", shape.scores_size(), {shape.Tq, shape.Tk},
-         "[B,H,Tq,Tk] = [" + std::to_string(shape.B) + "," + std::to_string(shape.H) + "," + std::to_string(shape.Tq) + "," +
-             std::to_string(shape.Tk) + "]");
-  expect("lse", shape.lse_size(), {shape.Tq},
-         "[B,H,Tq] = [" + std::to_string(shape.B) + "," + std::to_string(shape.H) + "," + std::to_string(shape.Tq) + "]");
+  // The others but the mask: each its element count, its file's last dims those of the slot after
+  // its leading B and H (or H_kv), or all of them when that leaves none (kv_lens [B]).
+  const Dims dims = dims_of(shape);
+  for (const Slot* s : compared_slots()) {
+    const auto given = arrays.find(flag_of(*s));
+    if (given == arrays.end() || rows_per_head(*s) || s->element == Element::byte) continue;
+    std::vector<int64_t> all, last;
+    for (int a = 0; a < s->shape.rank; ++a) all.push_back(dims[s->shape.dims[a]]);
+    int lead = 0;
+    while (lead < s->shape.rank &&
+           (s->shape.dims[lead] == Dim::B || s->shape.dims[lead] == Dim::H || s->shape.dims[lead] == Dim::H_kv))
+      ++lead;
+    last.assign(all.begin() + (lead < s->shape.rank ? lead : 0), all.end());
+    const std::vector<int64_t>& got = given->second.shape;
+    const bool tail = got.size() >= last.size() && std::equal(last.rbegin(), last.rend(), got.rbegin());
+    if (given->second.elements() != elements(*s, dims) || !tail) {
+      std::string values;
+      for (int64_t n : all) values += (values.empty() ? "" : ",") + std::to_string(n);
+      throw InputError(options.text(flag_of(*s)) + ": expected shape " + axes(*s) + " = [" + values + "]");
+    }
+  }
   if (auto it = arrays.find("allow"); it != arrays.end()) {
     const NpyArray& mask = it->second;
     if (mask.dtype != NpyDtype::b1 && mask.dtype != NpyDtype::u8)
@@ -475,21 +508,23 @@ int run(const FlagValues& options) {
   // Every header first, and every check of dtypes and shapes on them, before any data is read: a
   // small file whose header claims 2^31 elements costs nothing until the shapes are known to fit.
   std::map<std::string, NpyArray> arrays;
-  for (const char* name : kTensors)
-    if (options.given(name)) arrays.emplace(name, read_npy_header(options.text(name)));
+  for (const Slot* s : compared_slots())
+    if (options.given(flag_of(*s))) arrays.emplace(flag_of(*s), read_npy_header(options.text(flag_of(*s))));
   if (options.given("window")) window_of(options.text("window"));  // a bad window: one line, before any work
   const Format format = format_checked(arrays, options);
   const bool bshd = options.text("layout") == "bshd";
   const Shape shape = shape_checked(arrays, options, bshd);
   check_optional_shapes(arrays, options, shape);
   read_data(arrays, options, shape);
-  if (bshd)  // every 4-D tensor but the mask, the bias and the lse, which have no T,H axes to swap
-    for (const char* name : {"q", "k", "v", "out", "dout", "dq", "dk", "dv"})
-      if (arrays.count(name)) to_bhsd(arrays.at(name), arrays.at(name).data.size() / size_t(arrays.at(name).elements()));
-  // A 2-byte format is checked as its values held in float, the problem saying the format.
-  if (is_narrow(format))
-    for (const char* name : kInFormat)
-      if (arrays.count(name)) widen(arrays.at(name), format);
+  for (const Slot* s : compared_slots()) {
+    const auto given = arrays.find(flag_of(*s));
+    if (given == arrays.end()) continue;
+    NpyArray& a = given->second;
+    if (bshd && rows_per_head(*s))  // the mask, the bias and the lse have no T,H axes to swap
+      to_bhsd(a, a.data.size() / size_t(a.elements()));
+    // A 2-byte format is checked as its values held in float, the problem saying the format.
+    if (is_narrow(format) && s->element == Element::format) widen(a, format);
+  }
   return format == Format::f64 ? check<double>(arrays, options, shape, format) : check<float>(arrays, options, shape, format);
 }
 
