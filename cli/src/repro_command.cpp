@@ -37,20 +37,16 @@ const char* storage(Format f) { return f == Format::f64 ? "double" : f == Format
 
 // A C++ type of a slot's elements in a call in `format`.
 const char* element_type(const Slot& s, Format format) {
-  return s.element == Element::byte ? "uint8_t" : s.element == Element::int32 ? "int32_t" : storage(format);
+  return s.element == Element::byte ? "uint8_t" : s.element == Element::int32 ? "int32_t" : storage(stored_format(s, format));
 }
 
 // The arrays of a GoogleTest repro: the case's inputs and the oracle's out (and lse), into t.
 template <class T>
 void gtest_data(std::ostream& t, const Case<T>& c, const Reference& ref, bool with_lse) {
   for_each_case_input(c, [&](const Slot& s, const auto& x) {
-    if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::vector<T>>) {
-      if (!x.empty())
-        t << "const " << element_type(s, c.format) << " " << s.name << "[] = {" << values(x, c.format, false) << "};  // "
-          << axes(s) << "\n";
-    } else if (!x.empty()) {
-      t << "const " << element_type(s, c.format) << " " << s.name << "[] = {" << integers(x) << "};  // " << axes(s) << "\n";
-    }
+    if (!x.empty())
+      t << "const " << element_type(s, c.format) << " " << s.name << "[] = {" << c_values(s, x, c.format) << "};  // " << axes(s)
+        << "\n";
   });
   t << "const double exact_hi[] = {" << exact_hi(ref.out, false) << "};  // out [B,H,Tq,dv]\n"
     << "const double exact_lo[] = {" << exact_lo(ref.out, false) << "};\n"

@@ -147,17 +147,38 @@ std::string python_scalars(const Case<T>& c) {
          ", scale=" + number(c.scale) + ", softcap=" + number(c.softcap);
 }
 
+// A case's input buffer x of slot s as C++ literals: a floating one in the format the slot stores it
+// in (a call in `format`), the others as integers.
+template <class E>
+std::string c_values(const Slot& s, const std::vector<E>& x, Format format) {
+  if constexpr (std::is_floating_point_v<E>)
+    return values(x, stored_format(s, format), false);
+  else
+    return integers(x);
+}
+
 // f(slot, buffer, python) for each forward input of case c (call_slots.def), `python` its NumPy
-// expression (None when absent), a tensor in the format written by format_array(buffer, shape):
-// the one list of a repro's inputs.
+// expression (None when absent): a tensor in the format written by format_array(buffer, shape), a
+// float one (f32) from its exact values, a mask as bool, key lengths as int32. The one list of a
+// repro's inputs.
 template <class T, class FormatArray, class F>
 void for_each_input_text(const Case<T>& c, FormatArray format_array, F&& f) {
   const Dims d = dims_of(c.shape);
   for_each_case_input(c, [&](const Slot& s, const auto& x) {
-    if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::vector<T>>)
-      f(s, x, x.empty() ? std::string("None") : format_array(x, extent(s, d)));
-    else
-      f(s, x, python_array(x, extent(s, d)));
+    using E = typename std::decay_t<decltype(x)>::value_type;
+    std::string python = "None";
+    if constexpr (std::is_floating_point_v<E>) {
+      if (x.empty()) {
+      } else if (s.element != Element::format) {
+        python = "np.array([float.fromhex(x) for x in (" + values(x, stored_format(s, c.format), true) + ",)], np." +
+                 (stored_format(s, c.format) == Format::f64 ? "float64" : "float32") + ").reshape(" + extent(s, d) + ")";
+      } else if constexpr (std::is_same_v<E, T>) {
+        python = format_array(x, extent(s, d));
+      }
+    } else {
+      python = python_array(x, extent(s, d));
+    }
+    f(s, x, python);
   });
 }
 
