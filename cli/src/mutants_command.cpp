@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 #include <stdexcept>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,20 +27,28 @@ bool at_most_tiny(const std::string& shape) {
   return size["B"] == 1 && size["H"] == 1 && size["Tq"] <= 3 && size["Tk"] <= 3 && size["dk"] <= 2 && size["dv"] <= 2;
 }
 
+// The mutants' plugins in `folder`, mutant_NAME.so, sorted; with `only`, just those NAMEs (each must
+// be there).
+std::vector<std::string> mutant_files(const std::string& folder, const std::vector<std::string>& only) {
+  std::vector<std::string> names;
+  DIR* dir = opendir(folder.c_str());
+  if (!dir) throw std::runtime_error(folder + ": cannot open the folder");
+  while (const dirent* entry = readdir(dir)) {
+    const std::string name = entry->d_name;
+    const bool plugin = name.rfind("mutant_", 0) == 0 && name.size() > 10 && name.substr(name.size() - 3) == ".so";
+    if (plugin && (only.empty() || std::count(only.begin(), only.end(), name.substr(7, name.size() - 10)))) names.push_back(name);
+  }
+  closedir(dir);
+  if (names.empty()) throw std::runtime_error(folder + ": no mutant_*.so here" + (only.empty() ? "" : " of those --only names"));
+  if (!only.empty() && names.size() != std::set<std::string>(only.begin(), only.end()).size())
+    throw std::runtime_error(folder + ": not every mutant --only names is here (mutant_NAME.so)");
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 int mutants(const FlagValues& o) {
   const std::string& folder = o.text("dir");
-  std::vector<std::string> names;
-  if (DIR* dir = opendir(folder.c_str())) {
-    while (const dirent* entry = readdir(dir)) {
-      const std::string name = entry->d_name;
-      if (name.rfind("mutant_", 0) == 0 && name.size() > 3 && name.substr(name.size() - 3) == ".so") names.push_back(name);
-    }
-    closedir(dir);
-  } else {
-    throw std::runtime_error(folder + ": cannot open the folder");
-  }
-  if (names.empty()) throw std::runtime_error(folder + ": no mutant_*.so here");
-  std::sort(names.begin(), names.end());
+  const std::vector<std::string> names = mutant_files(folder, o.all("only"));
 
   CampaignOptions options;
   options.seconds = o.number("seconds");
@@ -121,6 +130,8 @@ int mutants_command(const std::vector<std::string>& args) {
               1e9)
       .number("seed", "S", "every campaign's seed", "1", 0, 1e9)
       .text("json", "FILE", "also write the kill matrix as JSON")
+      .text("only", "NAME", "just the mutant NAME (mutant_NAME.so); given again, each of them")
+      .repeatable()
       .run(args, mutants);
 }
 
