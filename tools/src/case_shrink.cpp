@@ -14,22 +14,30 @@
 namespace attncheck {
 namespace {
 
-using Dims = std::array<int64_t, 4>;
+// The indices of each dim a move removes (gone[d][i] true: index i of dim d; empty: none of d's).
+struct Removal {
+  std::vector<bool> gone[kDims];
+  void add(Dim d, int64_t size, int64_t from, int64_t to) {
+    gone[int(d)].resize(size_t(size));
+    for (int64_t i = from; i < to; ++i) gone[int(d)][size_t(i)] = true;
+  }
+  bool removes(Dim d, int64_t i) const { return !gone[int(d)].empty() && gone[int(d)][size_t(i)]; }
+};
 
-// x [d0,d1,d2,d3] without indices [from, to) of `axis`.
+// x, the buffer of slot s in a call of dims d, without the elements at an index r removes along
+// any of its axes.
 template <class V>
-std::vector<V> erase_range(const std::vector<V>& x, Dims d, int axis, int64_t from, int64_t to) {
+std::vector<V> erase(const std::vector<V>& x, const Slot& s, const Dims& d, const Removal& r) {
   if (x.empty()) return x;
   std::vector<V> kept;
   kept.reserve(x.size());
-  size_t at = 0;
-  for (int64_t i0 = 0; i0 < d[0]; ++i0)
-    for (int64_t i1 = 0; i1 < d[1]; ++i1)
-      for (int64_t i2 = 0; i2 < d[2]; ++i2)
-        for (int64_t i3 = 0; i3 < d[3]; ++i3, ++at) {
-          const int64_t index[4] = {i0, i1, i2, i3};
-          if (index[axis] < from || index[axis] >= to) kept.push_back(x[at]);
-        }
+  int64_t index[4] = {};  // the element's index along each of s's axes, the last fastest
+  for (const V& value : x) {
+    bool gone = false;
+    for (int a = 0; a < s.shape.rank; ++a) gone = gone || r.removes(s.shape.dims[a], index[a]);
+    if (!gone) kept.push_back(value);
+    for (int a = s.shape.rank - 1; a >= 0 && ++index[a] == d[s.shape.dims[a]]; --a) index[a] = 0;
+  }
   return kept;
 }
 
@@ -38,66 +46,57 @@ std::vector<V> erase_range(const std::vector<V>& x, Dims d, int axis, int64_t fr
 // q and k and one of v together (dk = dv).
 enum Axis { batch, head, kv_group, group_member, query, key, key_width, value_width, position, head_width };
 
-template <class T>
-Case<T> without(const Case<T>& c, Axis axis, int64_t from, int64_t to) {
-  // c: q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], bias [B,H,Tq,Tk], allow [B,Tq,Tk], key_lengths [B].
-  const Shape& s = c.shape;
-  const int64_t kv = s.kv_heads(), group = s.H / kv, n = to - from;
-  const Dims q{s.B, s.H, s.Tq, s.dk}, k{s.B, kv, s.Tk, s.dk}, v{s.B, kv, s.Tk, s.dv}, bias{s.B, s.H, s.Tq, s.Tk},
-      allow{s.B, 1, s.Tq, s.Tk}, lengths{s.B, 1, 1, 1};
-  Case<T> r = c;
+// What losing [from, to) along `axis` removes of each dim of shape s.
+Removal removal(const Shape& s, Axis axis, int64_t from, int64_t to) {
+  const int64_t kv = s.kv_heads(), group = s.H / kv;
+  Removal r;
   switch (axis) {
     case batch:
-      r.q = erase_range(c.q, q, 0, from, to), r.k = erase_range(c.k, k, 0, from, to), r.v = erase_range(c.v, v, 0, from, to);
-      r.bias = erase_range(c.bias, bias, 0, from, to), r.allow = erase_range(c.allow, allow, 0, from, to);
-      r.key_lengths = erase_range(c.key_lengths, lengths, 0, from, to);
-      r.shape.B -= n;
+      r.add(Dim::B, s.B, from, to);
       break;
     case head:  // every query head its own KV head
-      r.q = erase_range(c.q, q, 1, from, to), r.k = erase_range(c.k, k, 1, from, to), r.v = erase_range(c.v, v, 1, from, to);
-      r.bias = erase_range(c.bias, bias, 1, from, to);
-      r.shape.H -= n;
-      r.shape.H_kv = 0;
+      r.add(Dim::H, s.H, from, to), r.add(Dim::H_kv, kv, from, to);
       break;
     case kv_group:  // KV heads [from, to) with their groups of query heads
-      r.q = erase_range(c.q, q, 1, from * group, to * group), r.bias = erase_range(c.bias, bias, 1, from * group, to * group);
-      r.k = erase_range(c.k, k, 1, from, to), r.v = erase_range(c.v, v, 1, from, to);
-      r.shape.H -= n * group;
-      r.shape.H_kv = kv - n;
+      r.add(Dim::H_kv, kv, from, to), r.add(Dim::H, s.H, from * group, to * group);
       break;
-    case group_member:                         // members [from, to) of every group of query heads: groups n smaller
-      for (int64_t g = kv - 1; g >= 0; --g) {  // the last group first, so that earlier ones stay put
-        const Dims now{s.B, kv * group - (kv - 1 - g) * n, s.Tq, s.dk}, now_bias{s.B, now[1], s.Tq, s.Tk};
-        r.q = erase_range(r.q, now, 1, g * group + from, g * group + to);
-        r.bias = erase_range(r.bias, now_bias, 1, g * group + from, g * group + to);
-      }
-      r.shape.H -= kv * n;
-      r.shape.H_kv = group - n == 1 ? 0 : kv;
+    case group_member:  // members [from, to) of every group of query heads: groups n smaller
+      for (int64_t g = 0; g < kv; ++g) r.add(Dim::H, s.H, g * group + from, g * group + to);
       break;
     case query:
-      r.q = erase_range(c.q, q, 2, from, to), r.bias = erase_range(c.bias, bias, 2, from, to);
-      r.allow = erase_range(c.allow, allow, 2, from, to);
-      r.shape.Tq -= n;
+      r.add(Dim::Tq, s.Tq, from, to);
       break;
-    case key:  // key lengths count the keys left before their end
-      r.k = erase_range(c.k, k, 2, from, to), r.v = erase_range(c.v, v, 2, from, to);
-      r.bias = erase_range(c.bias, bias, 3, from, to), r.allow = erase_range(c.allow, allow, 3, from, to);
-      for (int32_t& length : r.key_lengths) length -= int32_t(std::clamp<int64_t>(length - from, 0, n));
-      r.shape.Tk -= n;
+    case key:
+      r.add(Dim::Tk, s.Tk, from, to);
       break;
     case key_width:
-      r.q = erase_range(c.q, q, 3, from, to), r.k = erase_range(c.k, k, 3, from, to);
-      r.shape.dk -= n;
+      r.add(Dim::dk, s.dk, from, to);
       break;
     case value_width:
-      r.v = erase_range(c.v, v, 3, from, to);
-      r.shape.dv -= n;
+      r.add(Dim::dv, s.dv, from, to);
       break;
     case position:
-      return without(without(c, query, from, to), key, from, to);
     case head_width:
-      return without(without(c, key_width, from, to), value_width, from, to);
+      break;  // two moves, made one after the other (without)
   }
+  return r;
+}
+
+template <class T>
+Case<T> without(const Case<T>& c, Axis axis, int64_t from, int64_t to) {
+  if (axis == position) return without(without(c, query, from, to), key, from, to);
+  if (axis == head_width) return without(without(c, key_width, from, to), value_width, from, to);
+  // Every input (call_slots.def) loses the elements at the removed indices of its dims.
+  const Removal removed = removal(c.shape, axis, from, to);
+  const Dims before = dims_of(c.shape);
+  Case<T> r = c;
+  for_each_case_input(r, [&](const Slot& s, auto& buffer) { buffer = erase(buffer, s, before, removed); });
+  if (axis == key)  // key lengths count the keys left before their end
+    for (int32_t& length : r.key_lengths) length -= int32_t(std::clamp<int64_t>(length - from, 0, to - from));
+  Dims after = before;
+  for (int d = 0; d < kDims; ++d) after[Dim(d)] -= std::count(removed.gone[d].begin(), removed.gone[d].end(), true);
+  if (after[Dim::H_kv] == after[Dim::H]) after[Dim::H_kv] = 0;  // as many as H: the shape's way of saying so
+  set_dims(r.shape, after);
   return r;
 }
 
