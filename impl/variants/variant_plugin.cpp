@@ -5,6 +5,7 @@
 // flash_backward, unless named).
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "attncheck/plugin_export.hpp"
 #include "backward.hpp"
@@ -16,31 +17,42 @@ namespace {
 using attncheck::kVariantChoice;
 bool named(const char* name, const char* chosen) { return std::strcmp(name, chosen) == 0; }
 
-const attncheck::Variant& variant() {
-  static const attncheck::Variant chosen = [] {
-#define ATTNCHECK_FORWARD_BUG(name) \
-  if (named(#name, kVariantChoice.forward)) return attncheck::mutant(attncheck::Mutation::name);
+// The planted bug of each kind named `name`, if one is (planted_bugs.def's rows).
+std::optional<attncheck::Variant> planted_forward(const char* name) {
+#define ATTNCHECK_FORWARD_BUG(bug) \
+  if (named(#bug, name)) return attncheck::mutant(attncheck::Mutation::bug);
 #include "planted_bugs.def"
 #undef ATTNCHECK_FORWARD_BUG
-    for (const auto& correct : attncheck::correct_variants())
-      if (named(correct.name, kVariantChoice.forward)) return correct.variant;
-    std::abort();  // the build named a variant that neither list has
-  }();
-  return chosen;
+  return std::nullopt;
+}
+std::optional<attncheck::BackwardVariant> planted_backward(const char* name) {
+#define ATTNCHECK_BACKWARD_BUG(bug) \
+  if (named(#bug, name)) return attncheck::backward_mutant(attncheck::BackwardMutation::bug);
+#include "planted_bugs.def"
+#undef ATTNCHECK_BACKWARD_BUG
+  return std::nullopt;
+}
+
+// The variant named `name`: the planted bug found, else the correct variant of that name.
+template <class V, class Correct>
+V chosen(const char* name, const std::optional<V>& planted, const Correct& correct) {
+  if (planted) return *planted;
+  for (const auto& variant : correct)
+    if (named(variant.name, name)) return variant.variant;
+  std::abort();  // the build named a variant that neither list has
+}
+
+const attncheck::Variant& variant() {
+  static const attncheck::Variant forward =
+      chosen(kVariantChoice.forward, planted_forward(kVariantChoice.forward), attncheck::correct_variants());
+  return forward;
 }
 
 // Unused in a build of the forward alone (no backward defined).
 [[maybe_unused]] const attncheck::BackwardVariant& backward_variant() {
-  static const attncheck::BackwardVariant chosen = [] {
-#define ATTNCHECK_BACKWARD_BUG(name) \
-  if (named(#name, kVariantChoice.backward)) return attncheck::backward_mutant(attncheck::BackwardMutation::name);
-#include "planted_bugs.def"
-#undef ATTNCHECK_BACKWARD_BUG
-    for (const auto& correct : attncheck::correct_backward_variants())
-      if (named(correct.name, kVariantChoice.backward)) return correct.variant;
-    std::abort();  // the build named a backward that neither list has
-  }();
-  return chosen;
+  static const attncheck::BackwardVariant backward =
+      chosen(kVariantChoice.backward, planted_backward(kVariantChoice.backward), attncheck::correct_backward_variants());
+  return backward;
 }
 
 // The variants take every mask, grouped KV heads, windows, soft-caps and a bias, in every format (f16
