@@ -38,7 +38,7 @@ class Row:
     options: list
     conventions: list  # attncheck's policy flags for what the library documents
     documented: str  # where the conventions come from
-    python: str = "venv"  # or "system": Debian's python3 (torch 1.13)
+    python: str = "venv"  # or "system": Debian's python3 (torch 1.13); "torch": --torch-python's (torch 2.x)
     formats: tuple = FORMATS  # of those the adapter claims, the ones this row checks
 
 
@@ -56,6 +56,11 @@ ROWS = [
     Row("torch-1.13", "PyTorch", "torch", "`torch.nn.functional._scaled_dot_product_attention` (Debian's 1.13)",
         "torch_sdpa", [], ["--empty-rows", "nan"] + _FINITE,
         "a fully masked row is NaN before 2.5 (the docs' equivalent code still gives NaN)", python="system"),
+    Row("torch-2.15-math", "PyTorch", "torch", "`torch.nn.functional.scaled_dot_product_attention`, "
+        "`sdpa_kernel(SDPBackend.MATH)` (PyPI's 2.15)", "torch_sdpa", ["--backend", "math"], _FINITE,
+        "a fully masked row gives 0 since 2.5 (the contract's own); the mask is added to the scores", python="torch"),
+    Row("torch-2.15-flash", "PyTorch", "torch", "the same under `sdpa_kernel(SDPBackend.FLASH_ATTENTION)`, the CPU "
+        "flash kernel", "torch_sdpa", ["--backend", "flash"], _FINITE, "as above", python="torch"),
     Row("jax-xla", "JAX", "jax", "`jax.nn.dot_product_attention(implementation=\"xla\")`", "jax", [],
         ["--empty-rows", "mean"] + _FINITE, "a forbidden score is -0.7 x finfo.max: an empty row is the mean of V"),
     Row("jax-xla-x64", "JAX", "jax", "the same with jax_enable_x64, float64", "jax", ["--enable-x64"],
@@ -102,7 +107,7 @@ def columns_of(finding):
 
 
 def python_of(row, args):
-    return args.venv_python if row.python == "venv" else "/usr/bin/python3"
+    return {"venv": args.venv_python, "torch": args.torch_python}.get(row.python, "/usr/bin/python3")
 
 
 def environment():
@@ -111,6 +116,8 @@ def environment():
 
 def probe(row, args):
     """(version, claimed capabilities) of a row, or (None, the one line saying why it cannot run)."""
+    if python_of(row, args) is None:
+        return None, "no --torch-python given (ci/lib.sh's ensure_venvs makes it)"
     code = ("import importlib, importlib.metadata as m, sys; a = importlib.import_module('attncheck.adapters.' + "
             "sys.argv[1]); print(m.version(sys.argv[2])); print(' '.join(sorted(a.setup(sys.argv[3:])['capabilities'])))")
     run = subprocess.run([python_of(row, args), "-c", code, row.adapter, row.package] + row.options,
@@ -422,6 +429,7 @@ def arguments():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--attncheck", required=True)
     parser.add_argument("--venv-python", required=True)
+    parser.add_argument("--torch-python", help="the python of the rows of a current torch (ci/requirements-torch.txt)")
     parser.add_argument("--seconds", type=float, default=30, help="each campaign's budget (default 30)")
     parser.add_argument("--shrink-seconds", type=float, default=5, help="shrinking per finding (default 5)")
     parser.add_argument("--seed", type=int, default=1)

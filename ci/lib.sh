@@ -30,17 +30,22 @@ ensure_packages() {
   fi
 }
 
-# A virtual environment with the pinned packages of ci/requirements.txt (ONNX Runtime and onnx, for
-# examples/onnxruntime), over Debian's python3 and its numpy, made by python3-venv alone (pip from
-# its own wheel): made once in ${ATTNCHECK_VENV:-~/.cache/attncheck/venv-HASH}, HASH from
-# requirements.txt, so a clean clone reuses it. It is built where it stays, under a lock, and counts
-# as made only once its stamp (written last, holding HASH) is there; a half-made one is removed and
-# made again. Exports ATTNCHECK_VENV_PYTHON, its python.
+# ensure_venv [REQUIREMENTS IMPORTS VARIABLE PLACE]: a virtual environment with the pinned wheels
+# of ci/REQUIREMENTS over Debian's python3 (--system-site-packages: its pytest; the venv's own numpy
+# and the rest shadow Debian's), made by python3-venv alone (pip from its own wheel): made once in
+# $PLACE (the variable named PLACE says where) or else ~/.cache/attncheck/NAME-HASH, NAME venv for
+# requirements.txt and venv-torch for requirements-torch.txt, HASH from the file, so a clean clone
+# reuses it. It is built where it stays, under a lock, and counts as made only once its stamp
+# (written last, holding HASH) is there, after `import IMPORTS` ran in it; a half-made one is
+# removed and made again. Exports VARIABLE, its python. With no arguments, the venv of
+# ci/requirements.txt (ONNX Runtime, JAX, OpenVINO): ATTNCHECK_VENV_PYTHON, in $ATTNCHECK_VENV.
 ensure_venv() {
-  local requirements="$ATTNCHECK_ROOT/ci/requirements.txt" hash venv stamp owner lock wheel
+  local file=${1:-requirements.txt} imports=${2:-onnx, onnxruntime} variable=${3:-ATTNCHECK_VENV_PYTHON}
+  local place=${4:-ATTNCHECK_VENV} requirements hash venv stamp owner lock wheel name
+  requirements="$ATTNCHECK_ROOT/ci/$file" name=${file#requirements} name=venv${name%.txt}
   hash=$(sha256sum "$requirements" | cut -c1-12)
-  [ -n "${ATTNCHECK_VENV:-}${HOME:-}" ] || { echo "ci: neither ATTNCHECK_VENV nor HOME is set: nowhere to keep the Python venv" >&2; exit 2; }
-  venv=${ATTNCHECK_VENV:-$HOME/.cache/attncheck/venv-$hash}
+  [ -n "${!place:-}${HOME:-}" ] || { echo "ci: neither $place nor HOME is set: nowhere to keep the venv" >&2; exit 2; }
+  venv=${!place:-$HOME/.cache/attncheck/$name-$hash}
   stamp="$venv/.attncheck-venv-complete" owner="$venv/.attncheck-venv"
   if [ "$(cat "$stamp" 2>/dev/null)" != "$hash" ]; then
     mkdir -p "$(dirname "$venv")" && exec {lock}>"$venv.lock" && flock "$lock" \
@@ -48,21 +53,32 @@ ensure_venv() {
     # Under the lock: a run that waited finds the stamp another has just written.
     if [ "$(cat "$stamp" 2>/dev/null)" != "$hash" ]; then
       if [ -e "$venv" ] && [ ! -f "$owner" ] && [ -n "$(ls -A "$venv")" ]; then
-        echo "ci: $venv is not a venv ensure_venv made; remove it or set ATTNCHECK_VENV elsewhere" >&2; exit 2
+        echo "ci: $venv is not a venv ensure_venv made; remove it or set $place elsewhere" >&2; exit 2
       fi
       wheel=$(ls /usr/share/python-wheels/pip-*.whl 2>/dev/null | tail -n 1)
-      echo "ci: making the Python venv $venv (ci/requirements.txt)"
+      echo "ci: making the Python venv $venv (ci/$file)"
       { rm -rf "$venv" && mkdir -p "$venv" && echo "made by ci/lib.sh ensure_venv" >"$owner" && [ -n "$wheel" ] &&
         /usr/bin/python3 -m venv --system-site-packages --without-pip "$venv" &&
         "$venv/bin/python" "$wheel/pip" install --quiet --disable-pip-version-check --no-input \
           --only-binary :all: --no-deps -r "$requirements" &&
-        "$venv/bin/python" -c "import onnx, onnxruntime"; } >"$venv.log" 2>&1 \
-        || { echo "ci: could not make the Python venv $venv from ci/requirements.txt (log: $venv.log)" >&2; exit 2; }
+        "$venv/bin/python" -c "import $imports"; } >"$venv.log" 2>&1 \
+        || { echo "ci: could not make the Python venv $venv from ci/$file (log: $venv.log)" >&2; exit 2; }
       echo "$hash" >"$stamp"
     fi
     exec {lock}>&-
   fi
-  export ATTNCHECK_VENV_PYTHON="$venv/bin/python"
+  export "$variable=$venv/bin/python"
+}
+
+# The venvs ci/check, ci/test and ci/conformance use: ONNX Runtime, JAX and OpenVINO (ATTNCHECK_VENV
+# says where, else ~/.cache/attncheck/venv-HASH); a current PyTorch (ATTNCHECK_TORCH_VENV, else
+# ~/.cache/attncheck/venv-torch-HASH). The torch venv is large: 5.4 GB on disk (nvidia 3.0 GB,
+# torch 1.2 GB, triton 1.0 GB) from 2.9 GB of wheels; made in 1 min 56 s here from wheels already
+# downloaded (2026-12-03, 2 cores), plus their download from PyPI the first time (about 1 min at
+# 50 MB/s). Made once per machine, like the other.
+ensure_venvs() {
+  ensure_venv
+  ensure_venv requirements-torch.txt torch ATTNCHECK_TORCH_PYTHON ATTNCHECK_TORCH_VENV
 }
 
 # build DIR [cmake args...]: configures once, then builds everything on all cores.

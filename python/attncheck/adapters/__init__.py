@@ -23,5 +23,5 @@ def library(name, adapter):
         return importlib.import_module(name)
     except ImportError as error:
         sys.stderr.write(f"attncheck.adapters.{adapter}: needs the Python package '{name}', which does not import "
-                         f"here ({error}); ci/lib.sh's ensure_venv installs the pinned one\n")
+                         f"here ({error}); ci/lib.sh's ensure_venvs installs the pinned one\n")
         sys.exit(2)

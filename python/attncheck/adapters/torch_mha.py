@@ -4,7 +4,8 @@
 For each layer call it makes `nn.MultiheadAttention(embed_dim=D, num_heads=H, bias=..., batch_first=True)`
 in the problem's format, loads the problem's weights into the module's own parameters and calls
 the module once: no masking, scaling, NaN handling or re-computation of its own. Written for
-Debian 12's python3-torch 1.13 (/usr/bin/python3); torch runs on one thread (--threads).
+Debian 12's python3-torch 1.13 (/usr/bin/python3), and run on PyPI's 2.15 too (ci/lib.sh's torch
+venv; below, where it differs); torch runs on one thread (--threads).
 
   PYTHONPATH=python build/cli/attncheck check --jobs 1 \\
     --impl-cmd "python3 -m attncheck.adapters.torch_mha --path slow|fast"
@@ -27,7 +28,12 @@ The two paths (--path):
         key padding mask (mask_type 1). bias=False is not among them either, but the fused
         kernel then raises (pytorch issue 97128: "argument 'qkv_bias' must be Tensor, not
         NoneType"); the adapter passes such a problem on and the error is the finding
-        (examples/torch_mha/repro_fast_path_without_bias_raises.py).
+        (examples/torch_mha/repro_fast_path_without_bias_raises.py). torch 2.15's forward checks
+        much the same, but calls the fused kernel only with in_proj_bias, and else falls back to
+        the slow path, silently: where a bias-free module's fast path does not reach the kernel
+        (a 1-element call, fused_kernel_takes_no_biases), a problem without biases raises
+        NotExpressible before the call. Its fused kernel also takes a bool attn_mask (merged
+        with the key padding mask).
         So --path fast claims only what the fused kernel is given here: each feature is claimed
         when a 1-element call with it reaches torch._native_multi_head_attention (the adapter
         counts the calls of that function; its wrapper only counts). On torch 1.13 that leaves
@@ -64,11 +70,15 @@ How each part of a layer call reaches torch:
   weights     need_weights=True, average_attn_weights=False: [B,H,Tq,Tk] per head, returned in
               the module's format (float32 for bf16, exactly; float64 for f64). Claimed as
               mha_weights on both paths. Without the weights asked, need_weights=False.
-  formats     f32, f64, bf16 where a 1-element call in that format runs; torch 1.13 has no float16
-              addmm on the CPU ("addmm_impl_cpu_" not implemented for 'Half'), so no f16 there.
+  formats     f32, f64, bf16, f16 where a 1-element call in that format runs; torch 1.13 has no
+              float16 addmm on the CPU ("addmm_impl_cpu_" not implemented for 'Half'), so no f16
+              there.
 
 Measured (--show-capabilities) on torch 1.13: slow claims f32 f64 bf16 allow causal kv_lens window
-mha mha_weights; fast claims f32 f64 bf16 kv_lens mha mha_weights.
+mha mha_weights; fast claims f32 f64 bf16 kv_lens mha mha_weights. On torch 2.15 both claim f32 f64
+bf16 f16 allow causal kv_lens window mha mha_weights; its fast path cannot be given an odd H or a
+layer without biases, so many calls are not taken (seed 1, 300 cases: 194 of 394 in f32, 223 of
+300 in f64, a run attncheck calls inconclusive).
 
 torch's conventions, to check it under: a row with no permitted key gives NaN on both paths (the
 softmax of -inf), and the out-projection spreads it over the whole row of out (pytorch issue
@@ -114,6 +124,23 @@ def fast_path_counter():
     return _COUNTER
 
 
+def fused_kernel_takes_no_biases():
+    """Whether the fast path of a module without biases (bias=False) reaches
+    torch._native_multi_head_attention on this torch: on 1.13 it does, and raises there (pytorch
+    issue 97128); on 2.15 the module falls back to the slow path, silently, when in_proj_bias is
+    None."""
+    counter = fast_path_counter()
+    module = nn.MultiheadAttention(embed_dim=2, num_heads=2, bias=False, batch_first=True).eval()
+    x = torch.zeros(1, 1, 2)
+    before = counter.calls
+    try:
+        with torch.no_grad():
+            module(x, x, x)
+    except (RuntimeError, TypeError):
+        pass
+    return counter.calls == before + 1
+
+
 def blocked_mask(m):
     """torch's bool attn_mask for the Layer m (True = not allowed), or None: the allow mask, causal
     and the window; [Tq,Tk] when no allow mask makes it depend on the batch, else [B*H,Tq,Tk]."""
@@ -147,6 +174,7 @@ class Adapter:
             raise ValueError(f"--path is slow or fast, not {path!r}")
         self.path = path
         self.counter = fast_path_counter() if path == "fast" else None
+        self.fused_without_biases = path == "fast" and fused_kernel_takes_no_biases()
         self.capabilities = self._probe()
         # What nn.MultiheadAttention takes of its claims: heads D / H wide, biases all or none, the
         # default scale; the fast path self-attention alone.
@@ -231,6 +259,9 @@ class Adapter:
             if m.H % 2:
                 raise NotExpressible(f"an odd H: torch {torch.__version__}'s fast path falls back to the slow path with "
                                      f"an odd num_heads (H {m.H})")
+            if all(b is None for b in (m.b_q, m.b_k, m.b_v, m.b_o)) and not self.fused_without_biases:
+                raise NotExpressible(f"no biases: torch {torch.__version__}'s fast path falls back to the slow path "
+                                     f"without in_proj_bias (bias=False)")
         module = self.module(m)
         t = DTYPES[m.dtype]
         x_q = torch.from_numpy(np.array(m.x_q)).to(t)

@@ -62,7 +62,10 @@ How each feature of a problem reaches torch:
               math both name it, flash is refused. torch 2.15's CPU flash kernel (--backend flash,
               and --lse) refuses dv != dk ("No available kernel"; the operator: "Q/K/V should have
               the same head size"): no capability rules such problems out, so each is a raised
-              finding (examples/torch_sdpa/repro_flash_needs_equal_head_sizes.py).
+              finding (examples/torch_sdpa/repro_flash_needs_equal_head_sizes.py). With
+              is_causal=True and a scale of 0 or below, the same kernel gives NaN in every row that
+              masks a key, under --backend flash, --lse and the default backend alike, which takes
+              it on the CPU (examples/torch_sdpa/repro_flash_causal_scale_not_positive_nan.py).
   dropout     torch 1.13 only: dropout_p as it is, after torch.manual_seed(the problem's seed)
               (1.13's function takes no generator; its dropout draws from torch's default one, so
               one seed gives one mask), need_attn_weights=True when the keep mask is asked. 1.13
@@ -72,8 +75,8 @@ How each feature of a problem reaches torch:
               wherever the weight before dropout is finite and not 0 (a kept weight only grows);
               where it is 0 (a forbidden key, an exp that underflowed) or NaN, torch's bit cannot
               be seen, and neither can it change out (0, or NaN, either way): such a weight reads
-              as dropped (0) or kept (NaN). Not claimed on 2.x, which was not installed to test
-              it: its public function returns no weights, so no keep mask, and the path through
+              as dropped (0) or kept (NaN). Not claimed on 2.x: its public function returns no
+              weights, so no keep mask, and the path through
               `torch.ops.aten._scaled_dot_product_attention_math(..., dropout_mask=)` is not wired
               (1.13 has that operator too, without dropout_mask: the public function's own).
   not claimed window, softcap (no such arguments), backward (not wired: torch's autograd could

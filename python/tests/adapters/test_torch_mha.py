@@ -85,10 +85,19 @@ def test_the_layer_agrees_with_the_float64_reference(path):
             assert result[1].dtype == (np.float64 if m.dtype == "f64" else np.float32)
 
 
+LEGACY = not hasattr(torch.nn.functional, "scaled_dot_product_attention")  # torch 1.13
+only_113 = pytest.mark.skipif(not LEGACY, reason="a torch 1.13 convention")
+needs_2x = pytest.mark.skipif(LEGACY, reason="torch 2.x's fast path")
+
+
 def test_the_claims_are_what_each_path_runs():
-    assert torch_mha.Adapter("slow").capabilities == {"f32", "f64", "bf16", "allow", "causal", "kv_lens", "window",
-                                                      "mha", "mha_weights"}
-    assert torch_mha.Adapter("fast").capabilities == {"f32", "f64", "bf16", "kv_lens", "mha", "mha_weights"}
+    slow = {"f32", "f64", "bf16", "allow", "causal", "kv_lens", "window", "mha", "mha_weights"}
+    if LEGACY:  # 1.13: no float16 addmm on the CPU; the fast path takes no attn_mask
+        assert torch_mha.Adapter("slow").capabilities == slow
+        assert torch_mha.Adapter("fast").capabilities == {"f32", "f64", "bf16", "kv_lens", "mha", "mha_weights"}
+    else:  # measured on 2.15: float16 too, and the fast path merges a bool attn_mask into its mask
+        assert torch_mha.Adapter("slow").capabilities == slow | {"f16"}
+        assert torch_mha.Adapter("fast").capabilities == slow | {"f16"}
 
 
 def profiled_ops(adapter, m):
@@ -138,10 +147,21 @@ def test_what_neither_path_can_express_raises_not_expressible(adapter):
     close(adapter(m), reference(m)[0], "f32", "explicit default scale")
 
 
+@only_113
 def test_torch_1_13_fast_path_raises_without_biases():
     """pytorch issue 97128: bias=False reaches the fused kernel, which takes no None bias."""
     rng = np.random.default_rng(7)
     with pytest.raises(TypeError, match="qkv_bias"):
+        torch_mha.Adapter("fast")(random_layer(rng, B=1, H=2, Tq=2, D=4, biases=""))
+
+
+@needs_2x
+def test_torch_2x_fast_path_without_biases_is_not_expressible():
+    """2.x's forward takes the fused kernel only with in_proj_bias: without, it falls back to the slow
+    path, so the fast path cannot be given such a layer."""
+    rng = np.random.default_rng(7)
+    assert not torch_mha.fused_kernel_takes_no_biases()
+    with pytest.raises(NotExpressible, match="no biases"):
         torch_mha.Adapter("fast")(random_layer(rng, B=1, H=2, Tq=2, D=4, biases=""))
 
 
