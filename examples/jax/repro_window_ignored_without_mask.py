@@ -1,7 +1,9 @@
 """jax.nn.dot_product_attention ignores local_window_size when no mask, is_causal or sequence
 lengths are given: its _apply_masks returns the scores untouched when `mask is None and not
 is_causal and q_seqlen is None and kv_seqlen is None`, whatever the window (jax issue 32300, fixed
-by PR 32357, first released in jax 0.8.0; 0.7.1 is the newest jax that installs with numpy 1.26.4).
+by PR 32357, first released in jax 0.8.2: measured 2026-12-03 with numpy 2.3.5, this script
+reproduces on jax 0.8.0 and 0.8.1 and not on 0.8.2 or 0.10.2; 0.7.1 is the newest jax that installs
+with numpy 1.26.4).
 
 attncheck's finding (strict contract and --empty-rows mean --masked-inputs finite alike): the
 window's problems with no allow mask, key lengths or causal mask come back unwindowed, e.g.

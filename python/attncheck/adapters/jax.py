@@ -91,7 +91,7 @@ only when a bias of -inf forbids the others), and a NaN or inf in a forbidden ke
 reaches the output through 0 x NaN (--masked-inputs finite). A permitted score of -inf, or below
 the mask value, loses to the forbidden keys, and a row of -inf scores is NaN: findings under
 --empty-rows mean too. jax 0.7.1 ignores local_window_size when no mask, is_causal or key
-lengths are given (jax issue 32300, fixed in 0.8.0): a finding, not worked around. The scripts
+lengths are given (jax issue 32300, fixed in 0.8.2): a finding, not worked around. The scripts
 examples/jax/repro_*.py show each with jax and numpy alone. The conventions run:
 
     attncheck check --impl-cmd "VENV_PYTHON -m attncheck.adapters.jax" --empty-rows mean --masked-inputs finite
