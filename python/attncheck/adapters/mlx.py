@@ -1,6 +1,6 @@
 """Apple MLX's `mx.fast.scaled_dot_product_attention` on the CPU, as a child of `attncheck check --impl-cmd`.
 
-    attncheck check --jobs 1 --impl-cmd "VENV_PYTHON -m attncheck.adapters.mlx"
+    attncheck check --jobs 1 --impl-cmd "VENV_PYTHON -m attncheck.adapters.mlx [--f64]"
 
 VENV_PYTHON: the venv ci/lib.sh's ensure_venvs makes from ci/requirements-mlx.txt (mlx 0.32.4 and
 mlx-cpu 0.32.4, PyPI's `mlx[cpu]` for Linux x86_64; ATTNCHECK_MLX_PYTHON). The installed mlx's own
@@ -20,9 +20,13 @@ How each feature of a problem reaches MLX:
               the CPU composite multiplies P by V of any width and the call runs: claimed, no
               equal_head_dims restriction (MLX's GPU kernels may refuse it; not checked here).
   formats     mx.float32, float16, bfloat16 (a bf16 problem's float32 values holding bf16 values
-              cast with astype, exact; the bfloat16 output widened to float32, exact), float64.
-              Each is claimed only when a 1-element call in it runs (all four do with mlx 0.32.4 on
-              the CPU).
+              made with mx.array(x, dtype=), exact; the bfloat16 output widened to float32, exact).
+              Each is claimed only when a 1-element call in it runs. float64 runs too, but only
+              with --f64 is it claimed: MLX keeps the softmax in float32 "regardless of the input
+              precision" (its docstring), so a float64 problem is not computed in float64 (error
+              near 2^-26 relative, not 2^-53: examples/mlx/repro_float64_softmax_in_float32.py).
+              (mx.array of a float64 NumPy array without dtype= makes float32, MLX's default: the
+              adapter always passes dtype=.)
   scale       scale= is required by MLX (a C++ float: the binding rounds the problem's double to
               float32, and the composite rounds it again to the inputs' dtype when it multiplies q).
               When the problem says default the adapter passes `q.shape[-1] ** -0.5`, the
@@ -77,8 +81,9 @@ DTYPES = {"f32": mx.float32, "f64": mx.float64, "f16": mx.float16, "bf16": mx.bf
 class Adapter:
     """forward(p): one call of mx.fast.scaled_dot_product_attention on mx.cpu."""
 
-    def __init__(self):
+    def __init__(self, f64=False):
         mx.set_default_device(mx.cpu)
+        self.f64 = f64
         self.capabilities = self._probe()
         self.restrictions = []
 
@@ -96,7 +101,7 @@ class Adapter:
                 return False
 
         for name in DTYPES:
-            if runs(dtype=name):
+            if (name != "f64" or self.f64) and runs(dtype=name):
                 claims.add(name)
         if runs(allowed=np.ones((1, 1, 1), bool)):
             claims |= {"allow", "kv_lens", "window"}
@@ -114,7 +119,7 @@ class Adapter:
         allowed: None or bool [B,Tq,Tk]; bias: None or [B,H,Tq,Tk]; causal: mask="causal"; scale:
         None for the default, q.shape[-1] ** -0.5."""
         t = DTYPES[dtype]
-        array = lambda x, shape: (mx.zeros(shape, dtype=t) if x is None else mx.array(np.asarray(x)).astype(t))
+        array = lambda x, shape: (mx.zeros(shape, dtype=t) if x is None else mx.array(np.asarray(x), dtype=t))
         q, k, v = array(q, (B, H, Tq, dk)), array(k, (B, H_kv, Tk, dk)), array(v, (B, H_kv, Tk, dv))
         mask = None
         if bias is not None:
@@ -179,9 +184,11 @@ def setup(argv=None):
     None when an option printed what was asked (--show-capabilities)."""
     parser = argparse.ArgumentParser(prog="python3 -m attncheck.adapters.mlx", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--f64", action="store_true",
+                        help="claim f64 too (MLX keeps the softmax in float32 for float64 inputs)")
     parser.add_argument("--show-capabilities", action="store_true", help="print what is claimed and exit")
     args = parser.parse_args(argv)
-    adapter = Adapter()
+    adapter = Adapter(args.f64)
     if args.show_capabilities:
         print(f"mlx {mx.__version__} on {mx.default_device()}: {' '.join(sorted(adapter.capabilities))}")
         return None
