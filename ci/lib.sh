@@ -78,8 +78,8 @@ ensure_venv() {
 # downloaded (2026-12-03, 2 cores), plus their download from PyPI the first time (about 1 min at
 # 50 MB/s). Made once per machine, like the other. Apple MLX on the CPU (ATTNCHECK_MLX_VENV, else
 # ~/.cache/attncheck/venv-mlx-HASH; ci/requirements-mlx.txt: mlx, mlx-cpu, numpy): small, 111 MB on
-# disk (numpy 73 MB, mlx 26 MB, mlx-cpu's BLAS and LAPACK 12 MB) from 28 MB of wheels; made in 4.7 s
-# here (2026-12-03, 2 cores) plus their download the first time (1.5 s here).
+# disk (numpy 73 MB, mlx 26 MB, mlx-cpu's BLAS and LAPACK 12 MB) from 28 MB of wheels; made in 6.6 s
+# the first time, their download from PyPI included (4.7 s from pip's cache; 2026-12-03, 2 cores).
 ensure_venvs() {
   ensure_venv
   ensure_venv requirements-torch.txt torch ATTNCHECK_TORCH_PYTHON ATTNCHECK_TORCH_VENV
