@@ -36,7 +36,10 @@ How each feature of a problem reaches MLX:
               (H_kv, H / H_kv), so query head h reads KV head h // (H / H_kv), attncheck's rule.
   causal      lower-right: mask="causal" (MLX's docstring: "lower-right alignment where the last
               query aligns with the last key"; the composite allows key j when j <= i + Tk - Tq,
-              attncheck's lower-right, test_mlx.py checks it with Tq < Tk and Tq > Tk). Upper-left
+              attncheck's lower-right, test_mlx.py checks it with Tq < Tk and Tq > Tk, where the
+              first Tq - Tk rows see no key; mlx issue 2835, open, asks for PyTorch's upper-left
+              and the maintainers kept lower-right; PR 2967 notes the CUDA kernels switch to
+              upper-left when Tq > Tk, which the CPU composite does not). Upper-left
               with Tq == Tk is the same mask, passed as "causal". Translated: upper-left with
               Tq != Tk, which MLX does not have, becomes the bool mask (key j <= i). MLX refuses
               "causal" together with an array mask ("No array mask should be passed"), so with any
@@ -55,6 +58,17 @@ How each feature of a problem reaches MLX:
               the output alone), backward (mx.vjp could give it; not wired), dropout.
 
 Nothing is refused: no restriction is declared and no problem raises NotExpressible.
+
+What attncheck finds (mlx 0.32.4, seed 1, 200 cases per format; each shown with MLX and NumPy
+alone by examples/mlx/repro_*.py, exit 0 while it reproduces):
+  bf16        the scores are rounded to bfloat16 before the float32 softmax: scores 1023 and
+              1027.125 weigh 0.5 each (repro_bf16_scores_rounded.py); wrong values no policy accepts.
+  f16         the scores are float16, so one past 65504 is inf and its row NaN, a forbidden one
+              too through an additive mask (repro_f16_scores_overflow_nan.py); the scale is rounded
+              to float16 before it multiplies q (repro_f16_scale_rounded.py).
+  f64 (--f64) the softmax in float32 (repro_float64_softmax_in_float32.py).
+  conventions an empty row is the mean under a bool mask, NaN under a -inf bias; NaN in a
+              forbidden value reaches the output (repro_empty_row_is_the_mean.py).
 
 MLX's conventions on the CPU, to check it under (test_mlx.py checks each):
   empty rows     a row whose keys a bool mask (allow, key lengths, causal, window) forbids gives the
