@@ -67,6 +67,9 @@ alone by examples/mlx/repro_*.py, exit 0 while it reproduces):
               too through an additive mask (repro_f16_scores_overflow_nan.py); the scale is rounded
               to float16 before it multiplies q (repro_f16_scale_rounded.py).
   f64 (--f64) the softmax in float32 (repro_float64_softmax_in_float32.py).
+  any format  a forbidden key whose score overflows to +inf makes an additive mask's row NaN
+              (inf + -inf; repro_forbidden_key_score_overflow.py): a bias with -inf, or the
+              additive mask the adapter makes of a bias and a bool part, not MLX's bool mask.
   conventions an empty row is the mean under a bool mask, NaN under a -inf bias; NaN in a
               forbidden value reaches the output (repro_empty_row_is_the_mean.py).
 
