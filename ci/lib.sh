@@ -34,11 +34,12 @@ ensure_packages() {
 # of ci/REQUIREMENTS over Debian's python3 (--system-site-packages: its pytest; the venv's own numpy
 # and the rest shadow Debian's), made by python3-venv alone (pip from its own wheel): made once in
 # $PLACE (the variable named PLACE says where) or else ~/.cache/attncheck/NAME-HASH, NAME venv for
-# requirements.txt and venv-torch for requirements-torch.txt, HASH from the file, so a clean clone
-# reuses it. It is built where it stays, under a lock, and counts as made only once its stamp
-# (written last, holding HASH) is there, after `import IMPORTS` ran in it; a half-made one is
-# removed and made again. Exports VARIABLE, its python. With no arguments, the venv of
-# ci/requirements.txt (ONNX Runtime, JAX, OpenVINO): ATTNCHECK_VENV_PYTHON, in $ATTNCHECK_VENV.
+# requirements.txt, venv-torch for requirements-torch.txt and venv-mlx for requirements-mlx.txt,
+# HASH from the file, so a clean clone reuses it. It is built where it stays, under a lock, and
+# counts as made only once its stamp (written last, holding HASH) is there, after `import IMPORTS`
+# ran in it; a half-made one is removed and made again. Exports VARIABLE, its python. With no
+# arguments, the venv of ci/requirements.txt (ONNX Runtime, JAX, OpenVINO): ATTNCHECK_VENV_PYTHON,
+# in $ATTNCHECK_VENV.
 ensure_venv() {
   local file=${1:-requirements.txt} imports=${2:-onnx, onnxruntime} variable=${3:-ATTNCHECK_VENV_PYTHON}
   local place=${4:-ATTNCHECK_VENV} requirements hash venv stamp owner lock wheel name
@@ -75,10 +76,14 @@ ensure_venv() {
 # ~/.cache/attncheck/venv-torch-HASH). The torch venv is large: 5.4 GB on disk (nvidia 3.0 GB,
 # torch 1.2 GB, triton 1.0 GB) from 2.9 GB of wheels; made in 1 min 56 s here from wheels already
 # downloaded (2026-12-03, 2 cores), plus their download from PyPI the first time (about 1 min at
-# 50 MB/s). Made once per machine, like the other.
+# 50 MB/s). Made once per machine, like the other. Apple MLX on the CPU (ATTNCHECK_MLX_VENV, else
+# ~/.cache/attncheck/venv-mlx-HASH; ci/requirements-mlx.txt: mlx, mlx-cpu, numpy): small, 111 MB on
+# disk (numpy 73 MB, mlx 26 MB, mlx-cpu's BLAS and LAPACK 12 MB) from 28 MB of wheels; made in 6.6 s
+# the first time, their download from PyPI included (4.7 s from pip's cache; 2026-12-03, 2 cores).
 ensure_venvs() {
   ensure_venv
   ensure_venv requirements-torch.txt torch ATTNCHECK_TORCH_PYTHON ATTNCHECK_TORCH_VENV
+  ensure_venv requirements-mlx.txt mlx.core ATTNCHECK_MLX_PYTHON ATTNCHECK_MLX_VENV
 }
 
 # build DIR [cmake args...]: configures once, then builds everything on all cores.
