@@ -44,7 +44,13 @@ How each feature of a problem reaches torch:
               mask depends on the batch: allow, kv_lens).
   softcap     the score_mod `softcap * tanh(score / softcap)`: the score FlexAttention hands to
               score_mod is already multiplied by `scale` (math_attention above), as attncheck's
-              soft-cap wants (softcap * tanh(scale q.k / softcap)).
+              soft-cap wants (softcap * tanh(scale q.k / softcap)). The soft-cap is captured as a
+              0-dim float64 tensor (a score of float32 stays float32 with it: a 0-dim tensor does
+              not promote, as a Python float would not): captured as a Python float, the way the
+              blog post writes it, the second call with another value raises ("RuntimeError when
+              making fake tensor call ... can only be of (Tensor, int, SymInt) but got
+              (SymFloat,)"): dynamo makes the float dynamic on recompiling and the higher-order
+              operator refuses it (examples/flex_attention/repro_softcap_float_second_value_raises.py).
   bias        the score_mod `score + bias[b, h, q_idx, kv_idx]`, after the soft-cap (attncheck's
               order), the bias a tensor in the query's dtype (-inf forbids).
   scale       the `scale` keyword, the problem's double; absent when the problem says default, so
@@ -115,6 +121,11 @@ def score_mod_of(softcap, bias):
     """The score_mod: soft-cap, then bias; None when the problem has neither."""
     if softcap is None and bias is None:
         return None
+
+    if softcap is not None:
+        # a 0-dim float64 tensor, not a Python float: dynamo makes a captured float a SymFloat once
+        # a second value is seen, which flex_attention refuses (the module's docstring, "softcap")
+        softcap = torch.tensor(softcap, dtype=torch.float64)
 
     def score_mod(score, b, h, q_idx, kv_idx):
         if softcap is not None:
