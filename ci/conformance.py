@@ -62,6 +62,10 @@ ROWS = [
         "a fully masked row gives 0 since 2.5 (the contract's own); the mask is added to the scores", python="torch"),
     Row("torch-2.15-flash", "PyTorch", "torch", "the same under `sdpa_kernel(SDPBackend.FLASH_ATTENTION)`, the CPU "
         "flash kernel", "torch_sdpa", ["--backend", "flash"], _FINITE, "as above", python="torch"),
+    Row("torch-2.15-flex", "PyTorch", "torch", "`torch.nn.attention.flex_attention.flex_attention` with "
+        "`create_block_mask` and `score_mod`, eager on the CPU (PyPI's 2.15)", "flex_attention", [], _FINITE,
+        "a fully masked row gives 0 and lse -inf (torch._safe_softmax: the contract's own); forbidden scores become "
+        "-inf (torch.where) but the weights multiply all of V", python="torch"),
     Row("jax-xla", "JAX", "jax", "`jax.nn.dot_product_attention(implementation=\"xla\")`", "jax", [],
         ["--empty-rows", "mean"] + _FINITE, "a forbidden score is -0.7 x finfo.max: an empty row is the mean of V"),
     Row("jax-xla-x64", "JAX", "jax", "the same with jax_enable_x64, float64", "jax", ["--enable-x64"],
