@@ -75,10 +75,15 @@ ensure_venv() {
 # ~/.cache/attncheck/venv-torch-HASH). The torch venv is large: 5.4 GB on disk (nvidia 3.0 GB,
 # torch 1.2 GB, triton 1.0 GB) from 2.9 GB of wheels; made in 1 min 56 s here from wheels already
 # downloaded (2026-12-03, 2 cores), plus their download from PyPI the first time (about 1 min at
-# 50 MB/s). Made once per machine, like the other.
+# 50 MB/s). Made once per machine, like the other. Keras 3 on JAX (ATTNCHECK_KERAS_VENV, else
+# ~/.cache/attncheck/venv-keras-HASH): 664 MB on disk (jaxlib 349 MB, scipy 113 MB) from 145 MB of
+# wheels; made in 79 s here (2026-12-03, 2 cores) with the wheels in pip's cache, about 10 s more
+# to download them the first time. Its import check runs with KERAS_BACKEND=jax (keras' default
+# backend, TensorFlow, is not installed).
 ensure_venvs() {
   ensure_venv
   ensure_venv requirements-torch.txt torch ATTNCHECK_TORCH_PYTHON ATTNCHECK_TORCH_VENV
+  KERAS_BACKEND=jax ensure_venv requirements-keras.txt "keras, jax" ATTNCHECK_KERAS_PYTHON ATTNCHECK_KERAS_VENV
 }
 
 # build DIR [cmake args...]: configures once, then builds everything on all cores.
