@@ -56,7 +56,10 @@ keras.ops.dot_product_attention is jax.nn.dot_product_attention: every conventio
               the output is D wide); its kernels set from the call's weights: query and key
               [D,H,dk] (w_q, w_k reshaped), value [D,H,dv], attention_output [H,dv,D] (w_o), biases
               [H,dk], [H,dv], [D]. key_dim and value_dim are keras' own: dk and dv need not be D/H,
-              nor equal.
+              nor equal; but with value_dim != key_dim a call without the weights raises on this
+              backend (the op path, above: jax refuses dv != dk and keras' fallback cannot reshape;
+              examples/keras/repro_mha_value_dim_unlike_key_dim_raises.py), a finding of keras',
+              passed on as raised, not NotExpressible; with the weights asked it runs.
   biases      use_bias=True when the call gives any bias; one it does not give is then a zero
               bias (the protocol's missing bias is zero: the same layer). use_bias=False when none.
   x           query=x_q, value=key=x_kv (the same array for self-attention).
@@ -71,15 +74,20 @@ keras.ops.dot_product_attention is jax.nn.dot_product_attention: every conventio
   allow       attention_mask= bool [B,Tq,Tk], True = may attend.
   kv_lens     value_mask= bool [B,Tk], True = a key (keras' own padding mask of value and key).
   weights     return_attention_scores=True: (out, scores [B,H,Tq,Tk]). This takes keras' other
-              path: no ops.dot_product_attention but its own einsum and a Softmax layer whose mask
-              adds -1e9 (-3e4 for float16) to forbidden scores (keras/src/layers/activations/
-              softmax.py); without weights the layer calls ops.dot_product_attention (above).
+              path: no ops.dot_product_attention but its own einsum and a Softmax layer that sets
+              forbidden scores to -1e9 (-3e4 for float16) and zeroes their weights afterwards
+              (keras/src/layers/activations/softmax.py); without weights the layer calls
+              ops.dot_product_attention (above). So an empty row is 0 with the weights asked and
+              the mean of V without (examples/keras/repro_empty_row_is_the_mean.py).
   formats     f32, f16, bf16 where a 1-element call returns that format; f64 not (as the ops').
 
 Conventions (inherited from jax.nn.dot_product_attention on the ops path): a forbidden score is the
 finite -0.7 x finfo(float32).max, so a row with no permitted key is the mean of V over all keys
 (--empty-rows mean) and a NaN in a forbidden key or value reaches the output (--masked-inputs
-finite). The mha path's weights use keras' Softmax layer instead.
+finite); examples/keras/repro_*.py show each with keras alone. The mha path's weights use keras'
+Softmax layer instead (an empty row 0 there). The conventions run:
+
+    attncheck check --impl-cmd "KERAS_PYTHON -m attncheck.adapters.keras" --empty-rows mean --masked-inputs finite
 """
 import argparse
 import logging
