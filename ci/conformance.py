@@ -38,7 +38,8 @@ class Row:
     options: list
     conventions: list  # attncheck's policy flags for what the library documents
     documented: str  # where the conventions come from
-    python: str = "venv"  # or "system": Debian's python3 (torch 1.13); "torch": --torch-python's (torch 2.x)
+    python: str = "venv"  # or "system": Debian's python3 (torch 1.13); "torch": --torch-python's (torch 2.x);
+    # "keras": --keras-python's (keras 3 on jax)
     formats: tuple = FORMATS  # of those the adapter claims, the ones this row checks
 
 
@@ -65,6 +66,9 @@ ROWS = [
         ["--empty-rows", "mean"] + _FINITE, "a forbidden score is -0.7 x finfo.max: an empty row is the mean of V"),
     Row("jax-xla-x64", "JAX", "jax", "the same with jax_enable_x64, float64", "jax", ["--enable-x64"],
         ["--empty-rows", "mean"] + _FINITE, "as above", formats=("f64",)),
+    Row("keras-ops-jax", "Keras", "keras", "`keras.ops.dot_product_attention` on the JAX backend (keras 3)", "keras",
+        ["--api", "ops"], ["--empty-rows", "mean"] + _FINITE,
+        "it calls jax.nn.dot_product_attention: an empty row is the mean of V, as jax's", python="keras"),
     Row("openvino-f32", "OpenVINO", "openvino", "`opset13.scaled_dot_product_attention`, INFERENCE_PRECISION_HINT f32",
         "openvino", ["--precision", "f32"], ["--empty-rows", "nan"] + _FINITE,
         "the spec's reference is Select(!mask, -inf, 0) then softmax: an all-false mask gives NaN (openvino 35959)"),
@@ -107,7 +111,8 @@ def columns_of(finding):
 
 
 def python_of(row, args):
-    return {"venv": args.venv_python, "torch": args.torch_python}.get(row.python, "/usr/bin/python3")
+    return {"venv": args.venv_python, "torch": args.torch_python, "keras": args.keras_python}.get(row.python,
+                                                                                                  "/usr/bin/python3")
 
 
 def environment():
@@ -117,7 +122,7 @@ def environment():
 def probe(row, args):
     """(version, claimed capabilities) of a row, or (None, the one line saying why it cannot run)."""
     if python_of(row, args) is None:
-        return None, "no --torch-python given (ci/lib.sh's ensure_venvs makes it)"
+        return None, f"no --{row.python}-python given (ci/lib.sh's ensure_venvs makes it)"
     code = ("import importlib, importlib.metadata as m, sys; a = importlib.import_module('attncheck.adapters.' + "
             "sys.argv[1]); print(m.version(sys.argv[2])); print(' '.join(sorted(a.setup(sys.argv[3:])['capabilities'])))")
     run = subprocess.run([python_of(row, args), "-c", code, row.adapter, row.package] + row.options,
@@ -430,6 +435,7 @@ def arguments():
     parser.add_argument("--attncheck", required=True)
     parser.add_argument("--venv-python", required=True)
     parser.add_argument("--torch-python", help="the python of the rows of a current torch (ci/requirements-torch.txt)")
+    parser.add_argument("--keras-python", help="the python of the rows of keras 3 on jax (ci/requirements-keras.txt)")
     parser.add_argument("--seconds", type=float, default=30, help="each campaign's budget (default 30)")
     parser.add_argument("--shrink-seconds", type=float, default=5, help="shrinking per finding (default 5)")
     parser.add_argument("--seed", type=int, default=1)
