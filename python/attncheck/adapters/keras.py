@@ -85,7 +85,8 @@ Measured (2026-12-03, seed 1, --empty-rows mean --masked-inputs finite): --api o
 f16 and bf16 60: only jax's deviations below (a row of -inf scores NaN, a permitted score below the
 mask value losing to forbidden keys, an empty row over the mask's keys alone when a -inf bias
 forbids the rest); --api mha, f32 and f16/bf16: the TypeError of value_dim != key_dim, and in f16
-one weight 1.04 times its bound on the scores path (not reproduced with keras alone). Every case
+one weight 1.04 times its bound: the scores path (return_attention_scores) rounds its scores to
+float16 before the softmax (examples/keras/repro_mha_f16_scores_rounded.py). Every case
 compiles anew (a new shape nearly every case: 2 to 4 s here): run with --case-timeout 120.
 
 Conventions (inherited from jax.nn.dot_product_attention on the ops path): a forbidden score is the
