@@ -45,7 +45,8 @@ scores = np.asarray(scores).ravel()
 print(f"MultiHeadAttention, no key permitted: out {plain}, with scores {float(np.asarray(with_scores).ravel()[0])}, "
       f"weights {scores.tolist()} (0 by the contract)")
 if out == 7.0 and plain == 7.0 and float(np.asarray(with_scores).ravel()[0]) == 0.0 and not scores.any():
-    print("reproduced: an empty row is the mean of V in the op and in the layer, but 0 when the layer returns its scores")
+    print("reproduced: an empty row is the mean of V in the op and in the layer, "
+          "but 0 when the layer returns its scores")
     sys.exit(0)
 print("not reproduced")
 sys.exit(1)

@@ -36,7 +36,8 @@ very_low = np.array([-3.0e38, 0.0], np.float32).reshape(1, 1, 1, 2)
 low = float(np.asarray(keras.ops.dot_product_attention(q, k, v, bias=very_low, mask=key0_only)).ravel()[0])
 print(f"key 0 alone permitted, its bias -3e38: out {low} (3 by the contract: key 0's value; 5 is forbidden key 1's)")
 if np.isnan(row) and low == 5.0:
-    print("reproduced: a row of -inf scores is NaN, and a permitted score below the mask value loses to a forbidden key")
+    print("reproduced: a row of -inf scores is NaN, "
+          "and a permitted score below the mask value loses to a forbidden key")
     sys.exit(0)
 print("not reproduced")
 sys.exit(1)

@@ -148,7 +148,8 @@ def test_layer_weights_and_native_forms():
     module, window = adapter.layer_module(m)
     assert window == 2  # |i - j| < 2: the window (1, 1)
     np.testing.assert_array_equal(np.asarray(module.query_dense.kernel), np.asarray(m.w_q, np.float32).reshape(6, 3, 2))
-    np.testing.assert_array_equal(np.asarray(module.output_dense.kernel), np.asarray(m.w_o, np.float32).reshape(3, 4, 6))
+    np.testing.assert_array_equal(np.asarray(module.output_dense.kernel),
+                                  np.asarray(m.w_o, np.float32).reshape(3, 4, 6))
     assert adapter.allowed_mask(m, native_causal=True, native_window=True, native_kv_lens=True) is None
 
 
@@ -160,8 +161,9 @@ def test_layer_limits_are_not_expressible():
 
 
 def test_layer_with_dv_unlike_dk_raises_without_weights():
-    """keras' own: the op path cannot take value_dim != key_dim (examples/keras/repro_mha_value_dim_unlike_key_dim_raises.py);
-    the adapter passes it on as raised, it is not NotExpressible."""
+    """keras' own: the op path cannot take value_dim != key_dim
+    (examples/keras/repro_mha_value_dim_unlike_key_dim_raises.py); the adapter passes it on as
+    raised, it is not NotExpressible."""
     m = random_layer(np.random.default_rng(10), B=1, H=2, Tq=3, D=4, dk=2, dv=3)
     with pytest.raises(TypeError, match="cannot reshape"):
         adapter.layer(m)
