@@ -84,7 +84,9 @@ keras.ops.dot_product_attention is jax.nn.dot_product_attention: every conventio
 Measured (2026-12-03, seed 1, --empty-rows mean --masked-inputs finite): --api ops, f32 100 cases,
 f16 and bf16 60: only jax's deviations below (a row of -inf scores NaN, a permitted score below the
 mask value losing to forbidden keys, an empty row over the mask's keys alone when a -inf bias
-forbids the rest); --api mha, f32 and f16/bf16: the TypeError of value_dim != key_dim, and in f16
+forbids the rest); --api mha, f32 60 and f16/bf16 60: the TypeError of value_dim != key_dim, an
+empty row of 0 where the weights are asked and the mean where not (no --empty-rows policy takes
+both; examples/keras/repro_empty_row_is_the_mean.py), and in f16
 one weight 1.04 times its bound: the scores path (return_attention_scores) rounds its scores to
 float16 before the softmax (examples/keras/repro_mha_f16_scores_rounded.py). Every case
 compiles anew (a new shape nearly every case: 2 to 4 s here): run with --case-timeout 120.
