@@ -119,15 +119,18 @@ def test_dv_unlike_dk_is_not_expressible_and_f64_not_claimed():
     assert adapter.ops_formats() == {"f32", "f16", "bf16"}
 
 
-LAYER_CASES = [
-    ("plain, dk = dv not D/H", dict(B=2, H=2, Tq=3, D=4, dk=3, dv=3)),
-    ("dk != dv, weights asked", dict(B=2, H=2, Tq=3, D=4, dk=3, dv=5, want_weights=True)),
-    ("cross, key lengths, weights", dict(cross=True, B=2, H=2, Tq=2, Tk=4, D=4, kv_lens=[4, 2], want_weights=True)),
-    ("q and o biases alone", dict(biases="qo", B=1, H=2, Tq=3, D=4)),
-    ("no biases, upper-left cross", dict(biases="", cross=True, B=1, H=1, Tq=3, Tk=4, D=4, causal="upper-left")),
-    ("lower-right cross", dict(cross=True, B=1, H=2, Tq=2, Tk=5, D=4, causal="lower-right", want_weights=True)),
-    ("symmetric window: sliding_window", dict(B=1, H=2, Tq=5, D=4, window=(1, 1))),
-    ("one-sided window, causal", dict(B=1, H=2, Tq=5, D=4, window=(2, -1), causal="lower-right")),
+LAYER_CASES = [  # shapes shared where they can be: each new shape compiles anew (eager JAX)
+    ("plain, dk = dv not D/H", dict(B=2, H=2, Tq=4, D=4, dk=3, dv=3)),
+    ("dk != dv, weights asked", dict(B=2, H=2, Tq=4, D=4, dk=3, dv=5, want_weights=True)),
+    ("cross, key lengths, weights", dict(cross=True, B=2, H=2, Tq=4, Tk=5, D=4, dk=3, dv=3, kv_lens=[5, 2],
+                                        want_weights=True)),
+    ("q and o biases alone", dict(biases="qo", B=2, H=2, Tq=4, D=4, dk=3, dv=3)),
+    ("no biases, upper-left cross", dict(biases="", cross=True, B=2, H=2, Tq=4, Tk=5, D=4, dk=3, dv=3,
+                                        causal="upper-left")),
+    ("lower-right cross", dict(cross=True, B=2, H=2, Tq=4, Tk=5, D=4, dk=3, dv=3, causal="lower-right",
+                               want_weights=True)),
+    ("symmetric window: sliding_window", dict(B=2, H=2, Tq=4, D=4, dk=3, dv=3, window=(1, 1))),
+    ("one-sided window, causal", dict(B=2, H=2, Tq=4, D=4, dk=3, dv=3, window=(2, -1), causal="lower-right")),
 ]
 
 
