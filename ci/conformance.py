@@ -41,6 +41,7 @@ class Row:
     python: str = "venv"  # or "system": Debian's python3 (torch 1.13); "torch": --torch-python's (torch 2.x);
     # "keras": --keras-python's (keras 3 on jax)
     formats: tuple = FORMATS  # of those the adapter claims, the ones this row checks
+    check: tuple = ()  # more flags of attncheck check, under both contracts
 
 
 _ORT_EMPTY = "an empty row gives 0 (onnxruntime PR 28958): the contract's own; 0 x NaN of a masked value is not guarded"
@@ -68,7 +69,8 @@ ROWS = [
         ["--empty-rows", "mean"] + _FINITE, "as above", formats=("f64",)),
     Row("keras-ops-jax", "Keras", "keras", "`keras.ops.dot_product_attention` on the JAX backend (keras 3)", "keras",
         ["--api", "ops"], ["--empty-rows", "mean"] + _FINITE,
-        "it calls jax.nn.dot_product_attention: an empty row is the mean of V, as jax's", python="keras"),
+        "it calls jax.nn.dot_product_attention: an empty row is the mean of V, as jax's", python="keras",
+        check=("--case-timeout", "120")),  # eager: each new shape compiles anew, 2 to 4 s a case
     Row("openvino-f32", "OpenVINO", "openvino", "`opset13.scaled_dot_product_attention`, INFERENCE_PRECISION_HINT f32",
         "openvino", ["--precision", "f32"], ["--empty-rows", "nan"] + _FINITE,
         "the spec's reference is Select(!mask, -inf, 0) then softmax: an all-false mask gives NaN (openvino 35959)"),
@@ -148,7 +150,8 @@ def run_check(row, fmt, contract, args):
     policy = row.conventions if contract == CONVENTIONS else []
     command = [args.attncheck, "check", "--impl-cmd", command_of(row, args), "--dtype", fmt, "--keep-going",
                "--seconds", str(args.seconds), "--shrink-seconds", str(args.shrink_seconds), "--seed", str(args.seed),
-               "--jobs", "1", "--json", report, "--counterexample-dir", os.path.join(folder, "findings")] + policy
+               "--jobs", "1", "--json", report, "--counterexample-dir", os.path.join(folder, "findings")] + policy + \
+        list(row.check)
     with open(os.path.join(folder, "output.txt"), "w") as output:
         run = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, env=environment(), cwd=folder)
     print(f"conformance: {row.key} {contract} {fmt}: exit {run.returncode}", flush=True)
