@@ -8,8 +8,8 @@ Each problem is translated into the library's own arguments and the library is c
 eagerly (as a user calls an op or a layer outside a compiled model), its output returned as it
 is: no masking, scaling, NaN handling or re-computation of the adapter's own. Checked with keras
 3.15.1 on jax 0.10.2 and jaxlib 0.10.2, numpy 2.3.5 (ci/requirements-keras.txt). Refuses to run
-outside keras 3 (keras 2 has neither keras.ops nor this layer's call; dot_product_attention came
-in keras 3.5), and on any backend other than jax.
+outside the keras 3 releases that have keras.ops.dot_product_attention (3.6 on, keras PR 20286;
+keras 2 has no keras.ops), and on any backend other than jax.
 
 What keras does on this backend (keras/src/backend/jax/nn.py, dot_product_attention): it casts
 query, key and value to their keras result type, asks for flash attention only where cuDNN or a
@@ -68,7 +68,8 @@ keras.ops.dot_product_attention is jax.nn.dot_product_attention: every conventio
   scale       fixed 1/sqrt(key_dim): declared restriction default_scale.
   causal      upper-left: use_causal_mask=True (keras' own mask, row >= column: upper-left when
               Tq != Tk). Translated: lower-right with Tq != Tk into attention_mask.
-  window      sliding_window=L+1 when the window is (L, L) and the diagonal is the main one
+  window      sliding_window=L+1 when the window is (L, L) and the diagonal is the main one (on a keras
+              whose MultiHeadAttention has sliding_window, as 3.15.1 has)
               (|i - j| < sliding_window, keras' symmetric band); Translated: any other window into
               attention_mask, as the ops' (above).
   allow       attention_mask= bool [B,Tq,Tk], True = may attend.
@@ -100,6 +101,7 @@ Softmax layer instead (an empty row 0 there). The conventions run:
     attncheck check --impl-cmd "KERAS_PYTHON -m attncheck.adapters.keras" --empty-rows mean --masked-inputs finite
 """
 import argparse
+import inspect
 import logging
 import math
 import os
@@ -117,7 +119,7 @@ import jax.numpy as jnp  # noqa: E402
 
 if not keras.__version__.startswith("3.") or not hasattr(keras.ops, "dot_product_attention"):
     raise SystemExit(f"attncheck.adapters.keras: keras {keras.__version__} has no keras.ops.dot_product_attention "
-                     f"(keras 3.5 or later is needed)")
+                     f"(keras 3.6 or later is needed)")
 if keras.backend.backend() != "jax":
     raise SystemExit(f"attncheck.adapters.keras: the keras backend is {keras.backend.backend()}, not jax "
                      f"(KERAS_BACKEND=jax)")
@@ -125,6 +127,8 @@ if keras.backend.backend() != "jax":
 logging.getLogger().setLevel(logging.CRITICAL)
 
 DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+# MultiHeadAttention's sliding_window (a recent argument): without it every window is translated.
+SLIDING_WINDOW = "sliding_window" in inspect.signature(keras.layers.MultiHeadAttention.__init__).parameters
 APIS = ("ops", "mha")
 
 
@@ -223,10 +227,11 @@ def layer_module(m):
     biases = [getattr(m, n) for n in ("b_q", "b_k", "b_v", "b_o")]
     use_bias = any(b is not None for b in biases)
     window = None
-    if m.window is not None and m.window[0] == m.window[1] and m.window[0] >= 0 and m.Tq == m.Tk:
+    if SLIDING_WINDOW and m.window is not None and m.window[0] == m.window[1] and m.window[0] >= 0 and m.Tq == m.Tk:
         window = m.window[0] + 1
+    native = {} if window is None else {"sliding_window": window}  # an argument of recent keras 3 releases only
     layer = keras.layers.MultiHeadAttention(num_heads=m.H, key_dim=m.dk, value_dim=m.dv, dropout=0.0,
-                                            use_bias=use_bias, sliding_window=window, dtype=DTYPES[m.dtype])
+                                            use_bias=use_bias, dtype=DTYPES[m.dtype], **native)
     layer.build((m.B, m.Tq, m.D), (m.B, m.Tk, m.D))
     H, dk, dv, D = m.H, m.dk, m.dv, m.D
     zero = lambda *shape: np.zeros(shape)
