@@ -40,7 +40,9 @@ class Row:
     documented: str  # where the conventions come from
     python: str = "venv"  # or "system": Debian's python3 (torch 1.13); "torch": --torch-python's (torch 2.x);
     # "mlx": --mlx-python's (MLX on the CPU)
+    # "keras": --keras-python's (keras 3 on jax)
     formats: tuple = FORMATS  # of those the adapter claims, the ones this row checks
+    check: tuple = ()  # more flags of attncheck check, under both contracts
 
 
 _ORT_EMPTY = "an empty row gives 0 (onnxruntime PR 28958): the contract's own; 0 x NaN of a masked value is not guarded"
@@ -75,6 +77,10 @@ ROWS = [
         "composite, mlx/fast.cpp): an empty row is the mean of V; the weights multiply all of V", python="mlx"),
     Row("mlx-cpu-f64", "MLX", "mlx", "the same in float64 (--f64; its softmax stays in float32, as documented)", "mlx",
         ["--f64"], ["--empty-rows", "mean"] + _FINITE, "as above", python="mlx", formats=("f64",)),
+    Row("keras-ops-jax", "Keras", "keras", "`keras.ops.dot_product_attention` on the JAX backend (keras 3)", "keras",
+        ["--api", "ops"], ["--empty-rows", "mean"] + _FINITE,
+        "it calls jax.nn.dot_product_attention: an empty row is the mean of V, as jax's", python="keras",
+        check=("--case-timeout", "120")),  # eager: each new shape compiles anew, 2 to 4 s a case
     Row("openvino-f32", "OpenVINO", "openvino", "`opset13.scaled_dot_product_attention`, INFERENCE_PRECISION_HINT f32",
         "openvino", ["--precision", "f32"], ["--empty-rows", "nan"] + _FINITE,
         "the spec's reference is Select(!mask, -inf, 0) then softmax: an all-false mask gives NaN (openvino 35959)"),
@@ -117,7 +123,8 @@ def columns_of(finding):
 
 
 def python_of(row, args):
-    return {"venv": args.venv_python, "torch": args.torch_python, "mlx": args.mlx_python}.get(row.python, "/usr/bin/python3")
+    return {"venv": args.venv_python, "torch": args.torch_python, "mlx": args.mlx_python,
+            "keras": args.keras_python}.get(row.python, "/usr/bin/python3")
 
 
 def environment():
@@ -153,7 +160,8 @@ def run_check(row, fmt, contract, args):
     policy = row.conventions if contract == CONVENTIONS else []
     command = [args.attncheck, "check", "--impl-cmd", command_of(row, args), "--dtype", fmt, "--keep-going",
                "--seconds", str(args.seconds), "--shrink-seconds", str(args.shrink_seconds), "--seed", str(args.seed),
-               "--jobs", "1", "--json", report, "--counterexample-dir", os.path.join(folder, "findings")] + policy
+               "--jobs", "1", "--json", report, "--counterexample-dir", os.path.join(folder, "findings")] + policy + \
+        list(row.check)
     with open(os.path.join(folder, "output.txt"), "w") as output:
         run = subprocess.run(command, stdout=output, stderr=subprocess.STDOUT, env=environment(), cwd=folder)
     print(f"conformance: {row.key} {contract} {fmt}: exit {run.returncode}", flush=True)
@@ -441,6 +449,7 @@ def arguments():
     parser.add_argument("--venv-python", required=True)
     parser.add_argument("--torch-python", help="the python of the rows of a current torch (ci/requirements-torch.txt)")
     parser.add_argument("--mlx-python", help="the python of the MLX rows (ci/requirements-mlx.txt)")
+    parser.add_argument("--keras-python", help="the python of the rows of keras 3 on jax (ci/requirements-keras.txt)")
     parser.add_argument("--seconds", type=float, default=30, help="each campaign's budget (default 30)")
     parser.add_argument("--shrink-seconds", type=float, default=5, help="shrinking per finding (default 5)")
     parser.add_argument("--seed", type=int, default=1)

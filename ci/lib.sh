@@ -80,10 +80,15 @@ ensure_venv() {
 # ~/.cache/attncheck/venv-mlx-HASH; ci/requirements-mlx.txt: mlx, mlx-cpu, numpy): small, 111 MB on
 # disk (numpy 73 MB, mlx 26 MB, mlx-cpu's BLAS and LAPACK 12 MB) from 28 MB of wheels; made in 6.6 s
 # the first time, their download from PyPI included (4.7 s from pip's cache; 2026-12-03, 2 cores).
+# Keras 3 on JAX (ATTNCHECK_KERAS_VENV, else ~/.cache/attncheck/venv-keras-HASH): 664 MB on disk (jaxlib 349 MB, scipy 113 MB) from 145 MB of
+# wheels; made in 79 s here (2026-12-03, 2 cores) with the wheels in pip's cache, about 10 s more
+# to download them the first time. Its import check runs with KERAS_BACKEND=jax (keras' default
+# backend, TensorFlow, is not installed).
 ensure_venvs() {
   ensure_venv
   ensure_venv requirements-torch.txt torch ATTNCHECK_TORCH_PYTHON ATTNCHECK_TORCH_VENV
   ensure_venv requirements-mlx.txt mlx.core ATTNCHECK_MLX_PYTHON ATTNCHECK_MLX_VENV
+  KERAS_BACKEND=jax ensure_venv requirements-keras.txt "keras, jax" ATTNCHECK_KERAS_PYTHON ATTNCHECK_KERAS_VENV
 }
 
 # build DIR [cmake args...]: configures once, then builds everything on all cores.
