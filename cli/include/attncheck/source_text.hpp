@@ -166,19 +166,17 @@ void for_each_input_text(const Case<T>& c, FormatArray format_array, F&& f) {
   const Dims d = dims_of(c.shape);
   for_each_case_input(c, [&](const Slot& s, const auto& x) {
     using E = typename std::decay_t<decltype(x)>::value_type;
-    std::string python = "None";
-    if constexpr (std::is_floating_point_v<E>) {
-      if (x.empty()) {
-      } else if (s.element != Element::format) {
-        python = "np.array([float.fromhex(x) for x in (" + values(x, stored_format(s, c.format), true) + ",)], np." +
-                 (stored_format(s, c.format) == Format::f64 ? "float64" : "float32") + ").reshape(" + extent(s, d) + ")";
-      } else if constexpr (std::is_same_v<E, T>) {
-        python = format_array(x, extent(s, d));
-      }
-    } else {
-      python = python_array(x, extent(s, d));
+    if (x.empty()) return f(s, x, std::string("None"));
+    if constexpr (!std::is_floating_point_v<E>) {
+      f(s, x, python_array(x, extent(s, d)));
+    } else if (s.element != Element::format) {
+      const Format stored = stored_format(s, c.format);
+      f(s, x,
+        "np.array([float.fromhex(x) for x in (" + values(x, stored, true) + ",)], np." +
+            (stored == Format::f64 ? "float64" : "float32") + ").reshape(" + extent(s, d) + ")");
+    } else if constexpr (std::is_same_v<E, T>) {
+      f(s, x, format_array(x, extent(s, d)));
     }
-    f(s, x, python);
   });
 }
 
