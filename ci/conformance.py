@@ -101,7 +101,7 @@ FEATURE_COLUMN = {"allow mask": "allow mask", "causal": "causal alignment", "key
 REFUSALS = {"raised", "refused", "crashed", "hung"}
 KEPT_BYTES = 100_000  # the largest replay file docs/conformance keeps
 # The files a row's folder in --docs holds: a finding's replay file, as keep_and_reproduce names it.
-KEPT_NAME = re.compile(rf"({STRICT}|{CONVENTIONS})-\d+-\w+\.replay")
+KEPT_NAME = re.compile(rf"({STRICT}|{CONVENTIONS})-(\d+)-(\w+)\.replay")
 
 
 def columns_of(finding):
@@ -354,7 +354,7 @@ def render(results, args, started):
         lines += [""]
     layers = os.path.join(ROOT, "docs", "conformance", "layers.md")  # the layers' verdicts, kept by hand
     kept = [open(layers).read().rstrip("\n")] if os.path.exists(layers) else []
-    return "\n".join(lines + ["## The findings", ""] + details + kept)
+    return "\n".join(lines + changes(results, args) + ["## The findings", ""] + details + kept)
 
 
 def summary(results):
@@ -443,6 +443,76 @@ def put_rows(staging, docs):
             os.replace(new, place)
 
 
+def keep_previous(args):
+    """At a full run's start, the table it replaces as it was: each row's version and replay files,
+    copied to --work/previous (a later --only or --render-only compares with the same table)."""
+    previous = os.path.join(args.work, "previous")
+    shutil.rmtree(previous, ignore_errors=True)
+    os.makedirs(previous)
+    versions, table = {}, os.path.join(ROOT, "docs", "conformance.md")
+    for line in open(table) if os.path.exists(table) else []:
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        if line.startswith("| ") and len(cells) > 3:
+            versions.setdefault(f"{cells[0]}, {cells[2]}", cells[1])
+    json.dump({r.key: versions.get(f"{r.implementation}, {r.entry}") for r in ROWS}, open(
+        os.path.join(previous, "versions.json"), "w"))
+    for row in ROWS:
+        if os.path.isdir(os.path.join(args.docs, row.key)):
+            shutil.copytree(os.path.join(args.docs, row.key), os.path.join(previous, row.key))
+
+
+def replay_previous(row, args):
+    """Each finding of the previous table's row replayed once on the library installed now (its
+    kept replay file, `attncheck check --replay`, under the file's policies); written to
+    --work/previous/ROW.json as [contract, number, property, verdict]."""
+    folder, verdicts = os.path.join(args.work, "previous", row.key), []
+    for name in sorted(os.listdir(folder) if os.path.isdir(folder) else [], key=lambda n: (len(n), n)):
+        contract, number, prop = KEPT_NAME.fullmatch(name).groups()
+        try:
+            run = subprocess.run([args.attncheck, "check", "--impl-cmd", command_of(row, args), "--replay",
+                                  os.path.join(folder, name)], capture_output=True, text=True, env=environment(),
+                                 cwd=args.work, timeout=600)
+            verdict = {0: "no longer fails", 1: "still fails"}.get(run.returncode, f"not replayed ({last_line(run)[:120]})")
+        except subprocess.TimeoutExpired:
+            verdict = "not replayed (over 600 s)"
+        verdicts.append([contract, int(number), prop, verdict])
+    json.dump(verdicts, open(os.path.join(args.work, "previous", row.key + ".json"), "w"))
+
+
+def changes(results, args):
+    """The section "What changed since the previous table": per row, its version then and now, the
+    previous findings that no longer fail, how many still do, and the findings of a property the
+    previous table did not find under that contract."""
+    previous = os.path.join(args.work, "previous")
+    if not os.path.exists(os.path.join(previous, "versions.json")):
+        return []
+    versions = json.load(open(os.path.join(previous, "versions.json")))
+    lines = ["## What changed since the previous table", "",
+             "Each finding of the previous table replayed once on the release checked now, from its kept replay "
+             "file (`attncheck check --impl-cmd ... --replay FILE`); a finding is new when the previous table had "
+             "none of its property under that contract.", ""]
+    for row in ROWS:
+        if row.key not in results or results[row.key][2] is None:
+            continue
+        version, _, runs = results[row.key]
+        then = versions.get(row.key)
+        if then is None:
+            lines.append(f"- {row.implementation} {version}, {row.entry}: new in this table.")
+            continue
+        verdicts_file = os.path.join(previous, row.key + ".json")
+        verdicts = json.load(open(verdicts_file)) if os.path.exists(verdicts_file) else []
+        before = {(c, p) for c, _, p, _ in verdicts}
+        gone = [f"{c} {n} (Property.{p})" for c, n, p, v in verdicts if v == "no longer fails"]
+        other = [f"{c} {n}: {v}" for c, n, p, v in verdicts if v not in ("no longer fails", "still fails")]
+        still = sum(v == "still fails" for *_, v in verdicts)
+        new = [f"[{c} {n}](#{row.key}-{c}-{n})" for c in (STRICT, CONVENTIONS)
+               for n, f in enumerate(runs[c + "-findings"], 1) if (c, f["property"]) not in before]
+        said = [f"still fails: {still} of {len(verdicts)}"] + (["no longer fails: " + ", ".join(gone)] if gone else []) + \
+            (["new: " + ", ".join(new)] if new else []) + other
+        lines.append(f"- {row.implementation} {then} to {version}, {row.entry}: " + "; ".join(said) + ".")
+    return lines + [""]
+
+
 def arguments():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--attncheck", required=True)
@@ -482,6 +552,7 @@ def settings(args):
     started = datetime.datetime.now()
     args.commits = {r.key: git_commit() for r in ROWS}
     os.makedirs(args.work, exist_ok=True)
+    keep_previous(args)
     json.dump(dict(seconds=args.seconds, shrink_seconds=args.shrink_seconds, seed=args.seed,
                    started=started.isoformat(), commits=args.commits), open(measured, "w"))
     return started
@@ -548,6 +619,7 @@ def main():
     to_run = [] if args.render_only else [j for j in jobs if not args.only or j[0] in args.only]
     with concurrent.futures.ThreadPoolExecutor(args.parallel) as pool:
         list(pool.map(lambda job: run_check(by_key[job[0]], *job[1:], args), to_run))
+        list(pool.map(lambda key: replay_previous(by_key[key], args), sorted({k for k, _, _ in to_run})))
     args.render_only = True  # every report from its file now: this run's, and the last run's of the other rows
     reports = {job: run_check(by_key[job[0]], *job[1:], args) for job in jobs}
     write_docs(probes, reports, args, started)

@@ -9,7 +9,8 @@ BackwardScoreRowsSumToZero, kind "raised": B 1, H 2, Tq 17, Tk 1, dk 24, dv 8 (p
 bfloat16, "the implementation's backward raised XlaRuntimeError: UNIMPLEMENTED: Dot with multiple
 contracting dimensions is not implemented".
 
-Shown with jax 0.7.1, jaxlib 0.7.1, numpy 1.26.4 on the CPU.
+Shown with jax 0.7.1, jaxlib 0.7.1, numpy 1.26.4 on the CPU. Fixed upstream: not reproduced on jax
+0.10.2, jaxlib 0.10.2, numpy 2.3.5 (the backward runs); ctest checks that it stays so.
 Run: VENV_PYTHON examples/jax/repro_bf16_backward_raises.py
 Exit 0 when it reproduces (the forward works, its backward raises), 1 otherwise.
 """

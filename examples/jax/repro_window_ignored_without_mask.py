@@ -9,7 +9,8 @@ attncheck's finding (strict contract and --empty-rows mean --masked-inputs finit
 window's problems with no allow mask, key lengths or causal mask come back unwindowed, e.g.
 Property.AgreesWithOracleInFloat, kind "wrong value": every key weighed, not only the window's.
 
-Shown with jax 0.7.1, jaxlib 0.7.1, numpy 1.26.4 on the CPU (implementation="xla").
+Shown with jax 0.7.1, jaxlib 0.7.1, numpy 1.26.4 on the CPU (implementation="xla"). Fixed upstream:
+not reproduced on jax 0.10.2 (numpy 2.3.5); ctest checks that it stays so.
 Run: VENV_PYTHON examples/jax/repro_window_ignored_without_mask.py
 Exit 0 when it reproduces, 1 when the window is applied.
 """

@@ -36,10 +36,14 @@ as not taken.
   softcap     the `softcap` attribute (float32). ONNX Runtime 1.30 applies it before the mask, as
               attncheck's contract does (its source cites onnx PRs 7867 and 7913 for that order;
               onnx 1.21's opset-23 text still draws the mask before the soft-cap).
-  causal      upper-left: is_causal = 1 (the spec's alignment when Tq != Tk). Translated:
-              lower-right with Tq != Tk, which the operator does not have, becomes part of the
-              bool attn_mask (key j allowed when j <= i + Tk - Tq); with Tq == Tk the two coincide
-              and is_causal = 1 is used. is_causal is combined with an attn_mask when the problem
+  causal      is_causal = 1 where its diagonal is the problem's: query i sees key j <= i + offset,
+              offset 0, or with nonpad_kv_seqlen (--opset 24) nonpad_kv_seqlen[b] - Tq per batch
+              (the opset-24 text since onnx 1.23, "bottom-right (offset-aware)"; ONNX Runtime 1.30
+              and 1.32 and the onnx 1.23 reference implementation compute it so; onnx 1.21's text
+              said "upper left" for is_causal alone). So upper-left is is_causal = 1 without key
+              lengths (or with every length Tq), lower-right with Tq == Tk likewise (or with every
+              length Tk). Translated: any other causal mask becomes part of the bool attn_mask (key
+              j allowed when j <= i, or j <= i + Tk - Tq). is_causal is combined with an attn_mask when the problem
               has both (ONNX Runtime and the onnx reference implementation overlay them; opset
               23's text says "only one of which can be provided", opset 24's that is_causal masks
               "regardless of the attn_mask input").
@@ -195,10 +199,11 @@ def _float32_scale(p):
     return float(p.scale)
 
 
-def _lower_right(p):
-    i = np.arange(p.Tq)[:, None]
-    j = np.arange(p.Tk)[None, :]
-    return np.broadcast_to(j <= i + p.Tk - p.Tq, (p.B, p.Tq, p.Tk))
+def _causal(p, offset):
+    """[B,Tq,Tk]: query i may see key j <= i + offset (a number, or one per batch)."""
+    i = np.arange(p.Tq)[None, :, None]
+    j = np.arange(p.Tk)[None, None, :]
+    return np.broadcast_to(j <= i + np.reshape(offset, (-1, 1, 1)), (p.B, p.Tq, p.Tk))
 
 
 def _key_lengths(p):
@@ -220,16 +225,22 @@ def translate(p, opset=23):
         attributes["softcap"] = float(p.softcap)
     if p.H != p.H_kv:
         attributes["q_num_heads"], attributes["kv_num_heads"] = p.H, p.H_kv
-    lower_right_as_mask = p.causal == "lower-right" and p.Tq != p.Tk
-    if p.causal == "upper-left" or (p.causal == "lower-right" and not lower_right_as_mask):
-        attributes["is_causal"] = 1
     lengths_as_input = opset >= 24
+    # is_causal's diagonal: query i sees key j <= i + offset, offset 0 without key lengths and
+    # nonpad_kv_seqlen[b] - Tq with them (opset 24's text since onnx 1.23: "bottom-right
+    # (offset-aware)"). The problem's causal mask is is_causal where the diagonals coincide.
+    offset = p.kv_lens - p.Tq if p.kv_lens is not None and lengths_as_input else np.zeros(1)
+    diagonal = {"upper-left": 0, "lower-right": p.Tk - p.Tq}.get(p.causal)
+    if diagonal is not None and np.all(offset == diagonal):
+        attributes["is_causal"] = 1
+    causal_as_mask = diagonal is not None and "is_causal" not in attributes
 
-    # The bool part of the attn_mask: the allow mask, key lengths (opset 23), a lower-right causal mask.
+    # The bool part of the attn_mask: the allow mask, key lengths (opset 23), a causal mask is_causal
+    # cannot give.
     allowed = None
     for part in (p.allow,
                  _key_lengths(p) if p.kv_lens is not None and not lengths_as_input else None,
-                 _lower_right(p) if lower_right_as_mask else None):
+                 _causal(p, diagonal) if causal_as_mask else None):
         if part is not None:
             allowed = part.copy() if allowed is None else allowed & part
 
@@ -341,7 +352,7 @@ def translate_mha(p):
     else:
         allowed = None
         for part in (p.allow, _key_lengths(p) if p.kv_lens is not None else None,
-                     _lower_right(p) if lower_right_as_mask else None):
+                     _causal(p, p.Tk - p.Tq) if lower_right_as_mask else None):
             if part is not None:
                 allowed = part.copy() if allowed is None else allowed & part
         if allowed is not None:

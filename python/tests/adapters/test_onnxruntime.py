@@ -147,6 +147,25 @@ def test_opset_24_passes_key_lengths_as_nonpad_kv_seqlen_not_a_mask():
     assert feeds["attn_mask"][:, 0].tolist() == allow.tolist()
 
 
+def test_opset_24_is_causal_only_where_its_offset_aware_diagonal_is_the_problems():
+    # With nonpad_kv_seqlen, is_causal's query i sees key j <= i + nonpad_kv_seqlen[b] - Tq (onnx
+    # 1.23's opset-24 text): an upper-left causal mask with lengths 3 and 1 and Tq 2 is not that,
+    # so it goes into the bool mask; with every length Tq it is, and is_causal is used.
+    q = np.zeros((2, 1, 2, 1), np.float32)
+    k = np.zeros((2, 1, 3, 1), np.float32)
+    v = np.tile(np.array([3, 6, 9], np.float32).reshape(1, 1, 3, 1), (2, 1, 1, 1))
+    p = problem(q, k, v, causal="upper-left", kv_lens=[3, 1])
+    feeds, attributes = ort_attention.translate(p, opset=24)
+    assert "is_causal" not in dict(attributes) and feeds["nonpad_kv_seqlen"].tolist() == [3, 1]
+    assert feeds["attn_mask"][:, 0].tolist() == [[[True, False, False], [True, True, False]]] * 2
+    # equal scores: the mean of the values each query sees (key j <= i and j < length)
+    assert ort_attention.forward(p, opset=24)[:, 0, :, 0].tolist() == [[3.0, 4.5], [3.0, 3.0]]
+    p = problem(q, k, v, causal="upper-left", kv_lens=[2, 2])
+    feeds, attributes = ort_attention.translate(p, opset=24)
+    assert dict(attributes) == {"is_causal": 1} and feeds["attn_mask"] is None
+    assert ort_attention.forward(p, opset=24)[:, 0, :, 0].tolist() == [[3.0, 4.5], [3.0, 4.5]]
+
+
 # --op gqa: GroupQueryAttention
 
 def gqa_problem(Tq, Tk, dk=1, dv=1, H=1, H_kv=1, B=1, **options):
