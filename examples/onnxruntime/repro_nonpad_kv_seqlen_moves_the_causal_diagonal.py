@@ -11,8 +11,12 @@ upper-left, key lengths: out[0,0,0,0] 0.478 where query 0 may see key 0 alone, w
 0.499), and others where causal and key lengths meet. Under --opset 23 the same problems pass
 this point: there key lengths are a bool attn_mask and the diagonal stays upper-left.
 
-Shown with onnxruntime 1.30.0, onnx 1.21.0, numpy 1.24.2 (ci/requirements.txt), CPU execution
-provider. Run: $ATTNCHECK_VENV_PYTHON examples/onnxruntime/repro_nonpad_kv_seqlen_moves_the_causal_diagonal.py
+Shown with onnxruntime 1.30.0, onnx 1.21.0, numpy 1.24.2, CPU execution provider. Resolved upstream
+by the specification, not by ONNX Runtime: onnx 1.23's opset-24 text makes is_causal "bottom-right
+(offset-aware)", query i attending key j <= i + nonpad_kv_seqlen[b] - q_sequence_length, and its
+reference implementation now computes what ONNX Runtime does: not reproduced with onnxruntime 1.32.0,
+onnx 1.23.2, numpy 2.3.5 (ci/requirements.txt), which ctest checks. The adapter now gives is_causal
+only where that diagonal is the problem's. Run: $ATTNCHECK_VENV_PYTHON examples/onnxruntime/repro_nonpad_kv_seqlen_moves_the_causal_diagonal.py
 Exit 0 while it reproduces, 1 otherwise.
 """
 import sys

@@ -8,7 +8,9 @@ attncheck's consequence: python -m attncheck.adapters.onnxruntime_attention alwa
 packed bias (zeros for the biases a layer call lacks: the layer's own rule), so a bias-free layer
 call is checked instead of crashing the child.
 
-Shown with onnxruntime 1.30.0, onnx 1.21.0, numpy 1.26.4 (ci/requirements.txt), CPU execution provider.
+Shown with onnxruntime 1.30.0, onnx 1.21.0, numpy 1.26.4, CPU execution provider. Fixed upstream: not
+reproduced on onnxruntime 1.32.0, onnx 1.23.2, numpy 2.3.5 (ci/requirements.txt), where the run without
+bias agrees with NumPy; ctest checks that it stays so.
 Run: $ATTNCHECK_VENV_PYTHON examples/onnxruntime_attention/repro_no_bias_segfault.py
 Exit 0 while it reproduces (the run without bias crashes), 1 when it runs, 2 without onnxruntime.
 """
