@@ -507,7 +507,8 @@ def changes(results, args):
         still = sum(v == "still fails" for *_, v in verdicts)
         new = [f"[{c} {n}](#{row.key}-{c}-{n})" for c in (STRICT, CONVENTIONS)
                for n, f in enumerate(runs[c + "-findings"], 1) if (c, f["property"]) not in before]
-        said = [f"still fails: {still} of {len(verdicts)}"] + (["no longer fails: " + ", ".join(gone)] if gone else []) + \
+        said = [f"still fails: {still} of {len(verdicts)}" if verdicts else "no finding before"] + \
+            (["no longer fails: " + ", ".join(gone)] if gone else []) + \
             (["new: " + ", ".join(new)] if new else []) + other
         lines.append(f"- {row.implementation} {then} to {version}, {row.entry}: " + "; ".join(said) + ".")
     return lines + [""]
