@@ -86,7 +86,7 @@ import warnings
 
 import numpy as np
 
-from . import library
+from . import library, serve
 
 torch = library("torch", "flex_attention")
 try:
@@ -265,8 +265,7 @@ def setup(argv=None):
 def main(argv=None):
     served = setup(argv)
     if served is not None:
-        import attncheck  # here, not above: the module runs without attncheck in standalone scripts
-        attncheck.serve(**served)
+        serve("flex_attention", **served)
 
 
 if __name__ == "__main__":

@@ -109,7 +109,7 @@ import warnings
 
 import numpy as np
 
-from . import NotExpressible, library
+from . import NotExpressible, library, serve
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -321,8 +321,7 @@ def setup(argv=None):
 def main(argv=None):
     served = setup(argv)
     if served is not None:
-        import attncheck  # here, not above: the module runs without attncheck in standalone scripts
-        attncheck.serve(**served)
+        serve("keras", **served)
 
 
 if __name__ == "__main__":

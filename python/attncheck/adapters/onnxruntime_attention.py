@@ -56,7 +56,7 @@ import functools
 
 import numpy as np
 
-from . import NotExpressible, library
+from . import NotExpressible, library, serve
 
 onnx = library("onnx", "onnxruntime_attention")
 ort = library("onnxruntime", "onnxruntime_attention")
@@ -173,8 +173,7 @@ def setup(argv=None):
 
 
 def main(argv=None):
-    import attncheck  # here, not above: the module runs without attncheck in standalone scripts
-    attncheck.serve(**setup(argv))
+    serve("onnxruntime_attention", **setup(argv))
 
 
 if __name__ == "__main__":

@@ -90,7 +90,7 @@ import sys
 
 import numpy as np
 
-from . import NotExpressible, library
+from . import NotExpressible, library, serve
 
 torch = library("torch", "torch_mha")
 nn = torch.nn
@@ -316,8 +316,7 @@ def setup(argv=None):
 def main(argv=None):
     served = setup(argv)
     if served is not None:
-        import attncheck  # here, not above: the module runs without attncheck in standalone scripts
-        attncheck.serve(**served)
+        serve("torch_mha", **served)
 
 
 if __name__ == "__main__":

@@ -102,7 +102,7 @@ import sys
 
 import numpy as np
 
-from . import NotExpressible, library
+from . import NotExpressible, library, serve
 
 torch = library("torch", "torch_sdpa")
 F = torch.nn.functional
@@ -306,8 +306,7 @@ def setup(argv=None):
 def main(argv=None):
     served = setup(argv)
     if served is not None:
-        import attncheck  # here, not above: the module runs without attncheck in attncheck repro's standalone scripts
-        attncheck.serve(**served)
+        serve("torch_sdpa", **served)
 
 
 if __name__ == "__main__":
