@@ -97,6 +97,7 @@ examples/jax/repro_*.py show each with jax and numpy alone. The conventions run:
     attncheck check --impl-cmd "VENV_PYTHON -m attncheck.adapters.jax" --empty-rows mean --masked-inputs finite
 """
 import argparse
+import inspect
 import os
 import sys
 
@@ -119,7 +120,7 @@ def load(enable_x64=False, implementation="xla", jit="auto", pad_head_dims=False
     """Imports jax on the CPU (JAX_PLATFORMS=cpu unless set) and makes the calls, jitted and not."""
     global jax, jnp, IMPLEMENTATION, JIT, PAD_HEAD_DIMS
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    jax = library("jax", "jax")
+    jax = library("jax", "jax", entry="nn.dot_product_attention", since="0.4.31")  # jax PR 21371
     import jax.numpy as jnp_module
     jnp = jnp_module
     if enable_x64:
@@ -127,9 +128,11 @@ def load(enable_x64=False, implementation="xla", jit="auto", pad_head_dims=False
     IMPLEMENTATION, JIT, PAD_HEAD_DIMS = implementation, jit, pad_head_dims
 
     def attention(q, k, v, bias, mask, kv_lens, window, scale, is_causal, implementation):
+        # only the arguments given: a release before key_value_seq_lengths and local_window_size has neither
+        given = {name: x for name, x in (("key_value_seq_lengths", kv_lens), ("local_window_size", window))
+                 if x is not None}
         return jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, scale=scale, is_causal=is_causal,
-                                            key_value_seq_lengths=kv_lens, local_window_size=window,
-                                            implementation=implementation)
+                                            implementation=implementation, **given)
 
     def gradients(q, k, v, bias, mask, kv_lens, window, scale, dout, is_causal, implementation):
         _, pullback = jax.vjp(
@@ -243,7 +246,25 @@ def backward(p, dout):
 
 
 def capabilities():
-    return CAPABILITIES | ({"f64"} if jax.config.jax_enable_x64 else set())
+    """CAPABILITIES on this jax: key lengths and the window only where the function has key_value_seq_lengths and
+    local_window_size (jax 0.4.31, the first with it, has neither; jax PR 23247 added the window), grouped KV
+    heads where it groups them (not 0.4.31), f64 with --enable-x64."""
+    parameters = inspect.signature(jax.nn.dot_product_attention).parameters
+    later = {"kv_lens": "key_value_seq_lengths", "window": "local_window_size"}
+    lacking = {claim for claim, argument in later.items() if argument not in parameters}
+    if not takes_grouped_heads():
+        lacking.add("gqa")
+    return (CAPABILITIES - lacking) | ({"f64"} if jax.config.jax_enable_x64 else set())
+
+
+def takes_grouped_heads():
+    """Whether a 1-element call with 2 query heads and 1 KV head runs: jax 0.4.31 refuses it ("query shape
+    should be [1, -1, 1, 1]"), later releases group the query heads."""
+    try:
+        jax.nn.dot_product_attention(jnp.ones((1, 1, 2, 1)), jnp.ones((1, 1, 1, 1)), jnp.ones((1, 1, 1, 1)))
+        return True
+    except ValueError:
+        return False
 
 
 def setup(argv=None):

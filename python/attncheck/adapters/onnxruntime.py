@@ -145,9 +145,9 @@ INDEX_ELEMENTS = {np.dtype(np.int32): TensorProto.INT32, np.dtype(np.int64): Ten
                   np.dtype(bool): TensorProto.BOOL}
 
 
-def loads(release=ort.__version__):
-    """(opset, IR version): the highest the onnxruntime `release` loads, LOADS' row at or below it."""
-    return LOADS[max(row for row in LOADS if row <= version(release)[:2])]
+def loads(release=None):
+    """(opset, IR version): the highest the onnxruntime `release` (the installed one) loads, LOADS' row at or below it."""
+    return LOADS[max(row for row in LOADS if row <= version(release or ort.__version__)[:2])]
 
 
 def contrib_schema(op):
