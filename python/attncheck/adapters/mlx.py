@@ -90,7 +90,7 @@ import numpy as np
 
 from . import library, serve
 
-mx = library("mlx.core", "mlx")
+mx = library("mlx.core", "mlx", entry="fast.scaled_dot_product_attention")
 
 DTYPES = {"f32": mx.float32, "f64": mx.float64, "f16": mx.float16, "bf16": mx.bfloat16}
 

@@ -54,18 +54,20 @@ A row with no permitted key: the spec's pseudo-code gives it softmax(all -inf) =
 """
 import argparse
 import functools
+import importlib
 import math
-import sys
 
 import numpy as np
 
-from . import library, serve
+from . import library, refuse, serve
 
 ov = library("openvino", "openvino")
 try:
-    import openvino.opset13 as opset  # 2023.1 and later
-except ImportError:  # pragma: no cover - older layouts
-    import openvino.runtime.opset13 as opset
+    opset = importlib.import_module("openvino.opset13")  # 2024's layout
+except ImportError:
+    opset = importlib.import_module("openvino.runtime.opset13")  # 2023's (2023.3's documentation has the operator)
+if not hasattr(opset, "scaled_dot_product_attention"):
+    refuse("openvino", f"openvino {ov.__version__}'s opset13 has no scaled_dot_product_attention")
 
 CAPABILITIES = {"f32", "f16", "bf16", "allow", "causal", "kv_lens", "bias"}
 ELEMENT = {"f32": ov.Type.f32, "f16": ov.Type.f16, "bf16": ov.Type.bf16}

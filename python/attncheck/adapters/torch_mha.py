@@ -92,7 +92,8 @@ import numpy as np
 
 from . import NotExpressible, library, serve
 
-torch = library("torch", "torch_mha")
+# 1.13: the oldest checked (Debian 12's), with the fast path's torch._native_multi_head_attention
+torch = library("torch", "torch_mha", since="1.13")
 nn = torch.nn
 
 DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16}

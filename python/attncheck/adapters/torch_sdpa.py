@@ -104,7 +104,8 @@ import numpy as np
 
 from . import NotExpressible, library, serve
 
-torch = library("torch", "torch_sdpa")
+# 1.13: the private F._scaled_dot_product_attention (pytorch PR 81956); 2.0 the public one
+torch = library("torch", "torch_sdpa", since="1.13")
 F = torch.nn.functional
 
 VERSION = tuple(int(x) for x in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
