@@ -120,8 +120,8 @@ import numpy as np
 
 from . import NotExpressible, library, refuse, serve, version
 
-onnx = library("onnx", "onnxruntime")
 ort = library("onnxruntime", "onnxruntime", since="1.16")  # the oldest release in LOADS
+onnx = library("onnx", "onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
 # The highest ONNX opset and IR version each onnxruntime release loads, measured on 1.16.3, 1.17.3,

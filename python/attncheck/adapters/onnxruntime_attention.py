@@ -58,8 +58,8 @@ import numpy as np
 
 from . import NotExpressible, library, serve
 
-onnx = library("onnx", "onnxruntime_attention")
 ort = library("onnxruntime", "onnxruntime_attention", since="1.16")  # the oldest checked: 1.16.3
+onnx = library("onnx", "onnxruntime_attention")
 from onnx import TensorProto, helper  # noqa: E402
 
 CAPABILITIES = {"f32", "allow", "causal", "kv_lens", "window", "mha"}
