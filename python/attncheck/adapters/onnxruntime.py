@@ -13,6 +13,14 @@ onnxruntime 1.30.0, onnx 1.21.0):
 
   PYTHONPATH=python build/cli/attncheck check --impl-cmd "$ATTNCHECK_VENV_PYTHON -m attncheck.adapters.onnxruntime --op gqa"
 
+Releases: onnxruntime 1.16 and later (LOADS below: each contrib node is stamped with the highest
+opset and IR version the installed release loads). --op attention needs 1.23 (opset 23; 1.22.1 loads
+opset 22 at most), --opset 24 1.26; --op gqa a CPU kernel of GroupQueryAttention (1.20.1 has one,
+1.17.3 none). What a release's schema of the operator lacks is not claimed: GroupQueryAttention's
+softcap and attention_bias (1.22.1, not 1.20.1), its `causal` attribute (1.30.0, not 1.29.0: before
+it every call is causal, declared restriction causal), MultiHeadAttention's unidirectional (1.17.3,
+not 1.16.3) and attention_bias (1.20.1). Each refusal is one line on stderr and exit 2.
+
 Each operator says what it takes of its claims (RESTRICTIONS: GroupQueryAttention's causal mask is
 lower-right only), and attncheck sends nothing else; a problem inside them that the operator cannot
 be given (GroupQueryAttention's Tq > Tk) raises NotExpressible, naming what it lacks, and is counted
