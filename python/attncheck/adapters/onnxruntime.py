@@ -15,11 +15,12 @@ onnxruntime 1.30.0, onnx 1.21.0):
 
 Releases: onnxruntime 1.16 and later (LOADS below: each contrib node is stamped with the highest
 opset and IR version the installed release loads). --op attention needs 1.23 (opset 23; 1.22.1 loads
-opset 22 at most), --opset 24 1.26; --op gqa a CPU kernel of GroupQueryAttention (1.20.1 has one,
+opset 22 at most), --opset 24 1.24; --op gqa a CPU kernel of GroupQueryAttention (1.18.1 has one,
 1.17.3 none). What a release's schema of the operator lacks is not claimed: GroupQueryAttention's
-softcap and attention_bias (1.22.1, not 1.20.1), its `causal` attribute (1.30.0, not 1.29.0: before
-it every call is causal, declared restriction causal), MultiHeadAttention's unidirectional (1.17.3,
-not 1.16.3) and attention_bias (1.20.1). Each refusal is one line on stderr and exit 2.
+softcap (1.20.1, not 1.19.2), attention_bias (1.22.1, not 1.21.1) and `causal` attribute (1.30.0, not
+1.29.0: before it every call is causal, declared restriction causal), MultiHeadAttention's
+unidirectional (1.17.3, not 1.16.3) and attention_bias (1.20.1). Each refusal is one line on stderr
+and exit 2.
 
 Each operator says what it takes of its claims (RESTRICTIONS: GroupQueryAttention's causal mask is
 lower-right only), and attncheck sends nothing else; a problem inside them that the operator cannot
@@ -132,12 +133,14 @@ ort = library("onnxruntime", "onnxruntime", since="1.16")  # the oldest release 
 onnx = library("onnx", "onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
 
-# The highest ONNX opset and IR version each onnxruntime release loads, measured on 1.16.3, 1.17.3,
-# 1.20.1, 1.22.1, 1.23.2, 1.26.0, 1.29.0, 1.30.0 and 1.32.0 (a one-node model of each stamp given to
-# InferenceSession; test_onnxruntime.py checks the installed release's row). A release between two
-# rows takes the lower one, which it loads too.
-LOADS = {(1, 16): (19, 9), (1, 17): (20, 9), (1, 20): (21, 10), (1, 22): (22, 10), (1, 23): (23, 11),
-         (1, 26): (26, 13), (1, 29): (26, 13), (1, 30): (26, 13), (1, 32): (28, 14)}
+# The highest ONNX opset and IR version each onnxruntime release loads, measured on the last patch
+# release of each, 1.16.3 to 1.32.0 (a one-node model of each stamp given to InferenceSession;
+# test_onnxruntime.py checks the installed release's row). A later release takes the last row, which
+# it loads too.
+LOADS = {(1, 16): (19, 9), (1, 17): (20, 9), (1, 18): (21, 10), (1, 19): (21, 10), (1, 20): (21, 10),
+         (1, 21): (22, 10), (1, 22): (22, 10), (1, 23): (23, 11), (1, 24): (25, 13), (1, 25): (26, 13),
+         (1, 26): (26, 13), (1, 27): (26, 13), (1, 28): (26, 13), (1, 29): (26, 13), (1, 30): (26, 13),
+         (1, 31): (26, 13), (1, 32): (28, 14)}
 
 CAPABILITIES = {
     "attention": {"f32", "f16", "allow", "causal", "kv_lens", "gqa", "softcap", "bias"},
@@ -430,7 +433,7 @@ def claims_gqa():
     attributes, inputs, kernel = contrib_schema("GroupQueryAttention")
     if not kernel:
         refuse("onnxruntime", f"onnxruntime {ort.__version__} has no CPU kernel of com.microsoft GroupQueryAttention "
-                              f"(1.20.1 has one, 1.17.3 none): --op gqa cannot run here")
+                              f"(1.18.1 has one, 1.17.3 none): --op gqa cannot run here")
     claims = CAPABILITIES["gqa"] - ({"softcap"} - attributes) - ({"bias"} if "attention_bias" not in inputs else set())
     return dict(capabilities=claims, restrictions=RESTRICTIONS["gqa"] + ([] if "causal" in attributes else ["causal"]))
 
