@@ -9,6 +9,11 @@ jax.jit for f32 and f64), its output returned as it is: no masking, scaling, NaN
 re-computation of the adapter's own. Checked with jax 0.7.1 and jaxlib 0.7.1 (the newest release
 that installs with numpy 1.26.4), ml_dtypes 0.5.4, opt_einsum 3.4.0, scipy 1.17.1.
 
+Releases: jax 0.4.31 and later (the first with jax.nn.dot_product_attention, jax PR 21371; an older
+one is refused in one line, exit 2). key_value_seq_lengths and local_window_size (jax PR 23247) came
+later, and 0.4.31 refuses grouped KV heads: kv_lens, window and gqa are claimed only where the
+function has them (0.4.38 has all three).
+
 Compiling. f32 and f64 problems are run under one module-level jax.jit of the call; JAX keeps one
 compiled function per signature (shapes, dtypes, which of bias, mask, key lengths, window and
 scale are given, is_causal). The scale and the window's two sizes are passed as traced scalars,
