@@ -27,6 +27,7 @@ for _name, _res, _args in [("ggml_init", _P, [_Params]), ("ggml_free", None, [_P
                            ("ggml_new_tensor_4d", _P, [_P, _i] + [ctypes.c_int64] * 4), ("ggml_get_data", _P, [_P]),
                            ("ggml_permute", _P, [_P, _P, _i, _i, _i, _i]), ("ggml_cont", _P, [_P, _P]),
                            ("ggml_mul_mat", _P, [_P, _P, _P]), ("ggml_soft_max_ext", _P, [_P, _P, _P, _f, _f]),
+                           ("ggml_scale", _P, [_P, _P, _f]), ("ggml_tanh", _P, [_P, _P]),
                            ("ggml_flash_attn_ext", _P, [_P, _P, _P, _P, _P, _f, _f, _f]),
                            ("ggml_prec_set_acc", ctypes.c_bool, [_P, _i]), ("ggml_new_graph", _P, [_P]),
                            ("ggml_build_forward_expand", None, [_P, _P])]:
@@ -58,10 +59,11 @@ def _permute(ctx, t):
     return _base.ggml_permute(ctx, t, 0, 2, 1, 3)
 
 
-def flash(q, k, v, mask, scale):
-    """ggml_flash_attn_ext(q, k, v, mask f16, scale, 0, 0) at GGML_PREC_F32, as llama.cpp calls it."""
+def flash(q, k, v, mask, scale, softcap=0.0):
+    """ggml_flash_attn_ext(q, k, v, mask f16, scale, 0, softcap) at GGML_PREC_F32, as llama.cpp calls it."""
     def build(ctx, q, k, v, mask):
-        cur = _base.ggml_flash_attn_ext(ctx, _permute(ctx, q), _permute(ctx, k), _permute(ctx, v), mask, scale, 0, 0)
+        cur = _base.ggml_flash_attn_ext(ctx, _permute(ctx, q), _permute(ctx, k), _permute(ctx, v), mask, scale, 0,
+                                        softcap)
         _base.ggml_prec_set_acc(cur, PREC_F32)
         return cur
     B, H, Tq, _ = q.shape
@@ -70,11 +72,14 @@ def flash(q, k, v, mask, scale):
     return out.transpose(0, 2, 1, 3)
 
 
-def softmax(q, k, v, mask, scale):
-    """ggml_mul_mat(k, q) at GGML_PREC_F32, ggml_soft_max_ext(kq, mask f32, scale, 0), ggml_mul_mat(v^T, kq)."""
+def softmax(q, k, v, mask, scale, softcap=0.0):
+    """ggml_mul_mat(k, q) at GGML_PREC_F32, the soft-cap as llama.cpp writes it (scale, tanh, scale),
+    ggml_soft_max_ext(kq, mask f32, scale, 0), ggml_mul_mat(v^T, kq)."""
     def build(ctx, q, k, vt, mask):
         kq = _base.ggml_mul_mat(ctx, _permute(ctx, k), _permute(ctx, q))
         _base.ggml_prec_set_acc(kq, PREC_F32)
+        if softcap:
+            kq = _base.ggml_scale(ctx, _base.ggml_tanh(ctx, _base.ggml_scale(ctx, kq, 1 / softcap)), softcap)
         kq = _base.ggml_soft_max_ext(ctx, kq, mask, scale, 0)
         return _base.ggml_cont(ctx, _permute(ctx, _base.ggml_mul_mat(ctx, vt, kq)))
     B, H, Tq, _ = q.shape
