@@ -72,9 +72,10 @@ def flash(q, k, v, mask, scale, softcap=0.0):
     return out.transpose(0, 2, 1, 3)
 
 
-def softmax(q, k, v, mask, scale, softcap=0.0):
+def softmax(q, k, v, mask, scale, softcap=0.0, cache=F16):
     """ggml_mul_mat(k, q) at GGML_PREC_F32, the soft-cap as llama.cpp writes it (scale, tanh, scale),
-    ggml_soft_max_ext(kq, mask f32, scale, 0), ggml_mul_mat(v^T, kq)."""
+    ggml_soft_max_ext(kq, mask f32, scale, 0), ggml_mul_mat(v^T, kq); k and v of the cache's type
+    (F16, llama.cpp's default, or F32: -ctk f32 -ctv f32)."""
     def build(ctx, q, k, vt, mask):
         kq = _base.ggml_mul_mat(ctx, _permute(ctx, k), _permute(ctx, q))
         _base.ggml_prec_set_acc(kq, PREC_F32)
@@ -84,4 +85,4 @@ def softmax(q, k, v, mask, scale, softcap=0.0):
         return _base.ggml_cont(ctx, _permute(ctx, _base.ggml_mul_mat(ctx, vt, kq)))
     B, H, Tq, _ = q.shape
     return _run(build, [q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3), v.transpose(0, 1, 3, 2), mask],
-                [F32, F16, F16, F32], (B, Tq, H, v.shape[3])).transpose(0, 2, 1, 3)
+                [F32, cache, cache, F32], (B, Tq, H, v.shape[3])).transpose(0, 2, 1, 3)

@@ -36,8 +36,9 @@ How each feature of a problem reaches ggml:
   cache type  --cache-type f16 (default, llama.cpp's -ctk/-ctv default): k and v are float16 tensors.
               An f16 problem fits exactly (q float32 holding f16 values); an f32 problem's k and v
               are rounded to float16 when stored, as llama.cpp stores them (attncheck then reports
-              that rounding). --cache-type f32: float32 tensors; the flash path casts them to f16
-              itself (build_attn_mha's ggml_cast), the softmax path multiplies them as they are.
+              that rounding; ggml also converts q to float16 for its products with a float16 K, the
+              type's vec_dot_type). --cache-type f32: float32 tensors; the flash path casts them to
+              f16 itself (build_attn_mha's ggml_cast), the softmax path multiplies them as they are.
   formats     f32 and f16 (the output, float32, is encoded in the problem's format by the client).
               Not claimed: bf16 (a -ctk bf16 cache; not wired), f64 (ggml has no f64 attention).
   scale       kq_scale, a C float: the problem's scale rounded to float32, or 1/sqrt(dk) when it
