@@ -83,9 +83,9 @@ ROWS = [
         "it calls jax.nn.dot_product_attention: an empty row is the mean of V, as jax's", python="keras",
         check=("--case-timeout", "120")),  # eager: each new shape compiles anew, 2 to 4 s a case
     Row("llama-cpp-flash", "llama.cpp", "llama_cpp_python", "`ggml_flash_attn_ext` on the CPU as llama.cpp's "
-        "build_attn_mha calls it (-fa on; f16 KV cache, f16 KQ mask)", "llama_cpp", ["--path", "flash"], [],
-        "a forbidden key is skipped (its mask -inf) and a row with none gives 0 (ggml's S_inv = 0): the contract's own",
-        python="llama", formats=("f32", "f16")),
+        "build_attn_mha calls it (-fa on; f16 KV cache, f16 KQ mask)", "llama_cpp", ["--path", "flash"], _FINITE,
+        "a row with no permitted key gives 0 (ggml's S_inv = 0); a forbidden key is skipped below 64 query rows, "
+        "but from 64 on (the tiled path) the weights multiply all of V", python="llama", formats=("f32", "f16")),
     Row("llama-cpp-softmax", "llama.cpp", "llama_cpp_python", "`ggml_mul_mat` / `ggml_soft_max_ext` / `ggml_mul_mat` "
         "as build_attn_mha without flash attention (-fa off; f16 KV cache, f32 KQ mask)", "llama_cpp",
         ["--path", "softmax"], ["--empty-rows", "nan"] + _FINITE,
