@@ -59,6 +59,24 @@ How each feature of a problem reaches ggml:
   max_bias    ALiBi (llama.cpp's f_max_alibi_bias, the mask times a slope per head): no attncheck
               feature; 0 in a campaign, tested by hand (test_llama_cpp.py).
   not claimed lse (ggml returns the output alone), backward, dropout, sinks.
+
+Nothing is refused: no restriction is declared and no problem raises NotExpressible.
+
+What attncheck finds (llama-cpp-python 0.3.36, seed 1, 60 s per format and path; each shown with
+ggml alone by examples/llama_cpp/repro_*.py, exit 0 while it reproduces):
+  flash       below 64 query rows (the one-chunk path, decoding) the weighted sum of V is kept in
+              float16 though llama.cpp asks for GGML_PREC_F32: two values 32768 give inf, and
+              values carry float16's rounding (repro_flash_v_accumulated_in_f16.py).
+  softmax     kq_scale multiplies the soft-capped score (repro_softmax_path_scales_after_the_softcap.py);
+              a forbidden key whose score overflows to +inf makes its row NaN (inf + -INFINITY;
+              repro_softmax_forbidden_score_overflow.py).
+  f32         the f16 cache rounds K and V, a value past 65504 is inf (repro_f16_cache_rounds_f32_values.py).
+
+llama.cpp's conventions on the CPU, to check it under (test_llama_cpp.py checks each;
+repro_forbidden_inputs_and_empty_rows.py):
+  empty rows     flash attention gives 0 (the contract's own); without it NaN (--empty-rows nan).
+  masked inputs  without flash attention, and with it from 64 query rows on (the tiled path), a NaN
+                 or inf in a forbidden key or value reaches its row (--masked-inputs finite).
 """
 import argparse
 import ctypes
