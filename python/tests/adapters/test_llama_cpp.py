@@ -130,12 +130,14 @@ def test_empty_row_is_zero_with_flash_attention_and_nan_without():
     assert np.isnan(adapter.Adapter("softmax")(p).item())
 
 
-def test_nan_in_a_forbidden_key_or_value_reaches_the_output_only_without_flash_attention():
-    q, v = np.ones((1, 1, 1, 1)), np.array([2.0, 3.0]).reshape(1, 1, 2, 1)
+def test_nan_in_a_forbidden_key_or_value_reaches_the_output_without_flash_attention_or_from_64_rows():
+    v = np.array([2.0, 3.0])
     for k, v in [(np.array([0.0, np.nan]), v), (np.zeros(2), np.array([2.0, np.nan]))]:
-        p = problem(q, k.reshape(1, 1, 2, 1), v.reshape(1, 1, 2, 1), kv_lens=[1])
-        assert adapter.Adapter("flash")(p).item() == 2
-        assert np.isnan(adapter.Adapter("softmax")(p).item())
+        run = lambda path, Tq: adapter.Adapter(path)(
+            problem(np.ones((1, 1, Tq, 1)), k.reshape(1, 1, 2, 1), v.reshape(1, 1, 2, 1), kv_lens=[1]))[0, 0, :, 0]
+        assert run("flash", 1).tolist() == [2]  # the one-chunk path skips a -inf key
+        assert np.isnan(run("softmax", 1)).all()
+        assert not np.any(run("flash", 64) == 2)  # the tiled path: NaN for a NaN value, 0 for a NaN key
 
 
 @pytest.mark.parametrize("path", PATHS)
