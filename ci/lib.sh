@@ -89,8 +89,10 @@ ensure_venv() {
 # wheels; made in 79 s here (2026-12-03, 2 cores) with the wheels in pip's cache, about 10 s more
 # to download them the first time. Its import check runs with KERAS_BACKEND=jax (keras' default
 # backend, TensorFlow, is not installed). llama.cpp's ggml (ATTNCHECK_LLAMA_VENV, else
-# ~/.cache/attncheck/venv-llama-HASH): llama-cpp-python's sdist built here, the libraries of
-# LLAMA_CMAKE_ARGS alone; COST.
+# ~/.cache/attncheck/venv-llama-HASH): llama-cpp-python's sdist (it has no Linux wheel) built here
+# by Debian's cmake and g++ with LLAMA_CMAKE_ARGS (not in the venv's hash: change
+# ci/requirements-llama.txt with them): CPU only though nvcc may be installed, no multimodal library,
+# tools, tests or examples; ggml's default -march=native, so the libraries fit this machine. COST.
 LLAMA_CMAKE_ARGS="-DGGML_CUDA=OFF -DLLAVA_BUILD=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
 -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF"
 ensure_venvs() {

@@ -82,7 +82,6 @@ import argparse
 import ctypes
 import math
 import os
-import sys
 
 import numpy as np
 
