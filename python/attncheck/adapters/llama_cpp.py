@@ -133,40 +133,43 @@ def attention(q, k, v, mask, scale, path="flash", cache="f16", softcap=0.0, max_
     """llama.cpp's attention of q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv] (NumPy) with the KQ
     mask [B,1 or H,Tq,Tk] (its values added to the scores), as build_attn_mha computes it: out
     [B,H,Tq,dv] float32."""
-    B, H, Tq, dk = q.shape
-    Tk, dv = v.shape[2], v.shape[3]
-    kv_type, kv_numpy = TYPES[cache]
-    mask_type, mask_numpy = TYPES["f16" if path == "flash" else "f32"]
-    inputs = [np.ascontiguousarray(q.transpose(0, 2, 1, 3), np.float32),  # [B,Tq,H,dk]: ne (dk, H, Tq, B)
-              np.ascontiguousarray(k.transpose(0, 2, 1, 3), kv_numpy),
-              np.ascontiguousarray(v.transpose(0, 2, 1, 3) if path == "flash" else v.transpose(0, 1, 3, 2), kv_numpy),
-              np.ascontiguousarray(mask, mask_numpy)]
-    size = sum(x.nbytes for x in inputs) * 4 + B * H * Tq * (Tk + dv) * 16 + (1 << 22)
+    B, H, Tq, _ = q.shape
+    dv = v.shape[3]
+    v_layout = v.transpose(0, 2, 1, 3) if path == "flash" else v.transpose(0, 1, 3, 2)  # as k; the transposed cache
+    inputs = [(q.transpose(0, 2, 1, 3), "f32"), (k.transpose(0, 2, 1, 3), cache), (v_layout, cache),
+              (mask, "f16" if path == "flash" else "f32")]  # ne reversed: q (dk, H, Tq, B), the projection's
+    with np.errstate(over="ignore"):  # storing in the f16 cache: past 65504 is inf, as ggml's conversion gives
+        inputs = [(np.ascontiguousarray(x, TYPES[t][1]), TYPES[t][0]) for x, t in inputs]
+    size = sum(x.nbytes for x, _ in inputs) * 4 + B * H * Tq * (q.shape[3] + v.shape[2] + dv) * 16 + (1 << 22)
     ctx = ggml.init(InitParams(size, None, False))
     if not ctx:
         raise MemoryError(f"ggml_init could not allocate {size} bytes")
     try:
-        tensors = [ggml.new_tensor_4d(ctx, t, *reversed(x.shape))
-                   for x, t in zip(inputs, (F32, kv_type, kv_type, mask_type))]
-        for tensor, x in zip(tensors, inputs):
-            ctypes.memmove(ggml.get_data(tensor), x.ctypes.data, x.nbytes)
-        qt, kt, vt, mt = tensors
-        qt, kt = ggml.permute(ctx, qt, 0, 2, 1, 3), ggml.permute(ctx, kt, 0, 2, 1, 3)
-        vt = ggml.permute(ctx, vt, 0, 2, 1, 3)  # flash: as k; softmax: get_v's view of the transposed cache
-        if path == "flash":
-            out = _flash(ctx, qt, kt, vt, mt, scale, softcap, max_bias)
-        else:
-            out = _softmax(ctx, qt, kt, vt, mt, scale, softcap, max_bias)
-        graph = ggml.new_graph(ctx)
-        ggml.build_forward_expand(graph, out)
-        status = ggml.graph_compute_with_ctx(ctx, graph, 1)
-        if status != 0:
-            raise RuntimeError(f"ggml_graph_compute_with_ctx returned status {status}")
-        result = np.ctypeslib.as_array(ctypes.cast(ggml.get_data(out), ctypes.POINTER(ctypes.c_float)),
-                                       (B, Tq, H, dv)).copy()  # ne (dv, H, Tq, B)
+        qt, kt, vt, mt = (_tensor(ctx, x, t) for x, t in inputs)
+        # q and k permuted (0, 2, 1, 3) by build_attn_mha; v too (flash), or seen so by get_v (softmax)
+        qt, kt, vt = (ggml.permute(ctx, t, 0, 2, 1, 3) for t in (qt, kt, vt))
+        branch = _flash if path == "flash" else _softmax
+        out = branch(ctx, qt, kt, vt, mt, scale, softcap, max_bias)
+        return _compute(ctx, out, (B, Tq, H, dv)).transpose(0, 2, 1, 3)  # ne (dv, H, Tq, B)
     finally:
         ggml.free(ctx)
-    return result.transpose(0, 2, 1, 3)
+
+
+def _tensor(ctx, x, ggml_type):
+    """A new ggml tensor holding NumPy's contiguous x (ne: x's shape reversed)."""
+    tensor = ggml.new_tensor_4d(ctx, ggml_type, *reversed(x.shape))
+    ctypes.memmove(ggml.get_data(tensor), x.ctypes.data, x.nbytes)
+    return tensor
+
+
+def _compute(ctx, out, shape):
+    """out's float32 data, as NumPy of shape, once its graph ran on one thread."""
+    graph = ggml.new_graph(ctx)
+    ggml.build_forward_expand(graph, out)
+    status = ggml.graph_compute_with_ctx(ctx, graph, 1)
+    if status != 0:
+        raise RuntimeError(f"ggml_graph_compute_with_ctx returned status {status}")
+    return np.ctypeslib.as_array(ctypes.cast(ggml.get_data(out), ctypes.POINTER(ctypes.c_float)), shape).copy()
 
 
 def _flash(ctx, q, k, v, mask, scale, softcap, max_bias):
