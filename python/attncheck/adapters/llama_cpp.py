@@ -85,9 +85,11 @@ import os
 
 import numpy as np
 
-from . import library
+from . import library, serve
 
-llama_cpp = library("llama_cpp", "llama_cpp")
+# The ggml signatures declared below are those of the llama.cpp that llama-cpp-python 0.3.36 vendors
+# (commit 0c1e570); ctypes cannot check an older library's, so an older release is refused.
+llama_cpp = library("llama_cpp", "llama_cpp", since="0.3.36")
 
 F32, F16 = 0, 1  # enum ggml_type
 PREC_F32 = 10  # enum ggml_prec
@@ -264,8 +266,7 @@ def setup(argv=None):
 def main(argv=None):
     served = setup(argv)
     if served is not None:
-        import attncheck  # here, not above: the module runs without attncheck in attncheck repro's standalone scripts
-        attncheck.serve(**served)
+        serve("llama_cpp", **served)
 
 
 if __name__ == "__main__":
