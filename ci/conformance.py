@@ -41,6 +41,7 @@ class Row:
     python: str = "venv"  # or "system": Debian's python3 (torch 1.13); "torch": --torch-python's (torch 2.x);
     # "mlx": --mlx-python's (MLX on the CPU)
     # "keras": --keras-python's (keras 3 on jax)
+    # "llama": --llama-python's (llama.cpp's ggml, llama-cpp-python built from its sdist)
     formats: tuple = FORMATS  # of those the adapter claims, the ones this row checks
     check: tuple = ()  # more flags of attncheck check, under both contracts
 
@@ -81,6 +82,15 @@ ROWS = [
         ["--api", "ops"], ["--empty-rows", "mean"] + _FINITE,
         "it calls jax.nn.dot_product_attention: an empty row is the mean of V, as jax's", python="keras",
         check=("--case-timeout", "120")),  # eager: each new shape compiles anew, 2 to 4 s a case
+    Row("llama-cpp-flash", "llama.cpp", "llama_cpp_python", "`ggml_flash_attn_ext` on the CPU as llama.cpp's "
+        "build_attn_mha calls it (-fa on; f16 KV cache, f16 KQ mask)", "llama_cpp", ["--path", "flash"], _FINITE,
+        "a row with no permitted key gives 0 (ggml's S_inv = 0); a forbidden key is skipped below 64 query rows, "
+        "but from 64 on (the tiled path) the weights multiply all of V", python="llama", formats=("f32", "f16")),
+    Row("llama-cpp-softmax", "llama.cpp", "llama_cpp_python", "`ggml_mul_mat` / `ggml_soft_max_ext` / `ggml_mul_mat` "
+        "as build_attn_mha without flash attention (-fa off; f16 KV cache, f32 KQ mask)", "llama_cpp",
+        ["--path", "softmax"], ["--empty-rows", "nan"] + _FINITE,
+        "the mask is added to every score and the softmax takes the whole row: an empty row is NaN (-inf - -inf), "
+        "the weights multiply all of V", python="llama", formats=("f32", "f16")),
     Row("openvino-f32", "OpenVINO", "openvino", "`opset13.scaled_dot_product_attention`, INFERENCE_PRECISION_HINT f32",
         "openvino", ["--precision", "f32"], ["--empty-rows", "nan"] + _FINITE,
         "the spec's reference is Select(!mask, -inf, 0) then softmax: an all-false mask gives NaN (openvino 35959)"),
@@ -124,7 +134,7 @@ def columns_of(finding):
 
 def python_of(row, args):
     return {"venv": args.venv_python, "torch": args.torch_python, "mlx": args.mlx_python,
-            "keras": args.keras_python}.get(row.python, "/usr/bin/python3")
+            "keras": args.keras_python, "llama": args.llama_python}.get(row.python, "/usr/bin/python3")
 
 
 def environment():
@@ -521,6 +531,7 @@ def arguments():
     parser.add_argument("--torch-python", help="the python of the rows of a current torch (ci/requirements-torch.txt)")
     parser.add_argument("--mlx-python", help="the python of the MLX rows (ci/requirements-mlx.txt)")
     parser.add_argument("--keras-python", help="the python of the rows of keras 3 on jax (ci/requirements-keras.txt)")
+    parser.add_argument("--llama-python", help="the python of the llama.cpp rows (ci/requirements-llama.txt)")
     parser.add_argument("--seconds", type=float, default=30, help="each campaign's budget (default 30)")
     parser.add_argument("--shrink-seconds", type=float, default=5, help="shrinking per finding (default 5)")
     parser.add_argument("--seed", type=int, default=1)

@@ -30,20 +30,23 @@ ensure_packages() {
   fi
 }
 
-# ensure_venv [REQUIREMENTS IMPORTS VARIABLE PLACE]: a virtual environment with the pinned wheels
+# ensure_venv [REQUIREMENTS IMPORTS VARIABLE PLACE SOURCE]: a virtual environment with the pinned wheels
 # of ci/REQUIREMENTS over Debian's python3 (--system-site-packages: its pytest; the venv's own numpy
 # and the rest shadow Debian's), made by python3-venv alone (pip from its own wheel): made once in
 # $PLACE (the variable named PLACE says where) or else ~/.cache/attncheck/NAME-HASH, NAME venv for
 # requirements.txt, venv-torch for requirements-torch.txt and venv-mlx for requirements-mlx.txt,
 # HASH from the file, so a clean clone reuses it. It is built where it stays, under a lock, and
 # counts as made only once its stamp (written last, holding HASH) is there, after `import IMPORTS`
-# ran in it; a half-made one is removed and made again. Exports VARIABLE, its python. With no
-# arguments, the venv of ci/requirements.txt (ONNX Runtime, JAX, OpenVINO): ATTNCHECK_VENV_PYTHON,
-# in $ATTNCHECK_VENV.
+# ran in it; a half-made one is removed and made again. Exports VARIABLE, its python. SOURCE names
+# the packages of ci/REQUIREMENTS that have no wheel (space-separated): they are built from their
+# pinned sdists after the wheels are in, without build isolation, so that their build dependencies
+# are the file's pinned wheels too. With no arguments, the venv of ci/requirements.txt (ONNX
+# Runtime, JAX, OpenVINO): ATTNCHECK_VENV_PYTHON, in $ATTNCHECK_VENV.
 ensure_venv() {
   local file=${1:-requirements.txt} imports=${2:-onnx, onnxruntime} variable=${3:-ATTNCHECK_VENV_PYTHON}
-  local place=${4:-ATTNCHECK_VENV} requirements hash venv stamp owner lock wheel name
+  local place=${4:-ATTNCHECK_VENV} source=${5:-} requirements hash venv stamp owner lock wheel name built
   requirements="$ATTNCHECK_ROOT/ci/$file" name=${file#requirements} name=venv${name%.txt}
+  built="^(${source// /|})=="  # the lines of SOURCE's packages (none when SOURCE is empty)
   hash=$(sha256sum "$requirements" | cut -c1-12)
   [ -n "${!place:-}${HOME:-}" ] || { echo "ci: neither $place nor HOME is set: nowhere to keep the venv" >&2; exit 2; }
   venv=${!place:-$HOME/.cache/attncheck/$name-$hash}
@@ -61,7 +64,9 @@ ensure_venv() {
       { rm -rf "$venv" && mkdir -p "$venv" && echo "made by ci/lib.sh ensure_venv" >"$owner" && [ -n "$wheel" ] &&
         /usr/bin/python3 -m venv --system-site-packages --without-pip "$venv" &&
         "$venv/bin/python" "$wheel/pip" install --quiet --disable-pip-version-check --no-input \
-          --only-binary :all: --no-deps -r "$requirements" &&
+          --only-binary :all: --no-deps -r <(grep -viE "$built" "$requirements") &&
+        { [ -z "$source" ] || "$venv/bin/python" "$wheel/pip" install --quiet --disable-pip-version-check --no-input \
+          --no-binary :all: --no-build-isolation --no-deps $(grep -iE "$built" "$requirements"); } &&
         "$venv/bin/python" -c "import $imports"; } >"$venv.log" 2>&1 \
         || { echo "ci: could not make the Python venv $venv from ci/$file (log: $venv.log)" >&2; exit 2; }
       echo "$hash" >"$stamp"
@@ -83,12 +88,24 @@ ensure_venv() {
 # Keras 3 on JAX (ATTNCHECK_KERAS_VENV, else ~/.cache/attncheck/venv-keras-HASH): 664 MB on disk (jaxlib 349 MB, scipy 113 MB) from 145 MB of
 # wheels; made in 79 s here (2026-12-03, 2 cores) with the wheels in pip's cache, about 10 s more
 # to download them the first time. Its import check runs with KERAS_BACKEND=jax (keras' default
-# backend, TensorFlow, is not installed).
+# backend, TensorFlow, is not installed). llama.cpp's ggml (ATTNCHECK_LLAMA_VENV, else
+# ~/.cache/attncheck/venv-llama-HASH): llama-cpp-python's sdist (it has no Linux wheel) built here
+# by Debian's cmake and g++ with LLAMA_CMAKE_ARGS (not in the venv's hash: change
+# ci/requirements-llama.txt with them): CPU only though nvcc may be installed, no multimodal library,
+# tools, tests or examples; ggml's default -march=native, so the libraries fit this machine. 132 MB
+# on disk (numpy 73 MB; llama_cpp's libraries 20 MB, and 32 MB more of the same in site-packages/lib,
+# where llama.cpp's own install puts them) from a 77 MB sdist and 20 MB of wheels; its build is
+# the cost: made in 18 min 10 s here the first time (2026-12-03, 2 cores under a load of 9; 8 min
+# 45 s of CPU), 11 min 33 s in a quieter moment.
+LLAMA_CMAKE_ARGS="-DGGML_CUDA=OFF -DLLAVA_BUILD=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
+-DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF"
 ensure_venvs() {
   ensure_venv
   ensure_venv requirements-torch.txt torch ATTNCHECK_TORCH_PYTHON ATTNCHECK_TORCH_VENV
   ensure_venv requirements-mlx.txt mlx.core ATTNCHECK_MLX_PYTHON ATTNCHECK_MLX_VENV
   KERAS_BACKEND=jax ensure_venv requirements-keras.txt "keras, jax" ATTNCHECK_KERAS_PYTHON ATTNCHECK_KERAS_VENV
+  CMAKE_ARGS="$LLAMA_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
+    ensure_venv requirements-llama.txt llama_cpp ATTNCHECK_LLAMA_PYTHON ATTNCHECK_LLAMA_VENV llama-cpp-python
 }
 
 # build DIR [cmake args...]: configures once, then builds everything on all cores.

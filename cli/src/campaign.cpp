@@ -38,6 +38,7 @@ uint64_t mix(uint64_t x) {  // splitmix64's finalizer: distinct seeds per (campa
 CampaignResult claims(const IsolatedKernel& kernel, const CampaignOptions& options) {
   CampaignResult result;
   result.abi_version = kernel.version();
+  result.impl_said = kernel.said_at_start();
   result.capabilities = kernel.capabilities();
   result.domain = kernel.domain();
   const uint32_t checked = checked_capabilities(kernel.capabilities(), options);

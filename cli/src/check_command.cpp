@@ -382,11 +382,13 @@ void report_findings(const FlagValues& o, const CampaignOptions& options, const 
   }
 }
 
-// The "checked" line: what of the kernel's claims the run checked, what it skipped, and the
-// policies it assumed.
+// The "checked" line: what the command said as it started (an adapter: the library it calls), what
+// of the kernel's claims the run checked, what it skipped, and the policies it assumed.
 std::string checked_line(const CampaignResult& result, const CampaignOptions& options) {
   const Coverage covered = coverage(result.capabilities, options);
-  return "checked: " + feature_names(covered.checked) + " (ABI v" + std::to_string(result.abi_version) +
+  const std::string& said = result.impl_said;  // its last line: an adapter's library and version, after any import's warnings
+  return (said.empty() ? "" : "the command said as it started: " + said.substr(said.rfind('\n') + 1) + "\n") +
+         "checked: " + feature_names(covered.checked) + " (ABI v" + std::to_string(result.abi_version) +
          ((result.capabilities & kLayerOnly) ? "; the multi-head layer alone" : "") + ")" +
          (result.domain.restrictions ? "; restricted to: " + domain_text(result.domain) : "") +
          (covered.unchecked ? "; claimed, not checked: " + feature_names(covered.unchecked) : "") +

@@ -49,6 +49,7 @@ CampaignResult replay(const CampaignOptions& options, const Finding& recorded, s
   if (calls) *calls = runs.back();
   CampaignResult result;
   result.abi_version = kernel.version();
+  result.impl_said = kernel.said_at_start();
   result.capabilities = kernel.capabilities();
   result.domain = kernel.domain();
   result.replayed = true;

@@ -76,6 +76,7 @@ Json result_json(const std::string& verdict, const CampaignOptions& options, con
   Json json = {{"verdict", verdict},
                {"inconclusive", inconclusive.empty() ? Json() : Json(inconclusive)},
                {options.command ? "impl_cmd" : "impl", options.impl},
+               {"impl_said", r.impl_said.empty() ? Json() : Json(r.impl_said)},
                {"seed", options.seed},
                {"cases", r.cases},
                {"properties", r.per_property.size()},

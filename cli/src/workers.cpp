@@ -161,6 +161,7 @@ Json to_json(const CampaignResult& r) {
           {"worst_ratio", number(r.worst_ratio)},
           {"fp_mode", r.fp_mode},
           {"abi_version", r.abi_version},
+          {"impl_said", r.impl_said},
           {"capabilities", r.capabilities},
           {"not_applicable", r.not_applicable},
           {"examine_seconds", r.examine_seconds},
@@ -185,6 +186,7 @@ CampaignResult result_from(const Json& j) {
   r.worst_ratio = number(j.at("worst_ratio"));
   r.fp_mode = j.at("fp_mode");
   r.abi_version = j.at("abi_version");
+  r.impl_said = j.at("impl_said");
   r.capabilities = j.at("capabilities");
   r.not_applicable = j.at("not_applicable").get<std::map<std::string, std::string>>();
   r.examine_seconds = j.at("examine_seconds");
@@ -205,6 +207,7 @@ CampaignResult result_from(const Json& j) {
 CampaignResult merged(const std::vector<CampaignResult>& shares, const CampaignOptions& options) {
   CampaignResult r;
   r.abi_version = shares.front().abi_version;
+  r.impl_said = shares.front().impl_said;
   r.capabilities = shares.front().capabilities;
   r.domain = shares.front().domain;
   r.not_applicable = shares.front().not_applicable;

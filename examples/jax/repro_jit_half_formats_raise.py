@@ -13,7 +13,7 @@ attncheck's adapter therefore runs f16 and bf16 op by op by default (--jit auto)
 always, attncheck reports every f16 and bf16 problem as raised (Property.AgreesWithOracleInFloat,
 "fails only with: f16" / "bf16").
 
-Shown with jax 0.7.1, jaxlib 0.7.1, numpy 1.26.4 on the CPU.
+Shown with jax 0.7.1, jaxlib 0.7.1, numpy 1.26.4, and jax 0.10.2, jaxlib 0.10.2, numpy 2.3.5, on the CPU.
 Run: VENV_PYTHON examples/jax/repro_jit_half_formats_raise.py
 Exit 0 when it reproduces (both jitted calls raise, both op-by-op ones work), 1 otherwise.
 """

@@ -290,6 +290,10 @@ void IsolatedKernel::start() {
                                                                   : which_ + ": ") +
                              started->detail + (err.empty() ? "" : "\nits stderr:\n" + err));
   }
+  if (command_) {
+    said_at_start_ = take_stderr();
+    while (!said_at_start_.empty() && said_at_start_.back() == '\n') said_at_start_.pop_back();
+  }
   version_ = int32_t(hello.abi);
   capabilities_ = hello.capabilities;
   domain_ = {hello.restrictions, limits_from_abi(hello.limits)};

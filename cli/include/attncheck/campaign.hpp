@@ -143,6 +143,7 @@ struct CampaignResult {
   std::map<std::string, int64_t> not_taken_reasons, not_taken_runs;
   std::string fp_mode;                                // how the library changed the process's floating-point mode, or empty
   int32_t abi_version = 0;                            // the kernel's plugin ABI (the built-in: 2)
+  std::string impl_said;                              // a command's stderr as it started (IsolatedKernel::said_at_start)
   uint32_t capabilities = 0;                          // what it claims, ABI v2's bits: the features the campaign drew from
   Domain domain;                                      // and what it takes of them (domain.hpp)
   std::map<std::string, std::string> not_applicable;  // the properties skipped, and why (not_applicable)

@@ -81,20 +81,14 @@ gives NaN, +inf + -inf (repro_bias_forbidden_score_overflow.py).
 import argparse
 import importlib
 import re
-import sys
 import warnings
 
 import numpy as np
 
-from . import library
+from . import library, serve
 
-torch = library("torch", "flex_attention")
-try:
-    flex = importlib.import_module("torch.nn.attention.flex_attention")
-except ImportError:
-    sys.stderr.write(f"attncheck.adapters.flex_attention: torch {torch.__version__} has no "
-                     f"torch.nn.attention.flex_attention (2.5 and later)\n")
-    sys.exit(2)
+torch = library("torch", "flex_attention", since="2.5")  # FlexAttention came in torch 2.5
+flex = importlib.import_module("torch.nn.attention.flex_attention")
 
 VERSION = tuple(int(x) for x in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
 DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16}
@@ -265,8 +259,7 @@ def setup(argv=None):
 def main(argv=None):
     served = setup(argv)
     if served is not None:
-        import attncheck  # here, not above: the module runs without attncheck in standalone scripts
-        attncheck.serve(**served)
+        serve("flex_attention", **served)
 
 
 if __name__ == "__main__":

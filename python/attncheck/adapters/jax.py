@@ -6,8 +6,13 @@
 
 Each problem is translated into the function's own arguments and the function is called (under
 jax.jit for f32 and f64), its output returned as it is: no masking, scaling, NaN handling or
-re-computation of the adapter's own. Checked with jax 0.7.1 and jaxlib 0.7.1 (the newest release
-that installs with numpy 1.26.4), ml_dtypes 0.5.4, opt_einsum 3.4.0, scipy 1.17.1.
+re-computation of the adapter's own. Checked with jax 0.10.2 and jaxlib 0.10.2 (ci/requirements.txt:
+the newest with a wheel for CPython 3.11) over numpy 2.3.5, and before with jax 0.7.1 over numpy 1.26.4.
+
+Releases: jax 0.4.31 and later (the first with jax.nn.dot_product_attention, jax PR 21371; an older
+one is refused in one line, exit 2). key_value_seq_lengths and local_window_size (jax PR 23247) came
+later, and 0.4.31 refuses grouped KV heads: kv_lens, window and gqa are claimed only where the
+function has them (0.4.38 has all three).
 
 Compiling. f32 and f64 problems are run under one module-level jax.jit of the call; JAX keeps one
 compiled function per signature (shapes, dtypes, which of bias, mask, key lengths, window and
@@ -17,9 +22,9 @@ as a scalar of the logits' format (float32 for f32, f16 and bf16; float64 for f6
 the function itself makes of a Python float (`jnp.array(scale, dtype=logits.dtype)`); the window
 sizes as int32 scalars, used by its window mask only in comparisons. f16 and bf16 problems are run
 op by op (eagerly, each primitive compiled and cached by JAX): under jax.jit the function raises on
-the CPU with jax 0.7.1 for f16 ("The precision 'F16_F16_F32' is not supported by dot_general on
-CPU") and for bf16 of some shapes ("UNIMPLEMENTED: Dot with multiple contracting dimensions is not
-implemented" with a head dim of 1, for instance). It asks its score einsum for
+the CPU for f16 ("The precision 'F16_F16_F32' is not supported by dot_general on CPU") and for bf16
+(jax 0.10.2: "Algorithm not supported by the ElementalIrEmitter: ALG_DOT_BF16_BF16_F32"; jax 0.7.1,
+for some shapes: "UNIMPLEMENTED: Dot with multiple contracting dimensions is not implemented"). It asks its score einsum for
 DotAlgorithmPreset.F16_F16_F32 (BF16_BF16_F32) and falls back to the default precision in a
 try/except, which catches the refusal only when the einsum runs at once, not when it is traced and
 compiled later (repro_jit_half_formats_raise.py; keras-hub PR 2354 met the float16 one). --jit
@@ -90,23 +95,24 @@ mean of V over all Tk keys (attncheck's --empty-rows mean; but over the mask's f
 only when a bias of -inf forbids the others), and a NaN or inf in a forbidden key or value still
 reaches the output through 0 x NaN (--masked-inputs finite). A permitted score of -inf, or below
 the mask value, loses to the forbidden keys, and a row of -inf scores is NaN: findings under
---empty-rows mean too. jax 0.7.1 ignores local_window_size when no mask, is_causal or key
-lengths are given (jax issue 32300, fixed in 0.8.2): a finding, not worked around. The scripts
+--empty-rows mean too. Before 0.8.2 jax ignored local_window_size when no mask, is_causal or key
+lengths were given (jax issue 32300): a finding there, not worked around. The scripts
 examples/jax/repro_*.py show each with jax and numpy alone. The conventions run:
 
     attncheck check --impl-cmd "VENV_PYTHON -m attncheck.adapters.jax" --empty-rows mean --masked-inputs finite
 """
 import argparse
+import inspect
 import os
 import sys
 
 import numpy as np
 
-from . import NotExpressible, library
+from . import NotExpressible, library, serve
 
 CAPABILITIES = {"f32", "f16", "bf16", "allow", "causal", "kv_lens", "gqa", "window", "bias", "backward"}
 
-JIT_FAILS = {"f16", "bf16"}  # formats whose jitted call raises on the CPU with jax 0.7.1 (repro_jit_half_formats_raise.py)
+JIT_FAILS = {"f16", "bf16"}  # formats whose jitted call raises on the CPU (repro_jit_half_formats_raise.py)
 
 jax = jnp = None  # imported by load(), after the platform is chosen
 _calls = {}  # (jitted or not, forward or backward) -> the callable
@@ -119,7 +125,7 @@ def load(enable_x64=False, implementation="xla", jit="auto", pad_head_dims=False
     """Imports jax on the CPU (JAX_PLATFORMS=cpu unless set) and makes the calls, jitted and not."""
     global jax, jnp, IMPLEMENTATION, JIT, PAD_HEAD_DIMS
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    jax = library("jax", "jax")
+    jax = library("jax", "jax", entry="nn.dot_product_attention", since="0.4.31")  # jax PR 21371
     import jax.numpy as jnp_module
     jnp = jnp_module
     if enable_x64:
@@ -127,9 +133,11 @@ def load(enable_x64=False, implementation="xla", jit="auto", pad_head_dims=False
     IMPLEMENTATION, JIT, PAD_HEAD_DIMS = implementation, jit, pad_head_dims
 
     def attention(q, k, v, bias, mask, kv_lens, window, scale, is_causal, implementation):
+        # only the arguments given: a release before key_value_seq_lengths and local_window_size has neither
+        given = {name: x for name, x in (("key_value_seq_lengths", kv_lens), ("local_window_size", window))
+                 if x is not None}
         return jax.nn.dot_product_attention(q, k, v, bias=bias, mask=mask, scale=scale, is_causal=is_causal,
-                                            key_value_seq_lengths=kv_lens, local_window_size=window,
-                                            implementation=implementation)
+                                            implementation=implementation, **given)
 
     def gradients(q, k, v, bias, mask, kv_lens, window, scale, dout, is_causal, implementation):
         _, pullback = jax.vjp(
@@ -243,7 +251,25 @@ def backward(p, dout):
 
 
 def capabilities():
-    return CAPABILITIES | ({"f64"} if jax.config.jax_enable_x64 else set())
+    """CAPABILITIES on this jax: key lengths and the window only where the function has key_value_seq_lengths and
+    local_window_size (jax 0.4.31, the first with it, has neither; jax PR 23247 added the window), grouped KV
+    heads where it groups them (not 0.4.31), f64 with --enable-x64."""
+    parameters = inspect.signature(jax.nn.dot_product_attention).parameters
+    later = {"kv_lens": "key_value_seq_lengths", "window": "local_window_size"}
+    lacking = {claim for claim, argument in later.items() if argument not in parameters}
+    if not takes_grouped_heads():
+        lacking.add("gqa")
+    return (CAPABILITIES - lacking) | ({"f64"} if jax.config.jax_enable_x64 else set())
+
+
+def takes_grouped_heads():
+    """Whether a 1-element call with 2 query heads and 1 KV head runs: jax 0.4.31 refuses it ("query shape
+    should be [1, -1, 1, 1]"), later releases group the query heads."""
+    try:
+        jax.nn.dot_product_attention(jnp.ones((1, 1, 2, 1)), jnp.ones((1, 1, 1, 1)), jnp.ones((1, 1, 1, 1)))
+        return True
+    except ValueError:
+        return False
 
 
 def setup(argv=None):
@@ -257,7 +283,7 @@ def setup(argv=None):
                         help="set jax_enable_x64 and claim f64 (the softmax still runs in float32)")
     parser.add_argument("--jit", choices=("auto", "always", "never"), default="auto",
                         help="call the function under jax.jit: auto (the default) for f32 and f64, and op by op "
-                             "for f16 and bf16, whose jitted call raises on the CPU with jax 0.7.1; always; never")
+                             "for f16 and bf16, whose jitted call raises on the CPU; always; never")
     parser.add_argument("--pad-head-dims", action="store_true",
                         help="emulated, not the function's: when dv != dk, which the function refuses, pad q, k "
                              "and v with zero columns to max(dk, dv), pass the scale 1/sqrt(dk) when the problem "
@@ -269,8 +295,7 @@ def setup(argv=None):
 
 
 def main(argv=None):
-    import attncheck  # here, not above: the module runs without attncheck in attncheck repro's standalone scripts
-    attncheck.serve(**setup(argv))
+    serve("jax", **setup(argv))
 
 
 if __name__ == "__main__":

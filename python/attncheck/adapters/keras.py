@@ -109,20 +109,16 @@ import warnings
 
 import numpy as np
 
-from . import NotExpressible, library
+from . import NotExpressible, library, refuse, serve
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-keras = library("keras", "keras")
-import jax  # noqa: E402  (after the platform is chosen)
+keras = library("keras", "keras", entry="ops.dot_product_attention", since="3.6")  # keras PR 20286
+jax = library("jax", "keras")  # the backend: its version is said too
 import jax.numpy as jnp  # noqa: E402
 
-if not keras.__version__.startswith("3.") or not hasattr(keras.ops, "dot_product_attention"):
-    raise SystemExit(f"attncheck.adapters.keras: keras {keras.__version__} has no keras.ops.dot_product_attention "
-                     f"(keras 3.6 or later is needed)")
 if keras.backend.backend() != "jax":
-    raise SystemExit(f"attncheck.adapters.keras: the keras backend is {keras.backend.backend()}, not jax "
-                     f"(KERAS_BACKEND=jax)")
+    refuse("keras", f"the keras backend is {keras.backend.backend()}, not jax (KERAS_BACKEND=jax)")
 # keras logs, with a traceback, each jax.nn.dot_product_attention it falls back from: quiet on stderr.
 logging.getLogger().setLevel(logging.CRITICAL)
 
@@ -321,8 +317,7 @@ def setup(argv=None):
 def main(argv=None):
     served = setup(argv)
     if served is not None:
-        import attncheck  # here, not above: the module runs without attncheck in standalone scripts
-        attncheck.serve(**served)
+        serve("keras", **served)
 
 
 if __name__ == "__main__":

@@ -88,9 +88,9 @@ import sys
 
 import numpy as np
 
-from . import library
+from . import library, serve
 
-mx = library("mlx.core", "mlx")
+mx = library("mlx.core", "mlx", entry="fast.scaled_dot_product_attention")
 
 DTYPES = {"f32": mx.float32, "f64": mx.float64, "f16": mx.float16, "bf16": mx.bfloat16}
 
@@ -215,8 +215,7 @@ def setup(argv=None):
 def main(argv=None):
     served = setup(argv)
     if served is not None:
-        import attncheck  # here, not above: the module runs without attncheck in attncheck repro's standalone scripts
-        attncheck.serve(**served)
+        serve("mlx", **served)
 
 
 if __name__ == "__main__":

@@ -9,9 +9,18 @@ onnxruntime.InferenceSession and returns the operator's output, nothing else: no
 NaN handling or re-computation of its own. Sessions are cached per (operator, format, shapes,
 attributes, inputs given), so a campaign is not dominated by session creation (about 1 ms each).
 Run it with the pinned environment that ci/lib.sh's ensure_venv makes (ci/requirements.txt:
-onnxruntime 1.30.0, onnx 1.21.0):
+onnxruntime 1.32.0, onnx 1.23.2):
 
   PYTHONPATH=python build/cli/attncheck check --impl-cmd "$ATTNCHECK_VENV_PYTHON -m attncheck.adapters.onnxruntime --op gqa"
+
+Releases: onnxruntime 1.16 and later (LOADS below: each contrib node is stamped with the highest
+opset and IR version the installed release loads). --op attention needs 1.23 (opset 23; 1.22.1 loads
+opset 22 at most), --opset 24 1.24; --op gqa a CPU kernel of GroupQueryAttention (1.18.1 has one,
+1.17.3 none). What a release's schema of the operator lacks is not claimed: GroupQueryAttention's
+softcap (1.20.1, not 1.19.2), attention_bias (1.22.1, not 1.21.1) and `causal` attribute (1.30.0, not
+1.29.0: before it every call is causal, declared restriction causal), MultiHeadAttention's
+unidirectional (1.17.3, not 1.16.3) and attention_bias (1.20.1). Each refusal is one line on stderr
+and exit 2.
 
 Each operator says what it takes of its claims (RESTRICTIONS: GroupQueryAttention's causal mask is
 lower-right only), and attncheck sends nothing else; a problem inside them that the operator cannot
@@ -122,11 +131,20 @@ import math
 
 import numpy as np
 
-from . import NotExpressible, library
+from . import NotExpressible, library, refuse, serve, version
 
+ort = library("onnxruntime", "onnxruntime", since="1.16")  # the oldest release in LOADS
 onnx = library("onnx", "onnxruntime")
-ort = library("onnxruntime", "onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
+
+# The highest ONNX opset and IR version each onnxruntime release loads, measured on the last patch
+# release of each, 1.16.3 to 1.32.0 (a one-node model of each stamp given to InferenceSession;
+# test_onnxruntime.py checks the installed release's row). A later release takes the last row, which
+# it loads too.
+LOADS = {(1, 16): (19, 9), (1, 17): (20, 9), (1, 18): (21, 10), (1, 19): (21, 10), (1, 20): (21, 10),
+         (1, 21): (22, 10), (1, 22): (22, 10), (1, 23): (23, 11), (1, 24): (25, 13), (1, 25): (26, 13),
+         (1, 26): (26, 13), (1, 27): (26, 13), (1, 28): (26, 13), (1, 29): (26, 13), (1, 30): (26, 13),
+         (1, 31): (26, 13), (1, 32): (28, 14)}
 
 CAPABILITIES = {
     "attention": {"f32", "f16", "allow", "causal", "kv_lens", "gqa", "softcap", "bias"},
@@ -140,6 +158,23 @@ FORMATS = {"f32": np.float32, "f16": np.float16}
 ELEMENTS = {"f32": TensorProto.FLOAT, "f16": TensorProto.FLOAT16}
 INDEX_ELEMENTS = {np.dtype(np.int32): TensorProto.INT32, np.dtype(np.int64): TensorProto.INT64,
                   np.dtype(bool): TensorProto.BOOL}
+
+
+def loads(release=None):
+    """(opset, IR version): the highest the onnxruntime `release` (the installed one) loads, LOADS' row at or below it."""
+    return LOADS[max(row for row in LOADS if row <= version(release or ort.__version__)[:2])]
+
+
+def contrib_schema(op):
+    """(attributes, input names, whether the CPU execution provider has a kernel) of com.microsoft `op`
+    in the installed release: the attributes and inputs it takes differ between releases."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as C
+    schemas = [s for s in C.get_all_operator_schema() if s.name == op and s.domain == "com.microsoft"]
+    kernel = any(k.op_name == op and k.domain == "com.microsoft" and k.provider == "CPUExecutionProvider"
+                 for k in C.get_all_opkernel_def())
+    if not schemas:
+        return set(), [], kernel
+    return set(schemas[-1].attributes), [i.name for i in schemas[-1].inputs], kernel
 
 
 def _element(dtype, array_dtype):
@@ -161,7 +196,9 @@ def session(op_type, domain, opset, dtype, inputs, outputs, y_shape, attributes)
                for n, name in enumerate(outputs)]
     graph = helper.make_graph([node], "attention", values, results)
     opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
-    model = helper.make_model(graph, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets[:1]))
+    # a contrib node: the highest stamp the release loads (LOADS); the ONNX Attention's own opset's IR version
+    ir_version = loads()[1] if domain else helper.find_min_ir_version_for(opsets[:1])
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=ir_version)
     if not domain:
         onnx.checker.check_model(model)
     options = ort.SessionOptions()
@@ -327,7 +364,7 @@ def translate_gqa(p):
 
 def forward_gqa(p):
     feeds, attributes, d = translate_gqa(p)
-    out = _run("GroupQueryAttention", "com.microsoft", 23, p, feeds, ("output", "present_key", "present_value"),
+    out = _run("GroupQueryAttention", "com.microsoft", loads()[0], p, feeds, ("output", "present_key", "present_value"),
                (p.B, p.Tq, p.H * d), attributes)
     return out.reshape(p.B, p.Tq, p.H, d).transpose(0, 2, 1, 3)[..., :p.dv]
 
@@ -367,7 +404,7 @@ def translate_mha(p):
 
 def forward_mha(p):
     feeds, attributes = translate_mha(p)
-    out = _run("MultiHeadAttention", "com.microsoft", 23, p, feeds, ("output",), (p.B, p.Tq, p.H * p.dv), attributes)
+    out = _run("MultiHeadAttention", "com.microsoft", loads()[0], p, feeds, ("output",), (p.B, p.Tq, p.H * p.dv), attributes)
     return out.reshape(p.B, p.Tq, p.H, p.dv).transpose(0, 2, 1, 3)
 
 
@@ -382,13 +419,46 @@ def setup(argv=None):
     args = parser.parse_args(argv)
     if args.opset != 23 and args.op != "attention":
         parser.error("--opset is --op attention's (the contrib operators are version 1 of com.microsoft)")
-    fn = {"attention": functools.partial(forward, opset=args.opset), "gqa": forward_gqa, "mha": forward_mha}[args.op]
-    return dict(forward=fn, capabilities=CAPABILITIES[args.op], restrictions=RESTRICTIONS[args.op])
+    if args.op == "attention":
+        return dict(forward=functools.partial(forward, opset=args.opset), **claims_attention(args.opset))
+    return dict(forward=forward_gqa, **claims_gqa()) if args.op == "gqa" else dict(forward=forward_mha, **claims_mha())
+
+
+def claims_attention(opset):
+    """--op attention's claims, or one line and exit 2 where the release or onnx cannot stamp `opset`."""
+    most, ir = loads()
+    if most < opset:
+        first = min(row for row, (loaded, _) in LOADS.items() if loaded >= opset)
+        refuse("onnxruntime", f"onnxruntime {ort.__version__} loads ONNX opset {most} at most (IR version {ir}), and "
+                              f"--op attention is the Attention operator of opset {opset}: it needs onnxruntime "
+                              f"{first[0]}.{first[1]} or later (--op gqa and mha run here)")
+    if onnx.defs.onnx_opset_version() < opset:
+        refuse("onnxruntime", f"onnx {onnx.__version__} knows ONNX opset {onnx.defs.onnx_opset_version()} at most: "
+                              f"--op attention --opset {opset} needs an onnx that has its Attention operator")
+    return dict(capabilities=CAPABILITIES["attention"], restrictions=RESTRICTIONS["attention"])
+
+
+def claims_gqa():
+    """--op gqa's claims on this release: its softcap attribute and attention_bias input came later than the
+    operator, and before its `causal` attribute (onnxruntime 1.30) it is always causal."""
+    attributes, inputs, kernel = contrib_schema("GroupQueryAttention")
+    if not kernel:
+        refuse("onnxruntime", f"onnxruntime {ort.__version__} has no CPU kernel of com.microsoft GroupQueryAttention "
+                              f"(1.18.1 has one, 1.17.3 none): --op gqa cannot run here")
+    claims = CAPABILITIES["gqa"] - ({"softcap"} - attributes) - ({"bias"} if "attention_bias" not in inputs else set())
+    return dict(capabilities=claims, restrictions=RESTRICTIONS["gqa"] + ([] if "causal" in attributes else ["causal"]))
+
+
+def claims_mha():
+    """--op mha's claims on this release: `unidirectional` (causal) and the attention_bias input came later."""
+    attributes, inputs, _ = contrib_schema("MultiHeadAttention")
+    claims = CAPABILITIES["mha"] - ({"causal"} if "unidirectional" not in attributes else set())
+    claims -= {"bias"} if "attention_bias" not in inputs else set()
+    return dict(capabilities=claims, restrictions=RESTRICTIONS["mha"])
 
 
 def main(argv=None):
-    import attncheck  # here, not above: the module runs without attncheck in attncheck repro's standalone scripts
-    attncheck.serve(**setup(argv))
+    serve("onnxruntime", **setup(argv))
 
 
 if __name__ == "__main__":

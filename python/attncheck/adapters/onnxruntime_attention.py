@@ -7,7 +7,7 @@ For each layer call the adapter builds a graph of that node followed by a MatMul
 Add of b_o when the problem has it), runs it with onnxruntime.InferenceSession and returns its
 output: no masking, scaling, NaN handling or re-computation of its own. Sessions are cached per
 (shapes, attributes, inputs given). Run it with the pinned environment (ci/lib.sh's ensure_venv:
-onnxruntime 1.30.0, onnx 1.21.0):
+onnxruntime 1.32.0, onnx 1.23.2):
 
   PYTHONPATH=python build/cli/attncheck check --impl-cmd "$ATTNCHECK_VENV_PYTHON -m attncheck.adapters.onnxruntime_attention"
 
@@ -56,10 +56,10 @@ import functools
 
 import numpy as np
 
-from . import NotExpressible, library
+from . import NotExpressible, library, serve
 
+ort = library("onnxruntime", "onnxruntime_attention", since="1.16")  # the oldest checked: 1.16.3
 onnx = library("onnx", "onnxruntime_attention")
-ort = library("onnxruntime", "onnxruntime_attention")
 from onnx import TensorProto, helper  # noqa: E402
 
 CAPABILITIES = {"f32", "allow", "causal", "kv_lens", "window", "mha"}
@@ -173,8 +173,7 @@ def setup(argv=None):
 
 
 def main(argv=None):
-    import attncheck  # here, not above: the module runs without attncheck in standalone scripts
-    attncheck.serve(**setup(argv))
+    serve("onnxruntime_attention", **setup(argv))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ masking, scaling, NaN handling or re-computation of its own. Compiled models are
 
   build/cli/attncheck check --impl-cmd "VENV_PYTHON -m attncheck.adapters.openvino [--precision f32|default]"
 
-with PYTHONPATH=python and a venv holding openvino 2026.4.1 (numpy 1.26.4, openvino-telemetry 2025.2.0).
+with PYTHONPATH=python and a venv holding openvino 2026.4.1 (numpy 2.3.5, openvino-telemetry 2025.2.0).
 
 --precision f32 (the default here): compile_model(..., {"INFERENCE_PRECISION_HINT": "f32"}), so a
   float32 or float16 model is computed in float32. --precision default: no config, OpenVINO's own
@@ -54,18 +54,20 @@ A row with no permitted key: the spec's pseudo-code gives it softmax(all -inf) =
 """
 import argparse
 import functools
+import importlib
 import math
-import sys
 
 import numpy as np
 
-from . import library
+from . import library, refuse, serve
 
 ov = library("openvino", "openvino")
 try:
-    import openvino.opset13 as opset  # 2023.1 and later
-except ImportError:  # pragma: no cover - older layouts
-    import openvino.runtime.opset13 as opset
+    opset = importlib.import_module("openvino.opset13")  # 2024's layout
+except ImportError:
+    opset = importlib.import_module("openvino.runtime.opset13")  # 2023's (2023.3's documentation has the operator)
+if not hasattr(opset, "scaled_dot_product_attention"):
+    refuse("openvino", f"openvino {ov.__version__}'s opset13 has no scaled_dot_product_attention")
 
 CAPABILITIES = {"f32", "f16", "bf16", "allow", "causal", "kv_lens", "bias"}
 ELEMENT = {"f32": ov.Type.f32, "f16": ov.Type.f16, "bf16": ov.Type.bf16}
@@ -209,8 +211,7 @@ def setup(argv=None):
 def main(argv=None):
     served = setup(argv)
     if served is not None:
-        import attncheck  # here, not above: the module runs without attncheck in attncheck repro's standalone scripts
-        attncheck.serve(**served)
+        serve("openvino", **served)
 
 
 if __name__ == "__main__":

@@ -90,9 +90,10 @@ import sys
 
 import numpy as np
 
-from . import NotExpressible, library
+from . import NotExpressible, library, serve
 
-torch = library("torch", "torch_mha")
+# 1.13: the oldest checked (Debian 12's), with the fast path's torch._native_multi_head_attention
+torch = library("torch", "torch_mha", since="1.13")
 nn = torch.nn
 
 DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16}
@@ -316,8 +317,7 @@ def setup(argv=None):
 def main(argv=None):
     served = setup(argv)
     if served is not None:
-        import attncheck  # here, not above: the module runs without attncheck in standalone scripts
-        attncheck.serve(**served)
+        serve("torch_mha", **served)
 
 
 if __name__ == "__main__":

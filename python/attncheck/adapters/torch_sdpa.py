@@ -102,9 +102,10 @@ import sys
 
 import numpy as np
 
-from . import NotExpressible, library
+from . import NotExpressible, library, serve
 
-torch = library("torch", "torch_sdpa")
+# 1.13: the private F._scaled_dot_product_attention (pytorch PR 81956); 2.0 the public one
+torch = library("torch", "torch_sdpa", since="1.13")
 F = torch.nn.functional
 
 VERSION = tuple(int(x) for x in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
@@ -306,8 +307,7 @@ def setup(argv=None):
 def main(argv=None):
     served = setup(argv)
     if served is not None:
-        import attncheck  # here, not above: the module runs without attncheck in attncheck repro's standalone scripts
-        attncheck.serve(**served)
+        serve("torch_sdpa", **served)
 
 
 if __name__ == "__main__":

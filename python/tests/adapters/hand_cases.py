@@ -26,3 +26,26 @@ def problem(q, k, v, dtype="f32", causal="none", window=None, scale=0.0, softcap
         kv_lens=None if kv_lens is None else np.asarray(kv_lens, "<i4").tobytes(),
         bias=None if bias is None else encode(bias), want_lse=want_lse, dropout=dropout, want_keep=want_keep)
     return Problem(payload)
+
+
+def refusal(library, older, run, capsys, monkeypatch):
+    """What an adapter says when its library is the release `older`: `run` (that imports the adapter's
+    library again: importlib.reload of its module, or its load()) with library.__version__ = older must
+    exit 2 with one line on stderr, returned. The version is put back after."""
+    import pytest
+    with monkeypatch.context() as patch:
+        patch.setattr(library, "__version__", older)
+        with pytest.raises(SystemExit) as stopped:
+            run()
+    said = capsys.readouterr().err
+    assert stopped.value.code == 2 and said.count("\n") == 1 and said.endswith("\n"), said
+    return said
+
+
+def reload_refuses(adapter, library, older, capsys, monkeypatch):
+    """refusal() by reloading the adapter module, which is then reloaded again with the real version."""
+    import importlib
+    try:
+        return refusal(library, older, lambda: importlib.reload(adapter), capsys, monkeypatch)
+    finally:
+        importlib.reload(adapter)

@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the client, from the source tree
 torch = pytest.importorskip("torch")
 pytest.importorskip("torch.nn.attention.flex_attention")
-from hand_cases import problem  # noqa: E402
+from hand_cases import problem, reload_refuses  # noqa: E402
 from attncheck.adapters import flex_attention  # noqa: E402
 
 # its one warning on the eager path, said in the adapter's docstring
@@ -140,3 +140,8 @@ def test_a_nan_in_a_forbidden_value_reaches_the_output(flex):
     q, k = np.zeros((1, 1, 1, 1)), np.zeros((1, 1, 2, 1))
     v = np.array([1.0, np.nan]).reshape(1, 1, 2, 1)
     assert np.isnan(flex(problem(q, k, v, kv_lens=[1]))).all()
+
+
+def test_a_torch_without_flex_attention_is_refused(capsys, monkeypatch):
+    said = reload_refuses(flex_attention, torch, "2.4.1", capsys, monkeypatch)
+    assert said.startswith("attncheck.adapters.flex_attention: torch 2.4.1 is older than 2.5")

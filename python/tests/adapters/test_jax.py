@@ -14,10 +14,17 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the client, from the source tree
 jax = pytest.importorskip("jax")
-from hand_cases import problem  # noqa: E402
+from hand_cases import problem, refusal  # noqa: E402
 from attncheck.adapters import NotExpressible, jax as adapter  # noqa: E402
 
 adapter.load()
+CLAIMS = adapter.capabilities()
+
+
+def claimed(*names):
+    """A test of features this jax's function may lack (jax 0.4.31: key lengths, the window, grouped KV heads)."""
+    lacking = sorted(set(names) - CLAIMS)
+    return pytest.mark.skipif(bool(lacking), reason=f"jax {adapter.jax.__version__} does not claim {lacking}")
 
 
 def numpy_attention(p):
@@ -69,6 +76,7 @@ def test_layout_is_transposed_to_btnh_and_back():
     np.testing.assert_allclose(out, numpy_attention(p), rtol=2e-5, atol=2e-6)
 
 
+@claimed('gqa')
 def test_grouped_kv_heads_are_contiguous_groups():
     # H 4, H_kv 2, one key each: query head h gets the value of KV head h // 2, so 10 10 20 20
     # (h % 2 would give 10 20 10 20).
@@ -80,6 +88,7 @@ def test_grouped_kv_heads_are_contiguous_groups():
     np.testing.assert_allclose(adapter.forward(p), numpy_attention(p), rtol=2e-5, atol=2e-6)
 
 
+@claimed('kv_lens')
 def test_key_lengths_and_lower_right_causal():
     # B 2, Tq 2, Tk 3, lower-right: query i sees keys j <= i + 1; key lengths 3 and 1.
     q = np.zeros((2, 1, 2, 1), np.float32)
@@ -106,6 +115,7 @@ def test_upper_left_causal_is_the_functions_own_and_so_is_lower_right_when_squar
     assert args["is_causal"] and args["mask"] is None
 
 
+@claimed('window')
 @pytest.mark.parametrize("Tq,Tk", [(3, 3), (2, 5), (5, 2)])
 @pytest.mark.parametrize("window", [(1, 0), (0, 1), (2, -1), (-1, 1), (0, 0)])
 def test_window_follows_attncheck_rule(Tq, Tk, window):
@@ -123,6 +133,7 @@ def test_window_follows_attncheck_rule(Tq, Tk, window):
     np.testing.assert_allclose(adapter.forward(p), numpy_attention(p), rtol=2e-5, atol=2e-6)
 
 
+@claimed('window')
 def test_the_window_without_a_mask_is_applied_from_jax_0_8_2():
     # Before 0.8.2, _apply_masks returned the scores untouched when mask, is_causal and the lengths
     # were all absent, local_window_size or not (jax issue 32300, fixed by PR 32357): a finding of
@@ -164,6 +175,7 @@ def test_an_empty_row_is_the_mean_of_all_values():
     assert adapter.forward(problem(q, k, v, allow=allow)).ravel().tolist() == [6.0, 6.0]
 
 
+@claimed('gqa')  # its grouped KV heads
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_half_formats_run_op_by_op_and_round_like_the_format(dtype):
     p = rng_problem(6, B=1, H=2, H_kv=1, Tq=3, Tk=4, d=4, dtype=dtype, causal="upper-left")
@@ -194,6 +206,7 @@ def test_dv_unlike_dk_is_not_expressible():
         adapter.forward(problem(q, q, v))
 
 
+@claimed('gqa')  # its grouped KV heads
 def test_backward_is_jax_vjp_in_the_problems_layout():
     # One query, two keys with equal scores: weights 1/2, 1/2, so dv = dout / 2 for each key, and
     # dq = scale * sum_j w_j (dout.v_j - dout.out) k_j, with H 2 over one KV head summing both heads.
@@ -214,6 +227,7 @@ def test_backward_is_jax_vjp_in_the_problems_layout():
     np.testing.assert_allclose(dk, 0 * dk, atol=1e-7)  # q is zero: dk = scale * ds q = 0
 
 
+@claimed('gqa')  # its grouped KV heads
 def test_pad_head_dims_emulates_dv_unlike_dk():
     # --pad-head-dims: zero columns to max(dk, dv), the default scale kept as 1/sqrt(dk), the output
     # cut to dv columns; off by default (the function refuses, test_dv_unlike_dk_is_not_expressible).
@@ -237,3 +251,18 @@ def test_pad_head_dims_emulates_dv_unlike_dk():
         # dout all ones: dv[j, c] is key j's weight summed over the queries of both heads, for every c
         weights = numpy_attention(problem(q, k, np.eye(4, dtype=np.float32).reshape(1, 1, 4, 4), causal="upper-left"))
         np.testing.assert_allclose(dvv[0, 0], np.repeat(weights[0].sum((0, 1))[:, None], dv, 1), rtol=2e-5, atol=2e-6)
+
+
+def test_a_jax_older_than_its_dot_product_attention_is_refused(capsys, monkeypatch):
+    said = refusal(adapter.jax, "0.4.30", adapter.load, capsys, monkeypatch)
+    assert said.startswith("attncheck.adapters.jax: jax 0.4.30 is older than 0.4.31, the first release with "
+                           "jax.nn.dot_product_attention")
+
+
+def test_claims_narrow_to_what_the_function_takes(monkeypatch):
+    def function_of_0_4_31(query, key, value, *, bias=None, mask=None, scale=None, is_causal=False,
+                           implementation=None):
+        raise ValueError("query shape should be [1, -1, 1, 1]")  # its refusal of grouped heads
+    monkeypatch.setattr(adapter.jax.nn, "dot_product_attention", function_of_0_4_31)
+    assert not adapter.capabilities() & {"kv_lens", "window", "gqa"}
+    assert {"allow", "causal", "bias", "backward"} <= adapter.capabilities()

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the client, from
 os.environ.setdefault("KERAS_BACKEND", "jax")
 pytest.importorskip("keras")
 pytest.importorskip("jax")
-from hand_cases import problem  # noqa: E402
+from hand_cases import problem, reload_refuses  # noqa: E402
 from layer_reference import random_layer, reference  # noqa: E402
 from attncheck.adapters import NotExpressible, keras as adapter  # noqa: E402
 
@@ -170,3 +170,9 @@ def test_layer_with_dv_unlike_dk_raises_without_weights():
     m = random_layer(np.random.default_rng(10), B=1, H=2, Tq=3, D=4, dk=2, dv=3)
     with pytest.raises(TypeError, match="cannot reshape"):
         adapter.layer(m)
+
+
+def test_a_keras_older_than_its_dot_product_attention_is_refused(capsys, monkeypatch):
+    said = reload_refuses(adapter, adapter.keras, "3.5.0", capsys, monkeypatch)
+    assert said.startswith("attncheck.adapters.keras: keras 3.5.0 is older than 3.6, the first release with "
+                           "keras.ops.dot_product_attention")

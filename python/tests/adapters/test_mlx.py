@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the client, from the source tree
 pytest.importorskip("mlx.core")
-from hand_cases import problem  # noqa: E402
+from hand_cases import problem, refusal  # noqa: E402
 from attncheck.adapters import mlx as mlx_adapter  # noqa: E402
 
 mx = mlx_adapter.mx
@@ -148,3 +148,17 @@ def test_conventions_empty_row_mean_and_forbidden_values_leak(sdpa):
     assert sdpa(problem(q, k, v, allow=np.zeros((1, 1, 2), bool))).item() == 2.0
     assert np.isnan(sdpa(problem(q, k, np.array([1.0, np.nan]).reshape(1, 1, 2, 1), kv_lens=[1])).item())
     assert np.isnan(sdpa(problem(q, k, v, bias=np.full((1, 1, 1, 2), -np.inf))).item())  # -inf everywhere: NaN
+
+
+def test_an_mlx_without_the_fast_attention_is_refused(capsys, monkeypatch):
+    import importlib
+    monkeypatch.delattr(mlx_adapter.mx.fast, "scaled_dot_product_attention")
+    try:
+        said = refusal(mlx_adapter.mx, mlx_adapter.mx.__version__, lambda: importlib.reload(mlx_adapter), capsys,
+                       monkeypatch)
+    finally:
+        monkeypatch.undo()
+        importlib.reload(mlx_adapter)
+    assert said == (f"attncheck.adapters.mlx: mlx.core {mlx_adapter.mx.__version__} has no "
+                    f"mlx.core.fast.scaled_dot_product_attention; run it with a python whose mlx.core has it "
+                    f"(README.md, \"Checking a shipped runtime\")\n")

@@ -13,10 +13,38 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the client, from the source tree
-from hand_cases import problem  # noqa: E402
+from hand_cases import problem, refusal, reload_refuses  # noqa: E402
 from attncheck.adapters import onnxruntime as ort_attention  # noqa: E402
 
 
+GQA_ATTRIBUTES = ort_attention.contrib_schema("GroupQueryAttention")[0]
+
+
+def opset(n):
+    """The ONNX Attention operator of opset n: not where onnxruntime cannot load it or onnx cannot make it
+    (setup() refuses it there)."""
+    most = min(ort_attention.loads()[0], ort_attention.onnx.defs.onnx_opset_version())
+    return pytest.mark.skipif(most < n, reason=f"onnxruntime {ort_attention.ort.__version__} and onnx "
+                                               f"{ort_attention.onnx.__version__}: opset {most} at most")
+
+
+def since(release, why):
+    """A convention of onnxruntime `release` and later; an older release differs (why), a finding there."""
+    older = ort_attention.version(ort_attention.ort.__version__) < ort_attention.version(release)
+    return pytest.mark.skipif(older, reason=f"onnxruntime {ort_attention.ort.__version__}: {why}")
+
+
+MHA_ATTRIBUTES = ort_attention.contrib_schema("MultiHeadAttention")[0]
+gqa_kernel = pytest.mark.skipif(not ort_attention.contrib_schema("GroupQueryAttention")[2],
+                                reason="no CPU kernel of GroupQueryAttention (setup() refuses --op gqa)")
+mha_unidirectional = pytest.mark.skipif("unidirectional" not in MHA_ATTRIBUTES,
+                                        reason="MultiHeadAttention has no unidirectional (causal is not claimed)")
+
+# GroupQueryAttention before its `causal` attribute (1.30): always causal, so attncheck sends it causal calls alone.
+gqa_bidirectional = pytest.mark.skipif("causal" not in GQA_ATTRIBUTES, reason="GroupQueryAttention has no causal attribute")
+
+
+@opset(23)
 def test_explicit_mask_and_scale_on_a_1x1x2x2_case():
     q = np.array([[1, 0], [0, 1]], np.float32).reshape(1, 1, 2, 2)
     k = np.array([[1, 0], [0, 2]], np.float32).reshape(1, 1, 2, 2)
@@ -33,6 +61,7 @@ def test_explicit_mask_and_scale_on_a_1x1x2x2_case():
     np.testing.assert_allclose(out, expected, rtol=1e-6)
 
 
+@opset(23)
 def test_grouped_kv_heads_are_contiguous_groups():
     # H 4, H_kv 2, one key each: query head h gets the value of KV head h // 2, so 10 10 20 20
     # (h % 2 would give 10 20 10 20).
@@ -44,6 +73,7 @@ def test_grouped_kv_heads_are_contiguous_groups():
     assert ort_attention.forward(p).ravel().tolist() == [10, 10, 20, 20]
 
 
+@opset(23)
 def test_key_lengths_and_lower_right_causal_become_the_bool_mask():
     # B 2, Tq 2, Tk 3, lower-right: query i sees keys j <= i + 1; key lengths 3 and 1.
     q = np.zeros((2, 1, 2, 1), np.float32)
@@ -65,6 +95,7 @@ def test_upper_left_causal_is_the_operators_own_and_so_is_lower_right_when_squar
         assert dict(attributes) == {"is_causal": 1} and list(feeds) == ["Q", "K", "V"]
 
 
+@opset(23)
 def test_bias_with_an_allow_mask_is_one_float_mask():
     q = np.zeros((1, 1, 1, 1), np.float32)
     k = np.zeros((1, 1, 3, 1), np.float32)
@@ -78,6 +109,7 @@ def test_bias_with_an_allow_mask_is_one_float_mask():
     assert ort_attention.forward(p).item() == pytest.approx(7 / 4, rel=1e-6)
 
 
+@opset(23)
 def test_float16_runs_in_float16_and_sessions_are_cached():
     q = np.array([0.5, -1], np.float16).reshape(1, 1, 1, 2)
     k = np.array([1, 1, -1, 0.5], np.float16).reshape(1, 1, 2, 2)
@@ -103,18 +135,24 @@ def test_claims_what_the_cpu_kernels_take():
 
 # ONNX Runtime 1.30's conventions, as README.md states them (a new version that changes one fails here).
 
+@opset(23)
+@since("1.29", "the mean of V (1.26.0), onnxruntime PR 28958")
 def test_ort_convention_a_row_with_no_permitted_key_gives_zero():
     q, k = np.zeros((1, 1, 1, 1), np.float32), np.zeros((1, 1, 2, 1), np.float32)
     v = np.array([1, 3], np.float32).reshape(1, 1, 2, 1)
     assert ort_attention.forward(problem(q, k, v, allow=np.zeros((1, 1, 2), bool))).item() == 0  # not 2, the mean
 
 
+@opset(23)
+@since("1.29", "lower-right for Tq < Tk (1.26.0), onnxruntime PR 29050")
 def test_ort_convention_causal_is_upper_left_when_tq_lt_tk():
     q, k = np.zeros((1, 1, 1, 1), np.float32), np.zeros((1, 1, 3, 1), np.float32)
     v = np.array([0, 1, 2], np.float32).reshape(1, 1, 3, 1)
     assert ort_attention.forward(problem(q, k, v, causal="upper-left")).item() == 0  # key 0 alone
 
 
+@opset(23)
+@since("1.29", "the soft-cap after the mask (1.26.0), onnxruntime PR 28379")
 def test_ort_convention_the_soft_cap_comes_before_the_mask():
     q, k = np.zeros((1, 1, 1, 1), np.float32), np.zeros((1, 1, 2, 1), np.float32)
     v = np.array([0, 1], np.float32).reshape(1, 1, 2, 1)
@@ -123,6 +161,7 @@ def test_ort_convention_the_soft_cap_comes_before_the_mask():
     assert out == pytest.approx(math.e / (1 + math.e), rel=1e-6)  # tanh(bias) would give e^0.76 / (1 + e^0.76)
 
 
+@opset(23)
 def test_ort_refuses_a_negative_scale():
     q, k, v = (np.zeros((1, 1, 1, 1), np.float32) for _ in range(3))
     with pytest.raises(Exception, match="scale must be greater than 0"):
@@ -131,6 +170,7 @@ def test_ort_refuses_a_negative_scale():
 
 # --opset 24: key lengths through the operator's own nonpad_kv_seqlen
 
+@opset(24)
 def test_opset_24_passes_key_lengths_as_nonpad_kv_seqlen_not_a_mask():
     q = np.zeros((2, 1, 2, 1), np.float32)
     k = np.zeros((2, 1, 3, 1), np.float32)
@@ -191,6 +231,7 @@ def test_gqa_splits_the_keys_into_a_past_and_the_new_ones_and_packs_the_heads():
     assert feeds["seqlens_k"].tolist() == [4] and feeds["total_sequence_length"] == 5
 
 
+@gqa_bidirectional
 def test_gqa_causal_is_lower_right_through_the_cache():
     # Tq 2 over Tk 5: query 0 sees keys 0..3 (mean of 1..4 = 2.5), query 1 all five (3)
     p = gqa_problem(2, 5, causal="lower-right")
@@ -203,6 +244,7 @@ def test_gqa_causal_is_lower_right_through_the_cache():
     assert ort_attention.forward_gqa(gqa_problem(3, 3, causal="upper-left"))[0, 0, :, 0].tolist() == [1.0, 1.5, 2.0]
 
 
+@gqa_bidirectional
 def test_gqa_says_it_is_lower_right_only_and_refuses_what_it_cannot_express():
     # A restriction keeps upper-left calls away; what no restriction states is NotExpressible, counted.
     assert ort_attention.RESTRICTIONS["gqa"] == ["lower_right"]
@@ -213,6 +255,7 @@ def test_gqa_says_it_is_lower_right_only_and_refuses_what_it_cannot_express():
         ort_attention.translate_gqa(gqa_problem(3, 3, window=(1, 1)))
 
 
+@since("1.26", "local_window_size w saw w + 1 keys (1.23.2), before onnxruntime PR 25927")
 def test_gqa_window_left_is_local_window_size_minus_one():
     # window (1, 0), lower-right, Tq 2 over Tk 5: query 0 sees keys 2, 3 (mean of 3, 4), query 1 keys 3, 4
     p = gqa_problem(2, 5, causal="lower-right", window=(1, 0))
@@ -229,6 +272,7 @@ def test_gqa_window_left_is_local_window_size_minus_one():
     assert ort_attention.forward_gqa(p)[0, 0, :, 0].tolist() == [1.5, 2.0]
 
 
+@gqa_bidirectional
 def test_gqa_grouped_heads_are_contiguous_and_the_output_is_unpacked():
     # H 4 over H_kv 2, one key: query head h gets KV head h // 2's value, 10 10 20 20; dv 3 columns back
     q = np.zeros((1, 4, 1, 1), np.float32)
@@ -239,6 +283,7 @@ def test_gqa_grouped_heads_are_contiguous_and_the_output_is_unpacked():
     assert out[0, :, 0].tolist() == [[10, 1, 2], [10, 1, 2], [20, 3, 4], [20, 3, 4]]
 
 
+@gqa_bidirectional
 def test_gqa_scale_softcap_and_bias():
     # one query over keys 0, 1 with q.k = (0, 2), dk 1 padded to 8: scale 0.5 gives scores (0, 1)
     q = np.array([2], np.float32).reshape(1, 1, 1, 1)
@@ -257,6 +302,7 @@ def test_gqa_scale_softcap_and_bias():
     assert ort_attention.forward_gqa(problem(q0, k, v, bias=bias, softcap=1.0)).item() == pytest.approx(e / (1 + e), rel=1e-6)
 
 
+@gqa_bidirectional
 def test_gqa_float16():
     q = np.array([0.5, -1], np.float16).reshape(1, 1, 1, 2)
     k = np.array([1, 1, -1, 0.5], np.float16).reshape(1, 1, 2, 2)
@@ -282,6 +328,7 @@ def test_mha_packs_the_heads_and_keeps_dv():
     assert ort_attention.forward_mha(p)[0, :, 0].tolist() == [[10, 11], [20, 21]]
 
 
+@since("1.22", "key lengths [B] read otherwise (1.20.1: out [[6, 4.5], [6, 6]] for [[6, 6], [3, 3]])")
 def test_mha_key_lengths_and_the_allow_mask_are_key_padding_masks():
     q = np.zeros((2, 1, 2, 1), np.float32)
     k = np.zeros((2, 1, 3, 1), np.float32)
@@ -298,6 +345,7 @@ def test_mha_key_lengths_and_the_allow_mask_are_key_padding_masks():
     assert ort_attention.forward_mha(p)[:, 0, :, 0].tolist() == [[6.0, 7.5], [3.0, 6.0]]
 
 
+@mha_unidirectional
 def test_mha_causal_is_unidirectional_and_lower_right_a_mask():
     q, k = np.zeros((1, 1, 3, 1), np.float32), np.zeros((1, 1, 3, 1), np.float32)
     v = np.array([3, 6, 9], np.float32).reshape(1, 1, 3, 1)
@@ -324,12 +372,70 @@ def test_mha_bias_is_attention_bias_and_the_scale_an_attribute():
 
 # The contrib operators' conventions in ONNX Runtime 1.30, as the adapter's docstring states them.
 
+@since("1.22", "an empty row is not the mean (1.20.1: 3 for 2)")
 def test_mha_convention_a_masked_key_gets_minus_10000_so_an_empty_row_gives_the_mean():
     q, k = np.zeros((1, 1, 1, 1), np.float32), np.zeros((1, 1, 2, 1), np.float32)
     v = np.array([1, 3], np.float32).reshape(1, 1, 2, 1)
     assert ort_attention.forward_mha(problem(q, k, v, allow=np.zeros((1, 1, 2), bool))).item() == 2  # the mean, not 0
 
 
+@since("1.26", "local_window_size w saw w + 1 keys (1.23.2), before onnxruntime PR 25927")
 def test_gqa_convention_local_window_size_counts_the_current_token():
     # local_window_size 1 (the adapter's window (0, 0)): each query sees itself alone
     assert ort_attention.forward_gqa(gqa_problem(3, 3, causal="lower-right", window=(0, 0)))[0, 0, :, 0].tolist() == [1, 2, 3]
+
+
+# --- releases: the stamp, the refusals, the claims each release's schema allows ---------------------
+
+def _loads(opset, ir_version):
+    """Whether the installed onnxruntime loads a one-node model stamped with this opset and IR version."""
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir_version)
+    options = ort_attention.ort.SessionOptions()
+    options.log_severity_level = 4
+    try:
+        ort_attention.ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        return True
+    except Exception:  # noqa: BLE001 (onnxruntime raises its own classes: a refused model)
+        return False
+
+
+def test_the_stamp_is_the_highest_opset_and_ir_version_the_installed_release_loads():
+    opset, ir_version = ort_attention.loads()
+    assert _loads(opset, ir_version)
+    if ort_attention.version(ort_attention.ort.__version__)[:2] in ort_attention.LOADS:  # a measured row: exact
+        assert not _loads(opset + 1, ir_version) and not _loads(opset, ir_version + 1)
+
+
+def test_a_release_takes_its_minor_releases_row_and_a_later_one_the_last():
+    assert ort_attention.loads("1.22.1") == (22, 10)
+    assert ort_attention.loads("1.24.4") == (25, 13)
+    assert ort_attention.loads("1.33.0.dev20270101") == (28, 14)
+
+
+def test_an_onnxruntime_older_than_its_table_is_refused(capsys, monkeypatch):
+    said = reload_refuses(ort_attention, ort_attention.ort, "1.15.1", capsys, monkeypatch)
+    assert "onnxruntime 1.15.1 is older than 1.16" in said
+
+
+def test_the_onnx_attention_operator_is_refused_before_opset_23_loads(capsys, monkeypatch):
+    said = refusal(ort_attention.ort, "1.22.1", lambda: ort_attention.setup(["--op", "attention"]), capsys, monkeypatch)
+    assert "loads ONNX opset 22 at most (IR version 10)" in said and "onnxruntime 1.23 or later" in said
+    monkeypatch.setattr(ort_attention.ort, "__version__", "1.22.1")
+    assert ort_attention.setup(["--op", "mha"])["forward"] is ort_attention.forward_mha  # the contrib ones run
+
+
+@gqa_kernel
+def test_group_query_attention_before_its_causal_attribute_claims_causal_calls_alone(monkeypatch):
+    attributes, inputs, kernel = ort_attention.contrib_schema("GroupQueryAttention")
+    served = ort_attention.setup(["--op", "gqa"])
+    assert ("causal" in served["restrictions"]) == ("causal" not in attributes)
+    # a release of 1.20's schema: no causal attribute, no attention_bias input
+    monkeypatch.setattr(ort_attention, "contrib_schema",
+                        lambda op: (attributes - {"causal"}, [i for i in inputs if i != "attention_bias"], kernel))
+    older = ort_attention.setup(["--op", "gqa"])
+    assert older["restrictions"] == ["lower_right", "causal"] and "bias" not in older["capabilities"]
+    assert ("softcap" in older["capabilities"]) == ("softcap" in attributes) and "window" in older["capabilities"]

@@ -18,6 +18,7 @@ pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 from layer_reference import random_layer, reference  # noqa: E402
 from attncheck.adapters import NotExpressible, onnxruntime_attention as adapter  # noqa: E402
+from hand_cases import reload_refuses  # noqa: E402
 
 TOLERANCE = 1e-5
 
@@ -104,3 +105,8 @@ def test_ort_convention_a_row_with_no_permitted_key_is_the_unmasked_row():
         np.testing.assert_allclose(out[0], reference(unmasked)[0][0], atol=1e-2)  # score - 10000 in float32
         assert not np.allclose(out[0], m.b_o, atol=1e-2)  # the contract's row: b_o
         close(out[1], reference(m)[0][1], "the other batch")
+
+
+def test_an_onnxruntime_older_than_the_oldest_checked_is_refused(capsys, monkeypatch):
+    said = reload_refuses(adapter, adapter.ort, "1.15.1", capsys, monkeypatch)
+    assert said.startswith("attncheck.adapters.onnxruntime_attention: onnxruntime 1.15.1 is older than 1.16")

@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the client, from the source tree
 ov = pytest.importorskip("openvino")
-from hand_cases import problem  # noqa: E402
+from hand_cases import problem, refusal  # noqa: E402
 from attncheck.adapters import openvino as adapter  # noqa: E402
 
 
@@ -182,3 +182,14 @@ def test_ov_convention_causal_true_ignores_the_attention_mask():
     v = np.array([3, 7], np.float32).reshape(1, 1, 2, 1)
     out = model([z, z, v, np.array([[True, True], [False, True]]).reshape(1, 1, 2, 2)])[model.output(0)]
     assert out.ravel().tolist() == [3, 5]  # query 1 sees both keys: the mask's False was ignored
+
+
+def test_an_openvino_without_the_operator_is_refused(capsys, monkeypatch):
+    import importlib
+    monkeypatch.delattr(adapter.opset, "scaled_dot_product_attention")
+    try:
+        said = refusal(ov, ov.__version__, lambda: importlib.reload(adapter), capsys, monkeypatch)
+    finally:
+        monkeypatch.undo()
+        importlib.reload(adapter)
+    assert said == f"attncheck.adapters.openvino: openvino {ov.__version__}'s opset13 has no scaled_dot_product_attention\n"

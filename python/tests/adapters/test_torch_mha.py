@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 torch = pytest.importorskip("torch")
 from layer_reference import random_layer, reference  # noqa: E402
 from attncheck.adapters import NotExpressible, torch_mha  # noqa: E402
+from hand_cases import reload_refuses  # noqa: E402
 
 TOLERANCE = {"f64": 1e-12, "f32": 1e-5, "bf16": 5e-2}
 
@@ -174,3 +175,8 @@ def test_torch_convention_a_row_with_no_permitted_key_is_nan_across_the_row(adap
     close(out[1], reference(m)[0][1], "f32", "the other batch")
     # the contract's row is b_o (head 0); NaN under --empty-rows nan
     assert np.allclose(reference(m)[0][0], m.b_o)
+
+
+def test_a_torch_older_than_1_13_is_refused(capsys, monkeypatch):
+    said = reload_refuses(torch_mha, torch, "1.12.1", capsys, monkeypatch)
+    assert said.startswith("attncheck.adapters.torch_mha: torch 1.12.1 is older than 1.13")

@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the client, from the source tree
 torch = pytest.importorskip("torch")
-from hand_cases import problem  # noqa: E402
+from hand_cases import problem, reload_refuses  # noqa: E402
 from attncheck.adapters import torch_sdpa  # noqa: E402
 
 F = torch.nn.functional
@@ -267,3 +267,8 @@ def test_lse_is_the_natural_log_sum_exp_and_an_empty_row_gets_zero():
     assert out[0, 0, 0, 0] == pytest.approx((e1 + 3 * e2) / (e1 + e2), rel=1e-6)
     assert l[0, 0, 0] == pytest.approx(math.log(e1 + e2), rel=1e-6)
     assert out[0, 0, 1, 0] == 0 and l[0, 0, 1] == 0  # the CPU flash kernel's empty row: out 0, lse 0 (not -inf)
+
+
+def test_a_torch_older_than_1_13_is_refused(capsys, monkeypatch):
+    said = reload_refuses(torch_sdpa, torch, "1.12.1", capsys, monkeypatch)
+    assert said.startswith("attncheck.adapters.torch_sdpa: torch 1.12.1 is older than 1.13")

@@ -60,6 +60,9 @@ class IsolatedKernel {
   // The first change the library made to the process's floating-point mode, as it loaded or in a
   // call, as a one-line finding; empty when it left the mode alone.
   const std::string& fp_mode_finding() const { return fp_mode_finding_; }
+  // What a command wrote to its stderr as it started, before its HELO (an adapter's line naming the
+  // library and version it calls), trailing newlines cut; empty for a plugin.
+  const std::string& said_at_start() const { return said_at_start_; }
   // What a command wrote to its stderr since the last call of this (the last 8 KiB of it; a
   // Python traceback), or empty; a plugin's stderr is the checker's own.
   std::string take_stderr();
@@ -135,6 +138,7 @@ class IsolatedKernel {
   bool have_mode_ = false;             // a MODE came since the child started
   pid_t child_ = -1;
   int to_child_ = -1, from_child_ = -1;
+  std::string said_at_start_;
   int32_t version_ = 0;
   uint32_t capabilities_ = 0;
   Domain domain_;
