@@ -44,6 +44,8 @@ class Row:
     # "llama": --llama-python's (llama.cpp's ggml, llama-cpp-python built from its sdist)
     formats: tuple = FORMATS  # of those the adapter claims, the ones this row checks
     check: tuple = ()  # more flags of attncheck check, under both contracts
+    slow: float = 1  # its campaigns get this many times --seconds: its calls compile per shape, and in
+    # --seconds alone some applicable properties never run (INCONCLUSIVE)
 
 
 _ORT_EMPTY = "an empty row gives 0 (onnxruntime PR 28958): the contract's own; 0 x NaN of a masked value is not guarded"
@@ -70,7 +72,8 @@ ROWS = [
         "a fully masked row gives 0 and lse -inf (torch._safe_softmax: the contract's own); forbidden scores become "
         "-inf (torch.where) but the weights multiply all of V", python="torch"),
     Row("jax-xla", "JAX", "jax", "`jax.nn.dot_product_attention(implementation=\"xla\")`", "jax", [],
-        ["--empty-rows", "mean"] + _FINITE, "a forbidden score is -0.7 x finfo.max: an empty row is the mean of V"),
+        ["--empty-rows", "mean"] + _FINITE, "a forbidden score is -0.7 x finfo.max: an empty row is the mean of V",
+        slow=3),  # f16 and bf16 op by op: 8 cases in 30 s
     Row("jax-xla-x64", "JAX", "jax", "the same with jax_enable_x64, float64", "jax", ["--enable-x64"],
         ["--empty-rows", "mean"] + _FINITE, "as above", formats=("f64",)),
     Row("mlx-cpu", "MLX", "mlx", "`mx.fast.scaled_dot_product_attention` on `mx.cpu` (PyPI's `mlx[cpu]`)", "mlx", [],
@@ -81,7 +84,7 @@ ROWS = [
     Row("keras-ops-jax", "Keras", "keras", "`keras.ops.dot_product_attention` on the JAX backend (keras 3)", "keras",
         ["--api", "ops"], ["--empty-rows", "mean"] + _FINITE,
         "it calls jax.nn.dot_product_attention: an empty row is the mean of V, as jax's", python="keras",
-        check=("--case-timeout", "120")),  # eager: each new shape compiles anew, 2 to 4 s a case
+        check=("--case-timeout", "120"), slow=3),  # eager: each new shape compiles anew, 2 to 4 s a case
     Row("llama-cpp-flash", "llama.cpp", "llama_cpp_python", "`ggml_flash_attn_ext` on the CPU as llama.cpp's "
         "build_attn_mha calls it (-fa on; f16 KV cache, f16 KQ mask)", "llama_cpp", ["--path", "flash"], _FINITE,
         "a row with no permitted key gives 0 (ggml's S_inv = 0); a forbidden key is skipped below 64 query rows, "
@@ -169,7 +172,7 @@ def run_check(row, fmt, contract, args):
     os.makedirs(folder)
     policy = row.conventions if contract == CONVENTIONS else []
     command = [args.attncheck, "check", "--impl-cmd", command_of(row, args), "--dtype", fmt, "--keep-going",
-               "--seconds", str(args.seconds), "--shrink-seconds", str(args.shrink_seconds), "--seed", str(args.seed),
+               "--seconds", str(args.seconds * row.slow), "--shrink-seconds", str(args.shrink_seconds), "--seed", str(args.seed),
                "--jobs", "1", "--json", report, "--counterexample-dir", os.path.join(folder, "findings")] + policy + \
         list(row.check)
     with open(os.path.join(folder, "output.txt"), "w") as output:
@@ -320,7 +323,7 @@ def takes(runs):
 
 def render(results, args, started):
     lines = ["# Conformance of the attention people run", "",
-             f"Written by `ci/conformance` on {started:%Y-%m-%d} ({args.seconds} s per format and contract, seed "
+             f"Written by `ci/conformance` on {started:%Y-%m-%d} ({args.seconds} s per format and contract{slow_rows(args)}, seed "
              f"{args.seed}, shrinking {args.shrink_seconds} s per finding; attncheck {commits_text(args.commits)}; CPU: {cpu()}).",
              "Each row is one implementation, version and entry point, run through its adapter "
              "(python/attncheck/adapters) with `attncheck check --keep-going`, once per format it has. A cell says "
@@ -367,6 +370,12 @@ def render(results, args, started):
     return "\n".join(lines + changes(results, args) + ["## The findings", ""] + details + kept)
 
 
+def slow_rows(args):
+    """The rows whose campaigns get more than --seconds, said after it."""
+    slow = [f"{args.seconds * r.slow:g} s for {r.key}" for r in ROWS if r.slow != 1]
+    return f" ({', '.join(slow)})" if slow else ""
+
+
 def summary(results):
     """The README's table: each row's deviations under both contracts."""
     lines = ["| implementation | version | entry point | strict contract | under its conventions |", "|---|---|---|---|---|"]
@@ -381,7 +390,9 @@ def summary(results):
                              {fmt for f in deviations for fmt in FORMATS if own(f, fmt, ran(runs[contract]))},
                              key=[c for c, _ in COLUMNS].index)
             n = len(deviations)
-            text = "conforms" if n == 0 else f"{n} deviations: {', '.join(columns)}"
+            text = "conforms" if n == 0 else f"{n} deviation{'s' * (n > 1)}: {', '.join(columns)}"
+            unsure = [fmt for fmt, r in runs[contract].items() if r and r.get("inconclusive")]
+            text += f" (INCONCLUSIVE in {', '.join(unsure)})" if unsure else ""
             counts.append(text)
         lines.append(f"| {row.implementation} | {version} | {row.entry} | {counts[0]} | {counts[1]} |")
     return "\n".join(lines)
