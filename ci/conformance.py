@@ -510,8 +510,10 @@ def changes(results, args):
     versions = json.load(open(os.path.join(previous, "versions.json")))
     lines = ["## What changed since the previous table", "",
              "Each finding of the previous table replayed once on the release checked now, from its kept replay "
-             "file (`attncheck check --impl-cmd ... --replay FILE`); a finding is new when the previous table had "
-             "none of its property under that contract.", ""]
+             "file (`attncheck check --impl-cmd ... --replay FILE`): one that no longer fails was fixed upstream "
+             "or, where the adapter's translation changed since (`git log python/attncheck/adapters`), is no "
+             "longer asked of the library. A finding is new when the previous table had none of its property "
+             "under that contract.", ""]
     for row in ROWS:
         if row.key not in results or results[row.key][2] is None:
             continue
