@@ -81,13 +81,15 @@ ensure_venv() {
 # ~/.cache/attncheck/venv-torch-HASH). The torch venv is large: 5.4 GB on disk (nvidia 3.0 GB,
 # torch 1.2 GB, triton 1.0 GB) from 2.9 GB of wheels; made in 1 min 56 s here from wheels already
 # downloaded (2026-12-03, 2 cores), plus their download from PyPI the first time (about 1 min at
-# 50 MB/s). Made once per machine, like the other. Apple MLX on the CPU (ATTNCHECK_MLX_VENV, else
+# 50 MB/s); 102 s in all on a new machine, download included (2026-12-04). Made once per machine,
+# like the other. Apple MLX on the CPU (ATTNCHECK_MLX_VENV, else
 # ~/.cache/attncheck/venv-mlx-HASH; ci/requirements-mlx.txt: mlx, mlx-cpu, numpy): small, 111 MB on
 # disk (numpy 73 MB, mlx 26 MB, mlx-cpu's BLAS and LAPACK 12 MB) from 28 MB of wheels; made in 6.6 s
-# the first time, their download from PyPI included (4.7 s from pip's cache; 2026-12-03, 2 cores).
+# the first time, their download from PyPI included (4.1 s on a new machine on 2026-12-04; 4.7 s from
+# pip's cache; 2026-12-03, 2 cores).
 # Keras 3 on JAX (ATTNCHECK_KERAS_VENV, else ~/.cache/attncheck/venv-keras-HASH): 664 MB on disk (jaxlib 349 MB, scipy 113 MB) from 145 MB of
 # wheels; made in 79 s here (2026-12-03, 2 cores) with the wheels in pip's cache, about 10 s more
-# to download them the first time. Its import check runs with KERAS_BACKEND=jax (keras' default
+# to download them the first time (16 s in all on a new, quiet machine, 2026-12-04). Its import check runs with KERAS_BACKEND=jax (keras' default
 # backend, TensorFlow, is not installed). llama.cpp's ggml (ATTNCHECK_LLAMA_VENV, else
 # ~/.cache/attncheck/venv-llama-HASH): llama-cpp-python's sdist (it has no Linux wheel) built here
 # by Debian's cmake and g++ with LLAMA_CMAKE_ARGS (not in the venv's hash: change
