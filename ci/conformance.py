@@ -487,8 +487,8 @@ def replay_previous(row, args):
     kept replay file, `attncheck check --replay`, under the file's policies); written to
     --work/previous/ROW.json as [contract, number, property, verdict]."""
     folder, verdicts = os.path.join(args.work, "previous", row.key), []
-    for name in sorted(os.listdir(folder) if os.path.isdir(folder) else [], key=lambda n: (len(n), n)):
-        contract, number, prop = KEPT_NAME.fullmatch(name).groups()
+    kept = [KEPT_NAME.fullmatch(n) for n in (os.listdir(folder) if os.path.isdir(folder) else [])]
+    for name, contract, number, prop in sorted((m[0], m[1], int(m[2]), m[3]) for m in kept if m):
         try:
             run = subprocess.run([args.attncheck, "check", "--impl-cmd", command_of(row, args), "--replay",
                                   os.path.join(folder, name)], capture_output=True, text=True, env=environment(),
@@ -496,7 +496,7 @@ def replay_previous(row, args):
             verdict = {0: "no longer fails", 1: "still fails"}.get(run.returncode, f"not replayed ({last_line(run)[:120]})")
         except subprocess.TimeoutExpired:
             verdict = "not replayed (over 600 s)"
-        verdicts.append([contract, int(number), prop, verdict])
+        verdicts.append([contract, number, prop, verdict])
     json.dump(verdicts, open(os.path.join(args.work, "previous", row.key + ".json"), "w"))
 
 
@@ -533,7 +533,8 @@ def changes(results, args):
         said = [f"still fails: {still} of {len(verdicts)}" if verdicts else "no finding before"] + \
             (["no longer fails: " + ", ".join(gone)] if gone else []) + \
             (["new: " + ", ".join(new)] if new else []) + other
-        lines.append(f"- {row.implementation} {then} to {version}, {row.entry}: " + "; ".join(said) + ".")
+        versions_said = f"still {version}" if then == version else f"{then} to {version}"
+        lines.append(f"- {row.implementation} {versions_said}, {row.entry}: " + "; ".join(said) + ".")
     return lines + [""]
 
 

@@ -66,7 +66,7 @@ ensure_venv() {
         "$venv/bin/python" "$wheel/pip" install --quiet --disable-pip-version-check --no-input \
           --only-binary :all: --no-deps -r <(grep -viE "$built" "$requirements") &&
         { [ -z "$source" ] || "$venv/bin/python" "$wheel/pip" install --quiet --disable-pip-version-check --no-input \
-          --no-binary :all: --no-build-isolation --no-deps $(grep -iE "$built" "$requirements"); } &&
+          --no-binary :all: --no-build-isolation --no-deps $(grep -iE "$built" "$requirements" | sed 's/#.*//'); } &&
         "$venv/bin/python" -c "import $imports"; } >"$venv.log" 2>&1 \
         || { echo "ci: could not make the Python venv $venv from ci/$file (log: $venv.log)" >&2; exit 2; }
       echo "$hash" >"$stamp"

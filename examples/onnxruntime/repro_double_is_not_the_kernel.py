@@ -5,7 +5,7 @@ Runtime inlines the operator's ONNX function body, some fifty primitive nodes (S
 MatMul, Softmax, ...), a different implementation. Not a deviation: what attncheck would check in
 f64 is that function body, so the child does not claim it.
 
-Shown with onnxruntime 1.30.0, onnx 1.21.0, numpy 1.24.2 (ci/requirements.txt), CPU execution
+Shown with onnxruntime 1.30.0 (onnx 1.21.0, numpy 1.24.2) and 1.32.0 (ci/requirements.txt), CPU execution
 provider. Run: $ATTNCHECK_VENV_PYTHON examples/onnxruntime/repro_double_is_not_the_kernel.py
 Exit 0 when float and float16 run one Attention node and double does not.
 """

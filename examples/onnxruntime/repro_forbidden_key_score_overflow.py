@@ -19,7 +19,7 @@ float32 run with an allow mask, q -2, k = v = (0, -1.70141173e38): "0 became -8.
 ONNX spec draws the mask as an Add too (and its reference implementation turns a bool mask into
 -inf), so 1 is the spec's own arithmetic; 2 and 3 are ONNX Runtime's finite sentinel.
 
-Shown with onnxruntime 1.30.0, onnx 1.21.0, numpy 1.24.2 (ci/requirements.txt), CPU execution
+Shown with onnxruntime 1.30.0 (onnx 1.21.0, numpy 1.24.2) and 1.32.0 (ci/requirements.txt), CPU execution
 provider. Run: $ATTNCHECK_VENV_PYTHON examples/onnxruntime/repro_forbidden_key_score_overflow.py
 Exit 0 when all three reproduce, 1 otherwise.
 """

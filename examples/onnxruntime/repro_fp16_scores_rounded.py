@@ -17,7 +17,7 @@ The ONNX function body of Attention (MatMul in T1, then Add, Softmax) also holds
 and softmax_precision only casts after the product, so this is the spec's own arithmetic; a
 float16 model gets NaN from finite inputs whose scaled q.k passes 65504 all the same.
 
-Shown with onnxruntime 1.30.0, onnx 1.21.0, numpy 1.24.2 (ci/requirements.txt), CPU execution
+Shown with onnxruntime 1.30.0 (onnx 1.21.0, numpy 1.24.2) and 1.32.0 (ci/requirements.txt), CPU execution
 provider on x86-64. Run: $ATTNCHECK_VENV_PYTHON examples/onnxruntime/repro_fp16_scores_rounded.py
 Exit 0 when all three reproduce, 1 otherwise.
 """

@@ -12,7 +12,7 @@ and lets a NaN in a value the causal mask hides reach the rows that may not see 
    value of a key query 0 may not see makes query 0's row NaN (0 * NaN). attncheck's property for
    this, ForbiddenKeysAndValuesCannotChangeValidOutputs (75 cases), did not draw it.
 
-Shown with onnxruntime 1.30.0, onnx 1.21.0, numpy 1.24.2 (ci/requirements.txt), CPU execution
+Shown with onnxruntime 1.30.0 (onnx 1.21.0, numpy 1.24.2) and 1.32.0 (ci/requirements.txt), CPU execution
 provider. Run: $ATTNCHECK_VENV_PYTHON examples/onnxruntime/repro_gqa_no_finite_score_row_nan.py
 Exit 0 when all three reproduce, 1 otherwise.
 """

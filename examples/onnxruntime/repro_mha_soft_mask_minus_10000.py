@@ -15,7 +15,7 @@
    "wrong special value", accepted under --empty-rows nan): two conventions for an empty row in one
    operator, so no --empty-rows policy accepts both.
 
-Shown with onnxruntime 1.30.0, onnx 1.21.0, numpy 1.24.2 (ci/requirements.txt), CPU execution
+Shown with onnxruntime 1.30.0 (onnx 1.21.0, numpy 1.24.2) and 1.32.0 (ci/requirements.txt), CPU execution
 provider. Run: $ATTNCHECK_VENV_PYTHON examples/onnxruntime/repro_mha_soft_mask_minus_10000.py
 Exit 0 when all four reproduce, 1 otherwise.
 """

@@ -10,7 +10,7 @@ B 1, H 1, Tq 1, Tk 2, q 0, k (0, 0), v (0, -1): out -0.5 where query 0 may see k
 Property.AllTrueMaskEqualsNoMask (Tq 1, Tk 1024: 5.02e6 times the bound). With Tq = 1 the one
 query is the last, and sees every key.
 
-Shown with onnxruntime 1.30.0, onnx 1.21.0, numpy 1.24.2 (ci/requirements.txt), CPU execution
+Shown with onnxruntime 1.30.0 (onnx 1.21.0, numpy 1.24.2) and 1.32.0 (ci/requirements.txt), CPU execution
 provider. Run: $ATTNCHECK_VENV_PYTHON examples/onnxruntime/repro_mha_unidirectional_last_query_sees_every_key.py
 Exit 0 while it reproduces, 1 otherwise.
 """

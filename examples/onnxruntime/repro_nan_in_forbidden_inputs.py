@@ -10,7 +10,7 @@ and in rows with no permitted key (Property.CausalPrefixIgnoresTheFuture, BatchA
 ONNX Runtime 1.30 gives such a row 0, but NaN when a forbidden value is NaN. All are accepted under
 attncheck's --masked-inputs finite (padding never holds NaN or inf).
 
-Shown with onnxruntime 1.30.0, onnx 1.21.0, numpy 1.24.2 (ci/requirements.txt), CPU execution
+Shown with onnxruntime 1.30.0 (onnx 1.21.0, numpy 1.24.2) and 1.32.0 (ci/requirements.txt), CPU execution
 provider. Run: $ATTNCHECK_VENV_PYTHON examples/onnxruntime/repro_nan_in_forbidden_inputs.py
 Exit 0 when it reproduces, 1 when the forbidden NaN stays out.
 """

@@ -10,7 +10,7 @@ Runtime's convention for empty rows). The softmax of a row of -inf is NaN in the
 implementation too (exp(-inf - -inf)); ONNX Runtime treats a mask-emptied row apart, not a
 score-emptied one.
 
-Shown with onnxruntime 1.30.0, onnx 1.21.0, numpy 1.24.2 (ci/requirements.txt), CPU execution
+Shown with onnxruntime 1.30.0 (onnx 1.21.0, numpy 1.24.2) and 1.32.0 (ci/requirements.txt), CPU execution
 provider. Run: $ATTNCHECK_VENV_PYTHON examples/onnxruntime/repro_negative_infinite_scores_row_nan.py
 Exit 0 when it reproduces, 1 otherwise.
 """

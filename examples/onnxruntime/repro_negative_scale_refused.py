@@ -8,7 +8,7 @@ The ONNX spec of Attention-23 gives `scale` no range ("Scaling factor applied to
 advice to scale Q and K by sqrt(scale) before the product only works for a positive one. A model
 with a negative (or zero) scale does not load; softmax(-0.25 q.k) is otherwise ordinary attention.
 
-Shown with onnxruntime 1.30.0, onnx 1.21.0, numpy 1.24.2 (ci/requirements.txt), CPU execution
+Shown with onnxruntime 1.30.0 (onnx 1.21.0, numpy 1.24.2) and 1.32.0 (ci/requirements.txt), CPU execution
 provider. Run: $ATTNCHECK_VENV_PYTHON examples/onnxruntime/repro_negative_scale_refused.py
 Exit 0 when the refusal reproduces, 1 when this ONNX Runtime takes the scale.
 """

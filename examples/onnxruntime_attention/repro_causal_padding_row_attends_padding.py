@@ -15,7 +15,7 @@ unmasked row (repro_soft_mask_minus_10000.py): two conventions for an empty row 
 attncheck's finding: python -m attncheck.adapters.onnxruntime_attention on a causal layer call
 whose first key is forbidden (allow, or an allow row emptied by causal and the mask together).
 
-Shown with onnxruntime 1.30.0, onnx 1.21.0, numpy 1.26.4 (ci/requirements.txt), CPU execution provider.
+Shown with onnxruntime 1.30.0 (onnx 1.21.0, numpy 1.26.4) and 1.32.0 (ci/requirements.txt), CPU execution provider.
 Run: $ATTNCHECK_VENV_PYTHON examples/onnxruntime_attention/repro_causal_padding_row_attends_padding.py
 Exit 0 while it reproduces (rows 1-6 agree, row 0 is token 0's padded value), 1 otherwise,
 2 without onnxruntime.

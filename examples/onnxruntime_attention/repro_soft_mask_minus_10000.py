@@ -15,7 +15,7 @@ attncheck's finding: python -m attncheck.adapters.onnxruntime_attention on a lay
 whose keys are all forbidden (kv_lens 0, or an allow row all 0), and on one whose forbidden key
 scores high.
 
-Shown with onnxruntime 1.30.0, onnx 1.21.0, numpy 1.26.4 (ci/requirements.txt), CPU execution provider.
+Shown with onnxruntime 1.30.0 (onnx 1.21.0, numpy 1.26.4) and 1.32.0 (ci/requirements.txt), CPU execution provider.
 Run: $ATTNCHECK_VENV_PYTHON examples/onnxruntime_attention/repro_soft_mask_minus_10000.py
 Exit 0 while both reproduce, 1 otherwise, 2 without onnxruntime.
 """

@@ -18,7 +18,7 @@ scale 1/sqrt(2): q (0, -1.6953125), k (0, -3; 0, 1.28125), v (0, -1): out -0.005
 -0.0058687879662781546, bound 7.01e-05 (error/bound 1.44). The same with or without an all-true
 mask, and under INFERENCE_PRECISION_HINT f32 as well as the default (a bf16 model runs in bf16).
 
-Shown with openvino 2026.4.1, numpy 1.26.4, CPU plugin (AMD EPYC with AVX512-BF16).
+Shown with openvino 2026.4.1, numpy 1.26.4 and 2.3.5, CPU plugin (AMD EPYC with AVX512-BF16).
 Run: VENV_PYTHON examples/openvino/repro_bf16_scaled_query_rounded.py. Exit 0 when it reproduces, 1 otherwise.
 """
 import sys

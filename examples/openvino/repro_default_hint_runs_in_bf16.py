@@ -16,7 +16,7 @@ accepted under no policy: Property.SelectionAndAveragePooling, shrunk to B 1, H 
 dk 1, dv 1 in float16, v -0.000554561615, out -0.000553131104; Property.BatchAndHeadIndependence
 (f16 with a bias, error/bound 2.24).
 
-Shown with openvino 2026.4.1, numpy 1.26.4, CPU plugin on an AMD EPYC with AVX512-BF16 (FULL_DEVICE_NAME
+Shown with openvino 2026.4.1, numpy 1.26.4 and 2.3.5, CPU plugin on an AMD EPYC with AVX512-BF16 (FULL_DEVICE_NAME
 "AMD EPYC"). Run: VENV_PYTHON examples/openvino/repro_default_hint_runs_in_bf16.py.
 Exit 0 when it reproduces (the default ran bf16), 1 otherwise (as on a CPU without bf16).
 """

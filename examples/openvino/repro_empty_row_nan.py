@@ -9,7 +9,7 @@ Property.AgreesWithOracleInFloat, shrunk to B 1, H 1, Tq 1, Tk 1, dk 1, dv 1, th
 by the allow mask (in bf16), out NaN, expected 0; Property.RowsSumToOne, the same with a bias of
 -inf (in f16).
 
-Shown with openvino 2026.4.1, numpy 1.26.4, CPU plugin (AMD EPYC with AVX512-BF16), INFERENCE_PRECISION_HINT f32.
+Shown with openvino 2026.4.1, numpy 1.26.4 and 2.3.5, CPU plugin (AMD EPYC with AVX512-BF16), INFERENCE_PRECISION_HINT f32.
 Run: VENV_PYTHON examples/openvino/repro_empty_row_nan.py. Exit 0 when it reproduces, 1 otherwise.
 """
 import sys

@@ -13,7 +13,7 @@ with f16, accepted under no policy): Property.AgreesWithOracleInFloat, shrunk to
 Tk 2, dk 12, dv 1, default scale, q (0 x8, 1, -1.15625, 1, 1), k (0 x8, -1, -1.62695312, 3,
 2.86132812; 0 x8, -2, 1.88476562, -1.80273438, -1), v (0, 32752): out 612.5, exact 611.52341630909211.
 
-Shown with openvino 2026.4.1, numpy 1.26.4, CPU plugin (AMD EPYC with AVX512-BF16).
+Shown with openvino 2026.4.1, numpy 1.26.4 and 2.3.5, CPU plugin (AMD EPYC with AVX512-BF16).
 Run: VENV_PYTHON examples/openvino/repro_f16_default_scale_rounded.py. Exit 0 when it reproduces, 1 otherwise.
 """
 import sys

@@ -11,7 +11,7 @@ out[0,0,0,0] NaN, expected 0; and, kind "changed by a poisoned forbidden input",
 lengths (Property.BatchAndHeadIndependence) and with a converted key_padding_mask and a negative
 scale (Property.KeyPaddingMaskConvertsByFlipping): the same +inf + -inf.
 
-Shown with openvino 2026.4.1, numpy 1.26.4, CPU plugin, INFERENCE_PRECISION_HINT f32.
+Shown with openvino 2026.4.1, numpy 1.26.4 and 2.3.5, CPU plugin, INFERENCE_PRECISION_HINT f32.
 Run: VENV_PYTHON examples/openvino/repro_forbidden_key_score_overflow.py. Exit 0 when it reproduces, 1 otherwise.
 """
 import sys

@@ -8,7 +8,7 @@ attncheck's finding (strict contract, kind "changed by a poisoned forbidden inpu
 H 1, Tq 1, Tk 2, dk 1, dv 1: the query may see key 1 only, key 0 and its value are inf, and out
 is NaN, not key 1's value.
 
-Shown with openvino 2026.4.1, numpy 1.26.4, CPU plugin, INFERENCE_PRECISION_HINT f32.
+Shown with openvino 2026.4.1, numpy 1.26.4 and 2.3.5, CPU plugin, INFERENCE_PRECISION_HINT f32.
 Run: VENV_PYTHON examples/openvino/repro_nan_in_forbidden_inputs.py. Exit 0 when it reproduces, 1 otherwise.
 """
 import sys

@@ -48,8 +48,8 @@ def library(name, adapter, entry=None, since=None):
         refuse(adapter, f"needs the Python package '{name}', which does not import here ({error}); ci/lib.sh's "
                         f"ensure_venvs installs the pinned one")
     installed = getattr(module, "__version__", "(no __version__)")
-    what = f"{name}.{entry}" if entry else f"what the adapter calls"
-    if since is not None and version(installed) < version(since):
+    what = f"{name}.{entry}" if entry else "what the adapter calls"
+    if since is not None and version(installed) and version(installed) < version(since):  # none: not judged
         refuse(adapter, f"{name} {installed} is older than {since}, the first release with {what}; run it with a "
                         f"python that has {name} {since} or later (README.md, \"Checking a shipped runtime\")")
     if entry is not None and _attribute(module, entry) is None:

@@ -80,17 +80,16 @@ gives NaN, +inf + -inf (repro_bias_forbidden_score_overflow.py).
 """
 import argparse
 import importlib
-import re
 import warnings
 
 import numpy as np
 
-from . import library, serve
+from . import library, serve, version
 
 torch = library("torch", "flex_attention", since="2.5")  # FlexAttention came in torch 2.5
 flex = importlib.import_module("torch.nn.attention.flex_attention")
 
-VERSION = tuple(int(x) for x in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
+VERSION = version(torch.__version__)[:2]
 DTYPES = {"f32": torch.float32, "f64": torch.float64, "bf16": torch.bfloat16, "f16": torch.float16}
 AUX = getattr(flex, "AuxRequest", None)  # return_aux=AuxRequest(lse=True); older: return_lse=True
 

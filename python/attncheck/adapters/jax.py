@@ -268,7 +268,7 @@ def takes_grouped_heads():
     try:
         jax.nn.dot_product_attention(jnp.ones((1, 1, 2, 1)), jnp.ones((1, 1, 1, 1)), jnp.ones((1, 1, 1, 1)))
         return True
-    except ValueError:
+    except Exception:  # a probe: whatever a release raises, it does not take them
         return False
 
 

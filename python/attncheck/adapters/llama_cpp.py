@@ -49,11 +49,13 @@ How each feature of a problem reaches ggml:
               alignment: llama.cpp's own is lower-right, the cache's positions) and the window are
               all written into it; ggml has no other masking. Without any, the mask is all 0 (llama.cpp
               always passes one).
-  bias        ggml adds the mask to the scaled, soft-capped scores ("soft_max(a*scale +
-              mask*(ALiBi slope))", ggml.h; llama.cpp itself writes -|i - j| there for ALiBi models),
-              so a bias becomes the mask's values, [Tk, Tq, H, B] (ggml broadcasts a mask over
-              H / ne2 heads), -INFINITY where forbidden; rounded to float16 for flash attention
-              (its mask's type, llama.cpp's convention).
+  bias        --path softmax only. Translated: ggml_soft_max_ext adds its mask to the scaled,
+              soft-capped scores ("soft_max(a*scale + mask*(ALiBi slope))", ggml.h; slope 1
+              without ALiBi), so a bias becomes the mask's values, [Tk, Tq, H, B] (ggml broadcasts a
+              mask over H / ne2 heads), -INFINITY where forbidden. llama.cpp itself fills the mask
+              with 0, -INFINITY or ALiBi's -|i - j|, and adds a model's attention bias (kq_b) to the
+              scores before the scale; with one it never runs flash attention (build_attn_mha:
+              use_flash_attn = flash_attn && kq_b == nullptr), so --path flash claims no bias.
   gqa         k and v with H_kv heads: ggml broadcasts them, query head h reads KV head h / (H / H_kv).
   softcap     logit_softcap (flash) or the ggml_scale/ggml_tanh/ggml_scale above (softmax).
   max_bias    ALiBi (llama.cpp's f_max_alibi_bias, the mask times a slope per head): no attncheck
@@ -142,7 +144,8 @@ def attention(q, k, v, mask, scale, path="flash", cache="f16", softcap=0.0, max_
               (mask, "f16" if path == "flash" else "f32")]  # ne reversed: q (dk, H, Tq, B), the projection's
     with np.errstate(over="ignore"):  # storing in the f16 cache: past 65504 is inf, as ggml's conversion gives
         inputs = [(np.ascontiguousarray(x, TYPES[t][1]), TYPES[t][0]) for x, t in inputs]
-    size = sum(x.nbytes for x, _ in inputs) * 4 + B * H * Tq * (q.shape[3] + v.shape[2] + dv) * 16 + (1 << 22)
+    scores = B * H * Tq * mask.shape[-1] * (24 if path == "softmax" else 0)  # five f32 score tensors, an f16 copy
+    size = sum(x.nbytes for x, _ in inputs) * 4 + B * H * Tq * (q.shape[3] + v.shape[2] + dv) * 16 + scores + (1 << 22)
     ctx = ggml.init(InitParams(size, None, False))
     if not ctx:
         raise MemoryError(f"ggml_init could not allocate {size} bytes")
@@ -198,7 +201,7 @@ def _type(tensor):
     return ctypes.c_int.from_address(tensor).value
 
 
-CLAIMS = {"f32", "f16", "allow", "kv_lens", "window", "causal", "bias", "gqa", "softcap"}
+CLAIMS = {"f32", "f16", "allow", "kv_lens", "window", "causal", "gqa", "softcap"}  # and bias without flash attention
 
 
 def kq_mask(p):
@@ -227,15 +230,15 @@ class Adapter:
 
     def __init__(self, path="flash", cache="f16"):
         self.path, self.cache = path, cache
-        self.capabilities = set(CLAIMS)
+        self.capabilities = CLAIMS | ({"bias"} if path == "softmax" else set())
         self.restrictions = []
 
     def translate(self, p):
         """attention()'s arguments for problem p."""
         if p.dtype not in TYPES:
             raise ValueError(f"format {p.dtype} is not claimed")
-        if p.backward or p.want_lse or p.dropout_p:
-            raise ValueError("lse, dropout or backward is not claimed")
+        if p.backward or p.want_lse or p.dropout_p or (p.bias is not None and "bias" not in self.capabilities):
+            raise ValueError("lse, dropout, backward or (with flash attention) a bias is not claimed")
         scale = 1.0 / math.sqrt(p.dk) if p.scale is None else p.scale
         return dict(q=p.q, k=p.k, v=p.v, mask=kq_mask(p), scale=scale, path=self.path, cache=self.cache,
                     softcap=p.softcap or 0.0)

@@ -97,18 +97,16 @@ import argparse
 import contextlib
 import importlib
 import math
-import re
-import sys
 
 import numpy as np
 
-from . import NotExpressible, library, serve
+from . import NotExpressible, library, refuse, serve, version
 
 # 1.13: the private F._scaled_dot_product_attention (pytorch PR 81956); 2.0 the public one
 torch = library("torch", "torch_sdpa", since="1.13")
 F = torch.nn.functional
 
-VERSION = tuple(int(x) for x in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
+VERSION = version(torch.__version__)[:2]
 LEGACY = not hasattr(F, "scaled_dot_product_attention")  # torch 1.13: F._scaled_dot_product_attention
 HAS_SCALE = VERSION >= (2, 1)
 HAS_GQA = VERSION >= (2, 5)
@@ -295,8 +293,7 @@ def setup(argv=None):
     try:
         adapter = Adapter(args.backend, args.lse)
     except ValueError as error:
-        sys.stderr.write(f"attncheck.adapters.torch_sdpa: {error}\n")
-        sys.exit(2)
+        refuse("torch_sdpa", str(error))
     if args.show_capabilities:
         print(f"torch {torch.__version__}, backend {args.backend}{', lse' if args.lse else ''}: "
               f"{' '.join(sorted(adapter.capabilities))}")

@@ -15,7 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the client, from the source tree
 jax = pytest.importorskip("jax")
 from hand_cases import problem, refusal  # noqa: E402
-from attncheck.adapters import NotExpressible, jax as adapter  # noqa: E402
+from attncheck.adapters import NotExpressible, jax as adapter, version  # noqa: E402
 
 adapter.load()
 CLAIMS = adapter.capabilities()
@@ -144,7 +144,7 @@ def test_the_window_without_a_mask_is_applied_from_jax_0_8_2():
     assert args["mask"] is None and tuple(int(x) for x in args["window"]) == (0, 0)
     out = adapter.forward(p)
     unwindowed = problem(np.asarray(p.q), np.asarray(p.k), np.asarray(p.v))
-    fixed = tuple(int(x) for x in jax.__version__.split(".")[:3]) >= (0, 8, 2)
+    fixed = version(jax.__version__) >= (0, 8, 2)
     np.testing.assert_allclose(out, numpy_attention(p if fixed else unwindowed), rtol=2e-5, atol=2e-6)
     assert not np.allclose(out, numpy_attention(unwindowed if fixed else p), rtol=1e-3)
 

@@ -1,6 +1,6 @@
 """The ONNX Runtime adapter's translation (attncheck.adapters.onnxruntime: --op attention, gqa,
-mha), on cases small enough to compute by hand, and the conventions of ONNX Runtime 1.30's
-operators that README.md states.
+mha), on cases small enough to compute by hand, and the conventions of ONNX Runtime's operators (1.30
+and later) that README.md states.
 
 Run: $ATTNCHECK_VENV_PYTHON -m pytest -q -p no:cacheprovider python/tests/adapters/test_onnxruntime.py
 (ci/lib.sh's ensure_venv makes that python; pytest comes from Debian's python3-pytest.)
@@ -133,7 +133,7 @@ def test_claims_what_the_cpu_kernels_take():
         "mha": {"f32", "f16", "allow", "causal", "kv_lens", "bias"}}
 
 
-# ONNX Runtime 1.30's conventions, as README.md states them (a new version that changes one fails here).
+# ONNX Runtime's conventions (1.30 and later), as README.md states them (a new version that changes one fails here).
 
 @opset(23)
 @since("1.29", "the mean of V (1.26.0), onnxruntime PR 28958")

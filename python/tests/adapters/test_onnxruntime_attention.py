@@ -1,6 +1,6 @@
 """The onnxruntime_attention adapter (com.microsoft Attention, then MatMul w_o and Add b_o) against
 the float64 NumPy layer (tests/layer_reference.py), through the protocol's own payload, and
-ONNX Runtime 1.30's conventions for masked keys.
+ONNX Runtime's conventions (1.30 and later) for masked keys.
 
 Tolerance: float32, 1e-5 relative to the largest |out| (inputs of unit scale, D <= 12).
 
