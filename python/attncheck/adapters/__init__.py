@@ -71,8 +71,11 @@ def ran():
     return ", ".join(f"{name} {installed}" for name, installed in RAN.items())
 
 
-def serve(adapter, **served):
-    """attncheck.serve(**served), after one line on stderr that names the libraries and versions called."""
+def serve(adapter, served):
+    """attncheck.serve(**served), after one line on stderr that names the libraries and versions called;
+    nothing when served is None (the adapter's setup() printed what an option asked for)."""
+    if served is None:
+        return
     import attncheck  # here, not above: the modules run without attncheck in attncheck repro's standalone scripts
     sys.stderr.write(f"attncheck.adapters.{adapter}: calling {ran()}\n")
     sys.stderr.flush()

@@ -256,9 +256,7 @@ def setup(argv=None):
 
 
 def main(argv=None):
-    served = setup(argv)
-    if served is not None:
-        serve("flex_attention", **served)
+    serve("flex_attention", setup(argv))
 
 
 if __name__ == "__main__":

@@ -295,7 +295,7 @@ def setup(argv=None):
 
 
 def main(argv=None):
-    serve("jax", **setup(argv))
+    serve("jax", setup(argv))
 
 
 if __name__ == "__main__":

@@ -315,9 +315,7 @@ def setup(argv=None):
 
 
 def main(argv=None):
-    served = setup(argv)
-    if served is not None:
-        serve("keras", **served)
+    serve("keras", setup(argv))
 
 
 if __name__ == "__main__":

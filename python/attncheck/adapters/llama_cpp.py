@@ -267,9 +267,7 @@ def setup(argv=None):
 
 
 def main(argv=None):
-    served = setup(argv)
-    if served is not None:
-        serve("llama_cpp", **served)
+    serve("llama_cpp", setup(argv))
 
 
 if __name__ == "__main__":

@@ -213,9 +213,7 @@ def setup(argv=None):
 
 
 def main(argv=None):
-    served = setup(argv)
-    if served is not None:
-        serve("mlx", **served)
+    serve("mlx", setup(argv))
 
 
 if __name__ == "__main__":

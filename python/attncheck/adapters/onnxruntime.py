@@ -458,7 +458,7 @@ def claims_mha():
 
 
 def main(argv=None):
-    serve("onnxruntime", **setup(argv))
+    serve("onnxruntime", setup(argv))
 
 
 if __name__ == "__main__":

@@ -173,7 +173,7 @@ def setup(argv=None):
 
 
 def main(argv=None):
-    serve("onnxruntime_attention", **setup(argv))
+    serve("onnxruntime_attention", setup(argv))
 
 
 if __name__ == "__main__":

@@ -209,9 +209,7 @@ def setup(argv=None):
 
 
 def main(argv=None):
-    served = setup(argv)
-    if served is not None:
-        serve("openvino", **served)
+    serve("openvino", setup(argv))
 
 
 if __name__ == "__main__":

@@ -315,9 +315,7 @@ def setup(argv=None):
 
 
 def main(argv=None):
-    served = setup(argv)
-    if served is not None:
-        serve("torch_mha", **served)
+    serve("torch_mha", setup(argv))
 
 
 if __name__ == "__main__":

@@ -302,9 +302,7 @@ def setup(argv=None):
 
 
 def main(argv=None):
-    served = setup(argv)
-    if served is not None:
-        serve("torch_sdpa", **served)
+    serve("torch_sdpa", setup(argv))
 
 
 if __name__ == "__main__":
