@@ -8,7 +8,9 @@ it fails only with, the policy that would accept it, its kind); the same finding
 is listed once. What the library takes is its adapter's restrictions (never sent a problem outside
 them) and the calls it could not take (NotExpressible: counted, not findings). Each finding's replay file is kept in docs/conformance/ROW/, and `attncheck repro
 --standalone yes` turns it into a script that is run with the row's python, isolated (-I, no
-attncheck importable), to show that the library alone reproduces it. Writes docs/conformance.md
+attncheck importable), to show that the library alone reproduces it. A full run first keeps the
+table it replaces (--work/previous) and replays each of its findings on the release installed now,
+for the section "What changed since the previous table". Writes docs/conformance.md
 and the README's summary between its markers. Nothing is replaced before the whole report is
 rendered, and in --docs only the rows' folders are (docs/conformance/layers.md is kept by hand).
 """
