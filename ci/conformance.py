@@ -42,7 +42,7 @@ class Row:
     documented: str  # where the conventions come from
     python: str = "venv"  # or "system": Debian's python3 (torch 1.13); "torch": --torch-python's (torch 2.x);
     # "mlx": --mlx-python's (MLX on the CPU)
-    # "keras": --keras-python's (keras 3 on jax)
+    # "keras": --keras-python's (keras 3 on jax); keras on torch is in --torch-python's
     # "llama": --llama-python's (llama.cpp's ggml, llama-cpp-python built from its sdist)
     formats: tuple = FORMATS  # of those the adapter claims, the ones this row checks
     check: tuple = ()  # more flags of attncheck check, under both contracts
@@ -87,6 +87,10 @@ ROWS = [
         ["--api", "ops"], ["--empty-rows", "mean"] + _FINITE,
         "it calls jax.nn.dot_product_attention: an empty row is the mean of V, as jax's", python="keras",
         check=("--case-timeout", "120"), slow=3),  # eager: each new shape compiles anew, 2 to 4 s a case
+    Row("keras-ops-torch", "Keras", "keras", "`keras.ops.dot_product_attention` on the torch backend (keras 3; "
+        "torch's SDPA, PyPI's 2.15)", "keras", ["--api", "ops", "--backend", "torch"], ["--empty-rows", "mean"] + _FINITE,
+        "a bool mask becomes -0.7 x finfo.max added to the scores (keras/src/backend/torch/nn.py): an empty row is the "
+        "mean of V", python="torch"),
     Row("llama-cpp-flash", "llama.cpp", "llama_cpp_python", "`ggml_flash_attn_ext` on the CPU as llama.cpp's "
         "build_attn_mha calls it (-fa on; f16 KV cache, f16 KQ mask)", "llama_cpp", ["--path", "flash"], _FINITE,
         "a row with no permitted key gives 0 (ggml's S_inv = 0); a forbidden key is skipped below 64 query rows, "

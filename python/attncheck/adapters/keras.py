@@ -111,31 +111,42 @@ import numpy as np
 
 from . import NotExpressible, library, refuse, serve
 
-os.environ.setdefault("KERAS_BACKEND", "jax")
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
-keras = library("keras", "keras", entry="ops.dot_product_attention", since="3.6")  # keras PR 20286
-jax = library("jax", "keras")  # the backend: its version is said too
-import jax.numpy as jnp  # noqa: E402
-
-if keras.backend.backend() != "jax":
-    refuse("keras", f"the keras backend is {keras.backend.backend()}, not jax (KERAS_BACKEND=jax)")
-# keras logs, with a traceback, each jax.nn.dot_product_attention it falls back from: quiet on stderr.
-logging.getLogger().setLevel(logging.CRITICAL)
-
+BACKENDS = ("jax", "torch")
 DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
-# MultiHeadAttention's sliding_window (a recent argument): without it every window is translated.
-SLIDING_WINDOW = "sliding_window" in inspect.signature(keras.layers.MultiHeadAttention.__init__).parameters
 APIS = ("ops", "mha")
+keras = None  # imported by load(), on the backend asked
+
+
+def load(backend):
+    """keras imported on `backend` (KERAS_BACKEND is read once, at keras' import: so here, not at the
+    module's), the backend's version said too; one line and exit 2 if keras already runs on another."""
+    global keras
+    if keras is None:
+        os.environ["KERAS_BACKEND"] = backend
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+        keras = library("keras", "keras", entry="ops.dot_product_attention", since="3.6")  # keras PR 20286
+        library(backend, "keras")
+        # keras logs, with a traceback, each jax.nn.dot_product_attention it falls back from: quiet on stderr.
+        logging.getLogger().setLevel(logging.CRITICAL)
+    if keras.backend.backend() != backend:
+        refuse("keras", f"keras runs on its {keras.backend.backend()} backend here, not {backend} (KERAS_BACKEND)")
+    return keras
 
 
 def _numpy(x):
-    """A JAX array as NumPy: bfloat16 widened to float32 (exactly), others as they are."""
-    x = np.asarray(x)
+    """A keras tensor as NumPy: bfloat16 widened to float32 (exactly), others as they are."""
+    x = keras.ops.convert_to_numpy(x)
     return x.astype(np.float32) if x.dtype.name == "bfloat16" else x
 
 
 def _array(x, dtype):
-    return jnp.asarray(np.ascontiguousarray(x), dtype=DTYPES[dtype])
+    """x as a keras tensor of the format (bf16 exactly, from the float32 holding bf16 values)."""
+    return keras.ops.convert_to_tensor(np.ascontiguousarray(x), dtype=DTYPES[dtype])
+
+
+def _returned(out, dtype, what):
+    if keras.backend.standardize_dtype(out.dtype) != DTYPES[dtype]:
+        raise TypeError(f"keras returned {out.dtype} for a {dtype} {what}")
 
 
 def allowed_mask(c, native_causal, native_window=False, native_kv_lens=False):
@@ -174,8 +185,8 @@ def translate(p):
         raise ValueError(f"format {p.dtype} is not claimed")
     if p.softcap is not None or p.want_lse:
         raise ValueError("a soft-cap or lse is not claimed")
-    if p.dv != p.dk:
-        raise NotExpressible(f"dv != dk: keras.ops.dot_product_attention takes a value of the key's shape "
+    if p.dv != p.dk and keras.backend.backend() == "jax":
+        raise NotExpressible(f"dv != dk: keras.ops.dot_product_attention on jax takes a value of the key's shape "
                              f"(dv {p.dv}, dk {p.dk})")
     bthd = lambda x: _array(np.transpose(x, (0, 2, 1, 3)), p.dtype)
     is_causal = p.causal == "upper-left" or (p.causal == "lower-right" and p.Tq == p.Tk)
@@ -184,8 +195,11 @@ def translate(p):
     if p.scale is not None:
         args["scale"] = float(p.scale)
     allowed = allowed_mask(p, native_causal=is_causal or p.causal == "none")
+    if allowed is not None and p.bias is not None and keras.backend.backend() == "torch":
+        raise NotExpressible("a bias and a mask: keras on torch takes one of them (\"Only one of `bias` and `mask` "
+                             "can be provided\", keras/src/backend/torch/nn.py)")
     if allowed is not None:
-        args["mask"] = jnp.asarray(allowed[:, None])  # [B,1,Tq,Tk], broadcast over heads
+        args["mask"] = keras.ops.convert_to_tensor(allowed[:, None])  # [B,1,Tq,Tk], broadcast over heads
     if p.bias is not None:
         args["bias"] = _array(p.bias, p.dtype)  # [B,H,Tq,Tk]
     return args
@@ -193,8 +207,7 @@ def translate(p):
 
 def forward(p):
     out = keras.ops.dot_product_attention(**translate(p))
-    if out.dtype != jnp.dtype(DTYPES[p.dtype]):
-        raise TypeError(f"keras returned {out.dtype} for a {p.dtype} problem")
+    _returned(out, p.dtype, "problem")
     return np.ascontiguousarray(np.transpose(_numpy(out), (0, 2, 1, 3)))
 
 
@@ -202,9 +215,9 @@ def ops_formats():
     """The formats a 1-element keras.ops.dot_product_attention call returns in the same format."""
     claims = set()
     for name, dtype in DTYPES.items():
-        x = jnp.ones((1, 1, 1, 1), dtype)
+        x = keras.ops.ones((1, 1, 1, 1), dtype)
         try:
-            if keras.ops.dot_product_attention(x, x, x).dtype == jnp.dtype(dtype):
+            if keras.backend.standardize_dtype(keras.ops.dot_product_attention(x, x, x).dtype) == dtype:
                 claims.add(name)
         except Exception:  # noqa: BLE001 (whatever keras raises, the format is not claimed)
             pass
@@ -223,7 +236,8 @@ def layer_module(m):
     biases = [getattr(m, n) for n in ("b_q", "b_k", "b_v", "b_o")]
     use_bias = any(b is not None for b in biases)
     window = None
-    if SLIDING_WINDOW and m.window is not None and m.window[0] == m.window[1] and m.window[0] >= 0 and m.Tq == m.Tk:
+    sliding_window = "sliding_window" in inspect.signature(keras.layers.MultiHeadAttention.__init__).parameters
+    if sliding_window and m.window is not None and m.window[0] == m.window[1] and m.window[0] >= 0 and m.Tq == m.Tk:
         window = m.window[0] + 1
     native = {} if window is None else {"sliding_window": window}  # an argument of recent keras 3 releases only
     layer = keras.layers.MultiHeadAttention(num_heads=m.H, key_dim=m.dk, value_dim=m.dv, dropout=0.0,
@@ -255,13 +269,12 @@ def layer(m):
     x_kv = x_q if m.self_attention else _array(m.x_kv, m.dtype)
     value_mask = None
     if m.kv_lens is not None:
-        value_mask = jnp.asarray(np.arange(m.Tk)[None, :] < np.asarray(m.kv_lens)[:, None])  # True = a key
+        value_mask = keras.ops.convert_to_tensor(np.arange(m.Tk)[None, :] < np.asarray(m.kv_lens)[:, None])  # True = a key
     result = module(x_q, x_kv, key=x_kv, value_mask=value_mask,
-                    attention_mask=None if allowed is None else jnp.asarray(allowed),
+                    attention_mask=None if allowed is None else keras.ops.convert_to_tensor(allowed),
                     use_causal_mask=use_causal, return_attention_scores=m.want_weights)
     out, weights = result if m.want_weights else (result, None)
-    if out.dtype != jnp.dtype(DTYPES[m.dtype]):
-        raise TypeError(f"keras returned {out.dtype} for a {m.dtype} layer")
+    _returned(out, m.dtype, "layer")
     if m.want_weights:
         return _numpy(out), _numpy(weights)
     return _numpy(out)
@@ -300,16 +313,20 @@ def setup(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--api", choices=APIS, default="ops",
                         help="ops: keras.ops.dot_product_attention; mha: keras.layers.MultiHeadAttention (default ops)")
+    parser.add_argument("--backend", choices=BACKENDS, default="jax",
+                        help="the keras backend to run on: its KERAS_BACKEND (default jax)")
     parser.add_argument("--show-capabilities", action="store_true", help="print what is claimed and exit")
     options = parser.parse_args(argv)
+    load(options.backend)
     if options.api == "ops":
         claims = ops_formats() | {"allow", "causal", "kv_lens", "window", "gqa", "bias"}
-        served = dict(forward=forward, capabilities=claims, restrictions=["equal_head_dims"])
+        restrictions = ["equal_head_dims"] if options.backend == "jax" else []
+        served = dict(forward=forward, capabilities=claims, restrictions=restrictions)
     else:
         claims = layer_formats() | {"mha", "allow", "causal", "kv_lens", "window"}
         served = dict(layer=layer, capabilities=claims, restrictions=["default_scale"])
     if options.show_capabilities:
-        print(f"keras {keras.__version__} on jax {jax.__version__}, api {options.api}: {' '.join(sorted(claims))}")
+        print(f"keras {keras.__version__} on {options.backend}, api {options.api}: {' '.join(sorted(claims))}")
         return None
     return served
 

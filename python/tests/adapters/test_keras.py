@@ -2,10 +2,12 @@
 compute by hand or in plain NumPy: keras.ops.dot_product_attention (--api ops) against a float64
 NumPy attention, keras.layers.MultiHeadAttention (--api mha) against the float64 NumPy layer
 (tests/layer_reference.py), and the conventions its docstring states. Skipped where keras does not
-import. Tolerances: f32 1e-5 relative to the largest |out|.
+import. Tolerances: f32 1e-5 relative to the largest |out|. On the backend KERAS_BACKEND names
+(jax unless set: the adapter's --backend).
 
 Run: KERAS_PYTHON -m pytest -q -p no:cacheprovider python/tests/adapters/test_keras.py
-(ci/requirements-keras.txt's venv: keras 3.15.1 on jax 0.10.2; pytest from Debian's python3-pytest).
+(ci/requirements-keras.txt's venv: keras 3.15.1 on jax 0.10.2; pytest from Debian's python3-pytest), and
+KERAS_BACKEND=torch TORCH_PYTHON -m pytest ... (ci/requirements-torch.txt's: keras 3.15.1 on torch 2.15.0).
 """
 import math
 import os
@@ -17,17 +19,22 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the client, from the source tree
-os.environ.setdefault("KERAS_BACKEND", "jax")
+BACKEND = os.environ.setdefault("KERAS_BACKEND", "jax")
+pytest.importorskip(BACKEND)
 pytest.importorskip("keras")
-pytest.importorskip("jax")
-from hand_cases import problem, reload_refuses  # noqa: E402
+from hand_cases import problem, refusal  # noqa: E402
 from layer_reference import random_layer, reference  # noqa: E402
 from attncheck.adapters import NotExpressible, keras as adapter  # noqa: E402
+
+adapter.load(BACKEND)
+on_jax = pytest.mark.skipif(BACKEND != "jax", reason="jax's restriction, not torch's")
+on_torch = pytest.mark.skipif(BACKEND != "torch", reason="keras' torch backend alone")
 
 
 def numpy_attention(p):
     """softmax(scale q k^T + bias) v over the permitted keys in float64, heads h -> h // (H / H_kv); a
-    row with no permitted key the mean of V over all keys (jax's convention, keras' on this backend)."""
+    row with no permitted key the mean of V over all keys (keras' convention on both backends: a finite
+    large negative for a forbidden key)."""
     group = p.H // p.H_kv
     k = np.repeat(np.asarray(p.k, np.float64), group, axis=1)
     v = np.repeat(np.asarray(p.v, np.float64), group, axis=1)
@@ -60,8 +67,8 @@ def test_explicit_mask_and_scale_on_a_1x1x2x2_case():
     allow = np.array([[True, False], [True, True]]).reshape(1, 2, 2)  # query 0 sees key 0 alone
     p = problem(q, k, v, scale=0.5, allow=allow)
     args = adapter.translate(p)
-    assert args["mask"].shape == (1, 1, 2, 2) and args["mask"].dtype == bool
-    assert args["scale"] == 0.5 and not args["is_causal"] and args["query"].shape == (1, 2, 1, 2)  # B,T,N,H
+    assert tuple(args["mask"].shape) == (1, 1, 2, 2) and adapter.keras.backend.standardize_dtype(args["mask"].dtype) == "bool"
+    assert args["scale"] == 0.5 and not args["is_causal"] and tuple(args["query"].shape) == (1, 2, 1, 2)  # B,T,N,H
     e = math.e  # query 1: scores 0.5 * (0, 2) = (0, 1), weights (1, e) / (1 + e)
     expected = np.array([[1, 2], [(1 + 3 * e) / (1 + e), (2 + 4 * e) / (1 + e)]]).reshape(1, 1, 2, 2)
     np.testing.assert_allclose(adapter.forward(p), expected, rtol=1e-6)
@@ -109,14 +116,43 @@ def test_empty_row_is_the_mean_of_all_values():
     np.testing.assert_allclose(out[0, 0, 0], np.asarray(p.v, np.float64)[0, 0].mean(0), rtol=1e-6)
 
 
-def test_dv_unlike_dk_is_not_expressible_and_f64_not_claimed():
-    r = np.random.default_rng(6)
-    q, k, v = r.standard_normal((1, 1, 2, 3)), r.standard_normal((1, 1, 2, 3)), r.standard_normal((1, 1, 2, 2))
-    with pytest.raises(NotExpressible):
-        adapter.translate(problem(q, k, v))
+def test_f64_is_not_claimed():
+    x = np.ones((1, 1, 2, 3))
     with pytest.raises(ValueError):
-        adapter.translate(problem(q, k, k, dtype="f64"))
+        adapter.translate(problem(x, x, x, dtype="f64"))
     assert adapter.ops_formats() == {"f32", "f16", "bf16"}
+
+
+def dv_unlike_dk(seed=6):
+    r = np.random.default_rng(seed)
+    return problem(r.standard_normal((1, 1, 2, 3)), r.standard_normal((1, 1, 2, 3)), r.standard_normal((1, 1, 2, 2)))
+
+
+@on_jax
+def test_dv_unlike_dk_is_not_expressible_on_jax():
+    with pytest.raises(NotExpressible):
+        adapter.translate(dv_unlike_dk())
+    assert adapter.setup(["--backend", "jax"])["restrictions"] == ["equal_head_dims"]
+
+
+@on_torch
+def test_dv_unlike_dk_runs_on_torch():
+    p = dv_unlike_dk()
+    close(adapter.forward(p), numpy_attention(p))
+    assert adapter.setup(["--backend", "torch"])["restrictions"] == []
+
+
+@on_torch
+def test_a_bias_with_a_mask_is_not_expressible_on_torch_and_with_is_causal_raises():
+    """keras' torch backend refuses a bias and a mask together (it passes either as SDPA's attn_mask),
+    and passes a bias with is_causal=True on to torch, which raises
+    (examples/keras/repro_torch_bias_with_causal_raises.py): passed on as raised."""
+    bias = np.zeros((2, 2, 3, 3), np.float32)
+    allow = np.ones((2, 3, 3), bool)
+    with pytest.raises(NotExpressible, match="Only one of"):
+        adapter.translate(rng_problem(11, bias=bias, allow=allow))
+    with pytest.raises(RuntimeError, match="attn_mask should not be set when is_causal=True"):
+        adapter.forward(rng_problem(11, bias=bias, causal="upper-left"))
 
 
 LAYER_CASES = [  # shapes shared where they can be: each new shape compiles anew (eager JAX)
@@ -163,16 +199,35 @@ def test_layer_limits_are_not_expressible():
         adapter.layer(random_layer(np.random.default_rng(9), H=2, D=4, scale=0.3))
 
 
-def test_layer_with_dv_unlike_dk_raises_without_weights():
-    """keras' own: the op path cannot take value_dim != key_dim
+@on_jax
+def test_layer_with_dv_unlike_dk_raises_without_weights_on_jax():
+    """keras' own: the op path on jax cannot take value_dim != key_dim
     (examples/keras/repro_mha_value_dim_unlike_key_dim_raises.py); the adapter passes it on as
-    raised, it is not NotExpressible."""
+    raised, it is not NotExpressible. On torch the same layer runs (the dk != dv cases above)."""
     m = random_layer(np.random.default_rng(10), B=1, H=2, Tq=3, D=4, dk=2, dv=3)
     with pytest.raises(TypeError, match="cannot reshape"):
         adapter.layer(m)
 
 
 def test_a_keras_older_than_its_dot_product_attention_is_refused(capsys, monkeypatch):
-    said = reload_refuses(adapter, adapter.keras, "3.5.0", capsys, monkeypatch)
+    keras = adapter.keras
+
+    def load_again():
+        adapter.keras = None
+        adapter.load(BACKEND)
+
+    try:
+        said = refusal(keras, "3.5.0", load_again, capsys, monkeypatch)
+    finally:
+        adapter.keras = keras
     assert said.startswith("attncheck.adapters.keras: keras 3.5.0 is older than 3.6, the first release with "
                            "keras.ops.dot_product_attention")
+
+
+def test_keras_on_another_backend_is_refused(capsys):
+    other = next(b for b in adapter.BACKENDS if b != BACKEND)
+    with pytest.raises(SystemExit) as stopped:
+        adapter.load(other)
+    said = capsys.readouterr().err
+    assert stopped.value.code == 2 and said == f"attncheck.adapters.keras: keras runs on its {BACKEND} backend here, " \
+                                               f"not {other} (KERAS_BACKEND)\n"
