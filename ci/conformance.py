@@ -220,7 +220,8 @@ def keep_and_reproduce(row, contract, number, finding, args, staging):
         return "not reproduced standalone (the finding has no replay file)"
     source = os.path.join(args.work, row.key, f"{contract}-{finding['folder']}", finding["replay"])
     name = os.path.join(row.key, f"{contract}-{number}-{finding['property']}.replay")
-    text = open(source).read().replace(python_of(row, args) + " -m ", "python3 -m ")
+    # the python as python3, whichever venv ran it (an --only run re-renders rows an older venv ran)
+    text = re.sub(r"^impl-cmd \S+ -m ", "impl-cmd python3 -m ", open(source).read(), count=1, flags=re.M)
     if len(text) > KEPT_BYTES:  # not shrunk in its budget: the repository keeps no megabytes of it
         finding["kept"] = f"{os.path.relpath(source, ROOT)}, not kept: {len(text) / 1e6:.1f} MB, not shrunk in time"
     else:

@@ -1,17 +1,20 @@
-"""Keras 3's attention on its JAX backend (KERAS_BACKEND=jax, on the CPU), as a child of
-`attncheck check --impl-cmd`: `keras.ops.dot_product_attention` (--api ops, a forward) and
+"""Keras 3's attention on its JAX or torch backend (--backend, keras' KERAS_BACKEND; on the CPU), as
+a child of `attncheck check --impl-cmd`: `keras.ops.dot_product_attention` (--api ops, a forward) and
 `keras.layers.MultiHeadAttention` (--api mha, attncheck's multi-head layer call).
 
     attncheck check --impl-cmd "KERAS_PYTHON -m attncheck.adapters.keras --api ops|mha"
+    attncheck check --impl-cmd "TORCH_PYTHON -m attncheck.adapters.keras --backend torch --api ops|mha"
 
 Each problem is translated into the library's own arguments and the library is called once,
 eagerly (as a user calls an op or a layer outside a compiled model), its output returned as it
 is: no masking, scaling, NaN handling or re-computation of the adapter's own. Checked with keras
-3.15.1 on jax 0.10.2 and jaxlib 0.10.2, numpy 2.3.5 (ci/requirements-keras.txt). Refuses to run
-outside the keras 3 releases that have keras.ops.dot_product_attention (3.6 on, keras PR 20286;
-keras 2 has no keras.ops), and on any backend other than jax.
+3.15.1 on jax 0.10.2 and jaxlib 0.10.2, numpy 2.3.5 (ci/requirements-keras.txt), and on torch
+2.15.0 (ci/requirements-torch.txt). Refuses to run outside the keras 3 releases that have
+keras.ops.dot_product_attention (3.6 on, keras PR 20286; keras 2 has no keras.ops), and where keras
+was already imported on another backend. Every array reaches keras through keras.ops
+(convert_to_tensor, convert_to_numpy), the same code on either backend.
 
-What keras does on this backend (keras/src/backend/jax/nn.py, dot_product_attention): it casts
+What keras does on JAX (keras/src/backend/jax/nn.py, dot_product_attention): it casts
 query, key and value to their keras result type, asks for flash attention only where cuDNN or a
 TPU is there (on the CPU flash_attention=None becomes False; the adapter leaves it None), and
 calls jax.nn.dot_product_attention(implementation="xla") inside a try/except; when that raises it
@@ -19,15 +22,28 @@ logs the exception and computes with its own copy of jax's XLA reference instead
 keras.ops.dot_product_attention is jax.nn.dot_product_attention: every convention of that function
 (examples/jax/repro_*.py; adapters/jax.py) is keras' too, inherited, not its own.
 
+What keras does on torch (keras/src/backend/torch/nn.py, dot_product_attention): it casts the
+three to their result type, refuses a bias and a mask together ("Only one of `bias` and `mask`
+can be provided": NotExpressible here), turns a bool mask into an additive one of 0 and
+-0.7 x finfo.max (-0.7 x 65500 in float16; with is_causal it first ands in torch.tril and sets
+is_causal False), passes a bias as that additive mask, repeats K and V per group
+(repeat_interleave: query head n reads KV head n // (N / K)), asks torch whether its CUDA flash
+kernel can run (never on the CPU) and calls torch.nn.functional.scaled_dot_product_attention with
+the default backend choice: on the CPU, torch's CPU flash kernel where it takes the inputs, else
+its math path. So torch's conventions and findings (adapters/torch_sdpa.py, examples/torch_sdpa/)
+come with it. keras' own: a bias with is_causal=True reaches torch as attn_mask with is_causal,
+which torch refuses (examples/keras/repro_torch_bias_with_causal_raises.py; keras PR 22097 would
+have fixed it, closed unmerged): passed on as raised. dv != dk runs on torch (no restriction).
+
 --api ops, how each feature of a problem reaches keras.ops.dot_product_attention:
 
   layout      Translated: keras' layout is B,T,N,H. q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv]
               are transposed to it, the output [B,Tq,H,dv] back (exact copies).
   head dims   value must have key's shape ("The value array with the same shape of key"): with
               dv != dk jax raises, keras catches it and its fallback raises in turn ("cannot
-              reshape array ...", a TypeError). Declared: restriction equal_head_dims.
+              reshape array ...", a TypeError). Declared on jax: restriction equal_head_dims.
   f32, f16, bf16
-              jnp arrays of the format (bf16 exactly from the float32 holding bf16 values; the
+              keras tensors of the format (bf16 exactly from the float32 holding bf16 values; the
               bfloat16 output widened to float32, exactly). Each claimed only where a 1-element
               call returns that format.
   f64         not claimed: keras' type promotion makes every 64-bit float 32-bit on any backend
@@ -37,7 +53,7 @@ keras.ops.dot_product_attention is jax.nn.dot_product_attention: every conventio
   scale       scale= a Python float; absent when the problem says default (keras' 1/sqrt(H)).
   gqa         key and value with H_kv heads as they are (the docstring's GQA: N a multiple of K;
               query head n reads KV head n // (N / K), attncheck's contiguous groups).
-  causal      upper-left: is_causal=True (jnp.tril, key j <= query i, also when Tq != Tk).
+  causal      upper-left: is_causal=True (tril, key j <= query i, also when Tq != Tk).
               Translated: lower-right with Tq != Tk, which keras does not have, goes into the bool
               mask (key j allowed when j <= i + Tk - Tq); with Tq == Tk is_causal=True.
   allow       mask= bool [B,1,Tq,Tk], True = take part in attention (keras' polarity).
@@ -47,7 +63,7 @@ keras.ops.dot_product_attention is jax.nn.dot_product_attention: every conventio
               go into the bool mask: key j allowed when j < kv_lens[b] and
               i + Tk - Tq - left <= j <= i + Tk - Tq + right (-1 unbounded).
   bias        bias= [B,H,Tq,Tk] in the problem's format, added to the scaled scores.
-  not claimed softcap (attn_logits_soft_cap is refused off a TPU), lse, backward.
+  not claimed softcap (attn_logits_soft_cap is refused but on a JAX TPU), lse, backward.
 
 --api mha, how a layer call reaches keras.layers.MultiHeadAttention:
 
@@ -56,8 +72,8 @@ keras.ops.dot_product_attention is jax.nn.dot_product_attention: every conventio
               the output is D wide); its kernels set from the call's weights: query and key
               [D,H,dk] (w_q, w_k reshaped), value [D,H,dv], attention_output [H,dv,D] (w_o), biases
               [H,dk], [H,dv], [D]. key_dim and value_dim are keras' own: dk and dv need not be D/H,
-              nor equal; but with value_dim != key_dim a call without the weights raises on this
-              backend (the op path, above: jax refuses dv != dk and keras' fallback cannot reshape;
+              nor equal; but with value_dim != key_dim a call without the weights raises on JAX
+              (the op path, above: jax refuses dv != dk and keras' fallback cannot reshape;
               examples/keras/repro_mha_value_dim_unlike_key_dim_raises.py), a finding of keras',
               passed on as raised, not NotExpressible; with the weights asked it runs.
   biases      use_bias=True when the call gives any bias; one it does not give is then a zero
@@ -91,14 +107,20 @@ both; examples/keras/repro_empty_row_is_the_mean.py), and in f16
 one weight 1.04 times its bound: the scores path (return_attention_scores) rounds its scores to
 float16 before the softmax (examples/keras/repro_mha_f16_scores_rounded.py). Every case
 compiles anew (a new shape nearly every case: 2 to 4 s here): run with --case-timeout 120.
+On torch (2026-12-04, seed 1; 40 to 60 cases a second, nothing compiles; docs/conformance.md,
+keras-ops-torch): --api ops torch's own findings (its CPU flash kernel's NaN rows under a causal
+mask with a scale <= 0), its additive mask's (an empty row the mean of V; in float16 a forbidden
+score above 45850 beats a permitted one) and keras' raise of a bias with is_causal; --api mha (60 s)
+the same empty row of 0 with the weights and the mean without.
 
-Conventions (inherited from jax.nn.dot_product_attention on the ops path): a forbidden score is the
-finite -0.7 x finfo(float32).max, so a row with no permitted key is the mean of V over all keys
+Conventions (inherited from jax.nn.dot_product_attention on the ops path on JAX; keras' own additive
+mask on torch): a forbidden score is the finite -0.7 x finfo.max, so a row with no permitted key is the mean of V over all keys
 (--empty-rows mean) and a NaN in a forbidden key or value reaches the output (--masked-inputs
 finite); examples/keras/repro_*.py show each with keras alone. The mha path's weights use keras'
 Softmax layer instead (an empty row 0 there). The conventions run:
 
     attncheck check --impl-cmd "KERAS_PYTHON -m attncheck.adapters.keras" --empty-rows mean --masked-inputs finite
+    attncheck check --impl-cmd "TORCH_PYTHON -m attncheck.adapters.keras --backend torch" --empty-rows mean --masked-inputs finite
 """
 import argparse
 import inspect
