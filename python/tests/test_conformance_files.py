@@ -51,7 +51,8 @@ def tree(tmp_path, monkeypatch):
     for contract in ("strict", "conventions"):
         folder = work / ROW / f"{contract}-f64"
         (folder / "findings").mkdir(parents=True)
-        (folder / "findings" / "scale.replay").write_text("command /venv/bin/python -m attncheck.adapters.jax\n")
+        (folder / "findings" / "scale.replay").write_text(  # a venv older than --venv-python
+            "attncheck-replay 2\nimpl-cmd /old-venv/bin/python -m attncheck.adapters.jax\n")
         (folder / "report.json").write_text(json.dumps(dict(findings=[FINDING], domain=dict(restrictions=[]),
                                                             calls=10, calls_not_taken=0, not_taken_reasons=[])))
 
@@ -80,7 +81,8 @@ def test_a_run_replaces_its_rows_folders_and_nothing_else_in_docs(tree):
     assert sorted(after) == sorted(["layers.md", "notes.txt", "drafts/plan.md",
                                     f"{ROW}/strict-1-ExplicitScaleIsHonoured.replay",
                                     f"{ROW}/conventions-1-ExplicitScaleIsHonoured.replay"])
-    assert after[f"{ROW}/strict-1-ExplicitScaleIsHonoured.replay"] == b"command python3 -m attncheck.adapters.jax\n"
+    assert after[f"{ROW}/strict-1-ExplicitScaleIsHonoured.replay"] == \
+        b"attncheck-replay 2\nimpl-cmd python3 -m attncheck.adapters.jax\n"
     assert sorted(p.name for p in tree.root.iterdir()) == ["README.md", "docs", "work"]  # no temporary left
     assert sorted(p.name for p in (tree.root / "docs").iterdir()) == ["conformance", "conformance.md"]
     readme = (tree.root / "README.md").read_text()
