@@ -6,10 +6,14 @@
 namespace attncheck {
 
 namespace {
-// The byte offset of slot s's pointer in the ABI struct a call of `kind` holds it in, and that struct.
+// The byte offset of slot s's pointer in the ABI struct a call of `kind` holds it in, and that struct;
+// -1 for a member the problem struct appended after the size its sender gave (an older checker's).
 std::pair<char*, int> home(const AbiCall& call, CallKind kind, const Slot& s) {
   if (kind == CallKind::layer) return {reinterpret_cast<char*>(call.layer), s.abi.layer};
-  if (s.abi.problem >= 0) return {reinterpret_cast<char*>(call.problem), s.abi.problem};
+  if (s.abi.problem >= 0) {
+    const bool covered = call.problem && call.problem->size >= int32_t(s.abi.problem + sizeof(void*));
+    return {reinterpret_cast<char*>(call.problem), covered ? s.abi.problem : -1};
+  }
   return {reinterpret_cast<char*>(call.grads), s.abi.grads};
 }
 }  // namespace

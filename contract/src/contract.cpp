@@ -89,6 +89,9 @@ std::string problem_error(const Problem<T>& p, const Result<T>& r) {
   if (std::string e = masks_error(p.masks, s, p.scale); !e.empty()) return e;
   if (!(p.softcap >= 0) || !std::isfinite(p.softcap)) return "softcap must be finite and at least 0 (0 = none)";
   if (!(p.dropout_p >= 0 && p.dropout_p < 1)) return "dropout_p must be in [0, 1) (0 = none)";
+  for (int64_t h = 0; p.sinks && h < s.H; ++h)
+    if (std::isnan(p.sinks[h]) || p.sinks[h] == std::numeric_limits<float>::infinity())
+      return "sinks must be finite or -inf (no sink), not NaN or +inf";
   return format_error<T>(p.format, {{"q", {p.q, s.q_size()}},
                                     {"k", {p.k, s.k_size()}},
                                     {"v", {p.v, s.v_size()}},

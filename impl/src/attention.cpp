@@ -43,7 +43,7 @@ void masked_scores(const Problem<T>& p, int64_t b, int64_t h, const Permission& 
 
 template <class T>
 void attention(const Problem<T>& p, const Result<T>& r) {
-  // Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk] in;
+  // Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv], bias [B,H,Tq,Tk], sinks [H] in;
   // out [B,H,Tq,dv], weights [B,H,Tq,Tk], lse [B,H,Tq] out.
   using ConstMap = Eigen::Map<const RowMatrix<T>>;
   using Map = Eigen::Map<RowMatrix<T>>;
@@ -62,9 +62,10 @@ void attention(const Problem<T>& p, const Result<T>& r) {
     permission(p, b, permitted);  // shared by all heads
 
     for (int64_t h = 0; h < s.H; ++h) {
-      // Head h's outputs; the values of its KV head.
+      // Head h's outputs; the values of its KV head; its sink (-inf for none).
       ConstMap V_bh(p.v + s.v_at(b, h, 0), s.Tk, s.dv);
       Map out_bh(r.out + s.out_at(b, h, 0), s.Tq, s.dv);
+      const T sink_h = has_sink(p, h) ? T(p.sinks[h]) : minus_inf;
 
       // Pass 1: scores s_ij = cap(scale * q_i . k_j) + bias_ij, -inf where key j is forbidden.
       masked_scores(p, b, h, permitted, w);
@@ -76,11 +77,12 @@ void attention(const Problem<T>& p, const Result<T>& r) {
         for (int64_t j = 0; j < s.Tk; ++j)
           if (w(i, j) != minus_inf) keys_i.push_back(j);
 
-        // Pass 2: stable softmax of row i (row max, exp and sum, normalize); lse by the same pass.
-        const T lse_i = softmax_stable(&w(i, 0), s.Tk, 1, p.empty_rows);
+        // Pass 2: stable softmax of row i (row max, exp and sum with head h's sink, normalize); lse by the
+        // same pass.
+        const T lse_i = softmax_stable(&w(i, 0), s.Tk, 1, p.empty_rows, sink_h);
         if (r.lse) r.lse[s.lse_at(b, h, i)] = lse_i;
 
-        const bool empty_row = keys_i.empty();
+        const bool empty_row = keys_i.empty() && !has_sink(p, h);  // with a sink, out 0 by the sum below
         // Pass 2b, dropout: weight p_ij kept and multiplied by 1 / (1 - p), or dropped (0, its value
         // never read); the lse above is the weights' before dropout.
         if (p.dropout_p > 0) {

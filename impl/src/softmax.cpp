@@ -6,30 +6,31 @@
 namespace attncheck {
 
 template <class T>
-T softmax_stable(T* x, int64_t n, int64_t stride, EmptyRows empty) {
+T softmax_stable(T* x, int64_t n, int64_t stride, EmptyRows empty, T sink) {
   // x: n entries at stride `stride`.
   constexpr T inf = std::numeric_limits<T>::infinity();
   constexpr T nan = std::numeric_limits<T>::quiet_NaN();
   auto at = [&](int64_t j) -> T& { return x[j * stride]; };
 
-  // Pass 1: row max over permitted entries; NaN is sticky so that it cannot be skipped.
-  T m = -inf;
+  // Pass 1: row max over permitted entries and the sink; NaN is sticky so that it cannot be skipped.
+  T m = sink;
   for (int64_t j = 0; j < n; ++j)
     if (at(j) > m || std::isnan(at(j))) m = std::isnan(m) ? m : at(j);
-  if (m == -inf) {  // no permitted entry
+  if (m == -inf) {  // no permitted entry and no sink
     const T fill = empty == EmptyRows::zero ? T(0) : nan;
     for (int64_t j = 0; j < n; ++j) at(j) = fill;
     return empty == EmptyRows::zero ? -inf : nan;
   }
 
-  // Pass 2: exp and sum. Forbidden entries give exp(-inf - m) = 0 exactly; m = +inf or NaN gives NaN.
-  T sum = 0;
+  // Pass 2: exp and sum, from the sink's term (0 without one). Forbidden entries give exp(-inf - m) = 0
+  // exactly; m = +inf or NaN gives NaN.
+  T sum = std::exp(sink - m);
   for (int64_t j = 0; j < n; ++j) {
     at(j) = std::exp(at(j) - m);
     sum += at(j);
   }
 
-  // Pass 3: normalize. sum >= 1 (the maximum contributes exp(0) = 1), so the division is safe.
+  // Pass 3: normalize. sum >= 1 (the maximum, a key's or the sink's, contributes exp(0) = 1), so the division is safe.
   for (int64_t j = 0; j < n; ++j) at(j) /= sum;
   return m + std::log(sum);
 }
@@ -57,8 +58,8 @@ void softmax_naive(Eigen::Ref<RowMatrix<T>> x, Axis axis) {
   }
 }
 
-template float softmax_stable(float*, int64_t, int64_t, EmptyRows);
-template double softmax_stable(double*, int64_t, int64_t, EmptyRows);
+template float softmax_stable(float*, int64_t, int64_t, EmptyRows, float);
+template double softmax_stable(double*, int64_t, int64_t, EmptyRows, double);
 template void softmax_stable<float>(Eigen::Ref<RowMatrix<float>>, Axis, EmptyRows);
 template void softmax_stable<double>(Eigen::Ref<RowMatrix<double>>, Axis, EmptyRows);
 template void softmax_naive<float>(Eigen::Ref<RowMatrix<float>>, Axis);

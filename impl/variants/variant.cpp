@@ -297,7 +297,9 @@ struct Kernel {
   A q_dot_k(int64_t i, int64_t j) const;
   void scores(int64_t i, int64_t key_end, A* score_i) const;
   bool weighted_keys(int64_t key_end);
-  void empty_row(int64_t i, int64_t key_end, T* out_i) const;
+  A sink_as_read() const;
+  A fold_sink(A sink);
+  void empty_row(int64_t i, int64_t key_end, T* out_i, A sink) const;
   void weighted_sums(const A* x, int64_t start, int64_t stop);
   void online(Running<A>& r, int64_t lo, int64_t hi, int64_t& start);
   void merge(Running<A>& into, const Running<A>& chunk) const;
@@ -352,16 +354,24 @@ void Kernel<T, A>::row(int64_t i, int64_t key_end) {
   T* out_i = out + s.out_at(b, h, i);
   draw_keep_row(i);
   scores(i, key_end, score_row.data());
-  if (!weighted_keys(key_end)) return empty_row(i, key_end, out_i);
+  const A sink = sink_as_read();
+  if (!weighted_keys(key_end)) return empty_row(i, key_end, out_i, sink);
   softmax(key_end);
+  const A keys_lse = total.m + std::log(total.l);  // the keys' alone, before the sink joins
+  const A sink_term = fold_sink(sink);
   const A l = total.l, inv_l = A(1) / l;
   if (v.mutation == M::nan_row_zeroed && !(l > 0)) {  // the guard meant for empty rows
     std::fill_n(out_i, s.dv, T(0));
     if (lse) lse[s.lse_at(b, h, i)] = -std::numeric_limits<T>::infinity();
     return;
   }
-  if (lse) lse[s.lse_at(b, h, i)] = T(v.mutation == M::lse_max_left_out ? std::log(l) : total.m + std::log(l));
+  if (lse)
+    lse[s.lse_at(b, h, i)] = T(v.mutation == M::lse_max_left_out   ? std::log(l)
+                               : v.mutation == M::lse_without_sink ? keys_lse
+                                                                   : total.m + std::log(l));
   normalize(out_i, l, inv_l);
+  for (int64_t col = 0; v.mutation == M::sink_given_a_value && col < s.dv; ++col)  // its weight times a value of 1
+    out_i[col] = stored(A(out_i[col]) + sink_term / l);
   for (int64_t col = 0; dropout.on_output && col < s.dv; ++col)  // the output's own draws, at its [B,H,Tq,dv] index
     out_i[col] = dropout.keeps_output(s.out_at(b, h, i) + col) ? stored(A(out_i[col]) * dropout.kept_factor) : T(0);
 }
@@ -434,10 +444,41 @@ bool Kernel<T, A>::weighted_keys(int64_t key_end) {
   return any_weight;
 }
 
-// A row with no key of weight: out_i [dv] 0 and lse -inf, or NaN (the contract's choice, or the
-// mutant's).
+// Head h's sink as the variant reads it (contract.hpp), -inf for none: the contract's sinks[h], or
+// the mutants' none, head 0's, or the sink times the scale.
 template <class T, class A>
-void Kernel<T, A>::empty_row(int64_t i, int64_t key_end, T* out_i) const {
+A Kernel<T, A>::sink_as_read() const {
+  if (!p.sinks || v.mutation == M::sink_ignored) return minus_inf;
+  const A sink = A(p.sinks[v.mutation == M::one_sink_for_all_heads ? 0 : h]);
+  return v.mutation == M::sink_scaled ? sink * scale : sink;
+}
+
+// The sink joins the row's softmax after its keys, as FlashAttention's learnable_sink does: the
+// maximum m' = max(m, sink), l and acc [dv] (and the two-pass form's e_t) rescaled by exp(m - m'),
+// l gaining exp(sink - m'). Returns that term, 0 without a sink.
+template <class T, class A>
+A Kernel<T, A>::fold_sink(A sink) {
+  if (!(sink > minus_inf)) return A(0);
+  const A m = std::isnan(total.m) ? total.m : std::max(total.m, sink);
+  const A rescale = exp_shifted(total.m, m, v), term = exp_shifted(sink, m, v);
+  total.l = total.l * rescale + term;
+  for (A& x : total.acc) x *= rescale;
+  for (int64_t t = 0; t < n; ++t) e[t] *= rescale;
+  total.m = m;
+  return term;
+}
+
+// A row with no key of weight: out_i [dv] 0 and lse -inf, or NaN (the contract's choice, or the
+// mutant's). With a sink the row is not empty: out 0 and lse the sink (the sink mutants' own).
+template <class T, class A>
+void Kernel<T, A>::empty_row(int64_t i, int64_t key_end, T* out_i, A sink) const {
+  if (sink > minus_inf || (p.sinks && v.mutation == M::sink_minus_inf_empty_row_nan)) {
+    const bool nan = !(sink > minus_inf);  // the mutant's exp(-inf - -inf)
+    const A value = nan ? std::numeric_limits<A>::quiet_NaN() : A(v.mutation == M::sink_given_a_value ? 1 : 0);
+    std::fill_n(out_i, s.dv, T(value));
+    if (lse) lse[s.lse_at(b, h, i)] = T(nan ? value : v.mutation == M::lse_without_sink ? minus_inf : sink);
+    return;
+  }
   bool nan = p.empty_rows == EmptyRows::nan || v.mutation == M::empty_row_nan;
   if (v.mutation == M::max_minus_infinity_nan)  // a row the masks leave keys: not "empty" to it
     for (int64_t j = 0; j < key_end; ++j)

@@ -310,7 +310,7 @@ template <class T>
 [[gnu::always_inline]] inline void weighted_sum(const RowPass<T>& r, const std::vector<DD>& e, DD l, ExactRow& row,
                                                 RowFacts& facts, std::vector<double>& v_abs) {
   const Shape& s = r.s;
-  const int64_t n = int64_t(e.size());
+  const int64_t n = int64_t(row.keys.size());  // e's first n terms: a sink's (the last) has no value
   const T* v_bh = r.p.v + s.v_at(r.b, r.h, 0);  // [Tk,dv] of head h's KV head
   std::vector<double> hi(size_t(s.dv), 0), lo(hi);
   v_abs.assign(size_t(n * s.dv), 0);
@@ -368,6 +368,24 @@ template <class T>
   facts.dropout_p = r.p.dropout_p;
 }
 
+// The sink's term (contract.hpp), appended after the keys': a score of its own, exact (a float), its
+// error charged as a score of its size would be, nothing flushed; pass 2 gives it its weight and
+// its place in l and the lse, and pass 3 no value (docs/error-bound.md, "Sinks").
+[[gnu::always_inline]] inline void sink_term(float sink, RowFacts& facts, std::vector<DD>& score) {
+  score.push_back({double(sink), 0});
+  facts.score_size.push_back(std::fabs(double(sink)));
+  facts.oracle_score_error.push_back(0);
+  facts.flush_error.push_back(0);
+}
+
+// The sink's term taken off the row's per-key vectors after its bound (they hold the keys alone),
+// its weight kept apart.
+inline void drop_sink_term(ExactRow& row) {
+  row.sink_weight = row.weights.back();
+  for (auto* v : {&row.score_error, &row.weight_error, &row.score_size, &row.score_flush, &row.gap}) v->pop_back();
+  row.weights.pop_back();
+}
+
 template <class T>
 [[gnu::always_inline]] inline ExactRow row_body(const Problem<T>& p, const KeyFacts& keys, DD scale, int64_t b, int64_t h,
                                                 int64_t i, const double* input_error) {
@@ -387,18 +405,21 @@ template <class T>
   row.bound.assign(size_t(s.dv), facts.scores_in_range ? 0 : kInf);
   row.lse_bound = facts.scores_in_range ? 0 : kInf;
   row.natural.assign(size_t(s.dv), 0);
-  if (n == 0) return empty_row(p, b, h, std::move(row));
+  const bool sink = has_sink(p, h);
+  if (n == 0 && !sink) return empty_row(p, b, h, std::move(row));
   if (special) {  // exp(inf - inf) or a NaN reaches every weight: special exact outputs, matched exactly
     row.lse = kNaN;
     row.out.assign(size_t(s.dv), kNaN);
     row.weights.assign(size_t(n), kNaN);
     return row;
   }
+  if (sink) sink_term(p.sinks[h], facts, score);
   std::vector<DD> e;
   DD l;
   const DD m = exp_and_sum(score, row, facts, e, l);
   std::vector<double> v_abs;
   weighted_sum(r, e, l, row, facts, v_abs);
+  if (sink) v_abs.resize(v_abs.size() + size_t(s.dv), 0);  // the sink's value: none
 
   // The bound of each output element (docs/error-bound.md).
   facts.max_abs = std::fabs(m.hi) * (1 + 0x1p-52);
@@ -410,6 +431,7 @@ template <class T>
   row.gap = facts.gap;
   row.lse_bound = lse_bound.bound;
   row.lse_natural = lse_bound.natural;
+  if (sink) drop_sink_term(row);
   return row;
 }
 

@@ -6,13 +6,13 @@ it is what that prints. Do not edit it by hand.
 """
 
 # ABI v2's capability bits, by the name a served function claims them with.
-CAPABILITIES = {"f32": 1, "f64": 2, "f16": 4, "bf16": 8, "allow": 16, "causal": 32, "kv_lens": 64, "gqa": 128, "window": 256, "softcap": 512, "bias": 1024, "lse": 2048, "backward": 4096, "dropout": 8192, "dropout_mask": 16384, "mha": 32768, "mha_weights": 65536}
+CAPABILITIES = {"f32": 1, "f64": 2, "f16": 4, "bf16": 8, "allow": 16, "causal": 32, "kv_lens": 64, "gqa": 128, "window": 256, "softcap": 512, "bias": 1024, "lse": 2048, "backward": 4096, "dropout": 8192, "dropout_mask": 16384, "mha": 32768, "mha_weights": 65536, "sinks": 131072}
 # What reports call each.
-NAMES = {"f32": "f32", "f64": "f64", "f16": "f16", "bf16": "bf16", "allow": "allow mask", "causal": "causal", "kv_lens": "key lengths", "gqa": "grouped KV heads", "window": "window", "softcap": "soft-cap", "bias": "bias", "lse": "lse", "backward": "backward", "dropout": "dropout", "dropout_mask": "dropout keep mask", "mha": "multi-head layer", "mha_weights": "layer weights"}
+NAMES = {"f32": "f32", "f64": "f64", "f16": "f16", "bf16": "bf16", "allow": "allow mask", "causal": "causal", "kv_lens": "key lengths", "gqa": "grouped KV heads", "window": "window", "softcap": "soft-cap", "bias": "bias", "lse": "lse", "backward": "backward", "dropout": "dropout", "dropout_mask": "dropout keep mask", "mha": "multi-head layer", "mha_weights": "layer weights", "sinks": "sinks"}
 # The PROB header's flag bits.
-FLAGS = {"allow": 1, "kv_lens": 2, "bias": 4, "lse": 8, "backward": 16, "dropout": 32, "dropout_mask": 64, "mha": 128, "mha_weights": 256}
+FLAGS = {"allow": 1, "kv_lens": 2, "bias": 4, "lse": 8, "backward": 16, "dropout": 32, "dropout_mask": 64, "mha": 128, "mha_weights": 256, "sinks": 512}
 # The case text's line (or word) that carries each.
-LINES = {"allow": "allow", "causal": "causal", "kv_lens": "key-lengths", "gqa": "H_kv", "window": "window", "softcap": "softcap", "bias": "bias", "dropout": "dropout"}
+LINES = {"allow": "allow", "causal": "causal", "kv_lens": "key-lengths", "gqa": "H_kv", "window": "window", "softcap": "softcap", "bias": "bias", "dropout": "dropout", "sinks": "sinks"}
 # ABI v2's dtype codes, each format's storage in the protocol's bytes, and its log-sum-exp's.
 DTYPES = {0: "f32", 1: "f64", 2: "f16", 3: "bf16"}
 STORAGE = {"f32": "<f4", "f64": "<f8", "f16": "<f2", "bf16": "<u2"}
@@ -57,6 +57,7 @@ SLOTS = [
     {"name": "b_o", "shape": ["D"], "element": "format", "feature": "mha", "roles": {"forward": "none", "backward": "none", "layer": "in_if"}, "part": 16},
     {"name": "out", "shape": ["B", "Tq", "D"], "element": "format", "feature": "mha", "roles": {"forward": "none", "backward": "none", "layer": "out"}, "part": 0},
     {"name": "weights", "shape": ["B", "H", "Tq", "Tk"], "element": "wide", "feature": "mha_weights", "roles": {"forward": "none", "backward": "none", "layer": "out_if"}, "part": 0},
+    {"name": "sinks", "shape": ["H"], "element": "f32", "feature": "sinks", "roles": {"forward": "in_if", "backward": "none", "layer": "none"}, "part": 0},
 ]
 # The shape vocabulary's dims, in the order of the headers' fields.
 DIMS = ["B", "H", "H_kv", "Tq", "Tk", "dk", "dv", "D"]

@@ -447,6 +447,7 @@ Case<T> slice(const Case<T>& c, int64_t b, int64_t h) {
   if (!c.bias.empty()) one.bias = take(c.bias, s.scores_at(b, h, 0), s.Tq * s.Tk);
   if (!c.allow.empty()) one.allow = take(c.allow, s.allow_at(b, 0), s.Tq * s.Tk);
   if (!c.key_lengths.empty()) one.key_lengths = {c.key_lengths[size_t(b)]};
+  if (!c.sinks.empty()) one.sinks = {c.sinks[size_t(h)]};
   return one;
 }
 
@@ -468,6 +469,7 @@ std::string describe(const Case<T>& c) {
     extras += "; window " + std::to_string(c.window_left) + "," + std::to_string(c.window_right);
   if (c.softcap != 0) extras += "; soft-cap " + show(c.softcap);
   if (c.dropout_p != 0) extras += "; dropout p " + show(c.dropout_p) + " seed " + std::to_string(c.dropout_seed);
+  for (size_t h = 0; h < c.sinks.size(); ++h) extras += (h ? " " : "; sinks ") + show(c.sinks[h]);
   if (is_narrow(c.format)) extras += std::string("; in ") + format_name(c.format);
   std::snprintf(
       line, sizeof line, "B %lld, H %lld%s, Tq %lld, Tk %lld, dk %lld, dv %lld; scale %s; causal %s%s; empty rows %s; %s\n",

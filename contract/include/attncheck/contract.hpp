@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -84,7 +85,17 @@ struct Problem {
   uint64_t dropout_seed = 0;              // the kernel's own random stream: one seed, one mask
   const uint8_t* dropout_keep = nullptr;  // [B,H,Tq,Tk], nonzero = kept: the mask to apply, as PyTorch's
                                           // math backend takes one (the oracle needs it); null = draw one from the seed
+  // Attention sinks (gpt-oss): one logit per query head, float in every format, that every row's
+  // softmax denominator gains as exp(sink_h - m) with no value: not scaled, soft-capped or masked.
+  // The lse includes it; a row with no permitted key gives 0 and lse sink_h. -inf: no sink. null = none.
+  const float* sinks = nullptr;  // [H]
 };
+
+// Whether head h of `problem` has a sink that takes weight (a sinks slot and sinks[h] > -inf).
+template <class T>
+bool has_sink(const Problem<T>& problem, int64_t h) {
+  return problem.sinks && problem.sinks[h] > -std::numeric_limits<float>::infinity();
+}
 
 // Where the results go: out always, weights, log-sum-exp and the dropout keep mask on request.
 template <class T>

@@ -120,6 +120,8 @@ inline constexpr Feature kFeatures[] = {
     {ATTNCHECK_CAP_MHA, "ATTNCHECK_CAP_MHA", "mha", "multi-head layer", "", 128, [](const CallView& c) { return c.layer; }},
     {ATTNCHECK_CAP_MHA_WEIGHTS, "ATTNCHECK_CAP_MHA_WEIGHTS", "mha_weights", "layer weights", "", 256,
      [](const CallView& c) { return c.layer_weights; }, ATTNCHECK_CAP_MHA},
+    {ATTNCHECK_CAP_SINKS, "ATTNCHECK_CAP_SINKS", "sinks", "sinks", "sinks", 512,
+     [](const CallView& c) { return (c.inputs & (1u << slot::SINKS)) != 0; }},
 };
 
 // Every feature, formats first (f32, f64, f16, bf16: ABI v2's dtype order), then by capability bit.

@@ -53,7 +53,8 @@ enum {                                   /* bits of attncheck_capabilities() */
   ATTNCHECK_CAP_DROPOUT = 1u << 13,      /* takes dropout_p > 0 */
   ATTNCHECK_CAP_DROPOUT_MASK = 1u << 14, /* and writes the keep mask it used when asked */
   ATTNCHECK_CAP_MHA = 1u << 15,          /* exports attncheck_mha_forward_v2 */
-  ATTNCHECK_CAP_MHA_WEIGHTS = 1u << 16   /* writes each head's attention weights when asked */
+  ATTNCHECK_CAP_MHA_WEIGHTS = 1u << 16,  /* writes each head's attention weights when asked */
+  ATTNCHECK_CAP_SINKS = 1u << 17         /* takes attncheck_problem_v2's sinks */
 };
 typedef struct attncheck_problem_v2 {
   int32_t size;                /* sizeof(attncheck_problem_v2) as the checker was built; later versions only append fields */
@@ -75,6 +76,8 @@ typedef struct attncheck_problem_v2 {
   double dropout_p;            /* 0 = none; else after the softmax each weight is kept with probability 1 - p and divided by 1 - p (lse stays that of the weights before dropout) */
   uint64_t dropout_seed;       /* the kernel's own random stream: the same problem and seed give the same result */
   uint8_t *dropout_keep;       /* [B][H][Tq][Tk]: 1 = kept, 0 = dropped, written by a kernel with ATTNCHECK_CAP_DROPOUT_MASK when not NULL */
+  /* Attention sinks (ATTNCHECK_CAP_SINKS), appended as the dropout's fields were. */
+  const float *sinks;          /* [H], float in every dtype: one logit per query head; every row's softmax denominator gains exp(sinks[h] - m) and no value: not scaled, not soft-capped, not masked; the lse includes it; a row with no permitted key outputs 0 and its lse is the sink's; -inf = no sink for that head; NULL = none */
 } attncheck_problem_v2;
 uint32_t attncheck_capabilities(void);
 int32_t  attncheck_forward_v2(const attncheck_problem_v2 *p);   /* 0 = ok; anything else for a problem within its capabilities is a finding */

@@ -3,6 +3,7 @@
 
 #include <Eigen/Core>
 #include <cstdint>
+#include <limits>
 
 #include "attncheck/contract.hpp"
 
@@ -19,9 +20,11 @@ enum class Axis { rows, columns };
 // forbidden and get weight exactly 0; the maximum is taken over the others. A NaN or +inf entry
 // makes every weight NaN (there is no finite softmax of it). With no permitted entry the policy
 // decides: zero gives weights 0, nan gives NaN. Returns the log-sum-exp (-inf or NaN for an
-// empty line, by the same policy).
+// empty line, by the same policy). A sink above -inf (contract.hpp) is one more entry of the
+// denominator with no weight of its own written: a line with no permitted entry then has weights 0
+// and log-sum-exp `sink`.
 template <class T>
-T softmax_stable(T* x, int64_t n, int64_t stride, EmptyRows empty);
+T softmax_stable(T* x, int64_t n, int64_t stride, EmptyRows empty, T sink = -std::numeric_limits<T>::infinity());
 
 // Stable softmax of every row or column of x [rows, cols], in place.
 template <class T>

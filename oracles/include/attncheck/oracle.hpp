@@ -18,6 +18,7 @@ struct ExactRow {
   bool empty = false;                     // no key carries weight: the empty-row policy gave the row
   std::vector<int64_t> keys;              // [n] the keys that carry weight: permitted, score not -inf (mean: every key)
   std::vector<long double> weights;       // [n] p_ij to long double, within 2^-62 relative (0 where it underflows double)
+  long double sink_weight = 0;            // exp(sink_h - lse): the weight the head's sink takes (0 without one)
   long double lse = 0;                    // log sum_j exp(s_ij)
   std::vector<long double> out;           // [dv] sum_j p_ij v_jc, to long double (2^-64 relative)
   std::vector<double> bound;              // [dv] the bound on |computed - exact| of any correct T implementation

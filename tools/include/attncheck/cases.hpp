@@ -71,6 +71,7 @@ struct Case {
   std::vector<T> q, k, v, bias;      // [B,H,Tq,dk], [B,H_kv,Tk,dk], [B,H_kv,Tk,dv], [B,H,Tq,Tk] or empty
   std::vector<uint8_t> allow;        // [B,Tq,Tk] or empty
   std::vector<int32_t> key_lengths;  // [B] or empty
+  std::vector<float> sinks;          // [H] or empty: one logit per query head (contract.hpp)
   Causal causal = Causal::none;
   int64_t window_left = -1, window_right = -1;  // a sliding window (Masks); -1 = unbounded
   double scale = 0;
