@@ -49,9 +49,10 @@ std::vector<T> run_builtin(const Case<T>& c, std::vector<T>* lse = nullptr, std:
 
 // Cases of one format (float for f32, f16 and bf16; double for f64), every correct kernel on each;
 // with `dropout`, their inputs made finite and dropout at a drawn rate and seed, judged for the
-// built-in's keep mask, which every variant must draw alike (the same Philox stream).
+// built-in's keep mask, which every variant must draw alike (the same Philox stream); with `sinks`,
+// a sink per head (draw_sink).
 template <class T>
-void sweep(int64_t cases, Format format = Precision<T>::format, bool dropout = false) {
+void sweep(int64_t cases, Format format = Precision<T>::format, bool dropout = false, bool sinks = false) {
   const char* precision = Arithmetic::of(format).label;
   const uint64_t seed = uint64_t(env_or("ATTNCHECK_SWEEP_SEED", 20261129));
   SeededChooser choose(seed);
@@ -69,6 +70,10 @@ void sweep(int64_t cases, Format format = Precision<T>::format, bool dropout = f
       c = with_finite_inputs(std::move(c));
       c.dropout_p = (const double[]){0.5, 0.25, 0.75, 0.1, 0.9}[choose.below(5)];
       c.dropout_seed = choose.below(uint64_t(1) << 32);
+    }
+    if (sinks) {
+      c.sinks.resize(size_t(c.shape.H));
+      for (float& sink : c.sinks) sink = draw_sink(choose);
     }
     std::vector<T> plain_lse, lse;
     std::vector<uint8_t> plain_keep, keep;
@@ -130,6 +135,20 @@ TEST(Bound, NeverExceededByCorrectHalfKernelsWithDropout) {
 }
 TEST(Bound, NeverExceededByCorrectBFloat16KernelsWithDropout) {
   sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 300), Format::bf16, true);
+}
+
+// Sinks (docs/error-bound.md, "Sinks"): one more term of the normalizer, no value.
+TEST(Bound, NeverExceededByCorrectFloatKernelsWithSinks) {
+  sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 300), Format::f32, false, true);
+}
+TEST(Bound, NeverExceededByCorrectDoubleKernelsWithSinks) {
+  sweep<double>(env_or("ATTNCHECK_SWEEP_CASES", 200), Format::f64, false, true);
+}
+TEST(Bound, NeverExceededByCorrectHalfKernelsWithSinks) {
+  sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 300), Format::f16, false, true);
+}
+TEST(Bound, NeverExceededByCorrectBFloat16KernelsWithSinks) {
+  sweep<float>(env_or("ATTNCHECK_SWEEP_CASES", 300), Format::bf16, false, true);
 }
 
 // Plain cases where every planted error must show: B 1, H 2, Tq 6, Tk 10, normal q and k, and

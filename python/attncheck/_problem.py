@@ -1,7 +1,8 @@
 """One attention problem as the checker sends it, in NumPy.
 
 Shapes: q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], allow [B,Tq,Tk], kv_lens [B],
-bias [B,H,Tq,Tk], out [B,H,Tq,dv], lse [B,H,Tq], keep [B,H,Tq,Tk]; query head h reads KV head h // (H // H_kv).
+bias [B,H,Tq,Tk], sinks [H], out [B,H,Tq,dv], lse [B,H,Tq], keep [B,H,Tq,Tk]; query head h reads KV
+head h // (H // H_kv).
 """
 import math
 
@@ -39,7 +40,10 @@ class Problem:
     function's own random stream (the same problem and seed must give the same result:
     torch.manual_seed(p.dropout_seed), say). want_lse, want_keep: whether the function must return
     lse and the keep mask [B,H,Tq,Tk] (1 = kept, 0 = dropped; capability 'dropout_mask'): out, or
-    a tuple of out and those asked, in the order (out, lse, keep). For a backward, out and lse are
+    a tuple of out and those asked, in the order (out, lse, keep). sinks: None or float32 [H]
+    (capability 'sinks'): one logit per query head that every row's softmax denominator gains as
+    exp(sinks[h] - m), with no value, not scaled, soft-capped or masked; lse includes it, and a row
+    with no permitted key gives 0 and lse sinks[h] (-inf: no sink). For a backward, out and lse are
     the forward's (given), and dout the gradient of out. Each input of a forward or a backward
     (_features.SLOTS) is the attribute named as its slot, None when the call does not carry it.
     """

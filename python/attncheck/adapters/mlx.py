@@ -54,7 +54,9 @@ How each feature of a problem reaches MLX:
               scores (-inf forbids). Translated: when the bool mask above exists too, the one mask is
               additive: the bias where allowed, -inf where not (MLX's own conversion of a bool mask
               for its fused GPU kernels, mlx/fast.cpp, is 0 / -inf too).
-  not claimed softcap, sinks= (attncheck has no sinks slot), lse (the function returns
+  sinks       sinks= the problem's float32 [H] as an mx.array of float32 (where a 1-element call
+              with them runs: mlx has sinks= since 0.29).
+  not claimed softcap, lse (the function returns
               the output alone), backward (mx.vjp could give it; not wired), dropout.
 
 Nothing is refused: no restriction is declared and no problem raises NotExpressible.
@@ -128,13 +130,15 @@ class Adapter:
             claims.add("bias")
         if runs(H=2):
             claims.add("gqa")
+        if runs(sinks=np.zeros(1, np.float32)):
+            claims.add("sinks")
         return claims
 
     def call(self, dtype, B, H, H_kv, Tq, Tk, dk, dv, q=None, k=None, v=None, allowed=None, bias=None,
-             causal=False, scale=None):
+             causal=False, scale=None, sinks=None):
         """The output (an mx.array of the problem's dtype) for inputs given as NumPy (zeros when None).
         allowed: None or bool [B,Tq,Tk]; bias: None or [B,H,Tq,Tk]; causal: mask="causal"; scale:
-        None for the default, q.shape[-1] ** -0.5."""
+        None for the default, q.shape[-1] ** -0.5; sinks: None or float32 [H]."""
         t = DTYPES[dtype]
         array = lambda x, shape: (mx.zeros(shape, dtype=t) if x is None else mx.array(np.asarray(x), dtype=t))
         q, k, v = array(q, (B, H, Tq, dk)), array(k, (B, H_kv, Tk, dk)), array(v, (B, H_kv, Tk, dv))
@@ -149,7 +153,8 @@ class Adapter:
             mask = "causal"
         if scale is None:
             scale = q.shape[-1] ** -0.5  # MLX's docstring's D ** -0.5
-        return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask)
+        sinks = None if sinks is None else mx.array(np.asarray(sinks, np.float32))
+        return mx.fast.scaled_dot_product_attention(q, k, v, scale=scale, mask=mask, sinks=sinks)
 
     def translate(self, p):
         """The call's arguments for problem p (the keywords of `call`)."""
@@ -185,7 +190,8 @@ class Adapter:
             for part in parts:
                 allowed &= part
         return dict(dtype=p.dtype, B=p.B, H=p.H, H_kv=p.H_kv, Tq=p.Tq, Tk=p.Tk, dk=p.dk, dv=p.dv, q=p.q, k=p.k,
-                    v=p.v, allowed=allowed, bias=p.bias, causal=native_causal, scale=p.scale)
+                    v=p.v, allowed=allowed, bias=p.bias, causal=native_causal, scale=p.scale,
+                    sinks=getattr(p, "sinks", None))
 
     def __call__(self, p):
         out = self.call(**self.translate(p))

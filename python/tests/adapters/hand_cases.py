@@ -1,6 +1,7 @@
 """The adapters' tests' one way to make a Problem by hand: as the checker sends it, through the
 protocol's own payload (q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], allow [B,Tq,Tk] True = may
-attend, kv_lens [B], bias [B,H,Tq,Tk], dropout (p, seed); bf16 values as float32 holding bf16 values)."""
+attend, kv_lens [B], bias [B,H,Tq,Tk], dropout (p, seed), sinks [H] float32; bf16 values as float32 holding
+bf16 values)."""
 import sys
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from attncheck._problem import Problem  # noqa: E402
 
 
 def problem(q, k, v, dtype="f32", causal="none", window=None, scale=0.0, softcap=0.0, allow=None, kv_lens=None,
-            bias=None, want_lse=False, dropout=None, want_keep=False):
+            bias=None, want_lse=False, dropout=None, want_keep=False, sinks=None):
     """A Problem as the checker sends it (through the protocol's own payload)."""
     q, k, v = (np.asarray(x, np.float64) for x in (q, k, v))
     storage = np.dtype(wire.STORAGE[dtype])
@@ -24,7 +25,8 @@ def problem(q, k, v, dtype="f32", causal="none", window=None, scale=0.0, softcap
         dtype, (B, H, H_kv, Tq, Tk, dk, dv), causal, window, scale, softcap, q=encode(q), k=encode(k), v=encode(v),
         allow=None if allow is None else np.asarray(allow, np.uint8).tobytes(),
         kv_lens=None if kv_lens is None else np.asarray(kv_lens, "<i4").tobytes(),
-        bias=None if bias is None else encode(bias), want_lse=want_lse, dropout=dropout, want_keep=want_keep)
+        bias=None if bias is None else encode(bias), want_lse=want_lse, dropout=dropout, want_keep=want_keep,
+        sinks=None if sinks is None else np.asarray(sinks, "<f4").tobytes())
     return Problem(payload)
 
 

@@ -24,7 +24,7 @@ def sdpa():
 
 
 def test_claims_and_restrictions(sdpa):
-    assert sdpa.capabilities == {"f32", "f16", "bf16", "allow", "kv_lens", "window", "causal", "bias", "gqa"}
+    assert sdpa.capabilities == {"f32", "f16", "bf16", "allow", "kv_lens", "window", "causal", "bias", "gqa", "sinks"}
     assert sdpa.restrictions == []
     assert "f64" in mlx_adapter.Adapter(f64=True).capabilities
 
@@ -120,6 +120,15 @@ def test_gqa_query_head_h_reads_kv_head_h_over_group(sdpa):
     q, k = np.zeros((1, 4, 1, 1)), np.zeros((1, 2, 1, 1))
     v = np.array([1, 2], np.float64).reshape(1, 2, 1, 1)
     assert sdpa(problem(q, k, v)).ravel().tolist() == [1, 1, 2, 2]
+
+
+def test_sinks_per_head_join_the_denominator_with_no_value(sdpa):
+    """Head 0's sink 0 against two keys of score 0 and values 3 and 6: out (3 + 6) / 3 = 3; head 1's
+    sink -inf is none: the mean 4.5; head 2's sink log 2: (3 + 6) / 4 = 2.25."""
+    q, k = np.zeros((1, 3, 1, 1)), np.zeros((1, 3, 2, 1))
+    v = np.tile(np.array([3.0, 6.0]).reshape(1, 1, 2, 1), (1, 3, 1, 1))
+    out = sdpa(problem(q, k, v, sinks=[0.0, -np.inf, math.log(2)]))
+    np.testing.assert_allclose(out.ravel(), [3.0, 4.5, 2.25], rtol=1e-6)
 
 
 def test_dv_unlike_dk_runs(sdpa):

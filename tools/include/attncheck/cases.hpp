@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -89,6 +90,25 @@ struct Case {
 
 template <class T>
 Case<T> draw_case(Chooser& choose, const CaseLimits& limits = {});
+
+// One head's sink: 0 first (the simplest, a weight of exp(-m)), then -inf, +30, -30, small and
+// fractional values, a multiple of 1/64, and one far below any score. `check` is any chooser with
+// below(n) (a Chooser, a property's Checker).
+template <class Choose>
+float draw_sink(Choose& check) {
+  constexpr float kNone = -std::numeric_limits<float>::infinity();
+  switch (check.below(9)) {
+    case 0: return 0;
+    case 1: return kNone;
+    case 2: return 30;
+    case 3: return -30;
+    case 4: return 1.5f;
+    case 5: return -2.25f;
+    case 6: return 8;
+    case 7: return float(int64_t(check.below(800)) - 400) / 64;  // a multiple of 1/64 in [-6.25, 6.25)
+    default: return -1e4f;
+  }
+}
 
 // `limits` with its batch and heads clamped to its domain's limits (a property's least heads or length
 // too; Tq and Tk through longest).
