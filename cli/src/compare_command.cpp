@@ -249,7 +249,8 @@ Problem<T> problem_of(const std::map<std::string, NpyArray>& arrays, const FlagV
   });
   if (!mask.allow.empty()) p.masks.allow = mask.allow.data();
   const std::string& causal = options.text("causal");
-  p.masks.causal = causal == "none" ? Causal::none : causal == "upper-left" ? Causal::upper_left : Causal::lower_right;
+  for (Causal mode : kCausalModes)
+    if (causal == kCausalNames[int(mode)]) p.masks.causal = mode;
   Policies policies;
   read_policy_flags(options, policies);
   p.empty_rows = policies.empty_rows;
@@ -551,7 +552,8 @@ int compare_command(const std::vector<std::string>& args) {
               "how 4-D q, k, v, out and the gradients are laid out: [B,H,T,d] (PyTorch), or [B,T,H,d] (JAX, "
               "FlashAttention, transformers); the mask, bias and lse are [B,H,Tq,Tk] and [B,H,Tq] either way",
               "bhsd")
-      .choice("causal", {"none", "upper-left", "lower-right"}, "the causal mask: key j <= i, or j <= i + Tk - Tq", "none")
+      .choice("causal", {std::begin(kCausalNames), std::end(kCausalNames)},
+              "the causal mask: key j <= i, j <= i + Tk - Tq, or j <= i + kv_lens[b] - Tq", "none")
       .number("scale", "S", "the scores' scale; 1/sqrt(dk) when absent")
       .text("window", "L,R",
             "a sliding window, FlashAttention's inclusive convention: key j within i + Tk - Tq - L .. i + Tk - Tq + R; -1 = "

@@ -137,7 +137,7 @@ std::string python_module() {
         lse_storage.push_back({quoted(f.word), quoted(format == Format::f64 ? P::numpy : Precision<float>::numpy)});
       });
     }
-  for (Causal c : {Causal::none, Causal::upper_left, Causal::lower_right})
+  for (Causal c : kCausalModes)
     causal.push_back({std::to_string(int(c)), quoted(causal_name(c))});
   std::vector<std::pair<std::string, std::string>> restriction_bits, restriction_names;
   for (const Restriction& r : restrictions()) {

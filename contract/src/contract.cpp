@@ -11,7 +11,7 @@ namespace attncheck {
 
 double effective_scale(const Shape& shape, double scale) { return scale != 0 ? scale : 1.0 / std::sqrt(double(shape.dk)); }
 
-bool causal_allows(Causal causal, int64_t i, int64_t j, int64_t Tq, int64_t Tk) {
+bool causal_allows(Causal causal, int64_t i, int64_t j, int64_t Tq, int64_t Tk, int64_t keys) {
   switch (causal) {
     case Causal::none:
       return true;
@@ -19,6 +19,8 @@ bool causal_allows(Causal causal, int64_t i, int64_t j, int64_t Tq, int64_t Tk) 
       return j <= i;
     case Causal::lower_right:
       return j <= i + Tk - Tq;
+    case Causal::kv_end:
+      return j <= i + keys - Tq;
   }
   return false;
 }
@@ -29,7 +31,8 @@ bool window_allows(int64_t left, int64_t right, int64_t i, int64_t j, int64_t Tq
 }
 
 bool permits(const Masks& m, const Shape& s, int64_t b, int64_t i, int64_t j) {
-  return (!m.allow || m.allow[s.allow_at(b, i) + j]) && causal_allows(m.causal, i, j, s.Tq, s.Tk) &&
+  const int64_t keys = m.key_lengths ? m.key_lengths[b] : s.Tk;
+  return (!m.allow || m.allow[s.allow_at(b, i) + j]) && causal_allows(m.causal, i, j, s.Tq, s.Tk, keys) &&
          (!m.key_lengths || j < m.key_lengths[b]) && window_allows(m.window_left, m.window_right, i, j, s.Tq, s.Tk);
 }
 
@@ -55,7 +58,8 @@ std::string shape_error(const Shape& s) {
 
 std::string masks_error(const Masks& m, const Shape& s, double scale) {
   const auto c = int32_t(m.causal);
-  if (c < 0 || c > 2) return "causal must be 0 (none), 1 (upper-left) or 2 (lower-right), got " + std::to_string(c);
+  if (c < 0 || c > 3)
+    return "causal must be 0 (none), 1 (upper-left), 2 (lower-right) or 3 (kv-end), got " + std::to_string(c);
   if (!std::isfinite(scale)) return "scale must be finite (0 = default 1/sqrt(dk))";
   if (m.window_left < -1 || m.window_right < -1) return "a window side must be -1 (unbounded) or at least 0";
   // ABI v2 carries int32: a wider side would reach the kernel as another window.

@@ -61,6 +61,9 @@ CallView using_only(uint32_t capability) {
     case ATTNCHECK_CAP_MHA_WEIGHTS:
       call.layer_weights = true;
       break;
+    case ATTNCHECK_CAP_KV_CACHE:
+      call.masks.causal = Causal::kv_end;  // a causal mode: it uses causal, the feature it extends, too
+      break;
     default:
       break;
   }
@@ -70,7 +73,8 @@ CallView using_only(uint32_t capability) {
 TEST(Features, EachRowSeesItsOwnUseAlone) {
   for (const Feature& f : features()) {
     const uint32_t base = f.capability & kFormatCapabilities ? 0u : uint32_t(ATTNCHECK_CAP_F32);
-    EXPECT_EQ(features_used(using_only(f.capability)), f.capability | base) << f.name;
+    const uint32_t extended = f.capability == ATTNCHECK_CAP_KV_CACHE ? f.needs : 0u;
+    EXPECT_EQ(features_used(using_only(f.capability)), f.capability | base | extended) << f.name;
   }
 }
 

@@ -109,12 +109,14 @@ double scale_as_read(const Problem<T>& p, const Variant& v) {
 }
 
 // The causal mask as the variant reads it: the contract's, or the mutant's with upper-left and
-// lower-right exchanged.
+// lower-right exchanged, or KV-end read as upper-left or as lower-right (the padded cache's end).
 Causal causal_as_read(Causal causal, const Variant& v) {
+  if (causal == Causal::kv_end && v.mutation == M::kv_end_as_upper_left) return Causal::upper_left;
+  if (causal == Causal::kv_end && v.mutation == M::kv_end_at_the_last_key) return Causal::lower_right;
   return v.mutation != M::causal_swapped ? causal
          : causal == Causal::upper_left  ? Causal::lower_right
          : causal == Causal::lower_right ? Causal::upper_left
-                                         : Causal::none;
+                                         : causal;
 }
 
 // The masks as the variant reads them: the contract's, or the mutant's misreading of them (padding
@@ -332,13 +334,14 @@ void Kernel<T, A>::head(int64_t b_, int64_t h_) {
 
 // The keys query tile [i0, i1) visits: [0, the returned end), in whole key tiles. Under a causal
 // mask with query tiles, no key past the last one its last row may see, j <= (i1 - 1) + offset
-// (offset 0 upper-left, Tk - Tq lower-right): the key tiles beyond are skipped.
+// (offset 0 upper-left, Tk - Tq lower-right and KV-end): the key tiles beyond are skipped.
 template <class T, class A>
 int64_t Kernel<T, A>::keys_visited(int64_t i0, int64_t i1) const {
   int64_t tiles = ceil_div(s.Tk, width);
   if (v.mutation == M::last_partial_key_tile_dropped && s.Tk > width) tiles = s.Tk / width;  // jax 27224
   if (v.query_tile > 0 && causal != Causal::none) {
-    const int64_t offset = causal == Causal::lower_right ? s.Tk - s.Tq : 0;
+    // KV-end's diagonal is at most the lower-right one (a key length <= Tk): its tiles are within these.
+    const int64_t offset = causal == Causal::lower_right || causal == Causal::kv_end ? s.Tk - s.Tq : 0;
     const int64_t last_tile = v.mutation == M::causal_tiles_assume_equal_size
                                   ? i0 / rows + ceil_div(offset, width)  // query tile t as key tile t
                                   : floor_div(i1 - 1 + offset, width);   // the tile of the last key seen

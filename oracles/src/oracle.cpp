@@ -34,6 +34,7 @@ bool key_permitted(const Masks& masks, const Shape& s, int64_t b, int64_t i, int
   if (masks.window_right >= 0 && j > diagonal + masks.window_right) return false;
   if (masks.causal == Causal::upper_left) return j - i <= 0;
   if (masks.causal == Causal::lower_right) return j - i <= s.Tk - s.Tq;
+  if (masks.causal == Causal::kv_end) return j - i <= (masks.key_lengths ? masks.key_lengths[b] : s.Tk) - s.Tq;
   return true;
 }
 

@@ -30,7 +30,8 @@ class Problem:
 
     dtype: "f32", "f64", "f16" or "bf16" (bf16 values arrive as float32 holding bf16 values).
     q, k, v: read-only arrays. allow: None or bool [B,Tq,Tk], True = may attend. kv_lens: None or
-    int32 [B]. causal: "none", "upper-left" (j <= i) or "lower-right" (j <= i + Tk - Tq).
+    int32 [B]. causal: "none", "upper-left" (j <= i), "lower-right" (j <= i + Tk - Tq) or "kv-end"
+    (j <= i + kv_lens[b] - Tq, capability 'kv_cache').
     window: None or (left, right), -1 = unbounded: key j needs i + Tk - Tq - left <= j <= i + Tk - Tq + right.
     scale: None (meaning 1/sqrt(dk)) or a float. softcap: None or a float (score = softcap *
     tanh(scale q.k / softcap)). bias: None or [B,H,Tq,Tk], added after the soft-cap, -inf forbids.
@@ -83,6 +84,9 @@ class Problem:
             permitted &= j <= i
         elif self.causal == "lower-right":
             permitted &= j <= diagonal
+        elif self.causal == "kv-end":  # the diagonal at each batch's key length (Tk without)
+            keys = np.full(self.B, self.Tk) if self.kv_lens is None else self.kv_lens
+            permitted &= j[None] <= i[None] + keys[:, None, None] - self.Tq
         if self.window is not None:
             left, right = self.window
             if left >= 0:

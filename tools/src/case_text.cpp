@@ -160,7 +160,9 @@ std::string scalar_choices(const char*, double) { return "X"; }
 std::string scalar_choices(const char*, int64_t) { return "N"; }
 std::string scalar_choices(const char*, uint64_t) { return "N"; }
 std::string scalar_choices(const char*, Causal) {
-  return std::string(causal_name(Causal(0))) + "|" + causal_name(Causal(1)) + "|" + causal_name(Causal(2));
+  std::string names;
+  for (Causal mode : kCausalModes) names += (names.empty() ? "" : "|") + std::string(causal_name(mode));
+  return names;
 }
 template <class E>
 requires std::is_enum_v<E> std::string scalar_choices(const char* key, E) {
@@ -282,9 +284,9 @@ void read_scalar(const char*, const char* what, const std::string& w, uint64_t& 
   if (w.empty() || *end != '\0' || w[0] == '-' || errno == ERANGE) bad(std::string(what) + " '" + w + "' is not a 64-bit count");
 }
 void read_scalar(const char*, const char* what, const std::string& w, Causal& x) {
-  for (int m = 0; m < 3; ++m)
-    if (w == causal_name(Causal(m))) return void(x = Causal(m));
-  bad(std::string(what) + " '" + w + "' is none of none, upper-left, lower-right");
+  for (Causal mode : kCausalModes)
+    if (w == causal_name(mode)) return void(x = mode);
+  bad(std::string(what) + " '" + w + "' is none of " + scalar_choices("", Causal::none));
 }
 template <class E>
 requires std::is_enum_v<E>

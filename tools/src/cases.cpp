@@ -177,11 +177,11 @@ Kinds draw_values(Chooser& choose, Case<T>& c, bool large) {
   return {qk_kind, v_kind};
 }
 
-// A causal mode among those the domain takes, none first (it shrinks away).
-Causal draw_causal(Chooser& choose, const Domain& domain) {
+// A causal mode among those the domain takes, none first (it shrinks away); KV-end where claimed.
+Causal draw_causal(Chooser& choose, const Domain& domain, uint32_t can) {
   std::vector<Causal> modes;
-  for (Causal mode : {Causal::none, Causal::upper_left, Causal::lower_right})
-    if (domain.takes(mode)) modes.push_back(mode);
+  for (Causal mode : kCausalModes)
+    if (domain.takes(mode) && (mode != Causal::kv_end || (can & ATTNCHECK_CAP_KV_CACHE))) modes.push_back(mode);
   return modes[choose.below(modes.size())];
 }
 
@@ -402,7 +402,7 @@ Case<T> draw_case(Chooser& choose, const CaseLimits& unclamped) {
     draw_small_shape(choose, limits, c.shape);
   const Kinds kinds = draw_values(choose, c, large);
   const size_t values_mix = c.mix.size();  // what a window alone keeps of the mix
-  if (can & ATTNCHECK_CAP_CAUSAL) c.causal = draw_causal(choose, domain);
+  if (can & ATTNCHECK_CAP_CAUSAL) c.causal = draw_causal(choose, domain, can);
   const bool explicit_scale = choose.below(4) == 0 && !domain.only(ATTNCHECK_ONLY_DEFAULT_SCALE);
   if (large) {
     draw_large_masks(choose, c, can);

@@ -47,8 +47,14 @@ struct Shape {
 };
 
 // Which keys a query may see by position. upper_left: j <= i (PyTorch is_causal);
-// lower_right: j <= i + Tk - Tq (FlashAttention 2.1+). Values match plugin ABI v1.
-enum class Causal : int32_t { none = 0, upper_left = 1, lower_right = 2 };
+// lower_right: j <= i + Tk - Tq (FlashAttention 2.1+); kv_end: j <= i + kv_lens[b] - Tq, the
+// diagonal at each batch's own cache length (a KV cache: FlashAttention's flash_attn_with_kvcache
+// with cache_seqlens; lower_right without key lengths). Values match plugin ABI v1 and v2.
+enum class Causal : int32_t { none = 0, upper_left = 1, lower_right = 2, kv_end = 3 };
+// Every mode, in code order, and its name in case texts, reports, the protocol's Python client
+// and attncheck compare's --causal.
+inline constexpr Causal kCausalModes[] = {Causal::none, Causal::upper_left, Causal::lower_right, Causal::kv_end};
+inline constexpr const char* kCausalNames[] = {"none", "upper-left", "lower-right", "kv-end"};
 
 // The masks, combined by AND: key j is permitted for query i of batch b when all of them allow it
 // (permits, below).
@@ -125,8 +131,9 @@ struct Grads {
 // The scale actually applied: `scale`, or 1/sqrt(dk) when it is 0.
 double effective_scale(const Shape& shape, double scale);
 
-// Whether the causal rule lets query i see key j in a [Tq,Tk] score matrix.
-bool causal_allows(Causal causal, int64_t i, int64_t j, int64_t Tq, int64_t Tk);
+// Whether the causal rule lets query i see key j in a [Tq,Tk] score matrix whose batch holds
+// `keys` keys (its key length, Tk without one: where kv_end puts the diagonal).
+bool causal_allows(Causal causal, int64_t i, int64_t j, int64_t Tq, int64_t Tk, int64_t keys);
 
 // Whether the sliding window (Masks) lets query i see key j in a [Tq,Tk] score matrix.
 bool window_allows(int64_t left, int64_t right, int64_t i, int64_t j, int64_t Tq, int64_t Tk);

@@ -122,6 +122,8 @@ inline constexpr Feature kFeatures[] = {
      [](const CallView& c) { return c.layer_weights; }, ATTNCHECK_CAP_MHA},
     {ATTNCHECK_CAP_SINKS, "ATTNCHECK_CAP_SINKS", "sinks", "sinks", "sinks", 512,
      [](const CallView& c) { return (c.inputs & (1u << slot::SINKS)) != 0; }},
+    {ATTNCHECK_CAP_KV_CACHE, "ATTNCHECK_CAP_KV_CACHE", "kv_cache", "KV-end causal", "", 0,
+     [](const CallView& c) { return c.masks.causal == Causal::kv_end; }, ATTNCHECK_CAP_CAUSAL},
 };
 
 // Every feature, formats first (f32, f64, f16, bf16: ABI v2's dtype order), then by capability bit.

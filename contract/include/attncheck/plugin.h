@@ -39,6 +39,10 @@ int32_t attncheck_forward_f64(const attncheck_problem *p);  /* optional */
 #define ATTNCHECK_ABI_VERSION_2 2
 
 enum { ATTNCHECK_F32 = 0, ATTNCHECK_F64 = 1, ATTNCHECK_F16 = 2, ATTNCHECK_BF16 = 3 };
+/* causal = 3, with ATTNCHECK_CAP_KV_CACHE: query i of batch b may see key j when j <= i + kv_lens[b] - Tq,
+ * the diagonal at each batch's own cache length (FlashAttention's flash_attn_with_kvcache with
+ * cache_seqlens; ONNX opset 24's is_causal with nonpad_kv_seqlen); without kv_lens, lower-right. */
+#define ATTNCHECK_CAUSAL_KV_END 3
 enum {                                   /* bits of attncheck_capabilities() */
   ATTNCHECK_CAP_F32 = 1u << 0, ATTNCHECK_CAP_F64 = 1u << 1, ATTNCHECK_CAP_F16 = 1u << 2, ATTNCHECK_CAP_BF16 = 1u << 3,
   ATTNCHECK_CAP_ALLOW = 1u << 4,         /* allow mask */
@@ -54,7 +58,8 @@ enum {                                   /* bits of attncheck_capabilities() */
   ATTNCHECK_CAP_DROPOUT_MASK = 1u << 14, /* and writes the keep mask it used when asked */
   ATTNCHECK_CAP_MHA = 1u << 15,          /* exports attncheck_mha_forward_v2 */
   ATTNCHECK_CAP_MHA_WEIGHTS = 1u << 16,  /* writes each head's attention weights when asked */
-  ATTNCHECK_CAP_SINKS = 1u << 17         /* takes attncheck_problem_v2's sinks */
+  ATTNCHECK_CAP_SINKS = 1u << 17,        /* takes attncheck_problem_v2's sinks */
+  ATTNCHECK_CAP_KV_CACHE = 1u << 18      /* takes causal = ATTNCHECK_CAUSAL_KV_END (with ATTNCHECK_CAP_CAUSAL) */
 };
 typedef struct attncheck_problem_v2 {
   int32_t size;                /* sizeof(attncheck_problem_v2) as the checker was built; later versions only append fields */
@@ -66,7 +71,7 @@ typedef struct attncheck_problem_v2 {
   const uint8_t *allow;        /* [B][Tq][Tk], shared by all heads; nonzero = may attend; NULL = all */
   const int32_t *kv_lens;      /* [B]: keys j >= kv_lens[b] are padding; NULL = none */
   const void *bias;            /* [B][H][Tq][Tk] in dtype, added after the soft-cap; -inf forbids; NULL = none */
-  int32_t causal;              /* 0 none, 1 upper-left (j <= i), 2 lower-right (j <= i + Tk - Tq) */
+  int32_t causal;              /* 0 none, 1 upper-left (j <= i), 2 lower-right (j <= i + Tk - Tq), 3 ATTNCHECK_CAUSAL_KV_END */
   int32_t window_left, window_right;  /* -1 = unbounded; else key j needs i + Tk - Tq - window_left <= j <= i + Tk - Tq + window_right (FlashAttention's inclusive convention) */
   double scale;                /* 0 = 1/sqrt(d_k) */
   double softcap;              /* 0 = none; else score = softcap * tanh(scale * q.k / softcap), before bias and masks */

@@ -179,11 +179,8 @@ Case<T> slice(const Case<T>& c, int64_t b, int64_t h);
 template <class T>
 std::string describe_row(const Case<T>& c, int64_t b, int64_t h, int64_t i);
 
-// The causal mode's name as case texts, reports and tests write it: none, upper-left, lower-right.
-inline const char* causal_name(Causal causal) {
-  static const char* const names[] = {"none", "upper-left", "lower-right"};
-  return names[int(causal)];
-}
+// The causal mode's name as case texts, reports and tests write it: none, upper-left, lower-right, kv-end.
+inline const char* causal_name(Causal causal) { return kCausalNames[int(causal)]; }
 
 // A value for a failure message, to 9 significant digits (std::to_string prints 1e-30 as 0.000000).
 std::string show(double x);
