@@ -56,7 +56,9 @@ ROWS = [
     Row("ort-attention-23", "ONNX Runtime", "onnxruntime", "ONNX `Attention`, opset 23", "onnxruntime",
         ["--op", "attention", "--opset", "23"], _FINITE, _ORT_EMPTY),
     Row("ort-attention-24", "ONNX Runtime", "onnxruntime", "ONNX `Attention`, opset 24 (nonpad_kv_seqlen)",
-        "onnxruntime", ["--op", "attention", "--opset", "24"], _FINITE, _ORT_EMPTY),
+        "onnxruntime", ["--op", "attention", "--opset", "24"], _FINITE,
+        _ORT_EMPTY + "; is_causal with nonpad_kv_seqlen is the specification's \"bottom-right (offset-aware)\" mask "
+        "(onnx 1.23): j <= i + nonpad_kv_seqlen[b] - Tq, attncheck's KV-end causal (docs/contract.md)"),
     Row("ort-gqa", "ONNX Runtime", "onnxruntime", "com.microsoft `GroupQueryAttention` (KV cache)", "onnxruntime",
         ["--op", "gqa"], _FINITE, "no empty-row value documented; masked positions are zeroed after the softmax"),
     Row("ort-mha", "ONNX Runtime", "onnxruntime", "com.microsoft `MultiHeadAttention`", "onnxruntime", ["--op", "mha"],

@@ -68,7 +68,7 @@ ATTNCHECK_PROPERTY(DecodeEqualsPrefill, .order = 230, .catches = "kv_end_as_uppe
       const size_t at_decode = size_t(s.out_at(0, h, 0) + col), at_prefill = size_t(prefill.shape.out_at(0, h, L - 1) + col);
       const double x = out_decode[at_decode], y = out_prefill[at_prefill];
       const double allowed = ref_decode.out.bound[at_decode] + ref_prefill.out.bound[at_prefill];
-      ATTNCHECK_REQUIRE(check, (std::isnan(x) && std::isnan(y)) || std::fabs(x - y) <= allowed,
+      ATTNCHECK_REQUIRE(check, x == y || (std::isnan(x) && std::isnan(y)) || std::fabs(x - y) <= allowed,
                         "decode at cache length " + std::to_string(L) + ": out[0," + std::to_string(h) + ",0," +
                             std::to_string(col) + "] = " + show(x) + ", but row " + std::to_string(L - 1) +
                             " of the causal prefill of those keys gives " + show(y) + " (allowed " + show(allowed) +

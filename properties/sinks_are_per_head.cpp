@@ -25,7 +25,7 @@ ATTNCHECK_PROPERTY(SinksArePerHead, .order = 222, .catches = "one_sink_for_all_h
           const size_t n = size_t(s.out_at(b, h, i) + col);
           const double x = out_before[n], y = out_after[n];
           const double allowed = ref_before.out.bound[n] + ref_after.out.bound[n];
-          ATTNCHECK_REQUIRE(check, (std::isnan(x) && std::isnan(y)) || std::fabs(x - y) <= allowed,
+          ATTNCHECK_REQUIRE(check, x == y || (std::isnan(x) && std::isnan(y)) || std::fabs(x - y) <= allowed,
                             "out[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "," +
                                 std::to_string(col) + "] of head " + std::to_string(h) + " moved from " + show(x) + " to " +
                                 show(y) + " (more than its bounds, " + show(allowed) + ") when only head 0's sink changed, " +
