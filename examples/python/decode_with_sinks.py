@@ -1,6 +1,7 @@
 """A split-KV decode kernel with attention sinks in NumPy, as flash-decoding computes it: the keys
 in chunks of 4, each chunk's softmax partial (its maximum, sum and weighted values) merged by their
-log-sum-exp, and each head's sink logit (gpt-oss) joining the denominator at the end, with no value.
+log-sum-exp, and each head's sink logit (gpt-oss) joining the denominator at the end, with no value;
+it takes the KV-end causal mask (p.mask() reads it) for a KV cache.
 
 Check it (the sinks properties run because it claims "sinks"):
     attncheck check --impl-cmd "python3 examples/python/decode_with_sinks.py"
@@ -61,4 +62,4 @@ if __name__ == "__main__":
     parser.add_argument("--bug", choices=["sink-ignored"], help="a planted bug")
     bug = parser.parse_args().bug
     attncheck.serve(lambda p: attention(p, bug),
-                    capabilities={"f32", "f64", "allow", "causal", "kv_lens", "gqa", "window", "lse", "sinks"})
+                    capabilities={"f32", "f64", "allow", "causal", "kv_lens", "gqa", "window", "lse", "sinks", "kv_cache"})
