@@ -54,8 +54,8 @@ How each feature of a problem reaches MLX:
               scores (-inf forbids). Translated: when the bool mask above exists too, the one mask is
               additive: the bias where allowed, -inf where not (MLX's own conversion of a bool mask
               for its fused GPU kernels, mlx/fast.cpp, is 0 / -inf too).
-  sinks       sinks= the problem's float32 [H] as an mx.array of float32 (where a 1-element call
-              with them runs: mlx has sinks= since 0.29).
+  sinks       sinks= the problem's float32 [H] as an mx.array of float32, claimed where a 1-element
+              call with them runs.
   not claimed softcap, lse (the function returns
               the output alone), backward (mx.vjp could give it; not wired), dropout.
 
