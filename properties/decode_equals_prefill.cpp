@@ -23,8 +23,7 @@ Case<float> prefill_of(const Case<float>& c, int64_t L, Causal causal) {
   p.k.resize(size_t(s.k_size()));
   p.v.resize(size_t(s.v_size()));
   for (int64_t h = 0; h < s.H; ++h) {
-    for (int64_t i = 0; i < L; ++i)
-      std::copy_n(c.q.begin() + from.q_at(0, h, i % from.Tq), s.dk, p.q.begin() + s.q_at(0, h, i));
+    for (int64_t i = 0; i < L; ++i) std::copy_n(c.q.begin() + from.q_at(0, h, i % from.Tq), s.dk, p.q.begin() + s.q_at(0, h, i));
     std::copy_n(c.k.begin() + from.k_at(0, h, 0), L * s.dk, p.k.begin() + s.k_at(0, h, 0));
     std::copy_n(c.v.begin() + from.v_at(0, h, 0), L * s.dv, p.v.begin() + s.v_at(0, h, 0));
   }

@@ -13,8 +13,7 @@ ATTNCHECK_PROPERTY(SinkOfMinusInfinityIsNoSink, .order = 221, .catches = "sink_m
   c.sinks.assign(size_t(c.shape.H), -std::numeric_limits<float>::infinity());
   std::vector<float> lse;
   const std::vector<float> out = check.run_with_lse(c, lse);
-  require_agreement(check, c, out, reference(without.problem()), "sinks of -inf give the answer without sinks",
-                    lse_if_any(lse));
+  require_agreement(check, c, out, reference(without.problem()), "sinks of -inf give the answer without sinks", lse_if_any(lse));
 }
 
 }  // namespace attncheck::properties

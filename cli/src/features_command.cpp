@@ -137,8 +137,7 @@ std::string python_module() {
         lse_storage.push_back({quoted(f.word), quoted(format == Format::f64 ? P::numpy : Precision<float>::numpy)});
       });
     }
-  for (Causal c : kCausalModes)
-    causal.push_back({std::to_string(int(c)), quoted(causal_name(c))});
+  for (Causal c : kCausalModes) causal.push_back({std::to_string(int(c)), quoted(causal_name(c))});
   std::vector<std::pair<std::string, std::string>> restriction_bits, restriction_names;
   for (const Restriction& r : restrictions()) {
     restriction_bits.push_back({quoted(r.word), std::to_string(r.bit)});

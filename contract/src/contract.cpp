@@ -58,8 +58,7 @@ std::string shape_error(const Shape& s) {
 
 std::string masks_error(const Masks& m, const Shape& s, double scale) {
   const auto c = int32_t(m.causal);
-  if (c < 0 || c > 3)
-    return "causal must be 0 (none), 1 (upper-left), 2 (lower-right) or 3 (kv-end), got " + std::to_string(c);
+  if (c < 0 || c > 3) return "causal must be 0 (none), 1 (upper-left), 2 (lower-right) or 3 (kv-end), got " + std::to_string(c);
   if (!std::isfinite(scale)) return "scale must be finite (0 = default 1/sqrt(dk))";
   if (m.window_left < -1 || m.window_right < -1) return "a window side must be -1 (unbounded) or at least 0";
   // ABI v2 carries int32: a wider side would reach the kernel as another window.

@@ -448,10 +448,10 @@ bool Kernel<T, A>::weighted_keys(int64_t key_end) {
 }
 
 // Head h's sink as the variant reads it (contract.hpp), -inf for none: the contract's sinks[h], or
-// the mutants' none, head 0's, or the sink times the scale.
+// the mutants' none (or none for one query), head 0's, or the sink times the scale.
 template <class T, class A>
 A Kernel<T, A>::sink_as_read() const {
-  if (!p.sinks || v.mutation == M::sink_ignored) return minus_inf;
+  if (!p.sinks || v.mutation == M::sink_ignored || (v.mutation == M::sink_ignored_in_decode && s.Tq == 1)) return minus_inf;
   const A sink = A(p.sinks[v.mutation == M::one_sink_for_all_heads ? 0 : h]);
   return v.mutation == M::sink_scaled ? sink * scale : sink;
 }

@@ -311,7 +311,7 @@ template <class T>
 [[gnu::always_inline]] inline void weighted_sum(const RowPass<T>& r, const std::vector<DD>& e, DD l, ExactRow& row,
                                                 RowFacts& facts, std::vector<double>& v_abs) {
   const Shape& s = r.s;
-  const int64_t n = int64_t(row.keys.size());  // e's first n terms: a sink's (the last) has no value
+  const int64_t n = int64_t(row.keys.size());   // e's first n terms: a sink's (the last) has no value
   const T* v_bh = r.p.v + s.v_at(r.b, r.h, 0);  // [Tk,dv] of head h's KV head
   std::vector<double> hi(size_t(s.dv), 0), lo(hi);
   v_abs.assign(size_t(n * s.dv), 0);

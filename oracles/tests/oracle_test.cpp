@@ -225,7 +225,8 @@ TEST(Comparator, ScoresBeyondFloatRangeAreCountedNotChecked) {
 TEST(Comparator, ReportListsTenMismatchesThenCounts) {
   SeededChooser choose(3);
   CaseLimits limits{1, 1, 24, 4};
-  limits.capabilities = ~uint32_t(ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16);  // the float32 case it was written on
+  limits.capabilities =
+      ~uint32_t(ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16 | ATTNCHECK_CAP_KV_CACHE);  // the float32 case it was written on
   Case<float> c = draw_case<float>(choose, limits);
   c.allow.clear();
   c.key_lengths.clear();

@@ -212,22 +212,23 @@ def test_a_header_appended_to_the_schema_is_sent_and_read_with_no_other_edit(mon
     assert (plain.num_blocks, plain.block_size, plain.dropout_p) == (0, 0, 0.0)  # a header not sent reads as 0
 
 
-def test_a_slot_appended_to_the_schema_is_sent_and_read_with_no_other_edit(monkeypatch):
-    # A per-head float vector brought by a feature of its own, as a row appended to call_slots.def
-    # would be once _features.py is regenerated: the payload writer takes it by its name, after the
-    # rows before it, its feature's flag set, and Problem reads it back as the attribute of that name.
-    sinks = {"name": "sinks", "shape": ["H"], "element": "format", "feature": "sinks",
-             "roles": {"forward": "in_if", "backward": "in_if", "layer": "none"}, "part": 0}
-    monkeypatch.setattr(wire, "SLOTS", [*wire.SLOTS, sinks])
-    monkeypatch.setitem(wire.FLAGS, "sinks", 1 << 30)
+def test_a_slot_appended_to_the_schema_is_sent_and_read_with_no_other_edit():
+    # The sinks, a per-head float32 vector brought by a feature of its own, the last row of
+    # call_slots.def and so of the regenerated _features.py, with no edit of the client's code: the
+    # payload writer takes it by its name, after the rows before it, its feature's flag set, float32
+    # in every format, and Problem reads it back as the attribute of that name.
+    assert wire.SLOTS[-1]["name"] == "sinks" and wire.SLOTS[-1]["element"] == "f32"
     dims = (1, 2, 1, 1, 1, 1, 1)
-    q, k, v, bias, values = bytes(8), bytes(4), bytes(4), np.array([7, 8], "<f4").tobytes(), np.array([0.5, -2], "<f4")
-    payload = wire.problem_payload("f32", dims, q=q, k=k, v=v, bias=bias, sinks=values.tobytes())
-    assert struct.unpack_from("<I", payload, 4)[0] == wire.HAS_BIAS | 1 << 30
-    assert payload[64:] == q + k + v + bias + values.tobytes()
-    p = Problem(payload)
-    assert p.sinks.tolist() == [0.5, -2.0] and p.bias.tolist() == [[[[7.0]], [[8.0]]]]
-    assert Problem(wire.problem_payload("f32", dims, q=q, k=k, v=v)).sinks is None
+    for dtype, storage in (("f32", "<f4"), ("f64", "<f8")):
+        q, k, v = (bytes(np.dtype(storage).itemsize * n) for n in (2, 1, 1))
+        bias, values = np.array([7, 8], storage).tobytes(), np.array([0.5, -2], "<f4")
+        payload = wire.problem_payload(dtype, dims, q=q, k=k, v=v, bias=bias, sinks=values.tobytes())
+        assert struct.unpack_from("<I", payload, 4)[0] == wire.HAS_BIAS | wire.FLAGS["sinks"]
+        assert payload[64:] == q + k + v + bias + values.tobytes()
+        p = Problem(payload)
+        assert p.sinks.dtype == np.float32 and p.sinks.tolist() == [0.5, -2.0]
+        assert p.bias.tolist() == [[[[7.0]], [[8.0]]]]
+        assert Problem(wire.problem_payload(dtype, dims, q=q, k=k, v=v)).sinks is None
 
 
 # A served function that returns what it is asked for, each value telling where it came from: out the

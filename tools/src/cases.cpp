@@ -177,12 +177,16 @@ Kinds draw_values(Chooser& choose, Case<T>& c, bool large) {
   return {qk_kind, v_kind};
 }
 
-// A causal mode among those the domain takes, none first (it shrinks away); KV-end where claimed.
+// A causal mode among those the domain takes, none first (it shrinks away). KV-end, where claimed,
+// refines a lower-right draw by one more choice, so that a kernel without a KV cache draws what it
+// always drew (and kept choices replay the same cases).
 Causal draw_causal(Chooser& choose, const Domain& domain, uint32_t can) {
   std::vector<Causal> modes;
-  for (Causal mode : kCausalModes)
-    if (domain.takes(mode) && (mode != Causal::kv_end || (can & ATTNCHECK_CAP_KV_CACHE))) modes.push_back(mode);
-  return modes[choose.below(modes.size())];
+  for (Causal mode : {Causal::none, Causal::upper_left, Causal::lower_right})
+    if (domain.takes(mode)) modes.push_back(mode);
+  const Causal mode = modes[choose.below(modes.size())];
+  const bool kv_end = mode == Causal::lower_right && (can & ATTNCHECK_CAP_KV_CACHE) && domain.takes(Causal::kv_end);
+  return kv_end && choose.below(2) == 1 ? Causal::kv_end : mode;
 }
 
 // Extreme logits for the bias: the fp32 exp overflow edge, the common finite mask sentinels, -FLT_MAX.

@@ -98,15 +98,24 @@ template <class Choose>
 float draw_sink(Choose& check) {
   constexpr float kNone = -std::numeric_limits<float>::infinity();
   switch (check.below(9)) {
-    case 0: return 0;
-    case 1: return kNone;
-    case 2: return 30;
-    case 3: return -30;
-    case 4: return 1.5f;
-    case 5: return -2.25f;
-    case 6: return 8;
-    case 7: return float(int64_t(check.below(800)) - 400) / 64;  // a multiple of 1/64 in [-6.25, 6.25)
-    default: return -1e4f;
+    case 0:
+      return 0;
+    case 1:
+      return kNone;
+    case 2:
+      return 30;
+    case 3:
+      return -30;
+    case 4:
+      return 1.5f;
+    case 5:
+      return -2.25f;
+    case 6:
+      return 8;
+    case 7:
+      return float(int64_t(check.below(800)) - 400) / 64;  // a multiple of 1/64 in [-6.25, 6.25)
+    default:
+      return -1e4f;
   }
 }
 
