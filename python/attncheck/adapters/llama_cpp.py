@@ -13,17 +13,19 @@ ggml_graph_compute_with_ctx on one thread; the output is returned as ggml gives 
 no masking, scaling, NaN handling or re-computation of the adapter's own.
 
   --path flash    (default; llama.cpp's -fa on) cur = ggml_flash_attn_ext(q, k, v, kq_mask,
-                  kq_scale, max_bias, logit_softcap), then ggml_prec_set_acc(cur, GGML_PREC_F32),
-                  as llama.cpp does (no sinks; n_kv_max 0, build_attn's).
+                  kq_scale, max_bias, logit_softcap), with sinks ggml_flash_attn_ext_add_sinks(cur,
+                  sinks), then ggml_prec_set_acc(cur, GGML_PREC_F32), as llama.cpp does (n_kv_max 0,
+                  build_attn's).
   --path softmax  (-fa off) kq = ggml_mul_mat(k, q) with ggml_prec_set_acc(kq, GGML_PREC_F32); with a
                   soft-cap, kq = ggml_scale(ggml_tanh(ggml_scale(kq, 1/softcap)), softcap) as
-                  build_attn_mha writes it; kq = ggml_soft_max_ext(kq, kq_mask, kq_scale, max_bias);
-                  out = ggml_mul_mat(v, kq) with v the transposed cache's layout, then
-                  ggml_cont(ggml_permute(out, 0, 2, 1, 3)). Note: here kq_scale multiplies the
-                  soft-capped scores (softcap tanh(q.k/softcap) x scale), while ggml_flash_attn_ext
-                  caps the scaled ones (softcap tanh(scale q.k/softcap), attncheck's order): the two
-                  agree only when the scale is 1, which is what llama.cpp's soft-capped models pass
-                  (Gemma 2 scales q beforehand). The adapter passes the problem's scale as kq_scale.
+                  build_attn_mha writes it; kq = ggml_soft_max_ext(kq, kq_mask, kq_scale, max_bias),
+                  with sinks ggml_soft_max_add_sinks(kq, sinks); out = ggml_mul_mat(v, kq) with v the
+                  transposed cache's layout, then ggml_cont(ggml_permute(out, 0, 2, 1, 3)). Note:
+                  here kq_scale multiplies the soft-capped scores (softcap tanh(q.k/softcap) x
+                  scale), while ggml_flash_attn_ext caps the scaled ones (softcap tanh(scale
+                  q.k/softcap), attncheck's order): the two agree only when the scale is 1, which is
+                  what llama.cpp's soft-capped models pass (Gemma 2 scales q beforehand). The
+                  adapter passes the problem's scale as kq_scale.
 
 How each feature of a problem reaches ggml:
 
@@ -60,7 +62,14 @@ How each feature of a problem reaches ggml:
   softcap     logit_softcap (flash) or the ggml_scale/ggml_tanh/ggml_scale above (softmax).
   max_bias    ALiBi (llama.cpp's f_max_alibi_bias, the mask times a slope per head): no attncheck
               feature; 0 in a campaign, tested by hand (test_llama_cpp.py).
-  not claimed lse (ggml returns the output alone), backward, dropout, sinks.
+  sinks       the problem's float32 [H] as a float32 tensor [H] (ne (H, 1, 1, 1); a model's attn_sinks,
+              gpt-oss's), given to ggml as build_attn_mha gives it: ggml_flash_attn_ext_add_sinks(cur,
+              sinks) after ggml_flash_attn_ext, or ggml_soft_max_add_sinks(kq, sinks) after
+              ggml_soft_max_ext; ggml neither scales, soft-caps nor masks it (its CPU kernels take
+              the sink into the row's max and add exp(sink - max) to its sum). Claimed on a path
+              where libggml-base exports its function and a 1-element problem with a sink runs
+              (llama.cpp 0c1e570: both paths).
+  not claimed lse (ggml returns the output alone), backward, dropout.
 
 Nothing is refused: no restriction is declared and no problem raises NotExpressible.
 
@@ -73,10 +82,15 @@ ggml alone by examples/llama_cpp/repro_*.py, exit 0 while it reproduces):
               a forbidden key whose score overflows to +inf makes its row NaN (inf + -INFINITY;
               repro_softmax_forbidden_score_overflow.py).
   f32         the f16 cache rounds K and V, a value past 65504 is inf (repro_f16_cache_rounds_f32_values.py).
+  sinks       a sink of -inf (the contract's "no sink") makes a row with no permitted key NaN, on both
+              paths (flash attention gives 0 for it without a sink): the row's max stays -inf and the
+              sink's term is exp(-inf - -inf) (repro_sink_of_minus_inf_on_an_empty_row.py;
+              SinksAgreeWithOracle, accepted under --empty-rows nan). A finite sink gives 0 there.
 
 llama.cpp's conventions on the CPU, to check it under (test_llama_cpp.py checks each;
 repro_forbidden_inputs_and_empty_rows.py):
-  empty rows     flash attention gives 0 (the contract's own); without it NaN (--empty-rows nan).
+  empty rows     flash attention gives 0 (the contract's own); without it NaN (--empty-rows nan); with
+                 a finite sink 0 on both paths, with a sink of -inf NaN on both.
   masked inputs  without flash attention, and with it from 64 query rows on (the tiled path), a NaN
                  or inf in a forbidden key or value reaches its row (--masked-inputs finite).
 """
@@ -121,9 +135,15 @@ def _bind():
         "ggml_new_graph": (base, P, [P]), "ggml_build_forward_expand": (base, None, [P, P]),
         "ggml_cpu_init": (cpu, None, []), "ggml_graph_compute_with_ctx": (cpu, i32, [P, P, i32]),
     }
+    optional = {  # sinks (gpt-oss's): void f(struct ggml_tensor * a, struct ggml_tensor * sinks), None if absent
+        "ggml_flash_attn_ext_add_sinks": (base, None, [P, P]), "ggml_soft_max_add_sinks": (base, None, [P, P]),
+    }
     functions = {}
-    for name, (where, restype, argtypes) in signatures.items():
-        fn = getattr(where, name)
+    for name, (where, restype, argtypes) in {**signatures, **optional}.items():
+        fn = getattr(where, name, None)
+        if fn is None and name in optional:
+            functions[name] = None
+            continue
         fn.restype, fn.argtypes = restype, argtypes
         functions[name] = fn
     return argparse.Namespace(**{name[len("ggml_"):]: fn for name, fn in functions.items()})
@@ -133,15 +153,17 @@ ggml = _bind()
 ggml.cpu_init()
 
 
-def attention(q, k, v, mask, scale, path="flash", cache="f16", softcap=0.0, max_bias=0.0):
+def attention(q, k, v, mask, scale, path="flash", cache="f16", softcap=0.0, max_bias=0.0, sinks=None):
     """llama.cpp's attention of q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv] (NumPy) with the KQ
-    mask [B,1 or H,Tq,Tk] (its values added to the scores), as build_attn_mha computes it: out
-    [B,H,Tq,dv] float32."""
+    mask [B,1 or H,Tq,Tk] (its values added to the scores) and sinks None or [H] (a float32 tensor
+    [H], as a model's attn_sinks), as build_attn_mha computes it: out [B,H,Tq,dv] float32."""
     B, H, Tq, _ = q.shape
     dv = v.shape[3]
     v_layout = v.transpose(0, 2, 1, 3) if path == "flash" else v.transpose(0, 1, 3, 2)  # as k; the transposed cache
     inputs = [(q.transpose(0, 2, 1, 3), "f32"), (k.transpose(0, 2, 1, 3), cache), (v_layout, cache),
               (mask, "f16" if path == "flash" else "f32")]  # ne reversed: q (dk, H, Tq, B), the projection's
+    if sinks is not None:
+        inputs.append((np.asarray(sinks).reshape(1, 1, 1, H), "f32"))  # ne (H, 1, 1, 1)
     with np.errstate(over="ignore"):  # storing in the f16 cache: past 65504 is inf, as ggml's conversion gives
         inputs = [(np.ascontiguousarray(x, TYPES[t][1]), TYPES[t][0]) for x, t in inputs]
     scores = B * H * Tq * mask.shape[-1] * (24 if path == "softmax" else 0)  # five f32 score tensors, an f16 copy
@@ -150,11 +172,11 @@ def attention(q, k, v, mask, scale, path="flash", cache="f16", softcap=0.0, max_
     if not ctx:
         raise MemoryError(f"ggml_init could not allocate {size} bytes")
     try:
-        qt, kt, vt, mt = (_tensor(ctx, x, t) for x, t in inputs)
+        qt, kt, vt, mt, *st = (_tensor(ctx, x, t) for x, t in inputs)
         # q and k permuted (0, 2, 1, 3) by build_attn_mha; v too (flash), or seen so by get_v (softmax)
         qt, kt, vt = (ggml.permute(ctx, t, 0, 2, 1, 3) for t in (qt, kt, vt))
         branch = _flash if path == "flash" else _softmax
-        out = branch(ctx, qt, kt, vt, mt, scale, softcap, max_bias)
+        out = branch(ctx, qt, kt, vt, mt, scale, softcap, max_bias, st[0] if st else None)
         return _compute(ctx, out, (B, Tq, H, dv)).transpose(0, 2, 1, 3)  # ne (dv, H, Tq, B)
     finally:
         ggml.free(ctx)
@@ -177,15 +199,17 @@ def _compute(ctx, out, shape):
     return np.ctypeslib.as_array(ctypes.cast(ggml.get_data(out), ctypes.POINTER(ctypes.c_float)), shape).copy()
 
 
-def _flash(ctx, q, k, v, mask, scale, softcap, max_bias):
-    """build_attn_mha's flash branch: an f32 cache cast to f16, ggml_flash_attn_ext, F32 precision."""
+def _flash(ctx, q, k, v, mask, scale, softcap, max_bias, sinks=None):
+    """build_attn_mha's flash branch: an f32 cache cast to f16, ggml_flash_attn_ext, its sinks, F32 precision."""
     k, v = (ggml.cast(ctx, t, F16) if _type(t) == F32 else t for t in (k, v))
     cur = ggml.flash_attn_ext(ctx, q, k, v, mask, scale, max_bias, softcap)
+    if sinks is not None:
+        ggml.flash_attn_ext_add_sinks(cur, sinks)
     ggml.prec_set_acc(cur, PREC_F32)
     return cur
 
 
-def _softmax(ctx, q, k, v, mask, scale, softcap, max_bias):
+def _softmax(ctx, q, k, v, mask, scale, softcap, max_bias, sinks=None):
     """build_attn_mha's branch without flash attention (v_trans: its permute undoes get_v's, no copy)."""
     v = ggml.permute(ctx, v, 0, 2, 1, 3)
     kq = ggml.mul_mat(ctx, k, q)
@@ -193,6 +217,8 @@ def _softmax(ctx, q, k, v, mask, scale, softcap, max_bias):
     if softcap:
         kq = ggml.scale(ctx, ggml.tanh(ctx, ggml.scale(ctx, kq, 1.0 / softcap)), softcap)
     kq = ggml.soft_max_ext(ctx, kq, mask, scale, max_bias)
+    if sinks is not None:
+        ggml.soft_max_add_sinks(kq, sinks)
     return ggml.cont(ctx, ggml.permute(ctx, ggml.mul_mat(ctx, v, kq), 0, 2, 1, 3))
 
 
@@ -202,6 +228,19 @@ def _type(tensor):
 
 
 CLAIMS = {"f32", "f16", "allow", "kv_lens", "window", "causal", "gqa", "softcap"}  # and bias without flash attention
+
+
+def takes_sinks(path):
+    """Whether this ggml gives `path` its sinks: the function is exported and a 1-element problem with a
+    sink runs through it."""
+    if (ggml.flash_attn_ext_add_sinks if path == "flash" else ggml.soft_max_add_sinks) is None:
+        return False
+    one = np.zeros((1, 1, 1, 1))
+    try:
+        attention(one, one, one, one, 1.0, path=path, sinks=np.zeros(1, np.float32))
+    except Exception:  # noqa: BLE001 (a refusal of any kind: not claimed)
+        return False
+    return True
 
 
 def kq_mask(p):
@@ -230,7 +269,8 @@ class Adapter:
 
     def __init__(self, path="flash", cache="f16"):
         self.path, self.cache = path, cache
-        self.capabilities = CLAIMS | ({"bias"} if path == "softmax" else set())
+        self.capabilities = CLAIMS | ({"bias"} if path == "softmax" else set()) | \
+            ({"sinks"} if takes_sinks(path) else set())
         self.restrictions = []
 
     def translate(self, p):
@@ -239,9 +279,12 @@ class Adapter:
             raise ValueError(f"format {p.dtype} is not claimed")
         if p.backward or p.want_lse or p.dropout_p or (p.bias is not None and "bias" not in self.capabilities):
             raise ValueError("lse, dropout, backward or (with flash attention) a bias is not claimed")
+        sinks = getattr(p, "sinks", None)
+        if sinks is not None and "sinks" not in self.capabilities:
+            raise ValueError("sinks are not claimed: this ggml cannot add them on this path")
         scale = 1.0 / math.sqrt(p.dk) if p.scale is None else p.scale
         return dict(q=p.q, k=p.k, v=p.v, mask=kq_mask(p), scale=scale, path=self.path, cache=self.cache,
-                    softcap=p.softcap or 0.0)
+                    softcap=p.softcap or 0.0, sinks=sinks)
 
     def __call__(self, p):
         return attention(**self.translate(p))

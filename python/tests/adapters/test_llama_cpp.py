@@ -35,7 +35,8 @@ def test_claims_and_restrictions():
     for path in PATHS:
         a = adapter.Adapter(path)
         bias = {"bias"} if path == "softmax" else set()  # llama.cpp runs no flash attention with a bias (kq_b)
-        assert a.capabilities == {"f32", "f16", "allow", "kv_lens", "window", "causal", "gqa", "softcap"} | bias
+        sinks = {"sinks"}  # 0.3.36's ggml exports ggml_flash_attn_ext_add_sinks and ggml_soft_max_add_sinks
+        assert a.capabilities == {"f32", "f16", "allow", "kv_lens", "window", "causal", "gqa", "softcap"} | bias | sinks
         assert a.restrictions == []
 
 
@@ -149,3 +150,44 @@ def test_the_cache_type_rounds_k_and_v_of_a_float32_problem(path):
     p = problem(q, k, v)
     assert adapter.Adapter(path)(p).item() == 1
     assert adapter.Adapter(path, "f32")(p).item() == (1 if path == "flash" else 1 + 2 ** -12)  # flash casts to f16
+
+
+@pytest.mark.parametrize("path,Tq", [("flash", 1), ("flash", 64), ("softmax", 1)])
+def test_sinks_join_each_heads_denominator_with_no_value(path, Tq):
+    # H 3, sinks (0, -inf, log 2), two keys of score 0 with values 3 and 6 (exact in f16): head 0 weighs
+    # 1:1:1 (sink, keys), head 1 has no sink, head 2 weighs 2:1:1. Tq 64 is flash attention's tiled path.
+    q, k = np.zeros((1, 3, Tq, 1)), np.zeros((1, 1, 2, 1))
+    v = np.array([3.0, 6.0]).reshape(1, 1, 2, 1)
+    out = adapter.Adapter(path)(problem(q, k, v, sinks=[0.0, -np.inf, math.log(2)]))[0, :, :, 0]
+    np.testing.assert_allclose(out, np.tile([[3.0], [4.5], [2.25]], (1, Tq)), atol=1e-3)  # softmax: weights to f16
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_sinks_are_read_per_query_head_under_grouped_heads(path):
+    # H 4, H_kv 2, one key of score 0: heads 0, 1 read value 2, heads 2, 3 value 4; sinks (0, -inf, 0, -inf)
+    # halve heads 0 and 2.
+    q, k = np.zeros((1, 4, 1, 1)), np.zeros((1, 2, 1, 1))
+    v = np.array([2.0, 4.0]).reshape(1, 2, 1, 1)
+    out = adapter.Adapter(path)(problem(q, k, v, sinks=[0.0, -np.inf, 0.0, -np.inf]))[0, :, 0, 0]
+    assert out.tolist() == [1, 2, 2, 4]
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_the_sink_is_neither_scaled_nor_soft_capped(path):
+    # One key, q.k = 1, value 1, scale 2, soft-cap 1: the key's score is tanh(2) with flash attention
+    # (attncheck's order) and 2 tanh(1) without; a sink of that same score takes half the weight.
+    q, k, v = np.ones((1, 1, 1, 1)), np.ones((1, 1, 1, 1)), np.ones((1, 1, 1, 1))
+    for softcap, score in [(0.0, 2.0), (1.0, math.tanh(2.0) if path == "flash" else 2 * math.tanh(1.0))]:
+        p = problem(q, k, v, scale=2.0, softcap=softcap, sinks=[score])
+        assert abs(adapter.Adapter(path)(p).item() - 0.5) < 1e-3
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_row_with_no_permitted_key_and_a_finite_sink_is_zero_and_with_a_sink_of_minus_inf_nan(path):
+    # llama.cpp's convention (repro_sink_of_minus_inf_on_an_empty_row.py): with a finite sink the row's
+    # max is the sink and the output 0; with -inf, exp(-inf - -inf) makes it NaN, on both paths (flash
+    # attention gives 0 for an empty row without a sink).
+    q, k, v = np.zeros((1, 2, 1, 1)), np.zeros((1, 1, 2, 1)), np.ones((1, 1, 2, 1))
+    p = problem(q, k, v, allow=np.zeros((1, 1, 2), bool), sinks=[0.0, -np.inf])
+    out = adapter.Adapter(path)(p)[0, :, 0, 0]
+    assert out[0] == 0 and np.isnan(out[1])
