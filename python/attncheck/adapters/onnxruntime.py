@@ -17,10 +17,10 @@ Releases: onnxruntime 1.16 and later (LOADS below: each contrib node is stamped 
 opset and IR version the installed release loads). --op attention needs 1.23 (opset 23; 1.22.1 loads
 opset 22 at most), --opset 24 1.24; --op gqa a CPU kernel of GroupQueryAttention (1.18.1 has one,
 1.17.3 none). What a release's schema of the operator lacks is not claimed: GroupQueryAttention's
-softcap (1.20.1, not 1.19.2), attention_bias (1.22.1, not 1.21.1) and `causal` attribute (1.30.0, not
-1.29.0: before it every call is causal, declared restriction causal), MultiHeadAttention's
-unidirectional (1.17.3, not 1.16.3) and attention_bias (1.20.1). Each refusal is one line on stderr
-and exit 2.
+softcap (1.20.1, not 1.19.2), attention_bias (1.22.1, not 1.21.1), head_sink (1.23.0, not 1.22.1)
+and `causal` attribute (1.30.0, not 1.29.0: before it every call is causal, declared restriction
+causal), MultiHeadAttention's unidirectional (1.17.3, not 1.16.3) and attention_bias (1.20.1). Each
+refusal is one line on stderr and exit 2.
 
 Each operator says what it takes of its claims (RESTRICTIONS: GroupQueryAttention's causal mask is
 lower-right only), and attncheck sends nothing else; a problem inside them that the operator cannot
@@ -63,8 +63,9 @@ as not taken.
   bias        the float attn_mask [B,H,Tq,Tk] (added to the scores, -inf forbids). Translated:
               with an allow mask, a lower-right causal mask (or, under --opset 23, key lengths)
               as well, the one attn_mask is float: the bias where allowed, -inf where not.
-  not claimed window (no such attribute), lse (the operator returns none; qk_matmul_output mode 3
-              gives the weights, not the log-sum-exp), backward (an inference runtime).
+  not claimed window and sinks (no such attribute or input in opsets 23 and 24), lse (the operator
+              returns none; qk_matmul_output mode 3 gives the weights, not the log-sum-exp),
+              backward (an inference runtime).
 
 --op gqa: com.microsoft GroupQueryAttention, its KV-cache (decoding) form
 
@@ -101,6 +102,15 @@ as not taken.
   softcap     the `softcap` attribute; the CPU kernel caps the scaled product before adding
               attention_bias, as attncheck's contract does.
   bias        attention_bias [B,H,Tq,Tk], added to the scores (-inf forbids).
+  sinks       head_sink [H] (input 11, "each head has a smooth factor adding to the denominator of
+              softmax"), of the problem's format: the float32 sinks as they are for f32, rounded to
+              float16 for f16 (every sink attncheck draws is a float16 value). The CPU kernel adds
+              exp(head_sink[h] - m) to the denominator of the scaled, soft-capped, biased scores,
+              the sink itself unscaled, as attncheck's contract does. Not sent: smooth_softmax
+              (the same with a sink of 0 for every head; head_sink, when given, takes its place).
+              A row with no finite score and a sink of -inf gives NaN in 1.32.0 where the same
+              call without head_sink gives 0 (causal = 1; exp(-inf - -inf)), a finding
+              (examples/onnxruntime/repro_gqa_sink_minus_inf_empty_row_nan.py).
   not claimed allow and kv_lens (the operator has no mask input; seqlens_k gives each batch its
               own total length, and its causal diagonal then moves with it, which is not
               attncheck's key lengths with the diagonal at Tk - Tq), lse, backward.
@@ -123,7 +133,7 @@ as not taken.
               value added to a masked key's score, not -inf, so a row whose every key is masked
               gives the mean of V and a score above 10000 defeats the mask. This is the
               operator's documented behaviour; the strict contract reports it.
-  not claimed gqa (one num_heads for all three), softcap, window (none), lse, backward.
+  not claimed gqa (one num_heads for all three), softcap, window and sinks (none), lse, backward.
 """
 import argparse
 import functools
@@ -148,7 +158,7 @@ LOADS = {(1, 16): (19, 9), (1, 17): (20, 9), (1, 18): (21, 10), (1, 19): (21, 10
 
 CAPABILITIES = {
     "attention": {"f32", "f16", "allow", "causal", "kv_lens", "gqa", "softcap", "bias"},
-    "gqa": {"f32", "f16", "causal", "gqa", "window", "softcap", "bias"},
+    "gqa": {"f32", "f16", "causal", "gqa", "window", "softcap", "bias", "sinks"},
     "mha": {"f32", "f16", "allow", "causal", "kv_lens", "bias"},
 }
 # What each operator takes of what it claims (attncheck features lists the restrictions).
@@ -254,7 +264,7 @@ def translate(p, opset=23):
     """The ONNX Attention operator's inputs and attributes for problem p: (feeds, attributes); feeds
     in the operator's input order (Q, K, V, attn_mask, past_key, past_value, nonpad_kv_seqlen),
     None for an input left out, trailing ones dropped."""
-    _check_claimed(p, "attention", ("window",))
+    _check_claimed(p, "attention", ("window", "sinks"))
     attributes = {}
     if p.scale is not None:
         attributes["scale"] = float(p.scale)  # onnx.helper stores a float attribute as float32
@@ -319,7 +329,7 @@ def _padded(x, d):
 
 def translate_gqa(p):
     """GroupQueryAttention's inputs and attributes: (feeds, attributes, d), d the padded head size."""
-    _check_claimed(p, "gqa", ("allow", "kv_lens"))
+    _check_claimed(p, "gqa", ("allow", "kv_lens"))  # sinks: claimed where the schema has head_sink
     if p.Tq > p.Tk:
         raise NotExpressible(f"Tq > Tk: GroupQueryAttention's new keys are as many as its queries, after a past of "
                              f"Tk - Tq keys (Tq {p.Tq}, Tk {p.Tk})")
@@ -356,7 +366,8 @@ def translate_gqa(p):
              "seqlens_k": np.full(p.B, p.Tk - 1, np.int32),
              "total_sequence_length": np.array(p.Tk, np.int32),
              "cos_cache": None, "sin_cache": None, "position_ids": None,
-             "attention_bias": None if p.bias is None else np.ascontiguousarray(np.asarray(p.bias, FORMATS[p.dtype]))}
+             "attention_bias": None if p.bias is None else np.ascontiguousarray(np.asarray(p.bias, FORMATS[p.dtype])),
+             "head_sink": None if p.sinks is None else np.asarray(p.sinks, FORMATS[p.dtype])}
     while next(reversed(feeds.values())) is None:
         feeds.popitem()
     return feeds, tuple(sorted(attributes.items())), d
@@ -373,7 +384,7 @@ def forward_gqa(p):
 
 def translate_mha(p):
     """MultiHeadAttention's inputs and attributes: (feeds, attributes)."""
-    _check_claimed(p, "mha", ("window", "softcap"))
+    _check_claimed(p, "mha", ("window", "softcap", "sinks"))
     if p.H != p.H_kv:
         raise ValueError("--op mha does not claim gqa")
     attributes = {"num_heads": p.H}
@@ -439,13 +450,14 @@ def claims_attention(opset):
 
 
 def claims_gqa():
-    """--op gqa's claims on this release: its softcap attribute and attention_bias input came later than the
-    operator, and before its `causal` attribute (onnxruntime 1.30) it is always causal."""
+    """--op gqa's claims on this release: its softcap attribute and attention_bias and head_sink inputs came
+    later than the operator, and before its `causal` attribute (onnxruntime 1.30) it is always causal."""
     attributes, inputs, kernel = contrib_schema("GroupQueryAttention")
     if not kernel:
         refuse("onnxruntime", f"onnxruntime {ort.__version__} has no CPU kernel of com.microsoft GroupQueryAttention "
                               f"(1.18.1 has one, 1.17.3 none): --op gqa cannot run here")
     claims = CAPABILITIES["gqa"] - ({"softcap"} - attributes) - ({"bias"} if "attention_bias" not in inputs else set())
+    claims -= {"sinks"} if "head_sink" not in inputs else set()
     return dict(capabilities=claims, restrictions=RESTRICTIONS["gqa"] + ([] if "causal" in attributes else ["causal"]))
 
 

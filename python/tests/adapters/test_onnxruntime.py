@@ -129,7 +129,7 @@ def test_float16_runs_in_float16_and_sessions_are_cached():
 def test_claims_what_the_cpu_kernels_take():
     assert ort_attention.CAPABILITIES == {
         "attention": {"f32", "f16", "allow", "causal", "kv_lens", "gqa", "softcap", "bias"},
-        "gqa": {"f32", "f16", "causal", "gqa", "window", "softcap", "bias"},
+        "gqa": {"f32", "f16", "causal", "gqa", "window", "softcap", "bias", "sinks"},
         "mha": {"f32", "f16", "allow", "causal", "kv_lens", "bias"}}
 
 
@@ -314,6 +314,62 @@ def test_gqa_float16():
     assert out.item() == pytest.approx(w @ [2, -2], abs=2e-3)
 
 
+gqa_sinks = pytest.mark.skipif("head_sink" not in ort_attention.contrib_schema("GroupQueryAttention")[1],
+                               reason="GroupQueryAttention has no head_sink input (sinks are not claimed)")
+
+
+@gqa_sinks
+def test_gqa_sinks_are_head_sink_one_per_query_head():
+    # H 3 over H_kv 1, one query over two keys of score 0 with values 3 and 6 (lower-right: it sees both).
+    # Sinks 0, -inf, log 2 add 1, 0, 2 to the denominator 1 + 1: 9/3 = 3, 9/2 = 4.5, 9/4 = 2.25.
+    q = np.zeros((1, 3, 1, 1), np.float32)
+    k = np.zeros((1, 1, 2, 1), np.float32)
+    v = np.array([3, 6], np.float32).reshape(1, 1, 2, 1)
+    p = problem(q, k, v, causal="lower-right", sinks=[0, -np.inf, math.log(2)])
+    feeds, attributes, _ = ort_attention.translate_gqa(p)
+    assert list(feeds)[-1] == "head_sink" and list(feeds).index("head_sink") == 11  # the schema's input 11
+    assert feeds["head_sink"].dtype == np.float32 and feeds["head_sink"].tolist() == [0, -np.inf, np.float32(math.log(2))]
+    assert "smooth_softmax" not in dict(attributes)
+    assert ort_attention.forward_gqa(p)[0, :, 0, 0].tolist() == pytest.approx([3, 4.5, 2.25], rel=1e-6)
+    # without sinks no head_sink is given (the operator's own softmax)
+    assert "head_sink" not in ort_attention.translate_gqa(problem(q, k, v, causal="lower-right"))[0]
+    # H 4 over H_kv 2: the sink is the query head's, not the KV head's (values 3 6 for KV head 0, 6 12 for 1)
+    q, k = np.zeros((1, 4, 1, 1), np.float32), np.zeros((1, 2, 2, 1), np.float32)
+    v = np.array([3, 6, 6, 12], np.float32).reshape(1, 2, 2, 1)
+    out = ort_attention.forward_gqa(problem(q, k, v, causal="lower-right", sinks=[-np.inf, 0, math.log(2), -np.inf]))
+    assert out[0, :, 0, 0].tolist() == pytest.approx([4.5, 3, 4.5, 9], rel=1e-6)
+
+
+@gqa_sinks
+def test_gqa_sink_is_not_scaled_soft_capped_or_masked():
+    # one query over keys 0, 1 with q.k = (0, 2), values (0, 1); scale 0.5 gives scores (0, 1); sink 1
+    q = np.array([2], np.float32).reshape(1, 1, 1, 1)
+    k = np.array([0, 1], np.float32).reshape(1, 1, 2, 1)
+    v = np.array([0, 1], np.float32).reshape(1, 1, 2, 1)
+    e = math.e
+    p = problem(q, k, v, causal="lower-right", scale=0.5, sinks=[1])
+    assert ort_attention.forward_gqa(p).item() == pytest.approx(e / (1 + e + e), rel=1e-6)  # not e ** 0.5
+    # soft-cap 1: the scores become (0, tanh 1), the sink stays 1
+    t = math.exp(math.tanh(1))
+    p = problem(q, k, v, causal="lower-right", scale=0.5, softcap=1.0, sinks=[1])
+    assert ort_attention.forward_gqa(p).item() == pytest.approx(t / (1 + t + e), rel=1e-6)
+    # a row whose every key the bias forbids: the sink alone, output 0
+    bias = np.full((1, 1, 1, 2), -np.inf, np.float32)
+    assert ort_attention.forward_gqa(problem(q, k, v, causal="lower-right", bias=bias, sinks=[0])).item() == 0
+
+
+@gqa_sinks
+def test_gqa_sinks_in_float16_are_a_float16_head_sink():
+    q = np.zeros((1, 3, 1, 1), np.float16)
+    k = np.zeros((1, 1, 2, 1), np.float16)
+    v = np.array([3, 6], np.float16).reshape(1, 1, 2, 1)
+    p = problem(q, k, v, causal="lower-right", dtype="f16", sinks=[0, -np.inf, math.log(2)])
+    feeds, _, _ = ort_attention.translate_gqa(p)
+    assert feeds["head_sink"].dtype == np.float16  # the operator's T: the query's type
+    out = ort_attention.forward_gqa(p)
+    assert out.dtype == np.float16 and out[0, :, 0, 0].tolist() == pytest.approx([3, 4.5, 2.25], abs=2e-3)
+
+
 # --op mha: MultiHeadAttention
 
 def test_mha_packs_the_heads_and_keeps_dv():
@@ -385,6 +441,18 @@ def test_gqa_convention_local_window_size_counts_the_current_token():
     assert ort_attention.forward_gqa(gqa_problem(3, 3, causal="lower-right", window=(0, 0)))[0, 0, :, 0].tolist() == [1, 2, 3]
 
 
+@gqa_sinks
+@since("1.32", "measured on 1.32.0 (1.23.0: the row is NaN without head_sink as well)")
+def test_gqa_convention_a_sink_of_minus_inf_makes_a_row_with_no_finite_score_nan():
+    # every key's bias -inf, causal = 1 with a past: 0 without head_sink, NaN with head_sink -inf (a finding:
+    # examples/onnxruntime/repro_gqa_sink_minus_inf_empty_row_nan.py), 0 with head_sink 0
+    q, k = np.zeros((1, 1, 1, 1), np.float32), np.zeros((1, 1, 2, 1), np.float32)
+    v = np.array([3, 6], np.float32).reshape(1, 1, 2, 1)
+    bias = np.full((1, 1, 1, 2), -np.inf, np.float32)
+    assert ort_attention.forward_gqa(problem(q, k, v, causal="lower-right", bias=bias)).item() == 0
+    assert np.isnan(ort_attention.forward_gqa(problem(q, k, v, causal="lower-right", bias=bias, sinks=[-np.inf])).item())
+    assert ort_attention.forward_gqa(problem(q, k, v, causal="lower-right", bias=bias, sinks=[0])).item() == 0
+
 # --- releases: the stamp, the refusals, the claims each release's schema allows ---------------------
 
 def _loads(opset, ir_version):
@@ -439,3 +507,15 @@ def test_group_query_attention_before_its_causal_attribute_claims_causal_calls_a
     older = ort_attention.setup(["--op", "gqa"])
     assert older["restrictions"] == ["lower_right", "causal"] and "bias" not in older["capabilities"]
     assert ("softcap" in older["capabilities"]) == ("softcap" in attributes) and "window" in older["capabilities"]
+
+
+@gqa_kernel
+def test_group_query_attention_claims_sinks_where_its_schema_has_head_sink(monkeypatch):
+    attributes, inputs, kernel = ort_attention.contrib_schema("GroupQueryAttention")
+    assert ("sinks" in ort_attention.setup(["--op", "gqa"])["capabilities"]) == ("head_sink" in inputs)
+    # a release of 1.22's schema (head_sink came in 1.23.0): no sinks claimed
+    monkeypatch.setattr(ort_attention, "contrib_schema",
+                        lambda op: (attributes, [i for i in inputs if i != "head_sink"], kernel))
+    assert "sinks" not in ort_attention.setup(["--op", "gqa"])["capabilities"]
+    # the other operators have no sink input
+    assert "sinks" not in ort_attention.CAPABILITIES["attention"] | ort_attention.CAPABILITIES["mha"]
