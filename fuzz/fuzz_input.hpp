@@ -57,8 +57,10 @@ struct AttentionInput {
   std::vector<T> poison;  // [Tk]: written over every head's k_j and v_j for each key j query (b, i) may not see
 };
 
-// The shapes fuzz_attention draws: B and H up to 2, Tq and Tk up to 8, dk and dv up to 8.
-inline const CaseLimits kAttentionLimits{2, 2, 8, 8};
+// The shapes fuzz_attention draws: B and H up to 2, Tq and Tk up to 8, dk and dv up to 8; every
+// feature but the KV-end causal mask, whose extra choice would give the corpus's inputs (choices,
+// not bits) other cases than those they were kept for.
+inline const CaseLimits kAttentionLimits{2, 2, 8, 8, 1, 1, false, ~uint32_t(ATTNCHECK_CAP_KV_CACHE)};
 
 // draw_case, then b, i, and one poison (NaN, +-inf, +-1e30) per forbidden key of that query.
 template <class T>

@@ -5,8 +5,8 @@
 attncheck=$1
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-script -qec "$attncheck check --cases 45 --seconds 600" /dev/null >"$dir/tty.txt" </dev/null
-"$attncheck" check --cases 45 --seconds 600 >"$dir/pipe.txt"
+script -qec "$attncheck check --cases 60 --seconds 600" /dev/null >"$dir/tty.txt" </dev/null
+"$attncheck" check --cases 60 --seconds 600 >"$dir/pipe.txt"
 cat -v "$dir/tty.txt"
 grep -q $'\r\e\\[Kattncheck check: [0-9]* properties, [0-9]* cases, [0-9.]* s of 600 s' "$dir/tty.txt" ||
   { echo "expected a progress line on the terminal"; exit 1; }
