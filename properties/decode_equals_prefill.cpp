@@ -2,7 +2,6 @@
 // L as its key length, the keys past L anything) gives row L - 1 of the causal prefill of the first
 // L keys, whose last query it is; each call within the oracle's bound of its own problem.
 #include <algorithm>
-#include <cmath>
 
 #include "attncheck/property.hpp"
 
@@ -63,16 +62,13 @@ ATTNCHECK_PROPERTY(DecodeEqualsPrefill, .order = 230, .catches = "kv_end_as_uppe
   const Reference ref_prefill = reference(prefill.problem()), ref_decode = reference(decode.problem());
   const Shape& s = decode.shape;
   for (int64_t h = 0; h < s.H; ++h)
-    for (int64_t col = 0; col < s.dv; ++col) {
-      const size_t at_decode = size_t(s.out_at(0, h, 0) + col), at_prefill = size_t(prefill.shape.out_at(0, h, L - 1) + col);
-      const double x = out_decode[at_decode], y = out_prefill[at_prefill];
-      const double allowed = ref_decode.out.bound[at_decode] + ref_prefill.out.bound[at_prefill];
-      ATTNCHECK_REQUIRE(check, x == y || (std::isnan(x) && std::isnan(y)) || std::fabs(x - y) <= allowed,
-                        "decode at cache length " + std::to_string(L) + ": out[0," + std::to_string(h) + ",0," +
-                            std::to_string(col) + "] = " + show(x) + ", but row " + std::to_string(L - 1) +
-                            " of the causal prefill of those keys gives " + show(y) + " (allowed " + show(allowed) +
-                            ")\ndecode: " + describe(decode) + "\nprefill: " + describe(prefill));
-    }
+    require_rows_agree(check, out_decode, ref_decode, size_t(s.out_at(0, h, 0)), out_prefill, ref_prefill,
+                       size_t(prefill.shape.out_at(0, h, L - 1)), s.dv, [&](int64_t col, double x, double y, double allowed) {
+                         return "decode at cache length " + std::to_string(L) + ": out[0," + std::to_string(h) + ",0," +
+                                std::to_string(col) + "] = " + show(x) + ", but row " + std::to_string(L - 1) +
+                                " of the causal prefill of those keys gives " + show(y) + " (allowed " + show(allowed) +
+                                ")\ndecode: " + describe(decode) + "\nprefill: " + describe(prefill);
+                       });
 }
 
 }  // namespace attncheck::properties

@@ -3,7 +3,6 @@
 // its row of the allow mask and the bias, the same key lengths, window and causal diagonal (lower-right
 // and KV-end put the last query's where a lone query's is), within both calls' bounds.
 #include <algorithm>
-#include <cmath>
 
 #include "attncheck/sinks_support.hpp"
 
@@ -49,15 +48,12 @@ ATTNCHECK_PROPERTY(OneQueryEqualsItsRowWithSinks, .order = 223, .catches = "sink
   const Shape &s = batch.shape, &t = one.shape;
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.H; ++h)
-      for (int64_t col = 0; col < s.dv; ++col) {
-        const size_t at_one = size_t(t.out_at(b, h, 0) + col), at_batch = size_t(s.out_at(b, h, s.Tq - 1) + col);
-        const double x = out_one[at_one], y = out_batch[at_batch];
-        const double allowed = ref_one.out.bound[at_one] + ref_batch.out.bound[at_batch];
-        ATTNCHECK_REQUIRE(check, x == y || (std::isnan(x) && std::isnan(y)) || std::fabs(x - y) <= allowed,
-                          "the last query alone: out[" + std::to_string(b) + "," + std::to_string(h) + ",0," +
-                              std::to_string(col) + "] = " + show(x) + ", but among the batch's " + std::to_string(s.Tq) +
-                              " queries its row gives " + show(y) + " (allowed " + show(allowed) + ")\n" + describe(batch));
-      }
+      require_rows_agree(check, out_one, ref_one, size_t(t.out_at(b, h, 0)), out_batch, ref_batch,
+                         size_t(s.out_at(b, h, s.Tq - 1)), s.dv, [&](int64_t col, double x, double y, double allowed) {
+                           return "the last query alone: out[" + std::to_string(b) + "," + std::to_string(h) + ",0," +
+                                  std::to_string(col) + "] = " + show(x) + ", but among the batch's " + std::to_string(s.Tq) +
+                                  " queries its row gives " + show(y) + " (allowed " + show(allowed) + ")\n" + describe(batch);
+                         });
 }
 
 }  // namespace attncheck::properties

@@ -1,7 +1,6 @@
 // Claim: sinks are per head: changing head 0's sink leaves every other head's output where it was
 // (the kernel against itself, within the oracle's bound of each call), and head 0's agrees with the
 // oracle's for the new sink.
-#include <cmath>
 #include <limits>
 
 #include "attncheck/agrees_with_oracle_support.hpp"
@@ -21,16 +20,13 @@ ATTNCHECK_PROPERTY(SinksArePerHead, .order = 222, .catches = "one_sink_for_all_h
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 1; h < s.H; ++h)
       for (int64_t i = 0; i < s.Tq; ++i)
-        for (int64_t col = 0; col < s.dv; ++col) {
-          const size_t n = size_t(s.out_at(b, h, i) + col);
-          const double x = out_before[n], y = out_after[n];
-          const double allowed = ref_before.out.bound[n] + ref_after.out.bound[n];
-          ATTNCHECK_REQUIRE(check, x == y || (std::isnan(x) && std::isnan(y)) || std::fabs(x - y) <= allowed,
-                            "out[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "," +
-                                std::to_string(col) + "] of head " + std::to_string(h) + " moved from " + show(x) + " to " +
-                                show(y) + " (more than its bounds, " + show(allowed) + ") when only head 0's sink changed, " +
-                                show(before.sinks[0]) + " to " + show(after.sinks[0]) + "\n" + describe(before));
-        }
+        require_rows_agree(check, out_before, ref_before, size_t(s.out_at(b, h, i)), out_after, ref_after,
+                           size_t(s.out_at(b, h, i)), s.dv, [&](int64_t col, double x, double y, double allowed) {
+                             return "out[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "," +
+                                    std::to_string(col) + "] of head " + std::to_string(h) + " moved from " + show(x) + " to " +
+                                    show(y) + " (more than its bounds, " + show(allowed) + ") when only head 0's sink changed, " +
+                                    show(before.sinks[0]) + " to " + show(after.sinks[0]) + "\n" + describe(before);
+                           });
 }
 
 }  // namespace attncheck::properties

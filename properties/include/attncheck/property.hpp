@@ -2,6 +2,7 @@
 // choices that shrink) and by `attncheck check` (seeded choices, the kernel in a child process).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
@@ -277,6 +278,19 @@ using Rerun = std::function<std::vector<float>()>;
 bool keeps_bits(const std::vector<float>& before, const std::vector<float>& after, const std::vector<size_t>& claimed);
 std::optional<std::string> answers_vary(const Rerun& first_call, const std::vector<float>& first, const Rerun& changed_call,
                                         const std::vector<float>& changed, const std::vector<size_t>& claimed);
+
+// Fails unless two calls of the kernel that must agree do, row by row: dv outputs of `a` from a_at and
+// of `b` from b_at, each pair equal (infinities alike), both NaN, or apart by at most the sum of the
+// oracle's bounds of the two calls (ref_a's, ref_b's). `what(col, x, y, allowed)` says what moved.
+template <class What>
+void require_rows_agree(Checker& check, const std::vector<float>& a, const Reference& ref_a, size_t a_at,
+                        const std::vector<float>& b, const Reference& ref_b, size_t b_at, int64_t dv, What&& what) {
+  for (int64_t col = 0; col < dv; ++col) {
+    const double x = a[a_at + size_t(col)], y = b[b_at + size_t(col)];
+    const double allowed = ref_a.out.bound[a_at + size_t(col)] + ref_b.out.bound[b_at + size_t(col)];
+    ATTNCHECK_REQUIRE(check, x == y || (std::isnan(x) && std::isnan(y)) || std::fabs(x - y) <= allowed, what(col, x, y, allowed));
+  }
+}
 
 // What run_with_lse returned as lse, for require_agreement: null when there is none.
 template <class T>
