@@ -41,22 +41,27 @@ std::string slots() {
   static constexpr const char* kKinds[] = {"forward", "backward", "layer"};
   std::string text =
       "# The call schema (call_slots.def): every tensor a call carries, in wire order (a PROB's inputs, a RSLT's\n"
-      "# outputs). name; shape: its dims (B, H, H_kv, Tq, Tk, dk, dv, D); element: format (the call's dtype),\n"
+      "# outputs). name; shape: its dims (B, H, H_kv, Tq, Tk, dk, dv, D); pooled: its dims instead in a paged call\n"
+      "# (BS > 0: K's and V's pools of NB blocks of BS keys), [] where it has none; element: format (the call's dtype),\n"
       "# wide (LSE_STORAGE), f32 (float always), int32 or byte; feature: the capability that brings it (its FLAGS bit says it "
       "is\n"
       "# there), None for none; roles: in each kind of call (forward, backward, layer) none, in, out, in_if,\n"
       "# out_if (when the call has its flag, or for a layer slot with a part, that part) or in_unless (not when\n"
       "# the call has its part); part: a layer call's parts bit that brings it (or leaves it out), 0 for none.\n"
       "SLOTS = [\n";
+  auto dims = [](const Extent& e) {
+    std::string list = "[";
+    for (int d = 0; d < e.rank; ++d) list += (d ? ", " : "") + quoted(kDimNames[int(e.dims[d])]);
+    return list + "]";
+  };
   for (const Slot& s : kSlots) {
-    std::string shape = "[";
-    for (int d = 0; d < s.shape.rank; ++d) shape += (d ? ", " : "") + quoted(kDimNames[int(s.shape.dims[d])]);
     const std::string feature_word = s.feature ? quoted(feature(s.feature).word) : "None";
     std::vector<std::pair<std::string, std::string>> roles;
     for (int k = 0; k < 3; ++k) roles.push_back({quoted(kKinds[k]), quoted(kRoles[int(s.roles[k])])});
     text += "    " +
             dict({{quoted("name"), quoted(s.name)},
-                  {quoted("shape"), shape + "]"},
+                  {quoted("shape"), dims(s.shape)},
+                  {quoted("pooled"), dims(s.pooled)},
                   {quoted("element"), quoted(kElements[int(s.element)])},
                   {quoted("feature"), feature_word},
                   {quoted("roles"), dict(roles)},

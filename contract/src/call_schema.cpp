@@ -27,7 +27,10 @@ Dims dims_of(const Shape& s, int64_t D) {
                                    {Dim::Tk, s.Tk},
                                    {Dim::dk, s.dk},
                                    {Dim::dv, s.dv},
-                                   {Dim::D, D}})
+                                   {Dim::D, D},
+                                   {Dim::NB, s.NB},
+                                   {Dim::BS, s.BS},
+                                   {Dim::BPS, s.BPS}})
     dims[dim] = value;
   return dims;
 }

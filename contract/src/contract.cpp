@@ -1,5 +1,6 @@
 #include "attncheck/contract.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -53,6 +54,19 @@ std::string shape_error(const Shape& s) {
   const double bh = double(s.B) * double(s.H), bkv = double(s.B) * double(s.kv_heads());
   for (double elements : {bh * s.Tq * s.dk, bkv * s.Tk * s.dk, bkv * s.Tk * s.dv, bh * s.Tq * s.dv, bh * s.Tq * s.Tk})
     if (elements > double(kMaxElements)) return "shape: a buffer would exceed 2^31 elements";
+  return paging_error(s);
+}
+
+std::string paging_error(const Shape& s) {
+  if (s.BS == 0 && s.NB == 0 && s.BPS == 0) return {};  // dense
+  for (const auto& [value, name] : {std::pair{s.NB, "num_blocks"}, {s.BS, "block_size"}, {s.BPS, "blocks_per_seq"}})
+    if (value < 1 || value > kMaxElements)
+      return std::string("paged KV: ") + name + " = " + std::to_string(value) + " is outside 1.." + std::to_string(kMaxElements);
+  if (double(s.BPS) * double(s.BS) < double(s.Tk))
+    return "paged KV: blocks_per_seq * block_size = " + std::to_string(s.BPS * s.BS) + " holds fewer than Tk = " + std::to_string(s.Tk) + " keys";
+  const double pool = double(s.NB) * double(s.kv_heads()) * double(s.BS) * double(std::max(s.dk, s.dv));
+  if (pool > double(kMaxElements) || double(s.B) * double(s.BPS) > double(kMaxElements))
+    return "shape: a buffer would exceed 2^31 elements";
   return {};
 }
 
@@ -95,12 +109,40 @@ std::string problem_error(const Problem<T>& p, const Result<T>& r) {
   for (int64_t h = 0; p.sinks && h < s.H; ++h)
     if (std::isnan(p.sinks[h]) || p.sinks[h] == std::numeric_limits<float>::infinity())
       return "sinks must be finite or -inf (no sink), not NaN or +inf";
+  if (s.paged() != (p.block_table != nullptr)) return "paged KV: a block table and a paged shape come together";
+  for (int64_t n = 0; p.block_table && n < s.B * s.BPS; ++n)
+    if (p.block_table[n] < 0 || p.block_table[n] >= s.NB)
+      return "paged KV: block_table[" + std::to_string(n / s.BPS) + "][" + std::to_string(n % s.BPS) + "] = " +
+             std::to_string(p.block_table[n]) + " is outside 0.." + std::to_string(s.NB - 1);
   return format_error<T>(p.format, {{"q", {p.q, s.q_size()}},
                                     {"k", {p.k, s.k_size()}},
                                     {"v", {p.v, s.v_size()}},
                                     {"bias", {p.bias, p.bias ? s.scores_size() : 0}}});
 }
 
+template <class T>
+Problem<T> dense_of(const Problem<T>& p, std::vector<T>& k, std::vector<T>& v) {
+  if (!p.shape.paged()) return p;
+  Problem<T> dense = p;
+  Shape& s = dense.shape;
+  s.NB = s.BS = s.BPS = 0;
+  dense.block_table = nullptr;
+  k.resize(size_t(s.k_size()));
+  v.resize(size_t(s.v_size()));
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.H; h += s.H / s.kv_heads())  // the first query head of each KV head
+      for (int64_t j = 0; j < s.Tk; ++j) {
+        const int64_t row = kv_row(p.shape, p.block_table, b, h, j);
+        std::copy_n(p.k + row * s.dk, s.dk, k.begin() + s.k_at(b, h, j));
+        std::copy_n(p.v + row * s.dv, s.dv, v.begin() + s.v_at(b, h, j));
+      }
+  dense.k = k.data();
+  dense.v = v.data();
+  return dense;
+}
+
+template Problem<float> dense_of(const Problem<float>&, std::vector<float>&, std::vector<float>&);
+template Problem<double> dense_of(const Problem<double>&, std::vector<double>&, std::vector<double>&);
 template std::string problem_error(const Problem<float>&, const Result<float>&);
 template std::string problem_error(const Problem<double>&, const Result<double>&);
 template std::string format_error(Format, std::initializer_list<std::pair<const char*, std::pair<const float*, int64_t>>>);

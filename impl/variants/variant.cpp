@@ -707,8 +707,61 @@ Variant mutant(Mutation mutation) {
   return kernel;
 }
 
+namespace {
+
+// The pool row (contract.hpp's kv_row) a paged variant reads for key j of batch b, query head h of
+// `width` (dk for K, dv for V): the contract's, or the paged mutants' (block index, table layout, the
+// table ignored, V's block stride).
+template <class T>
+int64_t pool_offset(const Problem<T>& p, const Variant& v, int64_t b, int64_t h, int64_t j, int64_t width) {
+  const Shape& s = p.shape;
+  int64_t entry = b * s.BPS + j / s.BS;
+  if (v.mutation == M::paged_block_index_off_by_one) entry = b * s.BPS + std::min((j + 1) / s.BS, s.BPS - 1);
+  if (v.mutation == M::paged_table_transposed) entry = j / s.BS * s.B + b;  // [BPS][B]
+  const int64_t named = v.mutation == M::paged_table_ignored ? entry % s.NB : p.block_table[entry];
+  const int64_t block = (named * s.kv_heads() + s.kv_head(h)) * s.BS;
+  const bool v_with_k_stride = v.mutation == M::paged_v_block_stride_of_k && width == s.dv;
+  return v_with_k_stride ? (block * s.dk + j % s.BS * s.dv) % (s.v_size() - s.dv + 1) : (block + j % s.BS) * width;
+}
+
+// p's dense twin as the variant gathers it: k [B,H_kv,Tk,dk] and values [B,H_kv,Tk,dv] through the
+// block table, and (the partial-last-block mutant) its key lengths rounded up to whole blocks.
+template <class T>
+Problem<T> gathered(const Problem<T>& p, const Variant& v, std::vector<T>& k, std::vector<T>& values,
+                    std::vector<int32_t>& lengths) {
+  Problem<T> dense = p;
+  Shape& s = dense.shape;
+  s.NB = s.BS = s.BPS = 0;
+  dense.block_table = nullptr;
+  k.resize(size_t(s.k_size()));
+  values.resize(size_t(s.v_size()));
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.H; h += s.H / s.kv_heads())
+      for (int64_t j = 0; j < s.Tk; ++j) {
+        std::copy_n(p.k + pool_offset(p, v, b, h, j, s.dk), s.dk, k.begin() + s.k_at(b, h, j));
+        std::copy_n(p.v + pool_offset(p, v, b, h, j, s.dv), s.dv, values.begin() + s.v_at(b, h, j));
+      }
+  dense.k = k.data();
+  dense.v = values.data();
+  if (v.mutation == M::paged_last_block_read_whole && p.masks.key_lengths) {
+    const int64_t block = p.shape.BS;
+    for (int64_t b = 0; b < s.B; ++b)
+      lengths.push_back(int32_t(std::min(s.Tk, (p.masks.key_lengths[b] + block - 1) / block * block)));
+    dense.masks.key_lengths = lengths.data();
+  }
+  return dense;
+}
+
+}  // namespace
+
 template <class T>
 void variant_attention(const Problem<T>& p, T* out, const Variant& v, T* lse, uint8_t* keep) {
+  if (p.shape.paged()) {  // a dense kernel taking paged K and V: gathered first, then attention as ever
+    std::vector<T> k, values;
+    std::vector<int32_t> lengths;
+    variant_attention(gathered(p, v, k, values, lengths), out, v, lse, keep);
+    return;
+  }
   if (v.expand_kv_heads && p.shape.kv_heads() < p.shape.H) {
     // K [B,H_kv,Tk,dk] and V [B,H_kv,Tk,dv] copied out to [B,H,Tk,dk] and [B,H,Tk,dv], query head h
     // getting its group's KV head, as torch's repeat_interleave does; then attention as if H_kv = H.

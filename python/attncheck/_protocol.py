@@ -98,8 +98,10 @@ def storage(slot, dtype):
 
 
 def slot_shape(slot, dims):
-    """A slot's shape in a call whose dims (B, H, H_kv, Tq, Tk, dk, dv, D) `dims` gives by name."""
-    return tuple(dims[d] for d in slot["shape"])
+    """A slot's shape in a call whose dims (B, H, H_kv, Tq, Tk, dk, dv, D; NB, BS, BPS) `dims` gives by
+    name: its pooled shape in a paged call (BS > 0), where it has one (k [NB, H_kv, BS, dk], v)."""
+    paged = slot["pooled"] and dims.get("BS", 0) > 0
+    return tuple(dims[d] for d in (slot["pooled"] if paged else slot["shape"]))
 
 
 def _inputs(kind, tensors):

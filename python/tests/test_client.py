@@ -193,31 +193,33 @@ def test_the_payload_writer_puts_the_dropout_header_at_64():
         wire.problem_payload("f32", dims, want_keep=True, **tensors)
 
 
-def test_a_header_appended_to_the_schema_is_sent_and_read_with_no_other_edit(monkeypatch):
-    # Three scalars in a header of their own brought by a flag, as call_scalars.def's rows and a
-    # header appended to protocol.hpp's kHeaders would give once _features.py is regenerated: the
-    # payload writer puts it after the headers before it, and Problem reads each as its attribute.
-    paged = {"name": "paged", "flag": "paged", "size": 16,
-             "fields": [["num_blocks", 0, "i"], ["block_size", 4, "i"], ["blocks_per_seq", 8, "i"]]}
-    monkeypatch.setattr(wire, "HEADERS", [*wire.HEADERS, paged])
-    monkeypatch.setitem(wire.FLAGS, "paged", 1 << 29)
-    q, k, v = bytes(4 * 12), bytes(4 * 8), bytes(4 * 4)
-    fields = dict(zip(wire.PROBLEM_DIMS, (1, 2, 1, 3, 4, 2, 1)), flags=wire.HAS_DROPOUT | 1 << 29, window_left=-1,
-                  window_right=-1, dropout_p=0.25, dropout_seed=9, num_blocks=7, block_size=16, blocks_per_seq=3)
+def test_the_paged_header_and_pools_are_read_with_no_edit_of_the_client():
+    # Paged KV (issue 39): a header of three dims appended to protocol.hpp's kHeaders and a slot
+    # appended to call_slots.def, both brought by the paged_kv flag; _features.py regenerated, the
+    # client reads them with no edit of its code: NB, BS and BPS as attributes, k and v as pools
+    # [NB, H_kv, BS, d] (their pooled shapes), the block table [B, BPS] after them.
+    dims = (1, 2, 1, 3, 4, 2, 1)  # B, H, H_kv, Tq, Tk, dk, dv
+    q, k, v = np.arange(12, dtype="<f4"), np.arange(7 * 16 * 2, dtype="<f4"), np.arange(7 * 16, dtype="<f4")
+    table = np.array([[4, 0, 6]], "<i4")
+    fields = dict(zip(wire.PROBLEM_DIMS, dims), flags=wire.HAS_DROPOUT | wire.FLAGS["paged_kv"], window_left=-1,
+                  window_right=-1, dropout_p=0.25, dropout_seed=9, NB=7, BS=16, BPS=3)
     headers = wire.write_headers(fields)
     assert headers[80:] == struct.pack("<3i4x", 7, 16, 3) and len(headers) == 64 + 16 + 16
-    p = Problem(headers + q + k + v)
-    assert (p.num_blocks, p.block_size, p.blocks_per_seq, p.dropout_p, p.dropout_seed) == (7, 16, 3, 0.25, 9)
-    plain = Problem(wire.problem_payload("f32", (1, 2, 1, 3, 4, 2, 1), q=q, k=k, v=v))
-    assert (plain.num_blocks, plain.block_size, plain.dropout_p) == (0, 0, 0.0)  # a header not sent reads as 0
+    p = Problem(headers + q.tobytes() + k.tobytes() + v.tobytes() + table.tobytes())
+    assert (p.NB, p.BS, p.BPS, p.dropout_p, p.dropout_seed) == (7, 16, 3, 0.25, 9)
+    assert p.k.shape == (7, 1, 16, 2) and p.v.shape == (7, 1, 16, 1) and p.k[4, 0, 3, 1] == k[(4 * 16 + 3) * 2 + 1]
+    assert p.block_table.tolist() == [[4, 0, 6]]
+    plain = Problem(wire.problem_payload("f32", dims, q=q.tobytes(), k=bytes(4 * 8), v=bytes(4 * 4)))
+    assert (plain.NB, plain.BS, plain.dropout_p, plain.block_table) == (0, 0, 0.0, None)  # a header not sent reads as 0
 
 
 def test_a_slot_appended_to_the_schema_is_sent_and_read_with_no_other_edit():
-    # The sinks, a per-head float32 vector brought by a feature of its own, the last row of
-    # call_slots.def and so of the regenerated _features.py, with no edit of the client's code: the
+    # The sinks, a per-head float32 vector brought by a feature of its own, a row appended to
+    # call_slots.def and so to the regenerated _features.py, with no edit of the client's code: the
     # payload writer takes it by its name, after the rows before it, its feature's flag set, float32
     # in every format, and Problem reads it back as the attribute of that name.
-    assert wire.SLOTS[-1]["name"] == "sinks" and wire.SLOTS[-1]["element"] == "f32"
+    sinks = [s for s in wire.SLOTS if s["name"] == "sinks"]
+    assert len(sinks) == 1 and sinks[0]["element"] == "f32"
     dims = (1, 2, 1, 1, 1, 1, 1)
     for dtype, storage in (("f32", "<f4"), ("f64", "<f8")):
         q, k, v = (bytes(np.dtype(storage).itemsize * n) for n in (2, 1, 1))

@@ -29,14 +29,15 @@ struct Removal {
 template <class V>
 std::vector<V> erase(const std::vector<V>& x, const Slot& s, const Dims& d, const Removal& r) {
   if (x.empty()) return x;
+  const Extent& shape = extent_in(s, d);  // a paged call's pools lose no key: a key is a slot of a block
   std::vector<V> kept;
   kept.reserve(x.size());
   int64_t index[4] = {};  // the element's index along each of s's axes, the last fastest
   for (const V& value : x) {
     bool gone = false;
-    for (int a = 0; a < s.shape.rank; ++a) gone = gone || r.removes(s.shape.dims[a], index[a]);
+    for (int a = 0; a < shape.rank; ++a) gone = gone || r.removes(shape.dims[a], index[a]);
     if (!gone) kept.push_back(value);
-    for (int a = s.shape.rank - 1; a >= 0 && ++index[a] == d[s.shape.dims[a]]; --a) index[a] = 0;
+    for (int a = shape.rank - 1; a >= 0 && ++index[a] == d[shape.dims[a]]; --a) index[a] = 0;
   }
   return kept;
 }
@@ -243,9 +244,11 @@ bool offer_fewer_indices(const Case<T>& c, const Accept& accept) {
 // Masks and options, each cleared; a window narrower; the masks drawn from the diagonal folded.
 template <class T, class Accept>
 bool offer_fewer_masks(const Case<T>& c, uint32_t capabilities, const Accept& accept) {
+  if (c.shape.paged() && accept(unpaged(c))) return true;  // its dense twin, the same keys
   for (const uint32_t f : {ATTNCHECK_CAP_BIAS, ATTNCHECK_CAP_SOFTCAP, ATTNCHECK_CAP_WINDOW, ATTNCHECK_CAP_CAUSAL,
                            ATTNCHECK_CAP_ALLOW, ATTNCHECK_CAP_KV_LENS})
-    if (uses(c, f) && accept(cleared(c, f))) return true;
+    if (uses(c, f) && !(f == ATTNCHECK_CAP_KV_LENS && c.shape.paged()) && accept(cleared(c, f)))  // (a paged case's
+      return true;                                                                                 // padding is poison)
   if (c.scale != 0 && accept(with_default_scale(c))) return true;
   // A window narrower (its sides toward 0), so that fewer keys sit inside it.
   for (int64_t Case<T>::*side : {&Case<T>::window_left, &Case<T>::window_right})
@@ -304,7 +307,8 @@ std::vector<WithoutFeature<T>> without_each_feature(const Case<T>& c, uint32_t c
   auto add = [&](const std::string& name, Case<T> r) {
     if (!restrictions_broken(call_view(r.problem(), false, false), domain)) without.push_back({name, std::move(r)});
   };
-  if (c.shape.kv_heads() != c.shape.H) add(feature(ATTNCHECK_CAP_GQA).name, with_full_heads(c));
+  if (c.shape.paged()) add(feature(ATTNCHECK_CAP_PAGED_KV).name, unpaged(c));
+  if (c.shape.kv_heads() != c.shape.H && !c.shape.paged()) add(feature(ATTNCHECK_CAP_GQA).name, with_full_heads(c));
   for (uint32_t mask : {ATTNCHECK_CAP_CAUSAL, ATTNCHECK_CAP_WINDOW, ATTNCHECK_CAP_KV_LENS})
     if ((capabilities & ATTNCHECK_CAP_ALLOW) && uses(c, mask)) add(feature(mask).name, folded(c, mask));
   for (const uint32_t f : {ATTNCHECK_CAP_SOFTCAP, ATTNCHECK_CAP_BIAS})

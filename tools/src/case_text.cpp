@@ -23,6 +23,7 @@ namespace {
 
 constexpr int kVersion = 1;
 constexpr int kShapeDims = int(Dim::D);  // the shape line's: Dim's up to a layer's D
+constexpr Dim kPagedDims[] = {Dim::NB, Dim::BS, Dim::BPS};  // and a paged case's after them
 
 // One printable line, whatever the file held (a hostile word quoted in it is escaped and cut).
 [[noreturn]] void bad(const std::string& what) { throw std::runtime_error("kept case: " + printable(what, 400)); }
@@ -210,6 +211,8 @@ std::string case_to_text(const Case<T>& c) {
   std::string text = std::string("case ") + format_name(c.format) + " " + std::to_string(kVersion) + "\n";
   text += "shape";
   for (int d = 0; d < kShapeDims; ++d) text += std::string(" ") + kDimNames[d] + " " + std::to_string(dims_of(s)[Dim(d)]);
+  for (const Dim d : kPagedDims)
+    if (s.paged()) text += std::string(" ") + kDimNames[int(d)] + " " + std::to_string(dims_of(s)[d]);
   text += "\n";
   text += scalar_lines(c);
   text += "mix " + c.mix + "\n";
@@ -243,17 +246,21 @@ double number(const std::string& what, const std::string& w) {
   return x;
 }
 
-// "shape B . H . H_kv . Tq . Tk . dk . dv .", each 1 to 4096: an attention shape's dims (not a layer's D).
+// "shape B . H . H_kv . Tq . Tk . dk . dv .", each 1 to 4096: an attention shape's dims (not a layer's
+// D); a paged case's then "NB . BS . BPS .", each 1 to 4096 too.
 void read_shape(std::istringstream& words, Shape& s) {
   Dims dims;
-  for (int d = 0; d < kShapeDims; ++d) {
+  auto read = [&](Dim d, const char* form) {
     std::string key, value;
-    if (!(words >> key >> value) || key != kDimNames[d])
-      bad("the shape line must read 'shape B . H . H_kv . Tq . Tk . dk . dv .'");
-    dims[Dim(d)] = integer(value);
-    if (dims[Dim(d)] < 1 || dims[Dim(d)] > 4096) bad(std::string(kDimNames[d]) + " = " + value + " is outside 1..4096");
-  }
+    if (!(words >> key >> value) || key != kDimNames[int(d)]) bad(std::string("the shape line must read '") + form + "'");
+    dims[d] = integer(value);
+    if (dims[d] < 1 || dims[d] > 4096) bad(std::string(kDimNames[int(d)]) + " = " + value + " is outside 1..4096");
+  };
+  for (int d = 0; d < kShapeDims; ++d) read(Dim(d), "shape B . H . H_kv . Tq . Tk . dk . dv .");
+  if (!(words >> std::ws).eof())
+    for (const Dim d : kPagedDims) read(d, "shape B . H . H_kv . Tq . Tk . dk . dv . [NB . BS . BPS .]");
   set_dims(s, dims);
+  if (std::string e = paging_error(s); !e.empty()) bad(e);
 }
 
 // The feature lines of the case text's scalars (call_scalars.def): their capabilities.

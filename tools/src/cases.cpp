@@ -436,8 +436,22 @@ Case<float> flushed_subnormal_case() {
 }
 
 template <class T>
-Case<T> slice(const Case<T>& c, int64_t b, int64_t h) {
+Case<T> unpaged(const Case<T>& c) {
+  if (!c.shape.paged()) return c;
+  std::vector<T> k, v;
+  const Problem<T> dense = dense_of(c.problem(), k, v);
+  Case<T> r = c;
+  r.shape = dense.shape;
+  r.k = std::move(k);
+  r.v = std::move(v);
+  r.block_table.clear();
+  return r;
+}
+
+template <class T>
+Case<T> slice(const Case<T>& paged, int64_t b, int64_t h) {
   // c's buffers [B,H,...], [B,H_kv,...] and [B,...] in; one (b, h) with its KV head out.
+  const Case<T> c = unpaged(paged);
   const Shape& s = c.shape;
   Case<T> one = c;
   one.shape.B = one.shape.H = 1;
@@ -519,8 +533,9 @@ std::string describe(const Case<T>& c) {
 }
 
 template <class T>
-std::string describe_row(const Case<T>& c, int64_t b, int64_t h, int64_t i) {
+std::string describe_row(const Case<T>& paged, int64_t b, int64_t h, int64_t i) {
   // c's q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], bias [B,H,Tq,Tk]: row (b, h, i)'s inputs.
+  const Case<T> c = unpaged(paged);  // its keys as the row reads them
   const Shape& s = c.shape;
   auto vector = [](const T* x, int64_t n) {
     std::string text = "(";
@@ -547,6 +562,8 @@ template struct Case<float>;
 template struct Case<double>;
 template Case<float> draw_case(Chooser&, const CaseLimits&);
 template Case<double> draw_case(Chooser&, const CaseLimits&);
+template Case<float> unpaged(const Case<float>&);
+template Case<double> unpaged(const Case<double>&);
 template Case<float> slice(const Case<float>&, int64_t, int64_t);
 template Case<double> slice(const Case<double>&, int64_t, int64_t);
 template std::string describe(const Case<float>&);
@@ -585,27 +602,19 @@ Case<T> with_unseen_inputs(Case<T> c, Unseen how) {
   auto sees = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
     return c.permits(b, i, j) && (c.bias.empty() || p.bias[s.scores_at(b, h, i) + j] != ninf);
   };
-  const int64_t group = s.H / s.kv_heads();
-  for (int64_t b = 0; b < s.B; ++b) {
+  std::vector<uint8_t> seen(size_t(s.kv_rows()), 0);  // the rows of K and V some query sees (a paged pool's too)
+  for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.H; ++h)
       for (int64_t i = 0; i < s.Tq; ++i) {
         bool any = false;
         for (int64_t j = 0; j < s.Tk; ++j) {
-          any = any || sees(b, h, i, j);
+          if (sees(b, h, i, j)) any = true, seen[size_t(kv_row(s, p.block_table, b, h, j))] = 1;
           if (!c.bias.empty() && !c.permits(b, i, j)) change(&c.bias[size_t(s.scores_at(b, h, i) + j)], 1, true);
         }
         if (!any) change(&c.q[size_t(s.q_at(b, h, i))], s.dk);
       }
-    for (int64_t g = 0; g < s.kv_heads(); ++g)
-      for (int64_t j = 0; j < s.Tk; ++j) {
-        bool seen = false;
-        for (int64_t h = g * group; h < (g + 1) * group && !seen; ++h)
-          for (int64_t i = 0; i < s.Tq && !seen; ++i) seen = sees(b, h, i, j);
-        if (seen) continue;
-        change(&c.k[size_t(s.k_at(b, g * group, j))], s.dk);
-        change(&c.v[size_t(s.v_at(b, g * group, j))], s.dv);
-      }
-  }
+  for (int64_t row = 0; row < s.kv_rows(); ++row)
+    if (!seen[size_t(row)]) change(&c.k[size_t(row * s.dk)], s.dk), change(&c.v[size_t(row * s.dv)], s.dv);
   return c;
 }
 

@@ -30,7 +30,9 @@ uint32_t features_of(const Request& r) {
 
 Dims dims_of(const Request& r) {
   const ProblemHeader& p = r.header;
-  return attncheck::dims_of(Shape{p.B, p.H, p.Tq, p.Tk, p.dk, p.dv, p.H_kv}, kind_of(r) == CallKind::layer ? r.layer.D : 1);
+  Shape s{p.B, p.H, p.Tq, p.Tk, p.dk, p.dv, p.H_kv};
+  if (r.header.flags & kPaged) s.NB = r.paged.num_blocks, s.BS = r.paged.block_size, s.BPS = r.paged.blocks_per_seq;
+  return attncheck::dims_of(s, kind_of(r) == CallKind::layer ? r.layer.D : 1);
 }
 
 namespace {

@@ -116,8 +116,9 @@ inline std::string axes(const Slot& s) {
   return text + "]";
 }
 inline std::string extent(const Slot& s, const Dims& d) {
+  const Extent& e = extent_in(s, d);  // a paged call's pools
   std::string text;
-  for (int a = 0; a < s.shape.rank; ++a) text += (a ? ", " : "") + std::to_string(d[s.shape.dims[a]]);
+  for (int a = 0; a < e.rank; ++a) text += (a ? ", " : "") + std::to_string(d[e.dims[a]]);
   return text;
 }
 

@@ -21,7 +21,7 @@ void assign(To& to, const From& from) {
 // Those of a layer's shape; and a shape set from dims (H_kv 0: as many as H).
 inline Dims dims_of(const LayerShape& s) { return dims_of(s.heads, s.D); }
 inline void set_dims(Shape& s, const Dims& d) {
-  s = {d[Dim::B], d[Dim::H], d[Dim::Tq], d[Dim::Tk], d[Dim::dk], d[Dim::dv], d[Dim::H_kv]};
+  s = {d[Dim::B], d[Dim::H], d[Dim::Tq], d[Dim::Tk], d[Dim::dk], d[Dim::dv], d[Dim::H_kv], d[Dim::NB], d[Dim::BS], d[Dim::BPS]};
 }
 inline void set_dims(LayerShape& s, const Dims& d) {
   set_dims(s.heads, d);
@@ -136,7 +136,8 @@ void scalars_from_abi(const A& a, P& p) {
   Dims dims;
   dims[Dim::H_kv] = 0;  // ABI v1 has no kv_heads: as many as H
   for_each_dim_row([&](Dim d, auto in_abi, auto) {
-    if constexpr (has_member<decltype(in_abi), const A>) dims[d] = in_abi(a);
+    if constexpr (has_member<decltype(in_abi), const A>)
+      if (covers(a, in_abi(a))) dims[d] = in_abi(a);
   });
   set_dims(p.shape, dims);
   for_each_scalar_row([&](auto in_problem, auto, auto in_abi, auto, ScalarRow) {

@@ -18,10 +18,11 @@
 
 namespace attncheck {
 
-// The dims of the shape vocabulary (contract.hpp's Shape, and D, a layer's model width).
-enum class Dim : uint8_t { B, H, H_kv, Tq, Tk, dk, dv, D };
-inline constexpr int kDims = 8;
-inline constexpr const char* kDimNames[kDims] = {"B", "H", "H_kv", "Tq", "Tk", "dk", "dv", "D"};
+// The dims of the shape vocabulary (contract.hpp's Shape, and D, a layer's model width; NB, BS and
+// BPS a paged call's pools and block table: num_blocks, block_size, blocks_per_seq).
+enum class Dim : uint8_t { B, H, H_kv, Tq, Tk, dk, dv, D, NB, BS, BPS };
+inline constexpr int kDims = 11;
+inline constexpr const char* kDimNames[kDims] = {"B", "H", "H_kv", "Tq", "Tk", "dk", "dv", "D", "NB", "BS", "BPS"};
 
 // A slot's shape: the dims whose product is its element count, row-major.
 struct Extent {
@@ -33,7 +34,7 @@ struct Extent {
 
 // A call's value of each dim.
 struct Dims {
-  int64_t of[kDims] = {1, 1, 1, 1, 1, 1, 1, 1};
+  int64_t of[kDims] = {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0};  // dense: no blocks
   constexpr int64_t operator[](Dim d) const { return of[int(d)]; }
   constexpr int64_t& operator[](Dim d) { return of[int(d)]; }
 };
@@ -65,6 +66,7 @@ struct Slot {
   const char* id;    // "KV_LENS": its enumerator
   const char* name;  // "kv_lens": what the protocol, the reports and the Python client call it
   Extent shape;
+  Extent pooled;     // its shape in a paged call (K's and V's pools), rank 0 where that is `shape`
   Element element;
   uint32_t feature;  // the capability bit that brings it (0: none)
   Role roles[3];     // in CallKind order: forward, backward, layer
@@ -99,8 +101,8 @@ inline constexpr Slot kRows[slot::kCount] = {
 #define INPUT(in_problem, in_case) true
 #define LAYER_INPUT(in_layer) false
 #define NOT_AN_INPUT false
-#define ATTNCHECK_SLOT(id, name, shape, element, feature, forward, backward, layer, part, abi, members) \
-  Slot{#id, name, Extent shape, Element::element, feature, {Role::forward, Role::backward, Role::layer}, part, abi, members},
+#define ATTNCHECK_SLOT(id, name, shape, pooled, element, feature, forward, backward, layer, part, abi, members) \
+  Slot{#id, name, Extent shape, Extent pooled, Element::element, feature, {Role::forward, Role::backward, Role::layer}, part, abi, members},
 #include "attncheck/call_slots.def"
 #undef ATTNCHECK_SLOT
 #undef IN_PROBLEM
@@ -119,10 +121,14 @@ inline constexpr std::span<const Slot, slot::kCount> kSlots = slot_rows::kRows;
 // Slot s's place in the table: its slot::Id, the index of what is kept per slot.
 inline int index_of(const Slot& s) { return int(&s - kSlots.data()); }
 
+// Slot s's shape in a call of dims `dims`: its pooled one in a paged call (BS > 0), where it has one.
+constexpr const Extent& extent_in(const Slot& s, const Dims& dims) { return dims[Dim::BS] > 0 && s.pooled.rank ? s.pooled : s.shape; }
+
 // The elements of slot s in a call of dims `dims`.
 constexpr int64_t elements(const Slot& s, const Dims& dims) {
+  const Extent& e = extent_in(s, dims);
   int64_t n = 1;
-  for (int d = 0; d < s.shape.rank; ++d) n *= dims[s.shape.dims[d]];
+  for (int d = 0; d < e.rank; ++d) n *= dims[e.dims[d]];
   return n;
 }
 
@@ -206,8 +212,8 @@ void for_each_input_row(F&& f, G&& g) {
       [](auto& c) -> decltype((c.in_case)) { return c.in_case; });
 #define LAYER_INPUT(in_layer) g(slot, [](auto& l) -> decltype((l.in_layer)) { return l.in_layer; });
 #define NOT_AN_INPUT
-#define ATTNCHECK_SLOT(id, name, shape, element, feature, forward, backward, layer, part, abi, members) \
-  {                                                                                                     \
+#define ATTNCHECK_SLOT(id, name, shape, pooled, element, feature, forward, backward, layer, part, abi, members) \
+  {                                                                                                             \
     [[maybe_unused]] const Slot& slot = kSlots[slot::id];                                               \
     members                                                                                             \
   }

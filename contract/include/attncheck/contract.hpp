@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "attncheck/policies.hpp"
 #include "attncheck/precision.hpp"
@@ -18,16 +19,23 @@ namespace attncheck {
 //   dk query/key width, dv value width.
 // Buffers are contiguous and row-major: Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv],
 // out [B,H,Tq,dv]; scores, weights and bias [B,H,Tq,Tk]; allow [B,Tq,Tk]; key_lengths [B];
-// lse [B,H,Tq]. The *_at helpers give where a row starts, so that no code writes an offset by hand;
-// h is always a query head (K and V map it to its KV head).
+// lse [B,H,Tq]; paged, K [NB,H_kv,BS,dk], V [NB,H_kv,BS,dv] and the block table [B,BPS]. The *_at
+// helpers give where a row starts, so that no code writes an offset by hand (a paged key's row:
+// kv_row); h is always a query head (K and V map it to its KV head).
 struct Shape {
   int64_t B = 1, H = 1, Tq = 1, Tk = 1, dk = 1, dv = 1;
   int64_t H_kv = 0;  // 0: as many as H (every query head its own keys and values)
+  // Paged KV (ATTNCHECK_CAP_PAGED_KV): K [NB,H_kv,BS,dk] and V [NB,H_kv,BS,dv] are pools of NB blocks
+  // of BS keys, BPS blocks a sequence through the block table [B,BPS] (Problem's); key j of batch b is
+  // slot j % BS of block table[b][j / BS]. BS 0: dense, K and V as below.
+  int64_t NB = 0, BS = 0, BPS = 0;
+  bool paged() const { return BS > 0; }
 
   int64_t kv_heads() const { return H_kv > 0 ? H_kv : H; }
   int64_t kv_head(int64_t h) const { return h / (H / kv_heads()); }
 
   int64_t q_at(int64_t b, int64_t h, int64_t i) const { return ((b * H + h) * Tq + i) * dk; }
+  // Dense K and V only (a paged key's row is kv_row's).
   int64_t k_at(int64_t b, int64_t h, int64_t j) const { return ((b * kv_heads() + kv_head(h)) * Tk + j) * dk; }
   int64_t v_at(int64_t b, int64_t h, int64_t j) const { return ((b * kv_heads() + kv_head(h)) * Tk + j) * dv; }
   int64_t out_at(int64_t b, int64_t h, int64_t i) const { return ((b * H + h) * Tq + i) * dv; }
@@ -38,8 +46,9 @@ struct Shape {
   int64_t query_row(int64_t b, int64_t i) const { return b * Tq + i; }
 
   int64_t q_size() const { return B * H * Tq * dk; }
-  int64_t k_size() const { return B * kv_heads() * Tk * dk; }
-  int64_t v_size() const { return B * kv_heads() * Tk * dv; }
+  int64_t k_size() const { return kv_rows() * dk; }
+  int64_t v_size() const { return kv_rows() * dv; }
+  int64_t kv_rows() const { return (paged() ? NB * BS : B * Tk) * kv_heads(); }
   int64_t out_size() const { return B * H * Tq * dv; }
   int64_t scores_size() const { return B * H * Tq * Tk; }
   int64_t lse_size() const { return B * H * Tq; }
@@ -72,8 +81,8 @@ template <class T>
 struct Problem {
   Shape shape;
   const T* q = nullptr;  // [B,H,Tq,dk]
-  const T* k = nullptr;  // [B,H_kv,Tk,dk]
-  const T* v = nullptr;  // [B,H_kv,Tk,dv]
+  const T* k = nullptr;  // [B,H_kv,Tk,dk], or paged [NB,H_kv,BS,dk]
+  const T* v = nullptr;  // [B,H_kv,Tk,dv], or paged [NB,H_kv,BS,dv]
   Masks masks;
   const T* bias = nullptr;                 // [B,H,Tq,Tk], added to the scores (after the soft-cap); -inf forbids; null = none
   double scale = 0;                        // 0 = default 1/sqrt(dk), the width of one head
@@ -95,7 +104,22 @@ struct Problem {
   // softmax denominator gains as exp(sink_h - m) with no value: not scaled, soft-capped or masked.
   // The lse includes it; a row with no permitted key gives 0 and lse sink_h. -inf: no sink. null = none.
   const float* sinks = nullptr;  // [H]
+  // Paged KV: with a paged shape, k and v are pools read through this table (Shape, kv_row).
+  const int32_t* block_table = nullptr;  // [B,BPS]; null = dense
 };
+
+// The row of K (dk wide) and V (dv wide) that holds key j of batch b for query head h: k_at / dk, or
+// in a paged shape slot j % BS of block table[b][j / BS] ([B,BPS]).
+inline int64_t kv_row(const Shape& s, const int32_t* table, int64_t b, int64_t h, int64_t j) {
+  if (!s.paged()) return (b * s.kv_heads() + s.kv_head(h)) * s.Tk + j;
+  return (table[b * s.BPS + j / s.BS] * s.kv_heads() + s.kv_head(h)) * s.BS + j % s.BS;
+}
+
+// A paged problem's dense twin: its keys and values gathered through the block table into k
+// [B,H_kv,Tk,dk] and v [B,H_kv,Tk,dv], which must outlive it; the problem itself when dense. Paged
+// KV is this index map of the same mathematics: the oracle and the built-in compute on the twin.
+template <class T>
+Problem<T> dense_of(const Problem<T>& problem, std::vector<T>& k, std::vector<T>& v);
 
 // Whether head h of `problem` has a sink that takes weight (a sinks slot and sinks[h] > -inf).
 template <class T>
@@ -155,6 +179,7 @@ std::string problem_error(const Problem<T>& problem, const Result<T>& result);
 // H; a bad causal mode, scale, window side or key length; a format T cannot carry, or an input
 // (name, buffer, count) holding a value its 2-byte format cannot.
 std::string shape_error(const Shape& shape);
+std::string paging_error(const Shape& shape);  // the paged dims: each at least 1, the pools within 2^31 elements
 std::string masks_error(const Masks& masks, const Shape& shape, double scale);
 template <class T>
 std::string format_error(Format format, std::initializer_list<std::pair<const char*, std::pair<const T*, int64_t>>> inputs);

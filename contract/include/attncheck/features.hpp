@@ -124,6 +124,8 @@ inline constexpr Feature kFeatures[] = {
      [](const CallView& c) { return (c.inputs & (1u << slot::SINKS)) != 0; }},
     {ATTNCHECK_CAP_KV_CACHE, "ATTNCHECK_CAP_KV_CACHE", "kv_cache", "KV-end causal", "", 0,
      [](const CallView& c) { return c.masks.causal == Causal::kv_end; }, ATTNCHECK_CAP_CAUSAL},
+    {ATTNCHECK_CAP_PAGED_KV, "ATTNCHECK_CAP_PAGED_KV", "paged_kv", "paged KV", "paged", 1024,
+     [](const CallView& c) { return c.shape.paged(); }},
 };
 
 // Every feature, formats first (f32, f64, f16, bf16: ABI v2's dtype order), then by capability bit.

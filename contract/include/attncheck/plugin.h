@@ -59,7 +59,8 @@ enum {                                   /* bits of attncheck_capabilities() */
   ATTNCHECK_CAP_MHA = 1u << 15,          /* exports attncheck_mha_forward_v2 */
   ATTNCHECK_CAP_MHA_WEIGHTS = 1u << 16,  /* writes each head's attention weights when asked */
   ATTNCHECK_CAP_SINKS = 1u << 17,        /* takes attncheck_problem_v2's sinks */
-  ATTNCHECK_CAP_KV_CACHE = 1u << 18      /* takes causal = ATTNCHECK_CAUSAL_KV_END (with ATTNCHECK_CAP_CAUSAL) */
+  ATTNCHECK_CAP_KV_CACHE = 1u << 18,     /* takes causal = ATTNCHECK_CAUSAL_KV_END (with ATTNCHECK_CAP_CAUSAL) */
+  ATTNCHECK_CAP_PAGED_KV = 1u << 19      /* takes k and v as pools of blocks read through attncheck_problem_v2's block_table */
 };
 typedef struct attncheck_problem_v2 {
   int32_t size;                /* sizeof(attncheck_problem_v2) as the checker was built; later versions only append fields */
@@ -83,6 +84,13 @@ typedef struct attncheck_problem_v2 {
   uint8_t *dropout_keep;       /* [B][H][Tq][Tk]: 1 = kept, 0 = dropped, written by a kernel with ATTNCHECK_CAP_DROPOUT_MASK when not NULL */
   /* Attention sinks (ATTNCHECK_CAP_SINKS), appended as the dropout's fields were. */
   const float *sinks;          /* [H], float in every dtype: one logit per query head; every row's softmax denominator gains exp(sinks[h] - m) and no value: not scaled, not soft-capped, not masked; the lse includes it; a row with no permitted key outputs 0 and its lse is the sink's; -inf = no sink for that head; NULL = none */
+  /* Paged KV (ATTNCHECK_CAP_PAGED_KV), appended as the sinks were. With a block_table, k and v are pools
+   * [num_blocks][H_kv][block_size][dk] and [num_blocks][H_kv][block_size][dv], and key j of batch b
+   * (j < kv_len, and j < kv_lens[b] when given) is slot j % block_size of block block_table[b][j / block_size].
+   * blocks_per_seq * block_size >= kv_len; every entry is in [0, num_blocks). Slots past a sequence's
+   * keys, entries past its last block and blocks no entry names hold anything (the checker poisons them). */
+  const int32_t *block_table;  /* [B][blocks_per_seq]; NULL = dense k and v */
+  int32_t num_blocks, block_size, blocks_per_seq;
 } attncheck_problem_v2;
 uint32_t attncheck_capabilities(void);
 int32_t  attncheck_forward_v2(const attncheck_problem_v2 *p);   /* 0 = ok; anything else for a problem within its capabilities is a finding */

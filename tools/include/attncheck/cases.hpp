@@ -6,8 +6,11 @@
 // beyond ABI v1, sliding windows and soft-caps.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -69,10 +72,11 @@ inline constexpr int64_t kLargeCaseWork = int64_t(1) << 26;
 template <class T>
 struct Case {
   Shape shape;
-  std::vector<T> q, k, v, bias;      // [B,H,Tq,dk], [B,H_kv,Tk,dk], [B,H_kv,Tk,dv], [B,H,Tq,Tk] or empty
+  std::vector<T> q, k, v, bias;      // [B,H,Tq,dk], [B,H_kv,Tk,dk] (paged [NB,H_kv,BS,dk]), [B,H_kv,Tk,dv] (or [NB,H_kv,BS,dv]), [B,H,Tq,Tk] or empty
   std::vector<uint8_t> allow;        // [B,Tq,Tk] or empty
   std::vector<int32_t> key_lengths;  // [B] or empty
   std::vector<float> sinks;          // [H] or empty: one logit per query head (contract.hpp)
+  std::vector<int32_t> block_table;  // [B,BPS] or empty: with a paged shape k and v are pools (contract.hpp)
   Causal causal = Causal::none;
   int64_t window_left = -1, window_right = -1;  // a sliding window (Masks); -1 = unbounded
   double scale = 0;
@@ -178,6 +182,49 @@ Case<T> with_unseen_inputs(Case<T> c, Unseen how);
 // one property whose cases differ in these may be different bugs (a convention, and one beside it).
 template <class T>
 std::string policy_traits(const Case<T>& c);
+
+// A paged case's dense twin (contract.hpp's dense_of): k [B,H_kv,Tk,dk] and v [B,H_kv,Tk,dv] gathered
+// through its block table, no table; c itself when dense.
+template <class T>
+Case<T> unpaged(const Case<T>& c);
+
+// c laid out as a serving engine's paged cache holds it (contract.hpp, ATTNCHECK_CAP_PAGED_KV): blocks
+// of 1, 2, 16 keys or a size not a power of two, each sequence's blocks at shuffled places in a pool
+// with unused blocks, its table's entries past its last block naming any block (repeated ones), and
+// every slot no key of a sequence fills holding `poison` (a key past a sequence's length is such a
+// slot: what its dense twin holds there is masked). `check` is any chooser with below(n).
+template <class T, class Choose>
+Case<T> with_paging(Choose& check, const Case<T>& c, T poison) {
+  const Shape& s = c.shape;
+  const int64_t BS = std::array<int64_t, 6>{1, 2, 16, 3, 5, 7}[check.below(6)];
+  Case<T> paged = c;
+  Shape& t = paged.shape;
+  t.BS = BS;
+  t.BPS = (s.Tk + BS - 1) / BS + int64_t(check.below(2));  // a spare entry a sequence does not need
+  std::vector<int64_t> needed(size_t(s.B));                  // each sequence's blocks of keys
+  for (int64_t b = 0; b < s.B; ++b)
+    needed[size_t(b)] = ((c.key_lengths.empty() ? s.Tk : c.key_lengths[size_t(b)]) + BS - 1) / BS;
+  t.NB = std::max<int64_t>(1, std::accumulate(needed.begin(), needed.end(), int64_t(0)) + int64_t(check.below(3)));
+  std::vector<int32_t> place(size_t(t.NB));  // the pool's blocks in a shuffled order, taken in turn
+  std::iota(place.begin(), place.end(), 0);
+  for (size_t n = place.size(); n > 1; --n) std::swap(place[n - 1], place[size_t(check.below(n))]);
+  paged.block_table.resize(size_t(s.B * t.BPS));
+  size_t next = 0;
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t e = 0; e < t.BPS; ++e)
+      paged.block_table[size_t(b * t.BPS + e)] = e < needed[size_t(b)] ? place[next++] : int32_t(check.below(uint64_t(t.NB)));
+  paged.k.assign(size_t(t.k_size()), poison);
+  paged.v.assign(size_t(t.v_size()), poison);
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.H; h += s.H / s.kv_heads())
+      for (int64_t j = 0; j < needed[size_t(b)] * BS && j < s.Tk; ++j) {
+        if (!c.key_lengths.empty() && j >= c.key_lengths[size_t(b)]) continue;  // past its length: poison
+        const int64_t row = kv_row(t, paged.block_table.data(), b, h, j);
+        std::copy_n(c.k.begin() + s.k_at(b, h, j), s.dk, paged.k.begin() + row * s.dk);
+        std::copy_n(c.v.begin() + s.v_at(b, h, j), s.dv, paged.v.begin() + row * s.dv);
+      }
+  return paged;
+}
 
 // Head h of batch b alone, as a B 1, H 1 case with that batch's masks.
 template <class T>

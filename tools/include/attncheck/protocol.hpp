@@ -69,7 +69,8 @@ enum Flags : uint32_t {
   kDropout = protocol_flag(ATTNCHECK_CAP_DROPOUT),         // a DropoutHeader follows the ProblemHeader
   kWantKeep = protocol_flag(ATTNCHECK_CAP_DROPOUT_MASK),   // the RSLT carries the keep mask after out
   kLayer = protocol_flag(ATTNCHECK_CAP_MHA),               // a layer call: a LayerHeader follows the ProblemHeader
-  kWantWeights = protocol_flag(ATTNCHECK_CAP_MHA_WEIGHTS)  // and its RSLT carries each head's weights after out
+  kWantWeights = protocol_flag(ATTNCHECK_CAP_MHA_WEIGHTS),  // and its RSLT carries each head's weights after out
+  kPaged = protocol_flag(ATTNCHECK_CAP_PAGED_KV)            // a PagedHeader follows; k and v are pools, block_table after sinks
 };
 
 // A FALT's payload: where the faulting address lay among the call's buffers.
@@ -109,11 +110,20 @@ struct LayerHeader {
 };
 static_assert(sizeof(LayerHeader) == 16);
 
-// A PROB's headers: the ProblemHeader, then with kDropout the DropoutHeader, with kLayer the LayerHeader.
+// A PROB with kPaged: these 16 bytes after its other headers, before the buffers (contract.hpp's Shape).
+struct PagedHeader {
+  int32_t num_blocks, block_size, blocks_per_seq;  // NB, BS, BPS
+  int32_t reserved;
+};
+static_assert(sizeof(PagedHeader) == 16);
+
+// A PROB's headers: the ProblemHeader, then with kDropout the DropoutHeader, with kLayer the
+// LayerHeader, with kPaged the PagedHeader.
 struct Request {
   ProblemHeader header;
   DropoutHeader dropout;
   LayerHeader layer;
+  PagedHeader paged;
 };
 
 // A PROB's headers in wire order, each with the flag that brings it (0: every PROB has it). The
@@ -125,7 +135,8 @@ struct HeaderRow {
 };
 inline constexpr HeaderRow kHeaders[] = {{"header", offsetof(Request, header), sizeof(ProblemHeader), 0},
                                          {"dropout", offsetof(Request, dropout), sizeof(DropoutHeader), kDropout},
-                                         {"layer", offsetof(Request, layer), sizeof(LayerHeader), kLayer}};
+                                         {"layer", offsetof(Request, layer), sizeof(LayerHeader), kLayer},
+                                         {"paged", offsetof(Request, paged), sizeof(PagedHeader), kPaged}};
 
 // f(bytes, size) for each header of r its flags carry, in wire order (the flags are read as each
 // header comes, so f may be reading r's ProblemHeader in first).
