@@ -37,13 +37,13 @@ ATTNCHECK_PROPERTY(PoolBlocksMoveWithTheirTable, .order = 251, .catches = "paged
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.H; ++h)
       for (int64_t i = 0; i < s.Tq; ++i)
-        require_rows_agree(check, out_before, ref, size_t(s.out_at(b, h, i)), out_after, ref, size_t(s.out_at(b, h, i)), s.dv,
-                           [&](int64_t col, double x, double y, double allowed) {
-                             return "out[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "," +
-                                    std::to_string(col) + "] moved from " + show(x) + " to " + show(y) + " (more than its bounds, " +
-                                    show(allowed) + ") when only the pool's blocks moved, each one place on, the table with them\n" +
-                                    describe(before);
-                           });
+        require_rows_agree(
+            check, out_before, ref, size_t(s.out_at(b, h, i)), out_after, ref, size_t(s.out_at(b, h, i)), s.dv,
+            [&](int64_t col, double x, double y, double allowed) {
+              return "out[" + std::to_string(b) + "," + std::to_string(h) + "," + std::to_string(i) + "," + std::to_string(col) +
+                     "] moved from " + show(x) + " to " + show(y) + " (more than its bounds, " + show(allowed) +
+                     ") when only the pool's blocks moved, each one place on, the table with them\n" + describe(before);
+            });
 }
 
 }  // namespace attncheck::properties

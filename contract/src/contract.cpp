@@ -63,7 +63,8 @@ std::string paging_error(const Shape& s) {
     if (value < 1 || value > kMaxElements)
       return std::string("paged KV: ") + name + " = " + std::to_string(value) + " is outside 1.." + std::to_string(kMaxElements);
   if (double(s.BPS) * double(s.BS) < double(s.Tk))
-    return "paged KV: blocks_per_seq * block_size = " + std::to_string(s.BPS * s.BS) + " holds fewer than Tk = " + std::to_string(s.Tk) + " keys";
+    return "paged KV: blocks_per_seq * block_size = " + std::to_string(s.BPS * s.BS) +
+           " holds fewer than Tk = " + std::to_string(s.Tk) + " keys";
   const double pool = double(s.NB) * double(s.kv_heads()) * double(s.BS) * double(std::max(s.dk, s.dv));
   if (pool > double(kMaxElements) || double(s.B) * double(s.BPS) > double(kMaxElements))
     return "shape: a buffer would exceed 2^31 elements";
@@ -112,8 +113,8 @@ std::string problem_error(const Problem<T>& p, const Result<T>& r) {
   if (s.paged() != (p.block_table != nullptr)) return "paged KV: a block table and a paged shape come together";
   for (int64_t n = 0; p.block_table && n < s.B * s.BPS; ++n)
     if (p.block_table[n] < 0 || p.block_table[n] >= s.NB)
-      return "paged KV: block_table[" + std::to_string(n / s.BPS) + "][" + std::to_string(n % s.BPS) + "] = " +
-             std::to_string(p.block_table[n]) + " is outside 0.." + std::to_string(s.NB - 1);
+      return "paged KV: block_table[" + std::to_string(n / s.BPS) + "][" + std::to_string(n % s.BPS) +
+             "] = " + std::to_string(p.block_table[n]) + " is outside 0.." + std::to_string(s.NB - 1);
   return format_error<T>(p.format, {{"q", {p.q, s.q_size()}},
                                     {"k", {p.k, s.k_size()}},
                                     {"v", {p.v, s.v_size()}},

@@ -64,6 +64,9 @@ CallView using_only(uint32_t capability) {
     case ATTNCHECK_CAP_KV_CACHE:
       call.masks.causal = Causal::kv_end;  // a causal mode: it uses causal, the feature it extends, too
       break;
+    case ATTNCHECK_CAP_PAGED_KV:
+      call.shape.NB = call.shape.BS = call.shape.BPS = 1;  // pools of one block of one key
+      break;
     default:
       break;
   }

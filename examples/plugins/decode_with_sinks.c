@@ -1,5 +1,6 @@
 /* A decode kernel of a language model's server: new queries against each sequence's KV cache
-   (kv_lens[b] keys of the Tk slots are the cache, the rest padding), causal at the cache's end
+   (kv_lens[b] keys of the Tk slots are the cache, the rest padding), the cache dense or paged (K and
+   V pools of blocks found through a block table, as vLLM keeps them), causal at the cache's end
    (ATTNCHECK_CAUSAL_KV_END: query i sees keys j <= i + kv_lens[b] - Tq), grouped KV heads, and a
    learned sink logit per head in the softmax's denominator (gpt-oss). As flash-decoding computes
    it: the keys in splits of 16, each split's partial (maximum, normalizer, weighted values) merged
@@ -20,7 +21,18 @@ enum { kSplit = 16 }; /* keys per split */
 int32_t attncheck_abi_version(void) { return 2; }
 uint32_t attncheck_capabilities(void) {
   return ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_CAUSAL | ATTNCHECK_CAP_KV_LENS | ATTNCHECK_CAP_GQA | ATTNCHECK_CAP_KV_CACHE |
-         ATTNCHECK_CAP_SINKS | ATTNCHECK_CAP_LSE;
+         ATTNCHECK_CAP_SINKS | ATTNCHECK_CAP_LSE | ATTNCHECK_CAP_PAGED_KV;
+}
+
+/* Whether p carries an appended member (a checker built before it was appended sends a smaller struct). */
+#define HAS(p, member) ((p)->size >= (int32_t)(offsetof(attncheck_problem_v2, member) + sizeof(p)->member))
+
+/* The row of K ([.., dk]) and V ([.., dv]) holding key j of batch b for KV head g: dense [B,H_kv,Tk,.],
+   or paged, slot j % block_size of block block_table[b][j / block_size] of the pools [NB,H_kv,BS,.]. */
+static int64_t kv_row(const attncheck_problem_v2 *p, int64_t b, int64_t g, int64_t j) {
+  if (!HAS(p, blocks_per_seq) || !p->block_table) return (b * p->kv_heads + g) * p->kv_len + j;
+  const int64_t block = p->block_table[b * p->blocks_per_seq + j / p->block_size];
+  return (block * p->kv_heads + g) * p->block_size + j % p->block_size;
 }
 
 /* The running softmax of a row: maximum m, normalizer l, accumulator acc [dv]. */
@@ -55,21 +67,20 @@ static int64_t last_key(const attncheck_problem_v2 *p, int64_t b, int64_t i) {
 }
 
 int32_t attncheck_forward_v2(const attncheck_problem_v2 *p) {
-  /* q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], sinks [H] or NULL; out [B,H,Tq,dv], lse
-     [B,H,Tq] when asked. Query head h reads KV head h / (H / H_kv). */
-  const int64_t B = p->batch, H = p->heads, H_kv = p->kv_heads, Tq = p->q_len, Tk = p->kv_len, dk = p->d_k, dv = p->d_v;
+  /* q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv] (or pools, kv_row), sinks [H] or NULL; out
+     [B,H,Tq,dv], lse [B,H,Tq] when asked. Query head h reads KV head h / (H / H_kv). */
+  const int64_t B = p->batch, H = p->heads, H_kv = p->kv_heads, Tq = p->q_len, dk = p->d_k, dv = p->d_v;
   if (dv > 1024) return 1; /* its accumulators live on the stack */
   const float *q = p->q, *k = p->k, *v = p->v;
   float *out = p->out, *lse = p->lse;
   const float scale = p->scale != 0 ? (float)p->scale : 1.0f / sqrtf((float)dk);
-  const int has_sinks = p->size >= (int32_t)(offsetof(attncheck_problem_v2, sinks) + sizeof p->sinks) && p->sinks;
+  const int has_sinks = HAS(p, sinks) && p->sinks;
   float acc_s[1024];
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t i = 0; i < Tq; ++i) {
         const int64_t g = h / (H / H_kv), last = last_key(p, b, i);
         const float *q_i = q + ((b * H + h) * Tq + i) * dk;
-        const float *k_bg = k + (b * H_kv + g) * Tk * dk, *v_bg = v + (b * H_kv + g) * Tk * dv;
         float *acc = out + ((b * H + h) * Tq + i) * dv;
         running row = {-INFINITY, 0};
         for (int64_t c = 0; c < dv; ++c) acc[c] = 0;
@@ -78,12 +89,13 @@ int32_t attncheck_forward_v2(const attncheck_problem_v2 *p) {
           for (int64_t c = 0; c < dv; ++c) acc_s[c] = 0;
           for (int64_t j = start; j <= last && j < start + kSplit; ++j) {
             float s = 0;
-            for (int64_t c = 0; c < dk; ++c) s += q_i[c] * k_bg[j * dk + c];
+            const float *k_j = k + kv_row(p, b, g, j) * dk, *v_j = v + kv_row(p, b, g, j) * dv;
+            for (int64_t c = 0; c < dk; ++c) s += q_i[c] * k_j[c];
             s *= scale;
             if (s == -INFINITY) continue; /* weight 0 */
             const float m_new = isnan(s) || isnan(split.m) ? NAN : (s > split.m ? s : split.m);
             const float rescale = split.m == -INFINITY ? 0.0f : expf(split.m - m_new), e = expf(s - m_new);
-            for (int64_t c = 0; c < dv; ++c) acc_s[c] = acc_s[c] * rescale + e * v_bg[j * dv + c];
+            for (int64_t c = 0; c < dv; ++c) acc_s[c] = acc_s[c] * rescale + e * v_j[c];
             split.l = split.l * rescale + e;
             split.m = m_new;
           }

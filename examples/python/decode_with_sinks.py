@@ -1,12 +1,15 @@
 """A split-KV decode kernel with attention sinks in NumPy, as flash-decoding computes it: the keys
 in chunks of 4, each chunk's softmax partial (its maximum, sum and weighted values) merged by their
 log-sum-exp, and each head's sink logit (gpt-oss) joining the denominator at the end, with no value;
-it takes the KV-end causal mask (p.mask() reads it) for a KV cache.
+it takes the KV-end causal mask (p.mask() reads it) for a KV cache, dense or paged (p.k and p.v pools
+of blocks read through p.block_table).
 
 Check it (the sinks properties run because it claims "sinks"):
     attncheck check --impl-cmd "python3 examples/python/decode_with_sinks.py"
-and see a planted bug caught, the sink taken and ignored (vllm 52148):
+and see planted bugs caught, the sink taken and ignored (vllm 52148), and a paged cache's block
+table ignored (the pool read in table order):
     attncheck check --impl-cmd "python3 examples/python/decode_with_sinks.py --bug sink-ignored"
+    attncheck check --impl-cmd "python3 examples/python/decode_with_sinks.py --bug table-ignored"
 """
 import argparse
 import sys
@@ -20,11 +23,25 @@ import attncheck
 CHUNK = 4  # keys per split
 
 
+def dense_cache(p, bug=None):
+    """p.k and p.v as [B,H_kv,Tk,d]: themselves, or gathered from pools [NB,H_kv,BS,d] through
+    p.block_table [B,BPS]: key j of batch b is slot j % BS of block block_table[b, j // BS] (with
+    the planted bug, block b BPS + j // BS of the pool, as if it were laid out in table order)."""
+    if not p.BS:
+        return p.k, p.v
+    j = np.arange(p.Tk)
+    entries = np.arange(p.B)[:, None] * p.BPS + j // p.BS
+    blocks = entries % p.NB if bug == "table-ignored" else p.block_table[:, j // p.BS]
+    slots = (j % p.BS)[None, :]  # [B,Tk] each
+    return (np.swapaxes(pool[blocks, :, slots, :], 1, 2) for pool in (p.k, p.v))  # [B,Tk,H_kv,d] to [B,H_kv,Tk,d]
+
+
 def attention(p, bug=None):
-    # p.q [B,H,Tq,dk], p.k and p.v [B,H_kv,Tk,d], p.sinks None or [H]; out [B,H,Tq,dv], lse [B,H,Tq]
+    # p.q [B,H,Tq,dk], p.k and p.v [B,H_kv,Tk,d] (or pools), p.sinks None or [H]; out [B,H,Tq,dv], lse [B,H,Tq]
     group = p.H // p.H_kv
-    k = np.repeat(p.k, group, axis=1)  # query head h reads KV head h // group
-    v = np.repeat(p.v, group, axis=1)
+    k, v = dense_cache(p, bug)
+    k = np.repeat(k, group, axis=1)  # query head h reads KV head h // group
+    v = np.repeat(v, group, axis=1)
     mask = p.mask()  # [B,H,Tq,Tk]
     scores = np.where(mask, p.q @ np.swapaxes(k, -1, -2) * p.softmax_scale, -np.inf)
     mask = mask & (scores != -np.inf)  # a -inf score weighs nothing, as a masked key
@@ -59,7 +76,8 @@ def attention(p, bug=None):
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bug", choices=["sink-ignored"], help="a planted bug")
+    parser.add_argument("--bug", choices=["sink-ignored", "table-ignored"], help="a planted bug")
     bug = parser.parse_args().bug
     attncheck.serve(lambda p: attention(p, bug),
-                    capabilities={"f32", "f64", "allow", "causal", "kv_lens", "gqa", "window", "lse", "sinks", "kv_cache"})
+                    capabilities={"f32", "f64", "allow", "causal", "kv_lens", "gqa", "window", "lse", "sinks", "kv_cache",
+                                  "paged_kv"})

@@ -102,6 +102,48 @@ TEST(Oracle, GroupedKvHeadsAreTheirGroupsRepeated) {
   }
 }
 
+// Paged KV is an index map of the dense problem: the same keys in a pool of blocks of 3, each
+// sequence's blocks in reverse order at the pool's end, every slot no key fills NaN, give the dense
+// problem's exact out and lse and their bounds bit for bit, and so does the built-in's out.
+TEST(Oracle, PagedKvIsAnIndexMapOfTheDenseProblem) {
+  SeededChooser choose(39);
+  for (int n = 0; n < 40; ++n) {
+    const Case<float> dense = draw_case<float>(choose, {.abi_only = true});
+    const Shape& s = dense.shape;
+    constexpr int64_t BS = 3;
+    const int64_t BPS = (s.Tk + BS - 1) / BS, NB = s.B * BPS + 1, kv = s.kv_heads();  // one block no table names
+    std::vector<int32_t> table(size_t(s.B * BPS));
+    std::vector<float> k(size_t(NB * kv * BS * s.dk), kNaN), v(size_t(NB * kv * BS * s.dv), kNaN);
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t e = 0; e < BPS; ++e) {
+        const int64_t block = NB - 1 - (b * BPS + e);
+        table[size_t(b * BPS + e)] = int32_t(block);
+        for (int64_t g = 0; g < kv; ++g)
+          for (int64_t slot = 0; slot < BS && e * BS + slot < s.Tk; ++slot) {
+            const int64_t j = e * BS + slot, row = (block * kv + g) * BS + slot, from = (b * kv + g) * s.Tk + j;
+            std::copy_n(dense.k.begin() + from * s.dk, s.dk, k.begin() + row * s.dk);
+            std::copy_n(dense.v.begin() + from * s.dv, s.dv, v.begin() + row * s.dv);
+          }
+      }
+    Problem<float> paged = dense.problem();
+    paged.shape.NB = NB, paged.shape.BS = BS, paged.shape.BPS = BPS;
+    paged.k = k.data(), paged.v = v.data(), paged.block_table = table.data();
+    std::vector<float> out_dense(size_t(s.out_size())), out_paged(out_dense.size());
+    ASSERT_EQ(problem_error(paged, Result<float>{out_paged.data()}), "") << "case " << n;
+    const Reference x = reference(dense.problem()), y = reference(paged);
+    for (const auto& [a, b] : {std::pair{&x.out, &y.out}, {&x.lse, &y.lse}})
+      for (size_t e = 0; e < a->exact.size(); ++e) {
+        ASSERT_TRUE(a->exact[e] == b->exact[e] || (std::isnan(a->exact[e]) && std::isnan(b->exact[e])))
+            << a->name << " " << e << ", case " << n;
+        ASSERT_TRUE(a->bound[e] == b->bound[e] || (std::isnan(a->bound[e]) && std::isnan(b->bound[e])))
+            << a->name << " " << e << ", case " << n;
+      }
+    attention(dense.problem(), Result<float>{out_dense.data()});
+    attention(paged, Result<float>{out_paged.data()});
+    EXPECT_EQ(std::memcmp(out_dense.data(), out_paged.data(), out_dense.size() * sizeof(float)), 0) << "case " << n;
+  }
+}
+
 // A soft-cap: score = cap tanh(scale q.k / cap), then the bias. One query q = 3 over keys 2, -1, 0
 // with scale 1 and cap 2: scores 2 tanh(3), 2 tanh(-1.5), 0, in long double's tanh.
 TEST(Oracle, SoftCappedScores) {

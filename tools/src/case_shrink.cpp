@@ -248,7 +248,7 @@ bool offer_fewer_masks(const Case<T>& c, uint32_t capabilities, const Accept& ac
   for (const uint32_t f : {ATTNCHECK_CAP_BIAS, ATTNCHECK_CAP_SOFTCAP, ATTNCHECK_CAP_WINDOW, ATTNCHECK_CAP_CAUSAL,
                            ATTNCHECK_CAP_ALLOW, ATTNCHECK_CAP_KV_LENS})
     if (uses(c, f) && !(f == ATTNCHECK_CAP_KV_LENS && c.shape.paged()) && accept(cleared(c, f)))  // (a paged case's
-      return true;                                                                                 // padding is poison)
+      return true;                                                                                // padding is poison)
   if (c.scale != 0 && accept(with_default_scale(c))) return true;
   // A window narrower (its sides toward 0), so that fewer keys sit inside it.
   for (int64_t Case<T>::*side : {&Case<T>::window_left, &Case<T>::window_right})

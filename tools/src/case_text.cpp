@@ -22,7 +22,7 @@ namespace attncheck {
 namespace {
 
 constexpr int kVersion = 1;
-constexpr int kShapeDims = int(Dim::D);  // the shape line's: Dim's up to a layer's D
+constexpr int kShapeDims = int(Dim::D);                     // the shape line's: Dim's up to a layer's D
 constexpr Dim kPagedDims[] = {Dim::NB, Dim::BS, Dim::BPS};  // and a paged case's after them
 
 // One printable line, whatever the file held (a hostile word quoted in it is escaped and cut).

@@ -480,7 +480,7 @@ std::string describe(const Case<T>& c) {
   // c: q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], allow [B,Tq,Tk], key_lengths [B], bias [B,H,Tq,Tk].
   const Shape& s = c.shape;
   const std::string kv_heads = s.kv_heads() == s.H ? "" : ", H_kv " + std::to_string(s.kv_heads());
-  char line[320];
+  char line[512];
   // The scale to 9 digits (show), not std::to_string's 6 decimals, which print 1e-7 as 0.000000.
   std::string extras;  // what ABI v1 cannot carry, when present
   if (c.window_left >= 0 || c.window_right >= 0)
@@ -488,6 +488,11 @@ std::string describe(const Case<T>& c) {
   if (c.softcap != 0) extras += "; soft-cap " + show(c.softcap);
   if (c.dropout_p != 0) extras += "; dropout p " + show(c.dropout_p) + " seed " + std::to_string(c.dropout_seed);
   for (size_t h = 0; h < c.sinks.size(); ++h) extras += (h ? " " : "; sinks ") + show(c.sinks[h]);
+  if (s.paged()) {  // the pool and, when short, the table (the k and v printed below are the pools)
+    extras += "; paged: " + std::to_string(s.NB) + " blocks of " + std::to_string(s.BS) + " keys, table";
+    for (size_t e = 0; e < c.block_table.size() && c.block_table.size() <= 24; ++e)
+      extras += (e % size_t(s.BPS) ? " " : e ? " | " : " ") + std::to_string(c.block_table[e]);
+  }
   if (is_narrow(c.format)) extras += std::string("; in ") + format_name(c.format);
   std::snprintf(
       line, sizeof line, "B %lld, H %lld%s, Tq %lld, Tk %lld, dk %lld, dv %lld; scale %s; causal %s%s; empty rows %s; %s\n",

@@ -66,7 +66,7 @@ struct Slot {
   const char* id;    // "KV_LENS": its enumerator
   const char* name;  // "kv_lens": what the protocol, the reports and the Python client call it
   Extent shape;
-  Extent pooled;     // its shape in a paged call (K's and V's pools), rank 0 where that is `shape`
+  Extent pooled;  // its shape in a paged call (K's and V's pools), rank 0 where that is `shape`
   Element element;
   uint32_t feature;  // the capability bit that brings it (0: none)
   Role roles[3];     // in CallKind order: forward, backward, layer
@@ -101,8 +101,9 @@ inline constexpr Slot kRows[slot::kCount] = {
 #define INPUT(in_problem, in_case) true
 #define LAYER_INPUT(in_layer) false
 #define NOT_AN_INPUT false
-#define ATTNCHECK_SLOT(id, name, shape, pooled, element, feature, forward, backward, layer, part, abi, members) \
-  Slot{#id, name, Extent shape, Extent pooled, Element::element, feature, {Role::forward, Role::backward, Role::layer}, part, abi, members},
+#define ATTNCHECK_SLOT(id, name, shape, pooled, element, feature, forward, backward, layer, part, abi, members)          \
+  Slot{#id,  name, Extent shape, Extent pooled, Element::element, feature, {Role::forward, Role::backward, Role::layer}, \
+       part, abi,  members},
 #include "attncheck/call_slots.def"
 #undef ATTNCHECK_SLOT
 #undef IN_PROBLEM
@@ -122,7 +123,9 @@ inline constexpr std::span<const Slot, slot::kCount> kSlots = slot_rows::kRows;
 inline int index_of(const Slot& s) { return int(&s - kSlots.data()); }
 
 // Slot s's shape in a call of dims `dims`: its pooled one in a paged call (BS > 0), where it has one.
-constexpr const Extent& extent_in(const Slot& s, const Dims& dims) { return dims[Dim::BS] > 0 && s.pooled.rank ? s.pooled : s.shape; }
+constexpr const Extent& extent_in(const Slot& s, const Dims& dims) {
+  return dims[Dim::BS] > 0 && s.pooled.rank ? s.pooled : s.shape;
+}
 
 // The elements of slot s in a call of dims `dims`.
 constexpr int64_t elements(const Slot& s, const Dims& dims) {
@@ -214,8 +217,8 @@ void for_each_input_row(F&& f, G&& g) {
 #define NOT_AN_INPUT
 #define ATTNCHECK_SLOT(id, name, shape, pooled, element, feature, forward, backward, layer, part, abi, members) \
   {                                                                                                             \
-    [[maybe_unused]] const Slot& slot = kSlots[slot::id];                                               \
-    members                                                                                             \
+    [[maybe_unused]] const Slot& slot = kSlots[slot::id];                                                       \
+    members                                                                                                     \
   }
 #include "attncheck/call_slots.def"
 #undef ATTNCHECK_SLOT

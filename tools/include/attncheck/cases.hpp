@@ -72,7 +72,8 @@ inline constexpr int64_t kLargeCaseWork = int64_t(1) << 26;
 template <class T>
 struct Case {
   Shape shape;
-  std::vector<T> q, k, v, bias;      // [B,H,Tq,dk], [B,H_kv,Tk,dk] (paged [NB,H_kv,BS,dk]), [B,H_kv,Tk,dv] (or [NB,H_kv,BS,dv]), [B,H,Tq,Tk] or empty
+  std::vector<T> q, k, v,
+      bias;  // [B,H,Tq,dk], [B,H_kv,Tk,dk] (paged [NB,H_kv,BS,dk]), [B,H_kv,Tk,dv] (or [NB,H_kv,BS,dv]), [B,H,Tq,Tk] or empty
   std::vector<uint8_t> allow;        // [B,Tq,Tk] or empty
   std::vector<int32_t> key_lengths;  // [B] or empty
   std::vector<float> sinks;          // [H] or empty: one logit per query head (contract.hpp)
@@ -201,9 +202,8 @@ Case<T> with_paging(Choose& check, const Case<T>& c, T poison) {
   Shape& t = paged.shape;
   t.BS = BS;
   t.BPS = (s.Tk + BS - 1) / BS + int64_t(check.below(2));  // a spare entry a sequence does not need
-  std::vector<int64_t> needed(size_t(s.B));                  // each sequence's blocks of keys
-  for (int64_t b = 0; b < s.B; ++b)
-    needed[size_t(b)] = ((c.key_lengths.empty() ? s.Tk : c.key_lengths[size_t(b)]) + BS - 1) / BS;
+  std::vector<int64_t> needed(size_t(s.B));                // each sequence's blocks of keys
+  for (int64_t b = 0; b < s.B; ++b) needed[size_t(b)] = ((c.key_lengths.empty() ? s.Tk : c.key_lengths[size_t(b)]) + BS - 1) / BS;
   t.NB = std::max<int64_t>(1, std::accumulate(needed.begin(), needed.end(), int64_t(0)) + int64_t(check.below(3)));
   std::vector<int32_t> place(size_t(t.NB));  // the pool's blocks in a shuffled order, taken in turn
   std::iota(place.begin(), place.end(), 0);

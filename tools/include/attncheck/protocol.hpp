@@ -66,9 +66,9 @@ enum Flags : uint32_t {
   kHasBias = protocol_flag(ATTNCHECK_CAP_BIAS),
   kWantLse = protocol_flag(ATTNCHECK_CAP_LSE),
   kBackward = protocol_flag(ATTNCHECK_CAP_BACKWARD),
-  kDropout = protocol_flag(ATTNCHECK_CAP_DROPOUT),         // a DropoutHeader follows the ProblemHeader
-  kWantKeep = protocol_flag(ATTNCHECK_CAP_DROPOUT_MASK),   // the RSLT carries the keep mask after out
-  kLayer = protocol_flag(ATTNCHECK_CAP_MHA),               // a layer call: a LayerHeader follows the ProblemHeader
+  kDropout = protocol_flag(ATTNCHECK_CAP_DROPOUT),          // a DropoutHeader follows the ProblemHeader
+  kWantKeep = protocol_flag(ATTNCHECK_CAP_DROPOUT_MASK),    // the RSLT carries the keep mask after out
+  kLayer = protocol_flag(ATTNCHECK_CAP_MHA),                // a layer call: a LayerHeader follows the ProblemHeader
   kWantWeights = protocol_flag(ATTNCHECK_CAP_MHA_WEIGHTS),  // and its RSLT carries each head's weights after out
   kPaged = protocol_flag(ATTNCHECK_CAP_PAGED_KV)            // a PagedHeader follows; k and v are pools, block_table after sinks
 };
