@@ -124,22 +124,9 @@ std::string problem_error(const Problem<T>& p, const Result<T>& r) {
 template <class T>
 Problem<T> dense_of(const Problem<T>& p, std::vector<T>& k, std::vector<T>& v) {
   if (!p.shape.paged()) return p;
-  Problem<T> dense = p;
-  Shape& s = dense.shape;
-  s.NB = s.BS = s.BPS = 0;
-  dense.block_table = nullptr;
-  k.resize(size_t(s.k_size()));
-  v.resize(size_t(s.v_size()));
-  for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t h = 0; h < s.H; h += s.H / s.kv_heads())  // the first query head of each KV head
-      for (int64_t j = 0; j < s.Tk; ++j) {
-        const int64_t row = kv_row(p.shape, p.block_table, b, h, j);
-        std::copy_n(p.k + row * s.dk, s.dk, k.begin() + s.k_at(b, h, j));
-        std::copy_n(p.v + row * s.dv, s.dv, v.begin() + s.v_at(b, h, j));
-      }
-  dense.k = k.data();
-  dense.v = v.data();
-  return dense;
+  return gathered_through(p, k, v, [&](int64_t b, int64_t h, int64_t j, int64_t width) {
+    return kv_row(p.shape, p.block_table, b, h, j) * width;
+  });
 }
 
 template Problem<float> dense_of(const Problem<float>&, std::vector<float>&, std::vector<float>&);

@@ -729,20 +729,9 @@ int64_t pool_offset(const Problem<T>& p, const Variant& v, int64_t b, int64_t h,
 template <class T>
 Problem<T> gathered(const Problem<T>& p, const Variant& v, std::vector<T>& k, std::vector<T>& values,
                     std::vector<int32_t>& lengths) {
-  Problem<T> dense = p;
-  Shape& s = dense.shape;
-  s.NB = s.BS = s.BPS = 0;
-  dense.block_table = nullptr;
-  k.resize(size_t(s.k_size()));
-  values.resize(size_t(s.v_size()));
-  for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t h = 0; h < s.H; h += s.H / s.kv_heads())
-      for (int64_t j = 0; j < s.Tk; ++j) {
-        std::copy_n(p.k + pool_offset(p, v, b, h, j, s.dk), s.dk, k.begin() + s.k_at(b, h, j));
-        std::copy_n(p.v + pool_offset(p, v, b, h, j, s.dv), s.dv, values.begin() + s.v_at(b, h, j));
-      }
-  dense.k = k.data();
-  dense.v = values.data();
+  Problem<T> dense = gathered_through(
+      p, k, values, [&](int64_t b, int64_t h, int64_t j, int64_t width) { return pool_offset(p, v, b, h, j, width); });
+  const Shape& s = dense.shape;
   if (v.mutation == M::paged_last_block_read_whole && p.masks.key_lengths) {
     const int64_t block = p.shape.BS;
     for (int64_t b = 0; b < s.B; ++b)

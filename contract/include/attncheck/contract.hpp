@@ -1,6 +1,7 @@
 // The attention contract shared by the implementation, the oracle and the tools (docs/contract.md).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
@@ -120,6 +121,27 @@ inline int64_t kv_row(const Shape& s, const int32_t* table, int64_t b, int64_t h
 // KV is this index map of the same mathematics: the oracle and the built-in compute on the twin.
 template <class T>
 Problem<T> dense_of(const Problem<T>& problem, std::vector<T>& k, std::vector<T>& v);
+
+// The gather itself, each key's K and V rows read from offset(b, h, j, width) of the pools (width dk
+// for K, dv for V; h the first query head of its KV head): dense_of's, and a planted bug's own.
+template <class T, class Offset>
+Problem<T> gathered_through(const Problem<T>& p, std::vector<T>& k, std::vector<T>& v, Offset offset) {
+  Problem<T> dense = p;
+  Shape& s = dense.shape;
+  s.NB = s.BS = s.BPS = 0;
+  dense.block_table = nullptr;
+  k.resize(size_t(s.k_size()));
+  v.resize(size_t(s.v_size()));
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.H; h += s.H / s.kv_heads())
+      for (int64_t j = 0; j < s.Tk; ++j) {
+        std::copy_n(p.k + offset(b, h, j, s.dk), s.dk, k.begin() + s.k_at(b, h, j));
+        std::copy_n(p.v + offset(b, h, j, s.dv), s.dv, v.begin() + s.v_at(b, h, j));
+      }
+  dense.k = k.data();
+  dense.v = v.data();
+  return dense;
+}
 
 // Whether head h of `problem` has a sink that takes weight (a sinks slot and sinks[h] > -inf).
 template <class T>
