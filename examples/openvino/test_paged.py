@@ -1,0 +1,163 @@
+"""The OpenVINO paged adapter's translation (python/attncheck/adapters/openvino_paged.py) on small
+problems computed in plain NumPy here, and what the adapter's docstring says of OpenVINO 2026.4's
+CPU PagedAttentionExtension: KV-end causal over the cache and the new tokens, grouped KV heads, the
+new keys written into the cache, the CPU plugin's block size of 32, the refusals.
+
+Run: PYTHONPATH=python VENV_PYTHON -m pytest -q -p no:cacheprovider examples/openvino/test_paged.py
+(skipped where openvino does not import).
+"""
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))  # the client, from the source tree
+ov = pytest.importorskip("openvino")
+from attncheck import _protocol as wire  # noqa: E402
+from attncheck._problem import Problem  # noqa: E402
+from attncheck.adapters import NotExpressible  # noqa: E402
+from attncheck.adapters import openvino_paged as adapter  # noqa: E402
+
+
+def paged_problem(q, k, v, causal, kv_lens=None, BS=0, poison=np.nan, seed=0, scale=0.0, sinks=None):
+    """A Problem as the checker sends it: dense k [B,H_kv,Tk,dk], v, laid out (when BS > 0) in a pool of
+    blocks of BS keys at shuffled places, one spare unused block, every slot no key fills = poison."""
+    q, k, v = (np.asarray(x, np.float32) for x in (q, k, v))
+    B, H, Tq, dk = q.shape
+    _, H_kv, Tk, dv = v.shape
+    tensors = dict(q=q.tobytes(), kv_lens=None if kv_lens is None else np.asarray(kv_lens, "<i4").tobytes(),
+                   sinks=None if sinks is None else np.asarray(sinks, "<f4").tobytes())
+    fields = dict(zip(wire.PROBLEM_DIMS, (B, H, H_kv, Tq, Tk, dk, dv)), format=0,
+                  causal={"none": 0, "upper-left": 1, "lower-right": 2, "kv-end": 3}[causal],
+                  window_left=-1, window_right=-1, scale=scale)
+    if BS:
+        BPS = -(-Tk // BS)
+        NB = B * BPS + 1
+        place = np.random.default_rng(seed).permutation(NB).astype(np.int32)
+        table = place[:B * BPS].reshape(B, BPS)
+        kp = np.full((NB, H_kv, BS, dk), poison, np.float32)
+        vp = np.full((NB, H_kv, BS, dv), poison, np.float32)
+        for b in range(B):
+            for j in range(kv_lens[b] if kv_lens is not None else Tk):
+                kp[table[b, j // BS], :, j % BS] = k[b, :, j]
+                vp[table[b, j // BS], :, j % BS] = v[b, :, j]
+        tensors.update(k=kp.tobytes(), v=vp.tobytes(), block_table=table.tobytes())
+        fields.update(NB=NB, BS=BS, BPS=BPS)
+    else:
+        tensors.update(k=k.tobytes(), v=v.tobytes())
+    flags, _, buffers = wire._inputs("forward", tensors)
+    fields["flags"] = flags
+    return Problem(wire.write_headers(fields) + buffers)
+
+
+def reference(q, k, v, scale, pasts, sinks=None):
+    """Plain NumPy in float64: query i of batch b sees keys 0 .. pasts[b] + i; query head h reads KV head
+    h // (H / H_kv); sinks[h] joins each row's denominator."""
+    B, H, Tq, _ = q.shape
+    H_kv = k.shape[1]
+    k = np.repeat(k.astype(np.float64), H // H_kv, axis=1)
+    v = np.repeat(v.astype(np.float64), H // H_kv, axis=1)
+    s = scale * np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), k)
+    j = np.arange(k.shape[2])
+    seen = j[None, None, :] <= (np.asarray(pasts)[:, None, None] + np.arange(Tq)[None, :, None])  # [B,Tq,Tk]
+    s = np.where(seen[:, None], s, -np.inf)
+    m = s.max(-1, keepdims=True)
+    if sinks is not None:
+        m = np.maximum(m, np.asarray(sinks, np.float64)[None, :, None, None])
+    w = np.exp(s - m)
+    den = w.sum(-1, keepdims=True)
+    if sinks is not None:
+        den = den + np.exp(np.asarray(sinks, np.float64)[None, :, None, None] - m)
+    return (w / den) @ v
+
+
+def test_one_decode_step_by_hand():
+    # B 1, H 1, Tq 1, Tk 2, dk 2, dv 1, no causal mask (a decode step: the one query sees both keys).
+    q = np.array([1, 0], np.float32).reshape(1, 1, 1, 2)
+    k = np.array([[0, 0], [2, 0]], np.float32).reshape(1, 1, 2, 2)
+    v = np.array([1, 3], np.float32).reshape(1, 1, 2, 1)
+    p = paged_problem(q, k, v, "none", scale=0.5)
+    feeds, _ = adapter.translate(p)
+    assert feeds["past_lens"].tolist() == [1] and feeds["subsequence_begins"].tolist() == [0, 1]
+    assert feeds["key"].tolist() == [[2, 0]] and feeds["value"].tolist() == [[3]]  # key 1 is the new token
+    e = np.e  # scores 0.5 * (0, 2) = (0, 1): weights (1, e) / (1 + e)
+    np.testing.assert_allclose(adapter.forward(p).ravel(), [(1 + 3 * e) / (1 + e)], rtol=1e-6)
+
+
+@pytest.mark.parametrize("BS", [0, 1, 3, 16])
+def test_kv_end_with_key_lengths_grouped_heads_and_a_poisoned_pool(BS):
+    # B 3, H 4, H_kv 2, Tq 2, Tk 40 (a second block of 32 for batch 0), dk 8, dv 5, kv_lens 40, 2, 35.
+    rng = np.random.default_rng(7)
+    q = rng.standard_normal((3, 4, 2, 8)).astype(np.float32)
+    k = rng.standard_normal((3, 2, 40, 8)).astype(np.float32)
+    v = rng.standard_normal((3, 2, 40, 5)).astype(np.float32)
+    kv_lens = [40, 2, 35]
+    k_sent, v_sent = k.copy(), v.copy()
+    for b, n in enumerate(kv_lens):  # what the checker puts past a batch's length: poison
+        k_sent[b, :, n:], v_sent[b, :, n:] = np.nan, np.inf
+    p = paged_problem(q, k_sent, v_sent, "kv-end", kv_lens=kv_lens, BS=BS, poison=np.float32(np.nan))
+    feeds, _ = adapter.translate(p)
+    assert feeds["past_lens"].tolist() == [38, 0, 33] and feeds["block_indices_begins"].tolist() == [0, 2, 3, 5]
+    out = adapter.forward(p)
+    assert out.shape == (3, 4, 2, 5) and out.dtype == np.float32
+    np.testing.assert_allclose(out, reference(q, k, v, 1 / np.sqrt(8), [38, 0, 33]), rtol=1e-5, atol=1e-6)
+
+
+def test_lower_right_and_square_upper_left_are_the_ops_mask():
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((2, 2, 3, 4)).astype(np.float32)
+    k = rng.standard_normal((2, 2, 5, 4)).astype(np.float32)
+    v = rng.standard_normal((2, 2, 5, 4)).astype(np.float32)
+    p = paged_problem(q, k, v, "lower-right", BS=2, scale=0.25)
+    np.testing.assert_allclose(adapter.forward(p), reference(q, k, v, 0.25, [2, 2]), rtol=1e-5, atol=1e-6)
+    square = paged_problem(q, k[:, :, :3], v[:, :, :3], "upper-left", BS=5)
+    assert adapter.translate(square)[0]["past_lens"].tolist() == [0, 0]
+    np.testing.assert_allclose(adapter.forward(square), reference(q, k[:, :, :3], v[:, :, :3], 0.5, [0, 0]),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_the_op_writes_the_new_keys_into_its_cache_and_takes_blocks_of_32():
+    q = np.ones((1, 1, 2, 2), np.float32)
+    k = np.arange(6, dtype=np.float32).reshape(1, 1, 3, 2)
+    p = paged_problem(q, k, k, "lower-right", BS=2)
+    feeds, sinks = adapter.translate(p)
+    assert feeds["key_cache"].shape == (1, 1, 32, 2)  # one block of the CPU plugin's 32 slots
+    assert feeds["key_cache"][0, 0, :3].tolist() == [[0, 1], [2, 3], [4, 5]]  # as the pool holds them
+    assert np.isnan(feeds["key_cache"][0, 0, 3:]).all()  # slots the problem names no key in: NaN
+    assert feeds["past_lens"].tolist() == [1] and feeds["key"].tolist() == [[2, 3], [4, 5]]
+    feeds["key_cache"][0, 0, 1:3] = -7  # what the op does with the new tokens' slots
+    model, names = adapter.compiled(1, 1, 2, 2, sinks)
+    model([feeds[name] for name in names])
+    assert feeds["key_cache"][0, 0, :3].tolist() == [[0, 1], [2, 3], [4, 5]]  # written by the op
+    assert np.isnan(feeds["key_cache"][0, 0, 3:]).all()
+    assert [tuple(i.get_partial_shape().to_string() for i in [model.input("key_cache")])] == [("[?,1,32,2]",)]
+
+
+def test_sinks_join_each_rows_denominator():
+    rng = np.random.default_rng(2)
+    q = rng.standard_normal((1, 2, 1, 4)).astype(np.float32)
+    k = rng.standard_normal((1, 1, 3, 4)).astype(np.float32)
+    v = rng.standard_normal((1, 1, 3, 4)).astype(np.float32)
+    sinks = np.array([0.5, -1.0], np.float32)
+    p = paged_problem(q, k, v, "none", BS=2, sinks=sinks)
+    np.testing.assert_allclose(adapter.forward(p), reference(q, k, v, 0.5, [2], sinks), rtol=1e-5, atol=1e-6)
+
+
+def test_upper_left_with_fewer_queries_than_keys_is_a_sequence_of_tq_keys():
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.standard_normal(shape).astype(np.float32) for shape in ((1, 1, 2, 3), (1, 1, 5, 3), (1, 1, 5, 3)))
+    p = paged_problem(q, k, v, "upper-left", BS=3)
+    feeds, _ = adapter.translate(p)
+    assert feeds["past_lens"].tolist() == [0] and feeds["max_context_len"] == 2
+    np.testing.assert_allclose(adapter.forward(p), reference(q, k, v, 1 / np.sqrt(3), [0]), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("causal,Tq,Tk,kv_lens", [("none", 2, 3, None), ("upper-left", 3, 3, [3, 2]),
+                                                  ("kv-end", 3, 4, [4, 2]), ("lower-right", 3, 2, None)])
+def test_other_masks_are_not_expressible(causal, Tq, Tk, kv_lens):
+    q = np.zeros((2, 1, Tq, 2), np.float32)
+    k = np.zeros((2, 1, Tk, 2), np.float32)
+    p = paged_problem(q, k, k, causal, kv_lens=kv_lens, BS=2)
+    with pytest.raises(NotExpressible):
+        adapter.translate(p)

@@ -1,0 +1,213 @@
+"""OpenVINO's PagedAttentionExtension (openvino.op._PagedAttentionExtension, the op vLLM's OpenVINO
+backend and openvino.genai run; the CPU plugin's PagedAttention node), as a child of
+`attncheck check --impl-cmd`:
+
+  build/cli/attncheck check --impl-cmd "VENV_PYTHON -m attncheck.adapters.openvino --op paged"
+  (or "VENV_PYTHON -m attncheck.adapters.openvino_paged")
+
+with PYTHONPATH=python and a venv holding openvino 2026.4.1 (the op's 28 inputs; an older release's
+op has 13 to 25 and is refused at start).
+
+What the op computes (src/core/src/op/paged_attention.cpp, the CPU plugin's
+src/plugins/intel_cpu/src/nodes/paged_attn.cpp and kernels/scaled_attn/executor_pa.cpp; measured by
+this adapter's hand tests, examples/openvino/test_paged.py): a batch of sequences, each with
+past_lens[s] keys already in the cache and the new tokens subsequence_begins[s] ..
+subsequence_begins[s+1] - 1 given as query, key and value rows [tokens, heads * head size]. The op
+writes the new keys and values into the cache (key j of sequence s is slot j % block_size of block
+block_indices[block_indices_begins[s] + j // block_size]) and new token t of sequence s (its key is
+key past_lens[s] + t) attends to keys 0 .. past_lens[s] + t: causal over past and new tokens, the
+diagonal at the end of the cache. Query head h reads KV head h // (H / H_kv). The CPU plugin takes
+the caches as [blocks, H_kv, 32, dk] and [blocks, H_kv, 32, dv]: it rewrites the model's cache
+inputs to its own block size, 32 in 2026.4, whatever the model says, and to u8 (quantized) unless
+KEY_CACHE_PRECISION and VALUE_CACHE_PRECISION say otherwise; this adapter asks for the cache in the
+problem's format (f32).
+
+How a problem reaches the op:
+
+  masks       The op has one mask, its own: query t of sequence b sees keys 0 .. past_b + t. A
+              problem is taken when its masks (causal, key lengths; p.mask()) give every query i
+              of batch b exactly the keys 0 .. past_b + i, past_b >= 0 the same for every i: KV-end
+              causal with kv_lens[b] >= Tq (past_b = kv_lens[b] - Tq), lower-right with Tq <= Tk,
+              upper-left with Tq <= Tk and no key lengths below Tq (past_b = 0: keys Tq .. Tk - 1,
+              which no query sees, are past the op's sequence), no causal mask with Tq = 1 (a
+              decode step). Any other is refused with NotExpressible (counted as not taken, never a
+              finding): no causal mask with Tq > 1, Tq > kv_lens[b], Tq > Tk, a row with no key. Not
+              claimed: allow masks, a bias, a window, a soft-cap (the op has alibi slopes and a
+              sliding window, not attncheck's window or bias), lse (the op's second output is
+              per-key scores aggregated for cache eviction, not a log-sum-exp), backward.
+  new tokens  The last Tq keys a batch's queries see (keys past_b .. past_b + Tq - 1) are the
+              op's new tokens: the op's key and value inputs, read from the problem (through its
+              block table when paged) as the rows [B * Tq, H_kv * d]. Query rows [B * Tq, H * dk].
+  the cache   Translated: attncheck's pool has blocks of BS keys (1, 2, 3, 5, 7, 16), the CPU op's
+              has 32 per block, so the adapter lays each sequence's key positions out in blocks of
+              32 of its own (the sequences' blocks in reverse order in the pool): slot n of
+              sequence b holds what the problem holds at key position n, poison included (a paged
+              problem: pool slot n % BS of block block_table[b, n // BS], for n < BPS * BS, which
+              covers the slots past the sequence's keys the checker poisons; a dense one: key n
+              for n < Tk), and NaN where the problem names no slot (n >= BPS * BS or n >= Tk), as
+              the checker poisons the slots it names no key in. Nothing is cleaned: the op gets
+              every slot of its blocks as the problem holds it.
+  scale       the op's scale input (f32 scalar), which has no default: the problem's scale in
+              float32, or 1/sqrt(dk) in float32 when the problem says default.
+  gqa         the op's own: query heads H, key/value heads H_kv (the rows' widths H * dk and
+              H_kv * dk, and the rt_info num_k_heads, k_head_size, num_v_heads, v_head_size the CPU
+              plugin requires).
+  f32         INFERENCE_PRECISION_HINT f32, cache precision f32. Not claimed: f16 and bf16, f64.
+  sinks       the op's sinks input [1, H, 1, 1] (f32), when the problem has sinks: claimed only if
+              the hand test shows the contract's meaning (see SINKS below).
+"""
+import argparse
+import functools
+import math
+
+import numpy as np
+
+from . import NotExpressible, library, serve
+
+ov = library("openvino", "openvino_paged", entry="op._PagedAttentionExtension", since="2026.4")
+opset = __import__("openvino.opset13", fromlist=["parameter"])
+PA = ov.op._PagedAttentionExtension
+
+INPUTS = 28          # 2026.4's PagedAttentionExtension
+CPU_BLOCK_SIZE = 32  # what the CPU plugin rewrites the caches' block dimension to
+SINKS = True         # the op's sinks input claimed (examples/openvino/test_paged.py checks its meaning)
+CAPABILITIES = {"f32", "causal", "kv_cache", "kv_lens", "gqa", "paged_kv"} | ({"sinks"} if SINKS else set())
+_CORE = ov.Core()
+CONFIG = {"INFERENCE_PRECISION_HINT": "f32", "KEY_CACHE_PRECISION": "f32", "VALUE_CACHE_PRECISION": "f32"}
+
+
+def _constant(value, dtype):
+    return opset.constant(np.array(value, dtype))
+
+
+@functools.lru_cache(maxsize=64)
+def compiled(H, H_kv, dk, dv, sinks):
+    """A CompiledModel of one PagedAttentionExtension for these heads and widths (the tokens, blocks
+    and sequences are dynamic). sinks: whether the sinks input is a Parameter [1, H, 1, 1]."""
+    f32, i32 = ov.Type.f32, ov.Type.i32
+    P = opset.parameter
+    params = {
+        "query": P([-1, H * dk], f32, name="query"), "key": P([-1, H_kv * dk], f32, name="key"),
+        "value": P([-1, H_kv * dv], f32, name="value"),
+        "key_cache": P([-1, H_kv, CPU_BLOCK_SIZE, dk], f32, name="key_cache"),
+        "value_cache": P([-1, H_kv, CPU_BLOCK_SIZE, dv], f32, name="value_cache"),
+        "past_lens": P([-1], i32, name="past_lens"), "subsequence_begins": P([-1], i32, name="subsequence_begins"),
+        "block_indices": P([-1], i32, name="block_indices"),
+        "block_indices_begins": P([-1], i32, name="block_indices_begins"),
+        "scale": P([], f32, name="scale"), "max_context_len": P([], i32, name="max_context_len"),
+        "score_aggregation_window": P([-1], i32, name="score_aggregation_window")}
+    if sinks:
+        params["sinks"] = P([1, H, 1, 1], f32, name="sinks")
+    none_f, none_i = np.zeros(0, np.float32), np.zeros(0, np.int32)
+    inputs = [params["query"], params["key"], params["value"], params["key_cache"], params["value_cache"],
+              params["past_lens"], params["subsequence_begins"], params["block_indices"],
+              params["block_indices_begins"], params["scale"],
+              _constant(0, np.int32),        # 10 sliding_window: 0, none
+              _constant(none_f, np.float32),  # 11 alibi_slopes: none
+              params["max_context_len"],
+              params["score_aggregation_window"],  # 13
+              _constant(none_i, np.int32), _constant(none_i, np.int32), _constant(none_f, np.float32),  # 14-16 rotation: none
+              _constant(none_f, np.float32), _constant(64, np.int32), _constant(8, np.int32),  # 17-19 xattention: off
+              params["sinks"] if sinks else _constant(none_f, np.float32),  # 20 sinks
+              _constant(0, np.int32), _constant(none_i, np.int32), _constant(none_i, np.int32),
+              _constant(none_i, np.int32),   # 21-24 adaptive R-KV: off
+              _constant(none_i, np.int32),   # 25 token_type_ids: none
+              _constant(np.zeros(0, np.uint8), np.uint8), _constant(none_i, np.int32)]  # 26-27 qq_bias: none
+    assert len(inputs) == INPUTS
+    node = PA([x.output(0) for x in inputs])
+    rt = node.get_rt_info()
+    rt["num_k_heads"], rt["k_head_size"], rt["num_v_heads"], rt["v_head_size"] = H_kv, dk, H_kv, dv
+    model = ov.Model([node.output(0)], list(params.values()), "paged_attention")
+    return _CORE.compile_model(model, "CPU", CONFIG), list(params)
+
+
+def past_lengths(p):
+    """past_b for each batch: the op's mask (query i sees keys 0 .. past_b + i) that p's masks give,
+    or NotExpressible saying why there is none."""
+    permitted = p.mask()[:, 0]  # [B,Tq,Tk]: the same for every head (no bias, no per-head mask claimed)
+    counts = permitted.sum(-1)  # keys each query sees
+    pasts = []
+    for b in range(p.B):
+        past = int(counts[b, 0]) - 1
+        want = np.arange(p.Tk)[None, :] <= past + np.arange(p.Tq)[:, None]
+        if past < 0 or past + p.Tq > p.Tk or not np.array_equal(permitted[b], want):
+            raise NotExpressible(f"batch {b}'s mask is not the op's (query i sees keys 0 .. past + i, past >= 0): "
+                                 f"causal {p.causal}, Tq {p.Tq}, Tk {p.Tk}"
+                                 + ("" if p.kv_lens is None else f", kv_lens {p.kv_lens.tolist()}"))
+        pasts.append(past)
+    return pasts
+
+
+def key_positions(p, b, x, d, count):
+    """What problem p holds at key positions 0 .. count - 1 of batch b, [count, H_kv, d], from x (p.k
+    or p.v): through the block table when paged; NaN at a position it names no slot for."""
+    out = np.full((count, p.H_kv, d), np.nan, np.float32)
+    if p.BS > 0:
+        n = np.arange(min(count, p.BPS * p.BS))
+        out[n] = np.asarray(x, np.float32)[p.block_table[b, n // p.BS], :, n % p.BS]
+    else:
+        n = min(count, p.Tk)
+        out[:n] = np.asarray(x, np.float32)[b, :, :n].transpose(1, 0, 2)
+    return out
+
+
+def translate(p):
+    """The op's inputs for problem p, by name, and the sinks flag of its compiled model."""
+    if p.dtype != "f32":
+        raise ValueError(f"format {p.dtype} is not claimed")
+    if (p.allow is not None or p.bias is not None or p.window is not None or p.softcap is not None or p.want_lse
+            or p.backward):
+        raise ValueError("an allow mask, a bias, a window, a soft-cap, lse or backward is not claimed")
+    pasts = past_lengths(p)
+    BS = CPU_BLOCK_SIZE
+    blocks = [-(-(past + p.Tq) // BS) for past in pasts]  # the op's blocks of each sequence
+    total = sum(blocks)
+    key_cache = np.empty((total, p.H_kv, BS, p.dk), np.float32)
+    value_cache = np.empty((total, p.H_kv, BS, p.dv), np.float32)
+    block_indices, begins, keys, values, at = [], [0], [], [], total
+    for b, past in enumerate(pasts):
+        ids = list(range(at - 1, at - 1 - blocks[b], -1))  # this sequence's blocks, placed in reverse
+        at -= blocks[b]
+        for x, d, cache, new in ((p.k, p.dk, key_cache, keys), (p.v, p.dv, value_cache, values)):
+            held = key_positions(p, b, x, d, blocks[b] * BS)  # [blocks * 32, H_kv, d]
+            cache[ids] = held.reshape(blocks[b], BS, p.H_kv, d).transpose(0, 2, 1, 3)
+            new.append(held[past:past + p.Tq].reshape(p.Tq, p.H_kv * d))
+        block_indices += ids
+        begins.append(len(block_indices))
+    scale = np.float32(1 / math.sqrt(p.dk) if p.scale is None else p.scale)
+    feeds = {
+        "query": np.ascontiguousarray(np.asarray(p.q, np.float32).transpose(0, 2, 1, 3).reshape(p.B * p.Tq, p.H * p.dk)),
+        "key": np.concatenate(keys), "value": np.concatenate(values),
+        "key_cache": key_cache, "value_cache": value_cache,
+        "past_lens": np.array(pasts, np.int32), "subsequence_begins": np.arange(p.B + 1, dtype=np.int32) * p.Tq,
+        "block_indices": np.array(block_indices, np.int32), "block_indices_begins": np.array(begins, np.int32),
+        "scale": scale, "max_context_len": np.int32(max(pasts) + p.Tq),
+        "score_aggregation_window": np.zeros(p.B, np.int32)}
+    sinks = getattr(p, "sinks", None) is not None
+    if sinks:
+        feeds["sinks"] = np.ascontiguousarray(np.asarray(p.sinks, np.float32).reshape(1, p.H, 1, 1))
+    return feeds, sinks
+
+
+def forward(p):
+    feeds, sinks = translate(p)
+    model, names = compiled(p.H, p.H_kv, p.dk, p.dv, sinks)
+    out = model([feeds[name] for name in names])[model.output(0)]  # [B * Tq, H * dv]
+    if out.dtype != np.float32:
+        raise TypeError(f"PagedAttentionExtension returned {out.dtype} for an f32 problem")
+    return out.reshape(p.B, p.Tq, p.H, p.dv).transpose(0, 2, 1, 3)
+
+
+def setup(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m attncheck.adapters.openvino_paged", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.parse_args(argv)
+    return dict(forward=forward, capabilities=CAPABILITIES)
+
+
+def main(argv=None):
+    serve("openvino_paged", setup(argv))
+
+
+if __name__ == "__main__":
+    main()
