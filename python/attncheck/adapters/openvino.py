@@ -201,12 +201,13 @@ def setup(argv=None):
                         help="f32: INFERENCE_PRECISION_HINT f32 (the default); default: OpenVINO's own hint")
     parser.add_argument("--report-precision", action="store_true",
                         help="print what the compiled model runs in on this machine, for each format, and exit")
-    args, rest = parser.parse_known_args(argv)
-    if args.op == "paged":
+    chosen = argparse.ArgumentParser(add_help=False)
+    chosen.add_argument("--op", choices=("sdpa", "paged"), default="sdpa")
+    op, rest = chosen.parse_known_args(argv)
+    if op.op == "paged":  # its own options and --help (it takes no --precision: it runs in f32)
         from . import openvino_paged
-        return openvino_paged.setup(rest)
-    if rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        return openvino_paged.setup(rest, prog=f"{parser.prog} --op paged")
+    args = parser.parse_args(argv)
     PRECISION = args.precision
     if args.report_precision:
         print(f"openvino {ov.__version__}, CPU {_CORE.get_property('CPU', 'FULL_DEVICE_NAME')}, "

@@ -198,9 +198,9 @@ def forward(p):
     return out.reshape(p.B, p.Tq, p.H, p.dv).transpose(0, 2, 1, 3)
 
 
-def setup(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m attncheck.adapters.openvino_paged", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+def setup(argv=None, prog="python -m attncheck.adapters.openvino_paged"):
+    """The keywords of attncheck.serve (forward, capabilities); no option but --help."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.parse_args(argv)
     return dict(forward=forward, capabilities=CAPABILITIES)
 
