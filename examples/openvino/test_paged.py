@@ -20,15 +20,18 @@ from attncheck.adapters import NotExpressible  # noqa: E402
 from attncheck.adapters import openvino_paged as adapter  # noqa: E402
 
 
-def paged_problem(q, k, v, causal, kv_lens=None, BS=0, poison=np.nan, seed=0, scale=0.0, sinks=None):
+def paged_problem(q, k, v, causal, kv_lens=None, BS=0, poison=np.nan, seed=0, scale=0.0, sinks=None, dtype="f32"):
     """A Problem as the checker sends it: dense k [B,H_kv,Tk,dk], v, laid out (when BS > 0) in a pool of
-    blocks of BS keys at shuffled places, one spare unused block, every slot no key fills = poison."""
+    blocks of BS keys at shuffled places, one spare unused block, every slot no key fills = poison.
+    dtype "f32" or "bf16" (the values then bf16's, sent as bf16 bits)."""
     q, k, v = (np.asarray(x, np.float32) for x in (q, k, v))
     B, H, Tq, dk = q.shape
     _, H_kv, Tk, dv = v.shape
-    tensors = dict(q=q.tobytes(), kv_lens=None if kv_lens is None else np.asarray(kv_lens, "<i4").tobytes(),
+    enc = (lambda x: wire.to_bf16_bits(np.asarray(x, np.float32)).tobytes()) if dtype == "bf16" else \
+        (lambda x: np.asarray(x, np.float32).tobytes())  # noqa: E731
+    tensors = dict(q=enc(q), kv_lens=None if kv_lens is None else np.asarray(kv_lens, "<i4").tobytes(),
                    sinks=None if sinks is None else np.asarray(sinks, "<f4").tobytes())
-    fields = dict(zip(wire.PROBLEM_DIMS, (B, H, H_kv, Tq, Tk, dk, dv)), format=0,
+    fields = dict(zip(wire.PROBLEM_DIMS, (B, H, H_kv, Tq, Tk, dk, dv)), format={"f32": 0, "bf16": 3}[dtype],
                   causal={"none": 0, "upper-left": 1, "lower-right": 2, "kv-end": 3}[causal],
                   window_left=-1, window_right=-1, scale=scale)
     if BS:
@@ -42,10 +45,10 @@ def paged_problem(q, k, v, causal, kv_lens=None, BS=0, poison=np.nan, seed=0, sc
             for j in range(kv_lens[b] if kv_lens is not None else Tk):
                 kp[table[b, j // BS], :, j % BS] = k[b, :, j]
                 vp[table[b, j // BS], :, j % BS] = v[b, :, j]
-        tensors.update(k=kp.tobytes(), v=vp.tobytes(), block_table=table.tobytes())
+        tensors.update(k=enc(kp), v=enc(vp), block_table=table.tobytes())
         fields.update(NB=NB, BS=BS, BPS=BPS)
     else:
-        tensors.update(k=k.tobytes(), v=v.tobytes())
+        tensors.update(k=enc(k), v=enc(v))
     flags, _, buffers = wire._inputs("forward", tensors)
     fields["flags"] = flags
     return Problem(wire.write_headers(fields) + buffers)
@@ -161,3 +164,22 @@ def test_other_masks_are_not_expressible(causal, Tq, Tk, kv_lens):
     p = paged_problem(q, k, k, causal, kv_lens=kv_lens, BS=2)
     with pytest.raises(NotExpressible):
         adapter.translate(p)
+
+
+def bf16(x):
+    """x rounded to bf16 values (to nearest even), as float32."""
+    bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16).astype(np.uint32).view(np.float32)
+
+
+def test_bf16_runs_in_bf16_with_a_bf16_cache():
+    rng = np.random.default_rng(5)
+    q, k, v = (bf16(rng.standard_normal(shape)) for shape in ((2, 2, 3, 8), (2, 1, 35, 8), (2, 1, 35, 8)))
+    p = paged_problem(q, k, v, "kv-end", kv_lens=[35, 4], BS=7, dtype="bf16")
+    feeds, sinks = adapter.translate(p)
+    assert feeds["key_cache"].get_element_type() == ov.Type.bf16
+    model, _ = adapter.compiled(2, 1, 8, 8, sinks, "bf16")
+    assert model.input("key_cache").get_element_type() == ov.Type.bf16  # the plugin kept the cache bf16
+    out = adapter.forward(p)
+    assert out.dtype == np.float32 and np.array_equal(out, bf16(out))  # bf16 values
+    np.testing.assert_allclose(out, reference(q, k, v, 1 / np.sqrt(8), [32, 1]), rtol=0, atol=3e-2)

@@ -47,14 +47,33 @@ How a problem reaches the op:
               for n < Tk), and NaN where the problem names no slot (n >= BPS * BS or n >= Tk), as
               the checker poisons the slots it names no key in. Nothing is cleaned: the op gets
               every slot of its blocks as the problem holds it.
-  scale       the op's scale input (f32 scalar), which has no default: the problem's scale in
-              float32, or 1/sqrt(dk) in float32 when the problem says default.
+  scale       the op's scale input (f32 scalar, in every format), which has no default: the
+              problem's scale in float32, or 1/sqrt(dk) in float32 when the problem says default.
+  other       score_aggregation_window (input 13) [B] zeros: the op validates a scalar too, but
+              the CPU node then fails with B > 1 ("m_dims=[1,] expect_dims=[3,]", plain_tensor.hpp);
+              sliding_window 0, no alibi slopes, rotation, XAttention, adaptive R-KV, token types
+              or qq_bias (empty inputs, as openvino.genai gives them). The op's second and third
+              outputs (scores for cache eviction and the like) are not read.
   gqa         the op's own: query heads H, key/value heads H_kv (the rows' widths H * dk and
               H_kv * dk, and the rt_info num_k_heads, k_head_size, num_v_heads, v_head_size the CPU
               plugin requires).
-  f32         INFERENCE_PRECISION_HINT f32, cache precision f32. Not claimed: f16 and bf16, f64.
+  f32, bf16   the query, keys, values and caches in the problem's format (bf16 values as an
+              ov.Tensor of bf16 bits), KEY_CACHE_PRECISION and VALUE_CACHE_PRECISION the same,
+              INFERENCE_PRECISION_HINT f32: the node runs in its inputs' type (bf16 on a CPU with
+              AVX512-BF16 or AMX, this machine's). Not claimed: f16 (compile_model refuses f16
+              caches here: "expect kvcache type bf16, current: f32, f32", executor_pa.cpp, on a CPU
+              without AVX512-FP16; an f32 cache under an f16 model would be a translation of the
+              format), f64 (the op has no f64 kernel).
   sinks       the op's sinks input [1, H, 1, 1] (f32), when the problem has sinks: claimed only if
               the hand test shows the contract's meaning (see SINKS below).
+
+What attncheck found (2026.4.1, CPU; each shown with OpenVINO alone in examples/openvino/):
+repro_paged_forbidden_value_nan.py (in a prefill, an inf or NaN value of a new token that the
+causal mask hides from an earlier one makes that row NaN: weight 0 times inf; the strict contract's
+finding, accepted under --masked-inputs finite), repro_paged_prefill_swallows_nan_score.py (a score
+of (-inf) + (+inf) is NaN in a decode step, finite in a prefill: DecodeEqualsPrefill),
+repro_paged_bf16_odd_head_size_wrong.py (bf16 prefill with an odd dk: wrong values, NaN at times,
+varying between compilations).
 """
 import argparse
 import functools
@@ -71,9 +90,15 @@ PA = ov.op._PagedAttentionExtension
 INPUTS = 28          # 2026.4's PagedAttentionExtension
 CPU_BLOCK_SIZE = 32  # what the CPU plugin rewrites the caches' block dimension to
 SINKS = True         # the op's sinks input claimed (examples/openvino/test_paged.py checks its meaning)
-CAPABILITIES = {"f32", "causal", "kv_cache", "kv_lens", "gqa", "paged_kv"} | ({"sinks"} if SINKS else set())
+CAPABILITIES = {"f32", "bf16", "causal", "kv_cache", "kv_lens", "gqa", "paged_kv"} | ({"sinks"} if SINKS else set())
+ELEMENT = {"f32": ov.Type.f32, "bf16": ov.Type.bf16}
 _CORE = ov.Core()
-CONFIG = {"INFERENCE_PRECISION_HINT": "f32", "KEY_CACHE_PRECISION": "f32", "VALUE_CACHE_PRECISION": "f32"}
+
+
+def config(dtype):
+    """compile_model's config: the caches in the problem's format (not the plugin's default u8), and
+    INFERENCE_PRECISION_HINT f32 (a bf16 model's node still runs in bf16, its inputs' type)."""
+    return {"INFERENCE_PRECISION_HINT": "f32", "KEY_CACHE_PRECISION": dtype, "VALUE_CACHE_PRECISION": dtype}
 
 
 def _constant(value, dtype):
@@ -81,16 +106,17 @@ def _constant(value, dtype):
 
 
 @functools.lru_cache(maxsize=64)
-def compiled(H, H_kv, dk, dv, sinks):
+def compiled(H, H_kv, dk, dv, sinks, dtype="f32"):
     """A CompiledModel of one PagedAttentionExtension for these heads and widths (the tokens, blocks
-    and sequences are dynamic). sinks: whether the sinks input is a Parameter [1, H, 1, 1]."""
-    f32, i32 = ov.Type.f32, ov.Type.i32
+    and sequences are dynamic) and its inputs' names in order. sinks: whether the sinks input is a
+    Parameter [1, H, 1, 1]; dtype: "f32" or "bf16", the query's, keys', values' and caches' type."""
+    f32, i32, T = ov.Type.f32, ov.Type.i32, ELEMENT[dtype]
     P = opset.parameter
     params = {
-        "query": P([-1, H * dk], f32, name="query"), "key": P([-1, H_kv * dk], f32, name="key"),
-        "value": P([-1, H_kv * dv], f32, name="value"),
-        "key_cache": P([-1, H_kv, CPU_BLOCK_SIZE, dk], f32, name="key_cache"),
-        "value_cache": P([-1, H_kv, CPU_BLOCK_SIZE, dv], f32, name="value_cache"),
+        "query": P([-1, H * dk], T, name="query"), "key": P([-1, H_kv * dk], T, name="key"),
+        "value": P([-1, H_kv * dv], T, name="value"),
+        "key_cache": P([-1, H_kv, CPU_BLOCK_SIZE, dk], T, name="key_cache"),
+        "value_cache": P([-1, H_kv, CPU_BLOCK_SIZE, dv], T, name="value_cache"),
         "past_lens": P([-1], i32, name="past_lens"), "subsequence_begins": P([-1], i32, name="subsequence_begins"),
         "block_indices": P([-1], i32, name="block_indices"),
         "block_indices_begins": P([-1], i32, name="block_indices_begins"),
@@ -118,7 +144,7 @@ def compiled(H, H_kv, dk, dv, sinks):
     rt = node.get_rt_info()
     rt["num_k_heads"], rt["k_head_size"], rt["num_v_heads"], rt["v_head_size"] = H_kv, dk, H_kv, dv
     model = ov.Model([node.output(0)], list(params.values()), "paged_attention")
-    return _CORE.compile_model(model, "CPU", CONFIG), list(params)
+    return _CORE.compile_model(model, "CPU", config(dtype)), list(params)
 
 
 def past_lengths(p):
@@ -153,7 +179,7 @@ def key_positions(p, b, x, d, count):
 
 def translate(p):
     """The op's inputs for problem p, by name, and the sinks flag of its compiled model."""
-    if p.dtype != "f32":
+    if p.dtype not in ELEMENT:
         raise ValueError(f"format {p.dtype} is not claimed")
     if (p.allow is not None or p.bias is not None or p.window is not None or p.softcap is not None or p.want_lse
             or p.backward):
@@ -175,10 +201,11 @@ def translate(p):
         block_indices += ids
         begins.append(len(block_indices))
     scale = np.float32(1 / math.sqrt(p.dk) if p.scale is None else p.scale)
+    of = functools.partial(_format, p.dtype)
     feeds = {
-        "query": np.ascontiguousarray(np.asarray(p.q, np.float32).transpose(0, 2, 1, 3).reshape(p.B * p.Tq, p.H * p.dk)),
-        "key": np.concatenate(keys), "value": np.concatenate(values),
-        "key_cache": key_cache, "value_cache": value_cache,
+        "query": of(np.asarray(p.q, np.float32).transpose(0, 2, 1, 3).reshape(p.B * p.Tq, p.H * p.dk)),
+        "key": of(np.concatenate(keys)), "value": of(np.concatenate(values)),
+        "key_cache": of(key_cache), "value_cache": of(value_cache),
         "past_lens": np.array(pasts, np.int32), "subsequence_begins": np.arange(p.B + 1, dtype=np.int32) * p.Tq,
         "block_indices": np.array(block_indices, np.int32), "block_indices_begins": np.array(begins, np.int32),
         "scale": scale, "max_context_len": np.int32(max(pasts) + p.Tq),
@@ -189,11 +216,22 @@ def translate(p):
     return feeds, sinks
 
 
+def _format(dtype, array):
+    """An input of the format: float32 as it is; bf16 values (float32 holding bf16) an ov.Tensor of bf16 bits."""
+    array = np.ascontiguousarray(array, np.float32)
+    if dtype == "bf16":
+        bits = (array.view(np.uint32) >> 16).astype(np.uint16)  # exact: the values are bf16's (NaN stays NaN)
+        return ov.Tensor(bits, list(bits.shape), ov.Type.bf16)
+    return array
+
+
 def forward(p):
     feeds, sinks = translate(p)
-    model, names = compiled(p.H, p.H_kv, p.dk, p.dv, sinks)
+    model, names = compiled(p.H, p.H_kv, p.dk, p.dv, sinks, p.dtype)
     out = model([feeds[name] for name in names])[model.output(0)]  # [B * Tq, H * dv]
-    if out.dtype != np.float32:
+    if p.dtype == "bf16":  # bf16 bits, which OpenVINO shows NumPy as float16
+        out = (np.ascontiguousarray(out).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    elif out.dtype != np.float32:
         raise TypeError(f"PagedAttentionExtension returned {out.dtype} for an f32 problem")
     return out.reshape(p.B, p.Tq, p.H, p.dv).transpose(0, 2, 1, 3)
 
