@@ -20,7 +20,8 @@ from attncheck.adapters import NotExpressible  # noqa: E402
 from attncheck.adapters import openvino_paged as adapter  # noqa: E402
 
 
-def paged_problem(q, k, v, causal, kv_lens=None, BS=0, poison=np.nan, seed=0, scale=0.0, sinks=None, dtype="f32"):
+def paged_problem(q, k, v, causal, kv_lens=None, BS=0, poison=np.nan, seed=0, scale=0.0, sinks=None, dtype="f32",
+                  window=(-1, -1)):
     """A Problem as the checker sends it: dense k [B,H_kv,Tk,dk], v, laid out (when BS > 0) in a pool of
     blocks of BS keys at shuffled places, one spare unused block, every slot no key fills = poison.
     dtype "f32" or "bf16" (the values then bf16's, sent as bf16 bits)."""
@@ -33,7 +34,7 @@ def paged_problem(q, k, v, causal, kv_lens=None, BS=0, poison=np.nan, seed=0, sc
                    sinks=None if sinks is None else np.asarray(sinks, "<f4").tobytes())
     fields = dict(zip(wire.PROBLEM_DIMS, (B, H, H_kv, Tq, Tk, dk, dv)), format={"f32": 0, "bf16": 3}[dtype],
                   causal={"none": 0, "upper-left": 1, "lower-right": 2, "kv-end": 3}[causal],
-                  window_left=-1, window_right=-1, scale=scale)
+                  window_left=window[0], window_right=window[1], scale=scale)
     if BS:
         BPS = -(-Tk // BS)
         NB = B * BPS + 1
@@ -54,16 +55,18 @@ def paged_problem(q, k, v, causal, kv_lens=None, BS=0, poison=np.nan, seed=0, sc
     return Problem(wire.write_headers(fields) + buffers)
 
 
-def reference(q, k, v, scale, pasts, sinks=None):
-    """Plain NumPy in float64: query i of batch b sees keys 0 .. pasts[b] + i; query head h reads KV head
-    h // (H / H_kv); sinks[h] joins each row's denominator."""
+def reference(q, k, v, scale, pasts, sinks=None, window=0):
+    """Plain NumPy in float64: query i of batch b sees keys 0 .. pasts[b] + i (the last `window` of
+    them when window > 0); query head h reads KV head h // (H / H_kv); sinks[h] joins each row's
+    denominator."""
     B, H, Tq, _ = q.shape
     H_kv = k.shape[1]
     k = np.repeat(k.astype(np.float64), H // H_kv, axis=1)
     v = np.repeat(v.astype(np.float64), H // H_kv, axis=1)
     s = scale * np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), k)
     j = np.arange(k.shape[2])
-    seen = j[None, None, :] <= (np.asarray(pasts)[:, None, None] + np.arange(Tq)[None, :, None])  # [B,Tq,Tk]
+    own = np.asarray(pasts)[:, None, None] + np.arange(Tq)[None, :, None]  # each query's own key
+    seen = (j[None, None, :] <= own) & ((window == 0) | (j[None, None, :] > own - window))  # [B,Tq,Tk]
     s = np.where(seen[:, None], s, -np.inf)
     m = s.max(-1, keepdims=True)
     if sinks is not None:
@@ -183,3 +186,17 @@ def test_bf16_runs_in_bf16_with_a_bf16_cache():
     out = adapter.forward(p)
     assert out.dtype == np.float32 and np.array_equal(out, bf16(out))  # bf16 values
     np.testing.assert_allclose(out, reference(q, k, v, 1 / np.sqrt(8), [32, 1]), rtol=0, atol=3e-2)
+
+
+@pytest.mark.parametrize("Tq", [1, 4])
+def test_a_window_is_the_ops_sliding_window(Tq):
+    # attncheck's window (left 2) with lower-right causal: query i sees keys i + Tk - Tq - 2 .. i + Tk - Tq,
+    # the op's sliding_window 3 (each new token sees its own key and the 2 before it), decode and prefill.
+    rng = np.random.default_rng(6)
+    q = rng.standard_normal((2, 2, Tq, 4)).astype(np.float32)
+    k = rng.standard_normal((2, 1, 9, 4)).astype(np.float32)
+    v = rng.standard_normal((2, 1, 9, 3)).astype(np.float32)
+    p = paged_problem(q, k, v, "lower-right", BS=2, window=(2, 0))
+    feeds, _ = adapter.translate(p)
+    assert feeds["sliding_window"] == 3 and feeds["past_lens"].tolist() == [9 - Tq] * 2
+    np.testing.assert_allclose(adapter.forward(p), reference(q, k, v, 0.5, [9 - Tq] * 2, window=3), rtol=1e-5, atol=1e-6)

@@ -90,7 +90,7 @@ PA = ov.op._PagedAttentionExtension
 INPUTS = 28          # 2026.4's PagedAttentionExtension
 CPU_BLOCK_SIZE = 32  # what the CPU plugin rewrites the caches' block dimension to
 SINKS = True         # the op's sinks input claimed (examples/openvino/test_paged.py checks its meaning)
-CAPABILITIES = {"f32", "bf16", "causal", "kv_cache", "kv_lens", "gqa", "paged_kv"} | ({"sinks"} if SINKS else set())
+CAPABILITIES = {"f32", "bf16", "causal", "kv_cache", "kv_lens", "gqa", "window", "paged_kv"} | ({"sinks"} if SINKS else set())
 ELEMENT = {"f32": ov.Type.f32, "bf16": ov.Type.bf16}
 _CORE = ov.Core()
 
@@ -120,7 +120,8 @@ def compiled(H, H_kv, dk, dv, sinks, dtype="f32"):
         "past_lens": P([-1], i32, name="past_lens"), "subsequence_begins": P([-1], i32, name="subsequence_begins"),
         "block_indices": P([-1], i32, name="block_indices"),
         "block_indices_begins": P([-1], i32, name="block_indices_begins"),
-        "scale": P([], f32, name="scale"), "max_context_len": P([], i32, name="max_context_len"),
+        "scale": P([], f32, name="scale"), "sliding_window": P([], i32, name="sliding_window"),
+        "max_context_len": P([], i32, name="max_context_len"),
         "score_aggregation_window": P([-1], i32, name="score_aggregation_window")}
     if sinks:
         params["sinks"] = P([1, H, 1, 1], f32, name="sinks")
@@ -128,7 +129,7 @@ def compiled(H, H_kv, dk, dv, sinks, dtype="f32"):
     inputs = [params["query"], params["key"], params["value"], params["key_cache"], params["value_cache"],
               params["past_lens"], params["subsequence_begins"], params["block_indices"],
               params["block_indices_begins"], params["scale"],
-              _constant(0, np.int32),        # 10 sliding_window: 0, none
+              params["sliding_window"],      # 10 (0: none)
               _constant(none_f, np.float32),  # 11 alibi_slopes: none
               params["max_context_len"],
               params["score_aggregation_window"],  # 13
@@ -147,21 +148,33 @@ def compiled(H, H_kv, dk, dv, sinks, dtype="f32"):
     return _CORE.compile_model(model, "CPU", config(dtype)), list(params)
 
 
+def op_mask(past, window, Tq, Tk):
+    """The op's mask [Tq, Tk] for a sequence of past keys and Tq new ones: new token i sees keys
+    past + i - window + 1 .. past + i (window 0: from key 0), executor_pa.cpp's ncausal and start_idx."""
+    i, j = np.arange(Tq)[:, None], np.arange(Tk)[None, :]
+    return (j <= past + i) & ((window == 0) | (j > past + i - window))
+
+
 def past_lengths(p):
-    """past_b for each batch: the op's mask (query i sees keys 0 .. past_b + i) that p's masks give,
+    """(past_b for each batch, the sliding window, 0 for none): the op's mask that p's masks give,
     or NotExpressible saying why there is none."""
     permitted = p.mask()[:, 0]  # [B,Tq,Tk]: the same for every head (no bias, no per-head mask claimed)
-    counts = permitted.sum(-1)  # keys each query sees
+    seen = permitted.any(-1)
+    last = np.where(seen, p.Tk - 1 - np.argmax(permitted[..., ::-1], -1), -1)  # each query's last key
+    first = np.argmax(permitted, -1)
+    binding = seen & (first > 0)  # rows a window cuts: it is their last key - first key + 1 wide
+    widths = set((last - first + 1)[binding].tolist())
+    window = widths.pop() if len(widths) == 1 else 0
     pasts = []
     for b in range(p.B):
-        past = int(counts[b, 0]) - 1
-        want = np.arange(p.Tk)[None, :] <= past + np.arange(p.Tq)[:, None]
-        if past < 0 or past + p.Tq > p.Tk or not np.array_equal(permitted[b], want):
-            raise NotExpressible(f"batch {b}'s mask is not the op's (query i sees keys 0 .. past + i, past >= 0): "
-                                 f"causal {p.causal}, Tq {p.Tq}, Tk {p.Tk}"
+        past = int(last[b, 0])
+        if len(widths) > 0 or past < 0 or past + p.Tq > p.Tk or not np.array_equal(
+                permitted[b], op_mask(past, window, p.Tq, p.Tk)):
+            raise NotExpressible(f"batch {b}'s mask is not the op's (query i sees keys past + i - w + 1 .. past + i, "
+                                 f"past >= 0, one w): causal {p.causal}, window {p.window}, Tq {p.Tq}, Tk {p.Tk}"
                                  + ("" if p.kv_lens is None else f", kv_lens {p.kv_lens.tolist()}"))
         pasts.append(past)
-    return pasts
+    return pasts, window
 
 
 def key_positions(p, b, x, d, count):
@@ -181,10 +194,9 @@ def translate(p):
     """The op's inputs for problem p, by name, and the sinks flag of its compiled model."""
     if p.dtype not in ELEMENT:
         raise ValueError(f"format {p.dtype} is not claimed")
-    if (p.allow is not None or p.bias is not None or p.window is not None or p.softcap is not None or p.want_lse
-            or p.backward):
-        raise ValueError("an allow mask, a bias, a window, a soft-cap, lse or backward is not claimed")
-    pasts = past_lengths(p)
+    if p.allow is not None or p.bias is not None or p.softcap is not None or p.want_lse or p.backward:
+        raise ValueError("an allow mask, a bias, a soft-cap, lse or backward is not claimed")
+    pasts, window = past_lengths(p)
     BS = CPU_BLOCK_SIZE
     blocks = [-(-(past + p.Tq) // BS) for past in pasts]  # the op's blocks of each sequence
     total = sum(blocks)
@@ -208,7 +220,7 @@ def translate(p):
         "key_cache": of(key_cache), "value_cache": of(value_cache),
         "past_lens": np.array(pasts, np.int32), "subsequence_begins": np.arange(p.B + 1, dtype=np.int32) * p.Tq,
         "block_indices": np.array(block_indices, np.int32), "block_indices_begins": np.array(begins, np.int32),
-        "scale": scale, "max_context_len": np.int32(max(pasts) + p.Tq),
+        "scale": scale, "sliding_window": np.int32(window), "max_context_len": np.int32(max(pasts) + p.Tq),
         "score_aggregation_window": np.zeros(p.B, np.int32)}
     sinks = getattr(p, "sinks", None) is not None
     if sinks:
