@@ -84,7 +84,7 @@ def test_one_decode_step_by_hand():
     k = np.array([[0, 0], [2, 0]], np.float32).reshape(1, 1, 2, 2)
     v = np.array([1, 3], np.float32).reshape(1, 1, 2, 1)
     p = paged_problem(q, k, v, "none", scale=0.5)
-    feeds, _ = adapter.translate(p)
+    feeds, *_ = adapter.translate(p)
     assert feeds["past_lens"].tolist() == [1] and feeds["subsequence_begins"].tolist() == [0, 1]
     assert feeds["key"].tolist() == [[2, 0]] and feeds["value"].tolist() == [[3]]  # key 1 is the new token
     e = np.e  # scores 0.5 * (0, 2) = (0, 1): weights (1, e) / (1 + e)
@@ -103,7 +103,7 @@ def test_kv_end_with_key_lengths_grouped_heads_and_a_poisoned_pool(BS):
     for b, n in enumerate(kv_lens):  # what the checker puts past a batch's length: poison
         k_sent[b, :, n:], v_sent[b, :, n:] = np.nan, np.inf
     p = paged_problem(q, k_sent, v_sent, "kv-end", kv_lens=kv_lens, BS=BS, poison=np.float32(np.nan))
-    feeds, _ = adapter.translate(p)
+    feeds, *_ = adapter.translate(p)
     assert feeds["past_lens"].tolist() == [38, 0, 33] and feeds["block_indices_begins"].tolist() == [0, 2, 3, 5]
     out = adapter.forward(p)
     assert out.shape == (3, 4, 2, 5) and out.dtype == np.float32
@@ -127,7 +127,7 @@ def test_the_op_writes_the_new_keys_into_its_cache_and_takes_blocks_of_32():
     q = np.ones((1, 1, 2, 2), np.float32)
     k = np.arange(6, dtype=np.float32).reshape(1, 1, 3, 2)
     p = paged_problem(q, k, k, "lower-right", BS=2)
-    feeds, sinks = adapter.translate(p)
+    feeds, sinks, _ = adapter.translate(p)
     assert feeds["key_cache"].shape == (1, 1, 32, 2)  # one block of the CPU plugin's 32 slots
     assert feeds["key_cache"][0, 0, :3].tolist() == [[0, 1], [2, 3], [4, 5]]  # as the pool holds them
     assert np.isnan(feeds["key_cache"][0, 0, 3:]).all()  # slots the problem names no key in: NaN
@@ -154,14 +154,40 @@ def test_upper_left_with_fewer_queries_than_keys_is_a_sequence_of_tq_keys():
     rng = np.random.default_rng(4)
     q, k, v = (rng.standard_normal(shape).astype(np.float32) for shape in ((1, 1, 2, 3), (1, 1, 5, 3), (1, 1, 5, 3)))
     p = paged_problem(q, k, v, "upper-left", BS=3)
-    feeds, _ = adapter.translate(p)
+    feeds, *_ = adapter.translate(p)
     assert feeds["past_lens"].tolist() == [0] and feeds["max_context_len"] == 2
     np.testing.assert_allclose(adapter.forward(p), reference(q, k, v, 1 / np.sqrt(3), [0]), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("causal,Tq,Tk,kv_lens", [("none", 2, 3, None), ("upper-left", 3, 3, [3, 2]),
-                                                  ("kv-end", 3, 4, [4, 2]), ("lower-right", 3, 2, None)])
-def test_other_masks_are_not_expressible(causal, Tq, Tk, kv_lens):
+@pytest.mark.parametrize("causal,Tq,kv_lens", [("none", 3, None), ("none", 3, [5, 2]), ("upper-left", 3, [5, 2]),
+                                             ("kv-end", 2, [5, 3])])
+def test_other_rows_are_decode_steps_over_the_same_blocks(causal, Tq, kv_lens):
+    # Queries that are not one prefill: each its own sequence of one new token (past: its last key),
+    # the batch's blocks shared; a batch that is one prefill stays one (kv-end here).
+    rng = np.random.default_rng(8)
+    q = rng.standard_normal((2, 2, Tq, 4)).astype(np.float32)
+    k = rng.standard_normal((2, 1, 5, 4)).astype(np.float32)
+    v = rng.standard_normal((2, 1, 5, 3)).astype(np.float32)
+    p = paged_problem(q, k, v, causal, kv_lens=kv_lens, BS=3)
+    feeds, _, order = adapter.translate(p)
+    permitted = p.mask()  # [B,H,Tq,Tk]
+    last = [[int(np.nonzero(permitted[b, 0, i])[0][-1]) for i in range(Tq)] for b in range(2)]
+    assert sorted(order) == [(b, i) for b in range(2) for i in range(Tq)]
+    if causal == "kv-end":  # both batches one prefill each
+        assert feeds["past_lens"].tolist() == [3, 1] and feeds["subsequence_begins"].tolist() == [0, 2, 4]
+    elif causal == "upper-left":  # batch 0 one prefill (past 0), batch 1's rows see keys 0, 0 .. 1, 0 .. 1
+        assert feeds["past_lens"].tolist() == [0, 0, 1, 1] and feeds["subsequence_begins"].tolist() == [0, 3, 4, 5, 6]
+    else:
+        assert feeds["past_lens"].tolist() == [last[b][i] for b, i in order]  # one token each
+    s = 0.5 * np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), np.repeat(k, 2, 1).astype(np.float64))
+    s = np.where(permitted, s, -np.inf)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    expected = (w / w.sum(-1, keepdims=True)) @ np.repeat(v, 2, 1).astype(np.float64)
+    np.testing.assert_allclose(adapter.forward(p), expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("causal,Tq,Tk,kv_lens", [("kv-end", 3, 4, [4, 2]), ("lower-right", 3, 2, None)])
+def test_a_query_with_no_key_is_not_expressible(causal, Tq, Tk, kv_lens):
     q = np.zeros((2, 1, Tq, 2), np.float32)
     k = np.zeros((2, 1, Tk, 2), np.float32)
     p = paged_problem(q, k, k, causal, kv_lens=kv_lens, BS=2)
@@ -179,7 +205,7 @@ def test_bf16_runs_in_bf16_with_a_bf16_cache():
     rng = np.random.default_rng(5)
     q, k, v = (bf16(rng.standard_normal(shape)) for shape in ((2, 2, 3, 8), (2, 1, 35, 8), (2, 1, 35, 8)))
     p = paged_problem(q, k, v, "kv-end", kv_lens=[35, 4], BS=7, dtype="bf16")
-    feeds, sinks = adapter.translate(p)
+    feeds, sinks, _ = adapter.translate(p)
     assert feeds["key_cache"].get_element_type() == ov.Type.bf16
     model, _ = adapter.compiled(2, 1, 8, 8, sinks, "bf16")
     assert model.input("key_cache").get_element_type() == ov.Type.bf16  # the plugin kept the cache bf16
@@ -197,6 +223,6 @@ def test_a_window_is_the_ops_sliding_window(Tq):
     k = rng.standard_normal((2, 1, 9, 4)).astype(np.float32)
     v = rng.standard_normal((2, 1, 9, 3)).astype(np.float32)
     p = paged_problem(q, k, v, "lower-right", BS=2, window=(2, 0))
-    feeds, _ = adapter.translate(p)
+    feeds, *_ = adapter.translate(p)
     assert feeds["sliding_window"] == 3 and feeds["past_lens"].tolist() == [9 - Tq] * 2
     np.testing.assert_allclose(adapter.forward(p), reference(q, k, v, 0.5, [9 - Tq] * 2, window=3), rtol=1e-5, atol=1e-6)

@@ -20,28 +20,33 @@ diagonal at the end of the cache. Query head h reads KV head h // (H / H_kv). Th
 the caches as [blocks, H_kv, 32, dk] and [blocks, H_kv, 32, dv]: it rewrites the model's cache
 inputs to its own block size, 32 in 2026.4, whatever the model says, and to u8 (quantized) unless
 KEY_CACHE_PRECISION and VALUE_CACHE_PRECISION say otherwise; this adapter asks for the cache in the
-problem's format (f32).
+problem's format. Measured too: in f32, a prefill sets the value cache's slots past the sequence in
+its last block to 0 (writes beyond the sequence; a decode step leaves them).
 
 How a problem reaches the op:
 
-  masks       The op has one mask, its own: query t of sequence b sees keys 0 .. past_b + t. A
-              problem is taken when its masks (causal, key lengths; p.mask()) give every query i
-              of batch b exactly the keys 0 .. past_b + i, past_b >= 0 the same for every i: KV-end
-              causal with kv_lens[b] >= Tq (past_b = kv_lens[b] - Tq), lower-right with Tq <= Tk,
-              upper-left with Tq <= Tk and no key lengths below Tq (past_b = 0: keys Tq .. Tk - 1,
-              which no query sees, are past the op's sequence), no causal mask with Tq = 1 (a
-              decode step). Any other is refused with NotExpressible (counted as not taken, never a
-              finding): no causal mask with Tq > 1, Tq > kv_lens[b], Tq > Tk, a row with no key. Not
-              claimed: allow masks, a bias, a window, a soft-cap (the op has alibi slopes and a
-              sliding window, not attncheck's window or bias), lse (the op's second output is
-              per-key scores aggregated for cache eviction, not a log-sum-exp), backward.
-  new tokens  The last Tq keys a batch's queries see (keys past_b .. past_b + Tq - 1) are the
-              op's new tokens: the op's key and value inputs, read from the problem (through its
-              block table when paged) as the rows [B * Tq, H_kv * d]. Query rows [B * Tq, H * dk].
+  masks       The op has one mask, its own: new token t of a sequence with past keys sees keys
+              past + t - w + 1 .. past + t (w the sliding window, 0: from key 0). A batch whose
+              queries i see keys past_b + i - w + 1 .. past_b + i (p.mask(): causal, key lengths,
+              window) is one sequence of Tq new tokens: a prefill, or a decode step when Tq = 1
+              (KV-end causal with kv_lens[b] >= Tq, lower-right with Tq <= Tk, upper-left with
+              keys past Tq unseen). Translated: a batch whose every query i sees keys hi_i - w + 1
+              .. hi_i otherwise (no causal mask with Tq > 1, upper-left or lower-right with key
+              lengths) is Tq sequences of one new token each, past hi_i, over the batch's same
+              blocks: decode steps over one cache, as a serving engine batches them. Refused with
+              NotExpressible (counted as not taken, never a finding): a query with no key (the op
+              has none: Tq > kv_lens[b] under KV-end, Tq > Tk under lower-right), and windows that
+              are not one w for every query (a window's right edge before the diagonal, say). Not
+              claimed: allow masks, a bias, a soft-cap (the op has alibi slopes, not a bias), lse
+              (the op's second output is per-key scores aggregated for cache eviction, not a
+              log-sum-exp), backward.
+  new tokens  The keys a sequence's new tokens are (keys past .. past + n - 1 of its batch): the
+              op's key and value inputs, read from the problem (through its block table when
+              paged) as rows [tokens, H_kv * d]; the queries rows [tokens, H * dk].
   the cache   Translated: attncheck's pool has blocks of BS keys (1, 2, 3, 5, 7, 16), the CPU op's
               has 32 per block, so the adapter lays each sequence's key positions out in blocks of
-              32 of its own (the sequences' blocks in reverse order in the pool): slot n of
-              sequence b holds what the problem holds at key position n, poison included (a paged
+              32 of its own (the batches' blocks in reverse order in the pool): slot n of
+              batch b holds what the problem holds at key position n, poison included (a paged
               problem: pool slot n % BS of block block_table[b, n // BS], for n < BPS * BS, which
               covers the slots past the sequence's keys the checker poisons; a dense one: key n
               for n < Tk), and NaN where the problem names no slot (n >= BPS * BS or n >= Tk), as
@@ -51,8 +56,8 @@ How a problem reaches the op:
               problem's scale in float32, or 1/sqrt(dk) in float32 when the problem says default.
   other       score_aggregation_window (input 13) [B] zeros: the op validates a scalar too, but
               the CPU node then fails with B > 1 ("m_dims=[1,] expect_dims=[3,]", plain_tensor.hpp);
-              sliding_window 0, no alibi slopes, rotation, XAttention, adaptive R-KV, token types
-              or qq_bias (empty inputs, as openvino.genai gives them). The op's second and third
+              no alibi slopes, rotation, XAttention, adaptive R-KV, token types or qq_bias (empty
+              inputs, as openvino.genai gives them). The op's second and third
               outputs (scores for cache eviction and the like) are not read.
   gqa         the op's own: query heads H, key/value heads H_kv (the rows' widths H * dk and
               H_kv * dk, and the rt_info num_k_heads, k_head_size, num_v_heads, v_head_size the CPU
@@ -64,8 +69,8 @@ How a problem reaches the op:
               caches here: "expect kvcache type bf16, current: f32, f32", executor_pa.cpp, on a CPU
               without AVX512-FP16; an f32 cache under an f16 model would be a translation of the
               format), f64 (the op has no f64 kernel).
-  sinks       the op's sinks input [1, H, 1, 1] (f32), when the problem has sinks: claimed only if
-              the hand test shows the contract's meaning (see SINKS below).
+  sinks       the op's sinks input (input 20) [1, H, 1, 1] f32, when the problem has sinks (the
+              hand test shows the contract's meaning: each row's denominator gains exp(sink - m)).
 
 What attncheck found (2026.4.1, CPU; each shown with OpenVINO alone in examples/openvino/):
 repro_paged_forbidden_value_nan.py (in a prefill, an inf or NaN value of a new token that the
@@ -155,9 +160,13 @@ def op_mask(past, window, Tq, Tk):
     return (j <= past + i) & ((window == 0) | (j > past + i - window))
 
 
-def past_lengths(p):
-    """(past_b for each batch, the sliding window, 0 for none): the op's mask that p's masks give,
-    or NotExpressible saying why there is none."""
+def sequences(p):
+    """(the op's sequences, the sliding window, 0 for none) for problem p's masks, or NotExpressible
+    saying why there are none. A sequence: (batch b, past, the queries i it computes, in order). A batch
+    whose queries see keys 0 .. past + i (within the window) is one sequence of Tq new tokens (a
+    prefill, or a decode step when Tq = 1); any other batch whose every query sees keys
+    lo_i .. hi_i, lo_i = max(0, hi_i - w + 1), is Tq sequences of one new token each, past hi_i,
+    reading the same blocks (decode steps over one cache)."""
     permitted = p.mask()[:, 0]  # [B,Tq,Tk]: the same for every head (no bias, no per-head mask claimed)
     seen = permitted.any(-1)
     last = np.where(seen, p.Tk - 1 - np.argmax(permitted[..., ::-1], -1), -1)  # each query's last key
@@ -165,16 +174,19 @@ def past_lengths(p):
     binding = seen & (first > 0)  # rows a window cuts: it is their last key - first key + 1 wide
     widths = set((last - first + 1)[binding].tolist())
     window = widths.pop() if len(widths) == 1 else 0
-    pasts = []
+    found = []
     for b in range(p.B):
-        past = int(last[b, 0])
-        if len(widths) > 0 or past < 0 or past + p.Tq > p.Tk or not np.array_equal(
-                permitted[b], op_mask(past, window, p.Tq, p.Tk)):
-            raise NotExpressible(f"batch {b}'s mask is not the op's (query i sees keys past + i - w + 1 .. past + i, "
-                                 f"past >= 0, one w): causal {p.causal}, window {p.window}, Tq {p.Tq}, Tk {p.Tk}"
+        rows = [op_mask(int(last[b, i]), window, 1, p.Tk)[0] for i in range(p.Tq)]
+        if widths or not seen[b].all() or not np.array_equal(permitted[b], np.array(rows)):
+            raise NotExpressible(f"batch {b}'s queries do not each see keys hi - w + 1 .. hi (one w; no row empty): "
+                                 f"causal {p.causal}, window {p.window}, Tq {p.Tq}, Tk {p.Tk}"
                                  + ("" if p.kv_lens is None else f", kv_lens {p.kv_lens.tolist()}"))
-        pasts.append(past)
-    return pasts, window
+        past = int(last[b, 0])
+        if np.array_equal(last[b], past + np.arange(p.Tq)):
+            found.append((b, past, list(range(p.Tq))))
+        else:
+            found += [(b, int(last[b, i]), [i]) for i in range(p.Tq)]
+    return found, window
 
 
 def key_positions(p, b, x, d, count):
@@ -191,41 +203,54 @@ def key_positions(p, b, x, d, count):
 
 
 def translate(p):
-    """The op's inputs for problem p, by name, and the sinks flag of its compiled model."""
+    """The op's inputs for problem p, by name, the sinks flag of its compiled model, and the (b, i) of
+    each new token in order."""
     if p.dtype not in ELEMENT:
         raise ValueError(f"format {p.dtype} is not claimed")
     if p.allow is not None or p.bias is not None or p.softcap is not None or p.want_lse or p.backward:
         raise ValueError("an allow mask, a bias, a soft-cap, lse or backward is not claimed")
-    pasts, window = past_lengths(p)
+    found, window = sequences(p)
     BS = CPU_BLOCK_SIZE
-    blocks = [-(-(past + p.Tq) // BS) for past in pasts]  # the op's blocks of each sequence
-    total = sum(blocks)
+    keys_of = {}  # each batch's key positions the op may read: up to its sequences' last new key
+    for b, past, rows in found:
+        keys_of[b] = max(keys_of.get(b, 0), past + len(rows))
+    blocks = {b: -(-n // BS) for b, n in keys_of.items()}  # the op's blocks of each batch, shared by its sequences
+    total = sum(blocks.values())
     key_cache = np.empty((total, p.H_kv, BS, p.dk), np.float32)
     value_cache = np.empty((total, p.H_kv, BS, p.dv), np.float32)
-    block_indices, begins, keys, values, at = [], [0], [], [], total
-    for b, past in enumerate(pasts):
-        ids = list(range(at - 1, at - 1 - blocks[b], -1))  # this sequence's blocks, placed in reverse
+    ids, held, at = {}, {}, total
+    for b in sorted(blocks):
+        ids[b] = list(range(at - 1, at - 1 - blocks[b], -1))  # its blocks, placed in reverse
         at -= blocks[b]
-        for x, d, cache, new in ((p.k, p.dk, key_cache, keys), (p.v, p.dv, value_cache, values)):
-            held = key_positions(p, b, x, d, blocks[b] * BS)  # [blocks * 32, H_kv, d]
-            cache[ids] = held.reshape(blocks[b], BS, p.H_kv, d).transpose(0, 2, 1, 3)
-            new.append(held[past:past + p.Tq].reshape(p.Tq, p.H_kv * d))
-        block_indices += ids
-        begins.append(len(block_indices))
+        for name, x, d, cache in (("k", p.k, p.dk, key_cache), ("v", p.v, p.dv, value_cache)):
+            held[b, name] = key_positions(p, b, x, d, blocks[b] * BS)  # [blocks * 32, H_kv, d]
+            cache[ids[b]] = held[b, name].reshape(blocks[b], BS, p.H_kv, d).transpose(0, 2, 1, 3)
+    q = np.asarray(p.q, np.float32)
+    queries, keys, values, pasts, begins, block_indices, block_begins, order = [], [], [], [], [0], [], [0], []
+    for b, past, rows in found:
+        n = len(rows)
+        queries.append(q[b][:, rows].transpose(1, 0, 2).reshape(n, p.H * p.dk))
+        keys.append(held[b, "k"][past:past + n].reshape(n, p.H_kv * p.dk))
+        values.append(held[b, "v"][past:past + n].reshape(n, p.H_kv * p.dv))
+        pasts.append(past)
+        begins.append(begins[-1] + n)
+        block_indices += ids[b][:-(-(past + n) // BS)]
+        block_begins.append(len(block_indices))
+        order += [(b, i) for i in rows]
     scale = np.float32(1 / math.sqrt(p.dk) if p.scale is None else p.scale)
     of = functools.partial(_format, p.dtype)
     feeds = {
-        "query": of(np.asarray(p.q, np.float32).transpose(0, 2, 1, 3).reshape(p.B * p.Tq, p.H * p.dk)),
-        "key": of(np.concatenate(keys)), "value": of(np.concatenate(values)),
+        "query": of(np.concatenate(queries)), "key": of(np.concatenate(keys)), "value": of(np.concatenate(values)),
         "key_cache": of(key_cache), "value_cache": of(value_cache),
-        "past_lens": np.array(pasts, np.int32), "subsequence_begins": np.arange(p.B + 1, dtype=np.int32) * p.Tq,
-        "block_indices": np.array(block_indices, np.int32), "block_indices_begins": np.array(begins, np.int32),
-        "scale": scale, "sliding_window": np.int32(window), "max_context_len": np.int32(max(pasts) + p.Tq),
-        "score_aggregation_window": np.zeros(p.B, np.int32)}
+        "past_lens": np.array(pasts, np.int32), "subsequence_begins": np.array(begins, np.int32),
+        "block_indices": np.array(block_indices, np.int32), "block_indices_begins": np.array(block_begins, np.int32),
+        "scale": scale, "sliding_window": np.int32(window),
+        "max_context_len": np.int32(max(past + len(rows) for _, past, rows in found)),
+        "score_aggregation_window": np.zeros(len(found), np.int32)}
     sinks = getattr(p, "sinks", None) is not None
     if sinks:
         feeds["sinks"] = np.ascontiguousarray(np.asarray(p.sinks, np.float32).reshape(1, p.H, 1, 1))
-    return feeds, sinks
+    return feeds, sinks, order
 
 
 def _format(dtype, array):
@@ -238,14 +263,17 @@ def _format(dtype, array):
 
 
 def forward(p):
-    feeds, sinks = translate(p)
+    feeds, sinks, order = translate(p)
     model, names = compiled(p.H, p.H_kv, p.dk, p.dv, sinks, p.dtype)
-    out = model([feeds[name] for name in names])[model.output(0)]  # [B * Tq, H * dv]
+    out = model([feeds[name] for name in names])[model.output(0)]  # [tokens, H * dv]
     if p.dtype == "bf16":  # bf16 bits, which OpenVINO shows NumPy as float16
         out = (np.ascontiguousarray(out).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
     elif out.dtype != np.float32:
         raise TypeError(f"PagedAttentionExtension returned {out.dtype} for an f32 problem")
-    return out.reshape(p.B, p.Tq, p.H, p.dv).transpose(0, 2, 1, 3)
+    result = np.empty((p.B, p.Tq, p.H, p.dv), out.dtype)
+    b, i = np.array(order).T
+    result[b, i] = out.reshape(len(order), p.H, p.dv)  # each token's row where its query is
+    return result.transpose(0, 2, 1, 3)
 
 
 def setup(argv=None, prog="python -m attncheck.adapters.openvino_paged"):
