@@ -78,7 +78,8 @@ causal mask hides from an earlier one makes that row NaN: weight 0 times inf; th
 finding, accepted under --masked-inputs finite), repro_paged_prefill_swallows_nan_score.py (a score
 of (-inf) + (+inf) is NaN in a decode step, finite in a prefill: DecodeEqualsPrefill),
 repro_paged_bf16_odd_head_size_wrong.py (bf16 prefill with an odd dk: wrong values, NaN at times,
-varying between compilations).
+varying between compilations), repro_paged_window_value_nan.py (an inf or NaN value of a cached
+key before the sliding window makes every row NaN; accepted under --masked-inputs finite).
 """
 import argparse
 import functools
