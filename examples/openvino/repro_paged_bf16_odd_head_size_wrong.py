@@ -18,7 +18,7 @@ Shown with openvino 2026.4.1, numpy 2.3.5, CPU plugin (an AMD EPYC with AVX512-B
 model's node runs in bf16), bf16 inputs and caches (KEY_CACHE_PRECISION, VALUE_CACHE_PRECISION bf16).
 Run: VENV_PYTHON examples/openvino/repro_paged_bf16_odd_head_size_wrong.py. Exit 0 when it reproduces
 (some of its 20 compiled models give a NaN or an error past 0.1 for inputs whose exact answer has
-none), 1 otherwise.
+none), 1 otherwise, 77 (skipped) on a CPU without bf16.
 """
 import sys
 
@@ -68,6 +68,9 @@ def from_bf16(out):
 
 
 print(f"openvino {ov.__version__}, numpy {np.__version__}, CPU {ov.Core().get_property('CPU', 'FULL_DEVICE_NAME')}")
+if "BF16" not in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"):
+    print("skipped: this CPU has no bf16 (AVX512-BF16 or AMX): the node would run in f32")
+    sys.exit(77)
 H, dk, dv, Tq, past, scale = 3, 5, 18, 13, 8, 0.5
 rng = np.random.default_rng(0)
 q, k = (rng.integers(-2, 3, (Tq, H, dk)).astype(np.float32) for _ in range(2))
