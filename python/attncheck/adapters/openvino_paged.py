@@ -39,7 +39,9 @@ How a problem reaches the op:
               are not one w for every query (a window's right edge before the diagonal, say). Not
               claimed: allow masks, a bias, a soft-cap (the op has alibi slopes, not a bias), lse
               (the op's second output is per-key scores aggregated for cache eviction, not a
-              log-sum-exp), backward.
+              log-sum-exp), backward. So EmptyRowsFollowThePolicy (a key length of 0) is never
+              taken: a campaign that finds nothing says INCONCLUSIVE, not PASS (no restriction
+              says "no empty rows"; dropping kv_lens would drop the sequences' own lengths).
   new tokens  The keys a sequence's new tokens are (keys past .. past + n - 1 of its batch): the
               op's key and value inputs, read from the problem (through its block table when
               paged) as rows [tokens, H_kv * d]; the queries rows [tokens, H * dk].
