@@ -9,6 +9,9 @@ masking, scaling, NaN handling or re-computation of its own. Compiled models are
 
   build/cli/attncheck check --impl-cmd "VENV_PYTHON -m attncheck.adapters.openvino [--precision f32|default]"
 
+(--op paged runs OpenVINO's PagedAttentionExtension instead, the paged-KV op:
+attncheck.adapters.openvino_paged.)
+
 with PYTHONPATH=python and a venv holding openvino 2026.4.1 (numpy 2.3.5, openvino-telemetry 2025.2.0).
 
 --precision f32 (the default here): compile_model(..., {"INFERENCE_PRECISION_HINT": "f32"}), so a
@@ -191,10 +194,19 @@ def setup(argv=None):
     global PRECISION
     parser = argparse.ArgumentParser(prog="python -m attncheck.adapters.openvino", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--op", choices=("sdpa", "paged"), default="sdpa",
+                        help="sdpa: ScaledDotProductAttention (this module); paged: PagedAttentionExtension, "
+                             "the paged-KV op (attncheck.adapters.openvino_paged, whose --help says how)")
     parser.add_argument("--precision", choices=PRECISIONS, default="f32",
                         help="f32: INFERENCE_PRECISION_HINT f32 (the default); default: OpenVINO's own hint")
     parser.add_argument("--report-precision", action="store_true",
                         help="print what the compiled model runs in on this machine, for each format, and exit")
+    chosen = argparse.ArgumentParser(add_help=False)
+    chosen.add_argument("--op", choices=("sdpa", "paged"), default="sdpa")
+    op, rest = chosen.parse_known_args(argv)
+    if op.op == "paged":  # its own options and --help (it takes no --precision: it runs in f32)
+        from . import openvino_paged
+        return openvino_paged.setup(rest, prog=f"{parser.prog} --op paged")
     args = parser.parse_args(argv)
     PRECISION = args.precision
     if args.report_precision:
@@ -209,7 +221,7 @@ def setup(argv=None):
 
 
 def main(argv=None):
-    serve("openvino", setup(argv))
+    serve("openvino", setup(argv))  # --op paged: the same line names the libraries and versions called
 
 
 if __name__ == "__main__":
