@@ -124,9 +124,8 @@ std::string problem_error(const Problem<T>& p, const Result<T>& r) {
 template <class T>
 Problem<T> dense_of(const Problem<T>& p, std::vector<T>& k, std::vector<T>& v) {
   if (!p.shape.paged()) return p;
-  return gathered_through(p, k, v, [&](int64_t b, int64_t h, int64_t j, int64_t width) {
-    return kv_row(p.shape, p.block_table, b, h, j) * width;
-  });
+  return gathered_through(
+      p, k, v, [&](int64_t b, int64_t h, int64_t j, int64_t width) { return kv_row(p.shape, p.block_table, b, h, j) * width; });
 }
 
 template Problem<float> dense_of(const Problem<float>&, std::vector<float>&, std::vector<float>&);
