@@ -18,14 +18,14 @@ opset and IR version the installed release loads). --op attention needs 1.23 (op
 opset 22 at most), --opset 24 1.24; --op gqa a CPU kernel of GroupQueryAttention (1.18.1 has one,
 1.17.3 none). What a release's schema of the operator lacks is not claimed: GroupQueryAttention's
 softcap (1.20.1, not 1.19.2), attention_bias (1.22.1, not 1.21.1), head_sink (1.23.0, not 1.22.1)
-and `causal` attribute (1.30.0, not 1.29.0: before it every call is causal, declared restriction
-causal), MultiHeadAttention's unidirectional (1.17.3, not 1.16.3) and attention_bias (1.20.1). Each
-refusal is one line on stderr and exit 2.
+and `causal` attribute (1.30.0, not 1.29.0: before it every call is causal, declared restrictions
+causal and lower_right, so no KV-end call is drawn there), MultiHeadAttention's unidirectional
+(1.17.3, not 1.16.3) and attention_bias (1.20.1). Each refusal is one line on stderr and exit 2.
 
-Each operator says what it takes of its claims (RESTRICTIONS: GroupQueryAttention's causal mask is
-lower-right only), and attncheck sends nothing else; a problem inside them that the operator cannot
-be given (GroupQueryAttention's Tq > Tk) raises NotExpressible, naming what it lacks, and is counted
-as not taken.
+Each operator says what it takes of its claims (RESTRICTIONS, none on a current release), and
+attncheck sends nothing else; a problem inside them that the operator cannot be given
+(GroupQueryAttention's Tq > Tk, say) raises NotExpressible, naming what it lacks, and is counted as
+not taken.
 
 --op attention: how each feature of a problem reaches the ONNX Attention operator
 
@@ -70,12 +70,31 @@ as not taken.
 --op gqa: com.microsoft GroupQueryAttention, its KV-cache (decoding) form
 
   q, k, v     Translated layout: the operator takes packed [B,T,heads*head_size] inputs, so
-              Q becomes [B,Tq,H*d] and K, V are split as a KV cache: the first Tk - Tq keys and
-              values are past_key / past_value (BNSH, [B,H_kv,Tk-Tq,d]), the last Tq the new key
-              and value ([B,Tq,H_kv*d]); seqlens_k = Tk - 1 for every batch and
-              total_sequence_length = Tk (present = past ++ new, so key j of the problem is key j
-              of the operator). With Tk == Tq there is no past. Tq > Tk cannot be expressed (the
-              new keys are as many as the queries): raised.
+              Q becomes [B,Tq,H*d], and K, V are split as a KV cache of one sequence per batch:
+              batch b's sequence is keys 0 .. L_b - 1 (L_b below), its last Tq keys the new key
+              and value ([B,Tq,H_kv*d], batch b's keys L_b - Tq .. L_b - 1), the keys before them
+              past_key / past_value (BNSH, [B,H_kv,Tk-Tq,d]: the problem's keys 0 .. Tk - Tq - 1,
+              of which the kernel reads batch b's first L_b - Tq); seqlens_k = L_b - 1 (int32 [B])
+              and total_sequence_length = Tk, so present = past ++ new and key j of the problem is
+              key j of the operator. When every L_b is Tq (upper-left with Tq < Tk, or Tq = Tk),
+              total_sequence_length = Tq and there is no past (the operator's first prompt; the
+              keys Tq .. Tk - 1 are no query's, and the bias's columns for them are not sent).
+  lengths     L_b, from the problem's own mask (p.mask(): key lengths, causal, window): without
+              a causal mask kv_lens[b] (Tk without key lengths); with one, 1 + the last key the
+              last query sees, where the operator puts that query's diagonal (gqa_attention_base.h:
+              past = seqlens_k[b] + 1 - Tq, query i sees keys j <= past + i, none at or past
+              seqlens_k[b] + 1). The operator's mask so made (causal, local_window_size, seqlens_k)
+              must be the problem's, row for row, or the problem is raised (NotExpressible): so
+              KV-end causal (kv_lens[b] = L_b: j <= i + kv_lens[b] - Tq) is sent as it is, upper-left
+              as sequences of Tq keys, lower-right with key lengths only where each query's
+              diagonal is at its sequence's end (Tq 1: a decode step), and a window only where it
+              is anchored there too. Raised as well: a sequence shorter than Tq (kv_lens[b] < Tq:
+              the operator's new keys are as many as its queries, so no padded batch whose new
+              tokens are not the last Tq keys of each sequence), and B > 1 with 1 < Tq < Tk and a
+              past (group_query_attention_helper.h: "batch_size must be 1 when sequence_length > 1
+              and past context is given"). Keys at or past kv_lens[b] are never given as new keys;
+              the past buffer holds them where they are before Tk - Tq, the kernel does not read
+              them.
   head size   Translated: the CPU kernel takes one head_size for Q, K and V and only multiples of
               8 ("head_size must be a multiple of 8"), so dk and dv are zero-padded to
               d = the next multiple of 8 of max(dk, dv): q.k is unchanged (the added terms are
@@ -85,11 +104,13 @@ as not taken.
   f32, f16    tensor(float), tensor(float16) (the CPU kernel's two). Not claimed: f64, bf16.
   gqa         num_heads = H, kv_num_heads = H_kv; the operator's query head h reads KV head
               h / (H / H_kv) (contiguous groups), as attncheck's contract says.
-  causal      `causal` = 1 (the default): lower-right, key j <= past + i, which is attncheck's
-              j <= i + Tk - Tq here; with Tq == Tk upper-left is the same mask. Upper-left with
-              Tq != Tk cannot be expressed: raised (attncheck would need a capability meaning
-              "causal lower-right only"). causal none: `causal` = 0 (ONNX Runtime 1.30's
-              bidirectional mode).
+  causal      `causal` = 1 (the default): key j <= past + i, the diagonal at each sequence's end
+              (see lengths): KV-end causal, lower-right (Tk - Tq when L_b = Tk), upper-left (L_b =
+              Tq). causal none: `causal` = 0 (ONNX Runtime 1.30's bidirectional mode), each query
+              sees its sequence's L_b keys.
+  kv_lens     seqlens_k = kv_lens - 1 (see lengths). A key length of 0 is no sequence the operator
+              takes (it has Tq new keys), so EmptyRowsFollowThePolicy, which makes its empty rows
+              with one, is never taken.
   window      local_window_size, which since onnxruntime PR 25927 counts the current token: w
               means keys past + i - w + 1 .. past + i, so attncheck's window (left, right) with
               lower-right causal is local_window_size = left + 1 (-1 when left is unbounded); the
@@ -111,9 +132,7 @@ as not taken.
               A row with no finite score and a sink of -inf gives NaN in 1.32.0 where the same
               call without head_sink gives 0 (causal = 1; exp(-inf - -inf)), a finding
               (examples/onnxruntime/repro_gqa_sink_minus_inf_empty_row_nan.py).
-  not claimed allow and kv_lens (the operator has no mask input; seqlens_k gives each batch its
-              own total length, and its causal diagonal then moves with it, which is not
-              attncheck's key lengths with the diagonal at Tk - Tq), lse, backward.
+  not claimed allow (the operator has no mask input), lse, backward.
 
 --op mha: com.microsoft MultiHeadAttention, separate Q, K, V with no projection bias
 
@@ -158,11 +177,11 @@ LOADS = {(1, 16): (19, 9), (1, 17): (20, 9), (1, 18): (21, 10), (1, 19): (21, 10
 
 CAPABILITIES = {
     "attention": {"f32", "f16", "allow", "causal", "kv_lens", "gqa", "softcap", "bias"},
-    "gqa": {"f32", "f16", "causal", "gqa", "window", "softcap", "bias", "sinks"},
+    "gqa": {"f32", "f16", "causal", "kv_lens", "kv_cache", "gqa", "window", "softcap", "bias", "sinks"},
     "mha": {"f32", "f16", "allow", "causal", "kv_lens", "bias"},
 }
 # What each operator takes of what it claims (attncheck features lists the restrictions).
-RESTRICTIONS = {"attention": [], "gqa": ["lower_right"], "mha": []}
+RESTRICTIONS = {"attention": [], "gqa": [], "mha": []}
 OPSETS = (23, 24)
 FORMATS = {"f32": np.float32, "f16": np.float16}
 ELEMENTS = {"f32": TensorProto.FLOAT, "f16": TensorProto.FLOAT16}
@@ -327,13 +346,30 @@ def _padded(x, d):
     return np.concatenate([x, np.zeros(x.shape[:-1] + (d - x.shape[-1],), x.dtype)], axis=-1)
 
 
+def gqa_mask(lengths, causal, local_window_size, Tq, Tk):
+    """bool [B,Tq,Tk]: the keys GroupQueryAttention's CPU kernel lets query i of batch b see, given
+    seqlens_k = lengths - 1 (gqa_attention_base.h: past = seqlens_k[b] + 1 - Tq, query i's causal
+    length past + i + 1, keys past the batch's total length never read, local_window_size w keeping
+    keys past + i - w + 1 .. past + i)."""
+    lengths = np.reshape(lengths, (-1, 1, 1))
+    i = np.arange(Tq)[None, :, None]
+    j = np.arange(Tk)[None, None, :]
+    seen = j < lengths
+    if causal:
+        diagonal = lengths - Tq + i
+        seen = seen & (j <= diagonal)
+        if local_window_size > 0:
+            seen = seen & (j > diagonal - local_window_size)
+    return np.broadcast_to(seen, (lengths.shape[0], Tq, Tk))
+
+
 def translate_gqa(p):
     """GroupQueryAttention's inputs and attributes: (feeds, attributes, d), d the padded head size."""
-    _check_claimed(p, "gqa", ("allow", "kv_lens"))  # sinks: claimed where the schema has head_sink
+    _check_claimed(p, "gqa", ("allow",))  # sinks: claimed where the schema has head_sink
     if p.Tq > p.Tk:
         raise NotExpressible(f"Tq > Tk: GroupQueryAttention's new keys are as many as its queries, after a past of "
                              f"Tk - Tq keys (Tq {p.Tq}, Tk {p.Tk})")
-    causal = p.causal != "none"  # lower-right: its restriction (upper-left is never sent)
+    causal = p.causal != "none"
     local_window_size = -1
     if p.window is not None:
         left, right = p.window
@@ -343,6 +379,26 @@ def translate_gqa(p):
                                      f"causal = 1, which bounds the right side at 0 (window ({left}, {right}))")
             causal = True  # the window (left, 0) is the lower-right causal mask with a left bound
         local_window_size = left + 1 if left >= 0 else -1  # counts the current token (onnxruntime PR 25927)
+
+    # Each batch's sequence length L_b (seqlens_k = L_b - 1): its keys 0 .. L_b - 1, the last Tq of them the
+    # new ones. Without a causal mask, the batch's key length (Tk without); with one, the keys the last
+    # query sees end at key L_b - 1 (its diagonal past + Tq - 1). Then the operator's mask must be the
+    # problem's, row for row, or the problem cannot be given.
+    wanted = p.mask()[:, 0]  # [B,Tq,Tk]: the same for every head
+    if causal:
+        last = wanted[:, -1]
+        lengths = np.where(last.any(-1), p.Tk - np.argmax(last[:, ::-1], -1), 0)
+    else:
+        lengths = np.full(p.B, p.Tk) if p.kv_lens is None else np.asarray(p.kv_lens, np.int64)
+    short = lengths < p.Tq
+    if short.any():
+        raise NotExpressible(f"a sequence shorter than Tq: GroupQueryAttention's new keys are as many as its queries "
+                             f"(batch {int(np.argmax(short))}'s length {int(lengths[short][0])}, Tq {p.Tq}; causal "
+                             f"{p.causal}" + ("" if p.kv_lens is None else f", kv_lens {p.kv_lens.tolist()}") + ")")
+    if not np.array_equal(gqa_mask(lengths, causal, local_window_size, p.Tq, p.Tk), wanted):
+        raise NotExpressible(f"a mask GroupQueryAttention's causal diagonal at each sequence's end cannot give: causal "
+                             f"{p.causal}, window {p.window}, Tq {p.Tq}, Tk {p.Tk}"
+                             + ("" if p.kv_lens is None else f", kv_lens {p.kv_lens.tolist()}"))
 
     d = -(-max(p.dk, p.dv) // 8) * 8  # the CPU kernel's head_size: one for Q, K and V, a multiple of 8
     attributes = {"num_heads": p.H, "kv_num_heads": p.H_kv}
@@ -358,15 +414,28 @@ def translate_gqa(p):
     if local_window_size != -1:
         attributes["local_window_size"] = local_window_size
 
-    past = p.Tk - p.Tq
+    # total_sequence_length: Tk, with a past buffer of keys 0 .. Tk - Tq - 1 (batch b's past its first
+    # L_b - Tq); or, when every sequence is its Tq new keys, Tq with no past (the operator's first prompt:
+    # keys Tq .. Tk - 1 are no sequence's, and the bias's columns for them are not given).
+    # group_query_attention_helper.h refuses Tq > 1 with a past for B > 1 ("batch_size must be 1 when
+    # sequence_length > 1 and past context is given").
+    total = p.Tq if np.all(lengths == p.Tq) else p.Tk
+    if p.B > 1 and 1 < p.Tq < total:
+        raise NotExpressible(f"B > 1 with Tq > 1 and a past: GroupQueryAttention takes several new keys after a past "
+                             f"for one batch alone (B {p.B}, Tq {p.Tq}, lengths {lengths.tolist()})")
+    past = total - p.Tq
     k, v = _padded(p.k, d), _padded(p.v, d)
-    feeds = {"query": _packed(_padded(p.q, d)), "key": _packed(k[:, :, past:]), "value": _packed(v[:, :, past:]),
+    new = [np.arange(n - p.Tq, n) for n in lengths.tolist()]  # each batch's new keys: its last Tq
+    new_k = np.stack([k[b][:, keys] for b, keys in enumerate(new)])
+    new_v = np.stack([v[b][:, keys] for b, keys in enumerate(new)])
+    feeds = {"query": _packed(_padded(p.q, d)), "key": _packed(new_k), "value": _packed(new_v),
              "past_key": np.ascontiguousarray(k[:, :, :past]) if past else None,
              "past_value": np.ascontiguousarray(v[:, :, :past]) if past else None,
-             "seqlens_k": np.full(p.B, p.Tk - 1, np.int32),
-             "total_sequence_length": np.array(p.Tk, np.int32),
+             "seqlens_k": np.asarray(lengths - 1, np.int32),
+             "total_sequence_length": np.array(total, np.int32),
              "cos_cache": None, "sin_cache": None, "position_ids": None,
-             "attention_bias": None if p.bias is None else np.ascontiguousarray(np.asarray(p.bias, FORMATS[p.dtype])),
+             "attention_bias": None if p.bias is None else
+             np.ascontiguousarray(np.asarray(p.bias, FORMATS[p.dtype])[..., :total]),
              "head_sink": None if p.sinks is None else np.asarray(p.sinks, FORMATS[p.dtype])}
     while next(reversed(feeds.values())) is None:
         feeds.popitem()
@@ -458,7 +527,9 @@ def claims_gqa():
                               f"(1.18.1 has one, 1.17.3 none): --op gqa cannot run here")
     claims = CAPABILITIES["gqa"] - ({"softcap"} - attributes) - ({"bias"} if "attention_bias" not in inputs else set())
     claims -= {"sinks"} if "head_sink" not in inputs else set()
-    return dict(capabilities=claims, restrictions=RESTRICTIONS["gqa"] + ([] if "causal" in attributes else ["causal"]))
+    if "causal" not in attributes:  # every call causal, lower-right (no KV-end call is then drawn)
+        return dict(capabilities=claims, restrictions=RESTRICTIONS["gqa"] + ["lower_right", "causal"])
+    return dict(capabilities=claims, restrictions=RESTRICTIONS["gqa"])
 
 
 def claims_mha():

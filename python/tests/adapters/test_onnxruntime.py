@@ -129,7 +129,7 @@ def test_float16_runs_in_float16_and_sessions_are_cached():
 def test_claims_what_the_cpu_kernels_take():
     assert ort_attention.CAPABILITIES == {
         "attention": {"f32", "f16", "allow", "causal", "kv_lens", "gqa", "softcap", "bias"},
-        "gqa": {"f32", "f16", "causal", "gqa", "window", "softcap", "bias", "sinks"},
+        "gqa": {"f32", "f16", "causal", "kv_lens", "kv_cache", "gqa", "window", "softcap", "bias", "sinks"},
         "mha": {"f32", "f16", "allow", "causal", "kv_lens", "bias"}}
 
 
@@ -245,14 +245,34 @@ def test_gqa_causal_is_lower_right_through_the_cache():
 
 
 @gqa_bidirectional
-def test_gqa_says_it_is_lower_right_only_and_refuses_what_it_cannot_express():
-    # A restriction keeps upper-left calls away; what no restriction states is NotExpressible, counted.
-    assert ort_attention.RESTRICTIONS["gqa"] == ["lower_right"]
-    assert ort_attention.setup(["--op", "gqa"])["restrictions"] == ["lower_right"]
+def test_gqa_refuses_what_it_cannot_express():
+    # No restriction: every causal mode is drawn; what GroupQueryAttention cannot be given is NotExpressible, counted.
+    assert ort_attention.RESTRICTIONS["gqa"] == [] and ort_attention.setup(["--op", "gqa"])["restrictions"] == []
     with pytest.raises(ort_attention.NotExpressible, match=r"Tq > Tk: .*\(Tq 3, Tk 2\)"):
         ort_attention.translate_gqa(gqa_problem(3, 2))
     with pytest.raises(ort_attention.NotExpressible, match="right side at 0"):
         ort_attention.translate_gqa(gqa_problem(3, 3, window=(1, 1)))
+    # a sequence shorter than its new keys (KV-end with kv_lens[1] 1 < Tq 2; no causal mask with kv_lens 1 < Tq 2)
+    with pytest.raises(ort_attention.NotExpressible, match="a sequence shorter than Tq"):
+        ort_attention.translate_gqa(gqa_problem(2, 4, B=2, causal="kv-end", kv_lens=[4, 1]))
+    with pytest.raises(ort_attention.NotExpressible, match="a sequence shorter than Tq"):
+        ort_attention.translate_gqa(gqa_problem(2, 4, kv_lens=[1]))
+    # lower-right with a key length under Tk and Tq 2: the diagonal at Tk - Tq, not at the sequence's end
+    with pytest.raises(ort_attention.NotExpressible, match="causal diagonal at each sequence's end"):
+        ort_attention.translate_gqa(gqa_problem(2, 5, causal="lower-right", kv_lens=[4]))
+    # B 2, Tq 2 after a past: the operator takes it for one batch alone
+    with pytest.raises(ort_attention.NotExpressible, match="B > 1 with Tq > 1 and a past"):
+        ort_attention.translate_gqa(gqa_problem(2, 5, B=2, causal="kv-end", kv_lens=[5, 4]))
+
+
+@gqa_bidirectional
+def test_gqa_upper_left_is_a_sequence_of_tq_keys_the_operators_first_prompt():
+    # upper-left, Tq 2 over Tk 4: keys 2, 3 are no query's, so each sequence is its 2 new keys, total length 2
+    p = gqa_problem(2, 4, B=2, causal="upper-left", bias=np.zeros((2, 1, 2, 4), np.float32))
+    feeds, attributes, _ = ort_attention.translate_gqa(p)
+    assert feeds["seqlens_k"].tolist() == [1, 1] and feeds["total_sequence_length"] == 2 and feeds["past_key"] is None
+    assert feeds["attention_bias"].shape == (2, 1, 2, 2) and "causal" not in dict(attributes)
+    assert ort_attention.forward_gqa(p)[:, 0, :, 0].tolist() == [[1.0, 1.5], [1.0, 1.5]]
 
 
 @since("1.26", "local_window_size w saw w + 1 keys (1.23.2), before onnxruntime PR 25927")
@@ -300,6 +320,61 @@ def test_gqa_scale_softcap_and_bias():
     q0 = np.zeros((1, 1, 1, 1), np.float32)
     bias = np.array([0, 1], np.float32).reshape(1, 1, 1, 2)
     assert ort_attention.forward_gqa(problem(q0, k, v, bias=bias, softcap=1.0)).item() == pytest.approx(e / (1 + e), rel=1e-6)
+
+
+def kv_end_reference(q, k, v, kv_lens, causal=True):
+    """NumPy, float64: query i of batch b sees key j < kv_lens[b] with j <= i + kv_lens[b] - Tq (KV-end) when
+    causal; query head h reads KV head h // (H / H_kv); the default scale 1/sqrt(dk)."""
+    B, H, Tq, dk = q.shape
+    group = H // k.shape[1]
+    out = np.zeros((B, H, Tq, v.shape[-1]))
+    for b in range(B):
+        for h in range(H):
+            for i in range(Tq):
+                keys = np.arange(kv_lens[b] - Tq + i + 1 if causal else kv_lens[b])
+                s = k[b, h // group, keys].astype(np.float64) @ q[b, h, i].astype(np.float64) / math.sqrt(dk)
+                w = np.exp(s - s.max())
+                out[b, h, i] = w / w.sum() @ v[b, h // group, keys].astype(np.float64)
+    return out
+
+
+@gqa_bidirectional
+def test_gqa_kv_end_decode_with_a_key_length_per_batch():
+    # B 2, H 4 over H_kv 2, one new query over a cache of Tk 6 keys: lengths 6 and 3. Batch b's sequence is keys
+    # 0 .. kv_lens[b] - 1, its new key the last of them: seqlens_k = kv_lens - 1, the past buffer keys 0 .. 4.
+    rng = np.random.default_rng(7)
+    q = rng.standard_normal((2, 4, 1, 3)).astype(np.float32)
+    k = rng.standard_normal((2, 2, 6, 3)).astype(np.float32)
+    v = rng.standard_normal((2, 2, 6, 5)).astype(np.float32)
+    k[1, :, 3:], v[1, :, 3:] = np.nan, np.nan  # batch 1's keys past its length: no sequence's
+    kv_lens = [6, 3]
+    p = problem(q, k, v, causal="kv-end", kv_lens=kv_lens)
+    feeds, attributes, d = ort_attention.translate_gqa(p)
+    assert feeds["seqlens_k"].tolist() == [5, 2] and feeds["seqlens_k"].dtype == np.int32
+    assert feeds["total_sequence_length"] == 6 and feeds["past_key"].shape == (2, 2, 5, 8)
+    assert feeds["key"][1, 0, :3].tolist() == k[1, 0, 2].tolist()  # batch 1's new key is its key 2
+    assert feeds["key"][0, 0, :3].tolist() == k[0, 0, 5].tolist() and "causal" not in dict(attributes)
+    out = ort_attention.forward_gqa(p)
+    np.testing.assert_allclose(out, kv_end_reference(q, k, v, kv_lens), rtol=1e-5, atol=1e-6)
+    # the same lengths without a causal mask (causal = 0): each query sees its batch's kv_lens[b] keys
+    out = ort_attention.forward_gqa(problem(q, k, v, kv_lens=kv_lens))
+    np.testing.assert_allclose(out, kv_end_reference(q, k, v, kv_lens, causal=False), rtol=1e-5, atol=1e-6)
+    # a decode query under lower-right with key lengths is the same mask (Tq 1: j <= Tk - 1 and j < kv_lens[b])
+    out = ort_attention.forward_gqa(problem(q, k, v, causal="lower-right", kv_lens=kv_lens))
+    np.testing.assert_allclose(out, kv_end_reference(q, k, v, kv_lens), rtol=1e-5, atol=1e-6)
+
+
+@gqa_bidirectional
+def test_gqa_kv_end_with_several_new_queries_in_one_batch():
+    # B 1, Tq 3 over Tk 7, kv_lens 5: queries see keys 0..2, 0..3, 0..4 (the diagonal at the sequence's end)
+    rng = np.random.default_rng(8)
+    q = rng.standard_normal((1, 2, 3, 4)).astype(np.float32)
+    k = rng.standard_normal((1, 1, 7, 4)).astype(np.float32)
+    v = rng.standard_normal((1, 1, 7, 2)).astype(np.float32)
+    p = problem(q, k, v, causal="kv-end", kv_lens=[5])
+    feeds, _, _ = ort_attention.translate_gqa(p)
+    assert feeds["seqlens_k"].tolist() == [4] and feeds["key"].shape == (1, 3, 8)
+    np.testing.assert_allclose(ort_attention.forward_gqa(p), kv_end_reference(q, k, v, [5]), rtol=1e-5, atol=1e-6)
 
 
 @gqa_bidirectional
