@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "attncheck/case_text.hpp"
+#include "attncheck/cases.hpp"
 
 namespace attncheck {
 namespace {
@@ -75,6 +76,36 @@ TEST(CaseText, EveryScalarLineReadsAndWritesBack) {
   EXPECT_EQ(c.dropout_p, 0.25);
   EXPECT_EQ(c.dropout_seed, 12345u);
   EXPECT_EQ(c.mix, "by hand");
+  EXPECT_EQ(case_to_text(c), text);
+}
+
+// A paged case (issue 39), written by hand: the shape line's NB, BS, BPS after dv, the pools k [NB,
+// H_kv,BS,dk] and v, and the block table [B,BPS] on its feature's line ("paged"), read into a paged
+// shape, its pools and its table, and written back to the same bytes.
+TEST(CaseText, APagedCaseReadsAndWritesBack) {
+  const std::string text =
+      "case float32 1\n"
+      "shape B 2 H 1 H_kv 1 Tq 1 Tk 3 dk 1 dv 1 NB 3 BS 2 BPS 2\n"
+      "options causal none scale 0x0p+0 empty-rows zero\n"
+      "mix by hand\n"
+      "q 3f800000 3f800000\n"
+      "k 3f800000 7fc00000 00000000 3f800000 bf800000 40000000\n"
+      "v 00000000 7fc00000 3f800000 40000000 40400000 40800000\n"
+      "paged 2 0 1 2\n"
+      "end\n";
+  std::istringstream in(text);
+  std::string first;
+  std::getline(in, first);
+  const Case<float> c = case_from_text<float>(first, in);
+  EXPECT_TRUE(c.shape.paged());
+  EXPECT_EQ(c.shape.NB, 3);
+  EXPECT_EQ(c.shape.BS, 2);
+  EXPECT_EQ(c.shape.BPS, 2);
+  EXPECT_EQ(c.block_table, (std::vector<int32_t>{2, 0, 1, 2}));
+  EXPECT_EQ(c.k.size(), 6u);
+  // Batch 0's keys: block 2's two slots, then block 0's first (its second, NaN, past Tk); batch 1's:
+  // block 1's two, then block 2's first, which batch 0 reads too.
+  EXPECT_EQ(unpaged(c).k, (std::vector<float>{-1, 2, 1, 0, 1, -1}));
   EXPECT_EQ(case_to_text(c), text);
 }
 
