@@ -31,8 +31,8 @@ ATTNCHECK_PROPERTY(PoisonedSlotsNeverReachAnOutput, .order = 252, .catches = "pa
   const std::vector<float> first = check.run(c), second = check.run(repoisoned);
   // Rows an empty-row policy gives from every key (mean, any) are the policy's, not a leak.
   std::vector<size_t> claimed;
-  const Case<float> dense_twin = unpaged(c);
-  const Problem<float> dense = dense_twin.problem();
+  const Case<float> twin = dense_twin(c);
+  const Problem<float> dense = twin.problem();
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.H; ++h)
       for (int64_t i = 0; i < s.Tq; ++i) {

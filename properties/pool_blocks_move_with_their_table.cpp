@@ -33,7 +33,7 @@ ATTNCHECK_PROPERTY(PoolBlocksMoveWithTheirTable, .order = 251, .catches = "paged
   moved_to.back() = 0;
   const Case<float> after = moved(before, moved_to);
   const std::vector<float> out_before = check.run(before), out_after = check.run(after);
-  const Reference ref = reference(unpaged(before).problem());  // the same dense twin for both
+  const Reference ref = reference(dense_twin(before).problem());  // the same dense twin for both
   for (int64_t b = 0; b < s.B; ++b)
     for (int64_t h = 0; h < s.H; ++h)
       for (int64_t i = 0; i < s.Tq; ++i)

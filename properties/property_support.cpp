@@ -134,7 +134,8 @@ std::string describe_failure(const Case<T>& c, const Comparison& failed) {
 template <class T>
 void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& out, Reference reference, const std::string& claim,
                        const std::vector<T>* lse, const std::vector<uint8_t>* keep) {
-  const Problem<T> problem = keep ? with_keep(c, *keep) : c.problem();
+  const Case<T> twin = dense_twin(c);  // a paged or varlen case judged as its dense twin, reported as itself
+  const Problem<T> problem = keep ? with_keep(twin, *keep) : twin.problem();
   std::vector<T> plain(out.size()), plain_lse(size_t(c.shape.lse_size()));
   attention(problem, Result<T>{plain.data(), nullptr, plain_lse.data()});
   const Verdict verdict = judge_rows(problem, out.data(), plain.data(), reference);

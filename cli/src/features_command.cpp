@@ -42,7 +42,8 @@ std::string slots() {
   std::string text =
       "# The call schema (call_slots.def): every tensor a call carries, in wire order (a PROB's inputs, a RSLT's\n"
       "# outputs). name; shape: its dims (B, H, H_kv, Tq, Tk, dk, dv, D); pooled: its dims instead in a paged call\n"
-      "# (BS > 0: K's and V's pools of NB blocks of BS keys), [] where it has none; element: format (the call's dtype),\n"
+      "# (BS > 0: K's and V's pools of NB blocks of BS keys), [] where it has none; packed: its dims instead in a varlen\n"
+      "# call (S > 0, S = B + 1: the sequences packed along Tq and Tk), [] where it has none; element: format (the call's dtype),\n"
       "# wide (LSE_STORAGE), f32 (float always), int32 or byte; feature: the capability that brings it (its FLAGS bit says it "
       "is\n"
       "# there), None for none; roles: in each kind of call (forward, backward, layer) none, in, out, in_if,\n"
@@ -62,6 +63,7 @@ std::string slots() {
             dict({{quoted("name"), quoted(s.name)},
                   {quoted("shape"), dims(s.shape)},
                   {quoted("pooled"), dims(s.pooled)},
+                  {quoted("packed"), dims(s.packed)},
                   {quoted("element"), quoted(kElements[int(s.element)])},
                   {quoted("feature"), feature_word},
                   {quoted("roles"), dict(roles)},

@@ -165,7 +165,7 @@ std::vector<Spread> spreads(const Case<T>& c, const std::vector<T>& out, bool ha
 // its k row [dk] and v row [dv], into the view.
 template <class T>
 void failing_row(const Case<T>& paged, const ExactRow& row, ProblemView& view) {
-  const Case<T> c = unpaged(paged);  // its keys as the row reads them
+  const Case<T> c = dense_twin(paged);  // its keys as the row reads them
   const Shape& s = c.shape;
   const int64_t b = view.slice.b, h = view.slice.h, i = view.slice.i;
   for (int64_t d = 0; d < s.dk; ++d) view.failing_q.push_back(double(c.q[size_t(s.q_at(b, h, i) + d)]));

@@ -163,6 +163,7 @@ Problem<T> from_abi_v2(const attncheck_problem_v2& a) {
   for_each_problem_input(p, [&](const Slot& s, auto*& x) {
     x = static_cast<std::remove_reference_t<decltype(x)>>(abi_pointer(call, CallKind::forward, s));
   });
+  p.shape.varlen = p.cu_seqlens_q != nullptr;  // no dim of its own in the ABI: the packed sequences' offsets say it
   return p;
 }
 

@@ -30,7 +30,8 @@ Dims dims_of(const Shape& s, int64_t D) {
                                    {Dim::D, D},
                                    {Dim::NB, s.NB},
                                    {Dim::BS, s.BS},
-                                   {Dim::BPS, s.BPS}})
+                                   {Dim::BPS, s.BPS},
+                                   {Dim::S, s.varlen ? s.B + 1 : 0}})
     dims[dim] = value;
   return dims;
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -115,6 +116,7 @@ std::string problem_error(const Problem<T>& p, const Result<T>& r) {
     if (p.block_table[n] < 0 || p.block_table[n] >= s.NB)
       return "paged KV: block_table[" + std::to_string(n / s.BPS) + "][" + std::to_string(n % s.BPS) +
              "] = " + std::to_string(p.block_table[n]) + " is outside 0.." + std::to_string(s.NB - 1);
+  if (std::string e = varlen_error(p); !e.empty()) return e;
   return format_error<T>(p.format, {{"q", {p.q, s.q_size()}},
                                     {"k", {p.k, s.k_size()}},
                                     {"v", {p.v, s.v_size()}},
@@ -122,14 +124,40 @@ std::string problem_error(const Problem<T>& p, const Result<T>& r) {
 }
 
 template <class T>
-Problem<T> dense_of(const Problem<T>& p, std::vector<T>& k, std::vector<T>& v) {
-  if (!p.shape.paged()) return p;
-  return gathered_through(
-      p, k, v, [&](int64_t b, int64_t h, int64_t j, int64_t width) { return kv_row(p.shape, p.block_table, b, h, j) * width; });
+std::string varlen_error(const Problem<T>& p) {
+  const Shape& s = p.shape;
+  if (s.varlen != (p.cu_seqlens_q != nullptr) || s.varlen != (p.cu_seqlens_k != nullptr))
+    return "varlen: cu_seqlens_q, cu_seqlens_k and a varlen shape come together";
+  if (!s.varlen) return {};
+  if (p.masks.allow || p.masks.key_lengths || p.bias || s.paged() || p.dropout_p > 0 || p.masks.causal == Causal::kv_end)
+    return "varlen: packed sequences take no allow mask, key lengths, bias, paged KV, dropout or kv-end causal";
+  for (const auto& [cu, name, total] : {std::tuple{p.cu_seqlens_q, "cu_seqlens_q", s.Tq}, {p.cu_seqlens_k, "cu_seqlens_k", s.Tk}}) {
+    auto at = [&, name = name](int64_t b) { return std::string("varlen: ") + name + "[" + std::to_string(b) + "] = " + std::to_string(cu[b]); };
+    if (cu[0] != 0) return at(0) + ", not 0";
+    for (int64_t b = 0; b < s.B; ++b)
+      if (cu[b + 1] < cu[b]) return at(b + 1) + " is below " + name + "[" + std::to_string(b) + "]";
+    if (cu[s.B] != total) return at(s.B) + ", not the packed total " + std::to_string(total);
+  }
+  return {};
 }
 
-template Problem<float> dense_of(const Problem<float>&, std::vector<float>&, std::vector<float>&);
-template Problem<double> dense_of(const Problem<double>&, std::vector<double>&, std::vector<double>&);
+template <class T>
+Problem<T> dense_of(const Problem<T>& p, TwinBuffers<T>& twin) {
+  if (p.shape.varlen)
+    return unpacked_through(p, twin.allow, [&](int64_t b, int64_t r, int64_t c) {
+      const Sequence q = sequence(p, b);
+      return c >= q.first_k && c < q.first_k + q.Tk && sequence_permits(p, r - q.first_q, c - q.first_k, q.Tq, q.Tk);
+    });
+  if (!p.shape.paged()) return p;
+  return gathered_through(p, twin.k, twin.v, [&](int64_t b, int64_t h, int64_t j, int64_t width) {
+    return kv_row(p.shape, p.block_table, b, h, j) * width;
+  });
+}
+
+template Problem<float> dense_of(const Problem<float>&, TwinBuffers<float>&);
+template Problem<double> dense_of(const Problem<double>&, TwinBuffers<double>&);
+template std::string varlen_error(const Problem<float>&);
+template std::string varlen_error(const Problem<double>&);
 template std::string problem_error(const Problem<float>&, const Result<float>&);
 template std::string problem_error(const Problem<double>&, const Result<double>&);
 template std::string format_error(Format, std::initializer_list<std::pair<const char*, std::pair<const float*, int64_t>>>);

@@ -42,13 +42,14 @@ void masked_scores(const Problem<T>& p, int64_t b, int64_t h, const Permission& 
 }
 
 template <class T>
-void attention(const Problem<T>& paged, const Result<T>& r) {
-  // Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv] (or paged pools, gathered first), bias
+void attention(const Problem<T>& given, const Result<T>& r) {
+  // Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv] (or paged pools, gathered first; or varlen's
+  // packed [H,Tq,dk] ..., as one batch under its sequences' mask), bias
   // [B,H,Tq,Tk], sinks [H] in; out [B,H,Tq,dv], weights [B,H,Tq,Tk], lse [B,H,Tq] out.
   using ConstMap = Eigen::Map<const RowMatrix<T>>;
   using Map = Eigen::Map<RowMatrix<T>>;
-  std::vector<T> gathered_k, gathered_v;
-  const Problem<T> p = dense_of(paged, gathered_k, gathered_v);
+  TwinBuffers<T> twin;
+  const Problem<T> p = dense_of(given, twin);
   const Shape& s = p.shape;
   const T minus_inf = -std::numeric_limits<T>::infinity();
 

@@ -741,10 +741,29 @@ Problem<T> gathered(const Problem<T>& p, const Variant& v, std::vector<T>& k, st
   return dense;
 }
 
+// p's sequences as the variant masks them over the packed rows (contract.hpp's unpacked_through): the
+// contract's rule, or the varlen mutants' (a sequence's keys one past its end; the diagonal and window
+// of the packed tensor).
+template <class T>
+Problem<T> unpacked(const Problem<T>& p, const Variant& v, std::vector<uint8_t>& allow) {
+  return unpacked_through(p, allow, [&](int64_t b, int64_t r, int64_t c) {
+    Sequence q = sequence(p, b);
+    if (v.mutation == M::varlen_cu_seqlens_off_by_one) q.Tk = std::min(q.Tk + 1, p.shape.Tk - q.first_k);
+    if (c < q.first_k || c >= q.first_k + q.Tk) return false;
+    if (v.mutation == M::varlen_causal_at_packed_tensor) return sequence_permits(p, r, c, p.shape.Tq, p.shape.Tk);
+    return sequence_permits(p, r - q.first_q, c - q.first_k, q.Tq, q.Tk);
+  });
+}
+
 }  // namespace
 
 template <class T>
 void variant_attention(const Problem<T>& p, T* out, const Variant& v, T* lse, uint8_t* keep) {
+  if (p.shape.varlen) {  // a dense kernel taking packed sequences: one batch under its own mask, then attention as ever
+    std::vector<uint8_t> allow;
+    variant_attention(unpacked(p, v, allow), out, v, lse, keep);
+    return;
+  }
   if (p.shape.paged()) {  // a dense kernel taking paged K and V: gathered first, then attention as ever
     std::vector<T> k, values;
     std::vector<int32_t> lengths;

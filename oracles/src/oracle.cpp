@@ -506,12 +506,13 @@ void require_keep_mask(const Problem<T>& p) {
     throw std::logic_error("the oracle computes dropout for a given keep mask, and the problem has none");
 }
 
-// Each entry point below computes on a paged problem's dense twin (dense_of, contract.hpp): paged KV
-// is an index map of the keys, nothing the derivation sees (docs/error-bound.md, "Paged KV").
+// Each entry point below computes on a paged or varlen problem's dense twin (dense_of, contract.hpp):
+// each is an index map (the keys gathered; the sequences one block-diagonal mask over the packed
+// rows), nothing the derivation sees (docs/error-bound.md, "Paged KV" and "Varlen").
 template <class T>
-ExactRow exact_row(const Problem<T>& paged, int64_t b, int64_t h, int64_t i, const double* input_score_error) {
-  std::vector<T> k, v;
-  const Problem<T> p = dense_of(paged, k, v);
+ExactRow exact_row(const Problem<T>& given, int64_t b, int64_t h, int64_t i, const double* input_score_error) {
+  TwinBuffers<T> twin;
+  const Problem<T> p = dense_of(given, twin);
   require_keep_mask(p);
   return row_of(p, key_facts(p, b, p.shape.kv_head(h), Arithmetic::of(p.format).tiny), scale_of(p.shape, p.scale), b, h, i,
                 input_score_error);
@@ -522,10 +523,10 @@ namespace {
 // body(r, row) for every row r = (b H + h) Tq + i set in wanted [B*H*Tq], on the oracle's threads,
 // the facts of each (b, KV head)'s keys computed once.
 template <class T, class F>
-void for_rows(const Problem<T>& paged, const std::vector<uint8_t>& wanted, F body) {
+void for_rows(const Problem<T>& given, const std::vector<uint8_t>& wanted, F body) {
   // Q, K, V, bias in.
-  std::vector<T> k, v;
-  const Problem<T> p = dense_of(paged, k, v);
+  TwinBuffers<T> twin;
+  const Problem<T> p = dense_of(given, twin);
   require_keep_mask(p);
   const Shape& s = p.shape;
   const DD scale = scale_of(s, p.scale);
@@ -574,10 +575,10 @@ void add_rows(const Problem<T>& p, const std::vector<uint8_t>& wanted, Reference
 }
 
 template <class T>
-Reference reference(const Problem<T>& paged, const std::vector<uint8_t>* rows) {
+Reference reference(const Problem<T>& given, const std::vector<uint8_t>* rows) {
   // Q, K, V, bias in; out [B,H,Tq,dv] and lse [B,H,Tq] out.
-  std::vector<T> k, v;
-  const Problem<T> p = dense_of(paged, k, v);
+  TwinBuffers<T> twin;
+  const Problem<T> p = dense_of(given, twin);
   const Shape& s = p.shape;
   const std::vector<uint8_t> chosen = rows ? *rows : default_rows(p);  // empty: every row
   const bool sampled = !chosen.empty();

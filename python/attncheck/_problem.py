@@ -44,7 +44,12 @@ class Problem:
     a tuple of out and those asked, in the order (out, lse, keep). sinks: None or float32 [H]
     (capability 'sinks'): one logit per query head that every row's softmax denominator gains as
     exp(sinks[h] - m), with no value, not scaled, soft-capped or masked; lse includes it, and a row
-    with no permitted key gives 0 and lse sinks[h] (-inf: no sink). For a backward, out and lse are
+    with no permitted key gives 0 and lse sinks[h] (-inf: no sink). Paged KV (capability 'paged_kv'):
+    k and v are pools [NB,H_kv,BS,d], key j of batch b in slot j % BS of block block_table[b][j // BS].
+    Varlen (capability 'varlen', S = B + 1, else S = 0): the B sequences packed, q [H,Tq,dk], k and v
+    [H_kv,Tk,d], out [H,Tq,dv], lse [H,Tq], sequence b's queries rows cu_seqlens_q[b] to
+    cu_seqlens_q[b+1] - 1 and its keys likewise (int32 [B+1] each); masks apply within each
+    sequence at its own lengths. For a backward, out and lse are
     the forward's (given), and dout the gradient of out. Each input of a forward or a backward
     (_features.SLOTS) is the attribute named as its slot, None when the call does not carry it.
     """
@@ -56,6 +61,7 @@ class Problem:
         self.want_lse = bool(fields["flags"] & wire.WANT_LSE)
         self.want_keep = bool(fields["flags"] & wire.WANT_KEEP)
         self.backward = bool(fields["flags"] & wire.BACKWARD)
+        self.S = self.B + 1 if fields["flags"] & wire.FLAGS["varlen"] else 0  # cu_seqlens' entries: packed sequences
         tensors = wire.read_inputs(payload, at, "backward" if self.backward else "forward", self.dtype, self._shape,
                                    fields["flags"])
         for name in dict.fromkeys(s["name"] for kind in ("forward", "backward") for s in wire.inputs(kind)):

@@ -98,10 +98,14 @@ def storage(slot, dtype):
 
 
 def slot_shape(slot, dims):
-    """A slot's shape in a call whose dims (B, H, H_kv, Tq, Tk, dk, dv, D; NB, BS, BPS) `dims` gives by
-    name: its pooled shape in a paged call (BS > 0), where it has one (k [NB, H_kv, BS, dk], v)."""
-    paged = slot["pooled"] and dims.get("BS", 0) > 0
-    return tuple(dims[d] for d in (slot["pooled"] if paged else slot["shape"]))
+    """A slot's shape in a call whose dims (B, H, H_kv, Tq, Tk, dk, dv, D; NB, BS, BPS; S) `dims` gives by
+    name: its pooled shape in a paged call (BS > 0), where it has one (k [NB, H_kv, BS, dk], v), its
+    packed shape in a varlen call (S = B + 1 > 0: q [H, Tq, dk], k, v, out, lse; cu_seqlens [S])."""
+    if slot["pooled"] and dims.get("BS", 0) > 0:
+        return tuple(dims[d] for d in slot["pooled"])
+    if slot["packed"] and dims.get("S", 0) > 0:
+        return tuple(dims[d] for d in slot["packed"])
+    return tuple(dims[d] for d in slot["shape"])
 
 
 def _inputs(kind, tensors):

@@ -212,12 +212,13 @@ template <class T, class Accept>
 bool offer_fewer_indices(const Case<T>& c, const Accept& accept) {
   const Shape& s = c.shape;
   const int64_t kv = s.kv_heads(), group = s.H / kv;
-  const std::pair<Axis, int64_t> axes[] = {{batch, s.B},
+  const int64_t packed = s.varlen ? 0 : 1;  // a varlen case keeps its sequences (its twin loses them: offer_fewer_masks)
+  const std::pair<Axis, int64_t> axes[] = {{batch, s.B * packed},
                                            {group == 1 ? head : kv_group, group == 1 ? s.H : kv},
                                            {group_member, group > 1 ? group : 0},
-                                           {query, s.Tq},
-                                           {key, s.Tk},
-                                           {position, s.Tq == s.Tk ? s.Tq : 0},
+                                           {query, s.Tq * packed},
+                                           {key, s.Tk * packed},
+                                           {position, s.Tq == s.Tk ? s.Tq * packed : 0},
                                            {key_width, s.dk},
                                            {value_width, s.dv},
                                            {head_width, s.dk == s.dv ? s.dk : 0}};
@@ -244,7 +245,8 @@ bool offer_fewer_indices(const Case<T>& c, const Accept& accept) {
 // Masks and options, each cleared; a window narrower; the masks drawn from the diagonal folded.
 template <class T, class Accept>
 bool offer_fewer_masks(const Case<T>& c, uint32_t capabilities, const Accept& accept) {
-  if (c.shape.paged() && accept(unpaged(c))) return true;  // its dense twin, the same keys
+  if (c.shape.paged() && accept(dense_twin(c))) return true;  // its dense twin, the same keys
+  if (c.shape.varlen && (capabilities & ATTNCHECK_CAP_ALLOW) && accept(dense_twin(c))) return true;  // one batch, one mask
   for (const uint32_t f : {ATTNCHECK_CAP_BIAS, ATTNCHECK_CAP_SOFTCAP, ATTNCHECK_CAP_WINDOW, ATTNCHECK_CAP_CAUSAL,
                            ATTNCHECK_CAP_ALLOW, ATTNCHECK_CAP_KV_LENS})
     if (uses(c, f) && !(f == ATTNCHECK_CAP_KV_LENS && c.shape.paged()) && accept(cleared(c, f)))  // (a paged case's
@@ -257,7 +259,7 @@ bool offer_fewer_masks(const Case<T>& c, uint32_t capabilities, const Accept& ac
   // Causal and window masks, key lengths and allow mask folded into one allow mask: the window and
   // causal masks are drawn from the diagonal, which moves when a key or query is removed, so a
   // case that needs them only as a pattern of hidden keys shrinks past them once folded.
-  const bool relative = c.causal != Causal::none || c.window_left >= 0 || c.window_right >= 0;
+  const bool relative = !c.shape.varlen && (c.causal != Causal::none || c.window_left >= 0 || c.window_right >= 0);
   return relative && (capabilities & ATTNCHECK_CAP_ALLOW) && accept(folded(c, kRelativeMasks));
 }
 
@@ -307,10 +309,12 @@ std::vector<WithoutFeature<T>> without_each_feature(const Case<T>& c, uint32_t c
   auto add = [&](const std::string& name, Case<T> r) {
     if (!restrictions_broken(call_view(r.problem(), false, false), domain)) without.push_back({name, std::move(r)});
   };
-  if (c.shape.paged()) add(feature(ATTNCHECK_CAP_PAGED_KV).name, unpaged(c));
-  if (c.shape.kv_heads() != c.shape.H && !c.shape.paged()) add(feature(ATTNCHECK_CAP_GQA).name, with_full_heads(c));
+  if (c.shape.paged()) add(feature(ATTNCHECK_CAP_PAGED_KV).name, dense_twin(c));
+  if (c.shape.varlen && (capabilities & ATTNCHECK_CAP_ALLOW)) add(feature(ATTNCHECK_CAP_VARLEN).name, dense_twin(c));
+  const bool laid_out = c.shape.paged() || c.shape.varlen;  // K and V not [B,H_kv,Tk,d]: the twin stands for them
+  if (c.shape.kv_heads() != c.shape.H && !laid_out) add(feature(ATTNCHECK_CAP_GQA).name, with_full_heads(c));
   for (uint32_t mask : {ATTNCHECK_CAP_CAUSAL, ATTNCHECK_CAP_WINDOW, ATTNCHECK_CAP_KV_LENS})
-    if ((capabilities & ATTNCHECK_CAP_ALLOW) && uses(c, mask)) add(feature(mask).name, folded(c, mask));
+    if ((capabilities & ATTNCHECK_CAP_ALLOW) && uses(c, mask) && !c.shape.varlen) add(feature(mask).name, folded(c, mask));
   for (const uint32_t f : {ATTNCHECK_CAP_SOFTCAP, ATTNCHECK_CAP_BIAS})
     if (uses(c, f)) add(feature(f).name, cleared(c, f));
   if (c.format != Precision<T>::format && (capabilities & ATTNCHECK_CAP_F32))

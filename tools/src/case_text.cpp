@@ -23,7 +23,8 @@ namespace {
 
 constexpr int kVersion = 1;
 constexpr int kShapeDims = int(Dim::D);                     // the shape line's: Dim's up to a layer's D
-constexpr Dim kPagedDims[] = {Dim::NB, Dim::BS, Dim::BPS};  // and a paged case's after them
+// And after them a paged case's (NB, BS, BPS) and a varlen case's (S, its cu_seqlens' entries).
+constexpr Dim kLayoutDims[] = {Dim::NB, Dim::BS, Dim::BPS, Dim::S};
 
 // One printable line, whatever the file held (a hostile word quoted in it is escaped and cut).
 [[noreturn]] void bad(const std::string& what) { throw std::runtime_error("kept case: " + printable(what, 400)); }
@@ -102,8 +103,12 @@ std::optional<Format> format_named(const std::string& precision) {
   return std::nullopt;
 }
 
-// The line that holds a tensor: its feature's (features.hpp), or for q, k and v its own name.
-std::string key_of(const Slot& s) { return s.feature ? line_of(s.feature) : s.name; }
+// The line that holds a tensor: its feature's (features.hpp) when the feature brings it alone, else
+// its own name (q, k and v; varlen's cu_seqlens_q and cu_seqlens_k).
+std::string key_of(const Slot& s) {
+  const auto same_feature = std::count_if(kSlots.begin(), kSlots.end(), [&](const Slot& t) { return t.feature == s.feature; });
+  return s.feature && same_feature == 1 ? line_of(s.feature) : s.name;
+}
 
 // A tensor's values as words: the bits of each in the case's format.
 template <class T>
@@ -211,8 +216,8 @@ std::string case_to_text(const Case<T>& c) {
   std::string text = std::string("case ") + format_name(c.format) + " " + std::to_string(kVersion) + "\n";
   text += "shape";
   for (int d = 0; d < kShapeDims; ++d) text += std::string(" ") + kDimNames[d] + " " + std::to_string(dims_of(s)[Dim(d)]);
-  for (const Dim d : kPagedDims)
-    if (s.paged()) text += std::string(" ") + kDimNames[int(d)] + " " + std::to_string(dims_of(s)[d]);
+  for (const Dim d : kLayoutDims)
+    if (dims_of(s)[d] > 0) text += std::string(" ") + kDimNames[int(d)] + " " + std::to_string(dims_of(s)[d]);
   text += "\n";
   text += scalar_lines(c);
   text += "mix " + c.mix + "\n";
@@ -247,18 +252,28 @@ double number(const std::string& what, const std::string& w) {
 }
 
 // "shape B . H . H_kv . Tq . Tk . dk . dv .", each 1 to 4096: an attention shape's dims (not a layer's
-// D); a paged case's then "NB . BS . BPS .", each 1 to 4096 too.
-void read_shape(std::istringstream& words, Shape& s) {
+// D); a paged case's then "NB . BS . BPS .", each 1 to 4096 too, and a varlen case's "S .", B + 1.
+void read_shape(std::istringstream& line, Shape& s) {
+  constexpr const char* kForm = "shape B . H . H_kv . Tq . Tk . dk . dv . [NB . BS . BPS .] [S .]";
+  std::vector<std::string> words;  // key, value, key, value ...
+  for (std::string w; line >> w;) words.push_back(w);
+  size_t at = 0;
   Dims dims;
-  auto read = [&](Dim d, const char* form) {
-    std::string key, value;
-    if (!(words >> key >> value) || key != kDimNames[int(d)]) bad(std::string("the shape line must read '") + form + "'");
+  auto next_is = [&](Dim d) { return at < words.size() && words[at] == kDimNames[int(d)]; };
+  auto read = [&](Dim d) {
+    if (!next_is(d) || at + 1 >= words.size()) bad(std::string("the shape line must read '") + kForm + "'");
+    const std::string& value = words[at + 1];
+    at += 2;
     dims[d] = integer(value);
-    if (dims[d] < 1 || dims[d] > 4096) bad(std::string(kDimNames[int(d)]) + " = " + value + " is outside 1..4096");
+    const int64_t most = d == Dim::S ? 4097 : 4096;  // S: B + 1
+    if (dims[d] < 1 || dims[d] > most) bad(std::string(kDimNames[int(d)]) + " = " + value + " is outside 1.." + std::to_string(most));
   };
-  for (int d = 0; d < kShapeDims; ++d) read(Dim(d), "shape B . H . H_kv . Tq . Tk . dk . dv .");
-  if (!(words >> std::ws).eof())
-    for (const Dim d : kPagedDims) read(d, "shape B . H . H_kv . Tq . Tk . dk . dv . [NB . BS . BPS .]");
+  for (int d = 0; d < kShapeDims; ++d) read(Dim(d));
+  if (next_is(Dim::NB))
+    for (const Dim d : {Dim::NB, Dim::BS, Dim::BPS}) read(d);
+  if (next_is(Dim::S)) read(Dim::S);
+  if (at != words.size()) bad(std::string("the shape line must read '") + kForm + "'");
+  if (dims[Dim::S] > 0 && dims[Dim::S] != dims[Dim::B] + 1) bad("S = " + std::to_string(dims[Dim::S]) + " is not B + 1");
   set_dims(s, dims);
   if (std::string e = paging_error(s); !e.empty()) bad(e);
 }

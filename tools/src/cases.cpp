@@ -436,22 +436,24 @@ Case<float> flushed_subnormal_case() {
 }
 
 template <class T>
-Case<T> unpaged(const Case<T>& c) {
-  if (!c.shape.paged()) return c;
-  std::vector<T> k, v;
-  const Problem<T> dense = dense_of(c.problem(), k, v);
+Case<T> dense_twin(const Case<T>& c) {
+  if (!c.shape.paged() && !c.shape.varlen) return c;
+  TwinBuffers<T> twin;
+  const Problem<T> dense = dense_of(c.problem(), twin);
   Case<T> r = c;
   r.shape = dense.shape;
-  r.k = std::move(k);
-  r.v = std::move(v);
+  if (c.shape.paged()) r.k = std::move(twin.k), r.v = std::move(twin.v);
+  if (c.shape.varlen) r.allow = std::move(twin.allow), r.causal = Causal::none, r.window_left = r.window_right = -1;
   r.block_table.clear();
+  r.cu_seqlens_q.clear();
+  r.cu_seqlens_k.clear();
   return r;
 }
 
 template <class T>
 Case<T> slice(const Case<T>& paged, int64_t b, int64_t h) {
   // c's buffers [B,H,...], [B,H_kv,...] and [B,...] in; one (b, h) with its KV head out.
-  const Case<T> c = unpaged(paged);
+  const Case<T> c = dense_twin(paged);
   const Shape& s = c.shape;
   Case<T> one = c;
   one.shape.B = one.shape.H = 1;
@@ -476,6 +478,9 @@ std::string show(double x) {
 }
 
 template <class T>
+std::string masks_and_values(const Case<T>& c);
+
+template <class T>
 std::string describe(const Case<T>& c) {
   // c: q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], allow [B,Tq,Tk], key_lengths [B], bias [B,H,Tq,Tk].
   const Shape& s = c.shape;
@@ -493,6 +498,12 @@ std::string describe(const Case<T>& c) {
     for (size_t e = 0; e < c.block_table.size() && c.block_table.size() <= 24; ++e)
       extras += (e % size_t(s.BPS) ? " " : e ? " | " : " ") + std::to_string(c.block_table[e]);
   }
+  if (s.varlen) {  // each sequence's first query and key rows (the grid below is its twin's: one batch)
+    extras += "; varlen: cu_seqlens_q";
+    for (const int32_t at : c.cu_seqlens_q) extras += " " + std::to_string(at);
+    extras += ", cu_seqlens_k";
+    for (const int32_t at : c.cu_seqlens_k) extras += " " + std::to_string(at);
+  }
   if (is_narrow(c.format)) extras += std::string("; in ") + format_name(c.format);
   std::snprintf(
       line, sizeof line, "B %lld, H %lld%s, Tq %lld, Tk %lld, dk %lld, dv %lld; scale %s; causal %s%s; empty rows %s; %s\n",
@@ -500,6 +511,13 @@ std::string describe(const Case<T>& c) {
       c.scale == 0 ? "default" : show(c.scale).c_str(), causal_name(c.causal), extras.c_str(),
       (empty_rows_word(c.empty_rows) + std::string(c.lse_empty == LseEmpty::zero ? ", their lse 0" : "")).c_str(), c.mix.c_str());
   std::string text = line;
+  return text + masks_and_values(c.shape.varlen ? dense_twin(c) : c);  // varlen: its sequences' mask over the packed rows
+}
+
+template <class T>
+std::string masks_and_values(const Case<T>& c) {
+  const Shape& s = c.shape;
+  std::string text;
   const bool grid = s.Tq <= 64 && s.Tk <= 96;  // else a line per batch: a grid would not be read
   const bool unmasked =
       c.allow.empty() && c.key_lengths.empty() && c.causal == Causal::none && c.window_left < 0 && c.window_right < 0;
@@ -540,7 +558,7 @@ std::string describe(const Case<T>& c) {
 template <class T>
 std::string describe_row(const Case<T>& paged, int64_t b, int64_t h, int64_t i) {
   // c's q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], bias [B,H,Tq,Tk]: row (b, h, i)'s inputs.
-  const Case<T> c = unpaged(paged);  // its keys as the row reads them
+  const Case<T> c = dense_twin(paged);  // its keys as the row reads them
   const Shape& s = c.shape;
   auto vector = [](const T* x, int64_t n) {
     std::string text = "(";
@@ -567,8 +585,8 @@ template struct Case<float>;
 template struct Case<double>;
 template Case<float> draw_case(Chooser&, const CaseLimits&);
 template Case<double> draw_case(Chooser&, const CaseLimits&);
-template Case<float> unpaged(const Case<float>&);
-template Case<double> unpaged(const Case<double>&);
+template Case<float> dense_twin(const Case<float>&);
+template Case<double> dense_twin(const Case<double>&);
 template Case<float> slice(const Case<float>&, int64_t, int64_t);
 template Case<double> slice(const Case<double>&, int64_t, int64_t);
 template std::string describe(const Case<float>&);
@@ -593,6 +611,11 @@ template Case<double> with_finite_inputs(Case<double>);
 template <class T>
 Case<T> with_unseen_inputs(Case<T> c, Unseen how) {
   // q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], bias [B,H,Tq,Tk]: rewritten in place.
+  if (c.shape.varlen) {  // its packed tensors are its twin's, which holds its sequences' mask
+    Case<T> twin = with_unseen_inputs(dense_twin(c), how);
+    c.q = std::move(twin.q), c.k = std::move(twin.k), c.v = std::move(twin.v);
+    return c;
+  }
   const Shape& s = c.shape;
   const T big = T(visit_format(c.format, [](auto zero) { return Precision<decltype(zero)>::largest_finite; }) / 2);
   const T ninf = -std::numeric_limits<T>::infinity();
@@ -626,7 +649,8 @@ Case<T> with_unseen_inputs(Case<T> c, Unseen how) {
 template Case<float> with_unseen_inputs(Case<float>, Unseen);
 
 template <class T>
-std::string policy_traits(const Case<T>& c) {
+std::string policy_traits(const Case<T>& given) {
+  const Case<T> c = given.shape.varlen ? dense_twin(given) : given;  // its rows and their keys
   const Shape& s = c.shape;
   bool empty_row = false;
   for (int64_t b = 0; b < s.B && !empty_row; ++b)

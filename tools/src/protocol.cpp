@@ -32,6 +32,7 @@ Dims dims_of(const Request& r) {
   const ProblemHeader& p = r.header;
   Shape s{p.B, p.H, p.Tq, p.Tk, p.dk, p.dv, p.H_kv};
   if (r.header.flags & kPaged) s.NB = r.paged.num_blocks, s.BS = r.paged.block_size, s.BPS = r.paged.blocks_per_seq;
+  s.varlen = (r.header.flags & kVarlen) != 0;
   return attncheck::dims_of(s, kind_of(r) == CallKind::layer ? r.layer.D : 1);
 }
 

@@ -105,7 +105,7 @@ TEST(CaseText, APagedCaseReadsAndWritesBack) {
   EXPECT_EQ(c.k.size(), 6u);
   // Batch 0's keys: block 2's two slots, then block 0's first (its second, NaN, past Tk); batch 1's:
   // block 1's two, then block 2's first, which batch 0 reads too.
-  EXPECT_EQ(unpaged(c).k, (std::vector<float>{-1, 2, 1, 0, 1, -1}));
+  EXPECT_EQ(dense_twin(c).k, (std::vector<float>{-1, 2, 1, 0, 1, -1}));
   EXPECT_EQ(case_to_text(c), text);
 }
 

@@ -19,10 +19,11 @@
 namespace attncheck {
 
 // The dims of the shape vocabulary (contract.hpp's Shape, and D, a layer's model width; NB, BS and
-// BPS a paged call's pools and block table: num_blocks, block_size, blocks_per_seq).
-enum class Dim : uint8_t { B, H, H_kv, Tq, Tk, dk, dv, D, NB, BS, BPS };
-inline constexpr int kDims = 11;
-inline constexpr const char* kDimNames[kDims] = {"B", "H", "H_kv", "Tq", "Tk", "dk", "dv", "D", "NB", "BS", "BPS"};
+// BPS a paged call's pools and block table: num_blocks, block_size, blocks_per_seq; S a varlen call's
+// cu_seqlens entries, B + 1).
+enum class Dim : uint8_t { B, H, H_kv, Tq, Tk, dk, dv, D, NB, BS, BPS, S };
+inline constexpr int kDims = 12;
+inline constexpr const char* kDimNames[kDims] = {"B", "H", "H_kv", "Tq", "Tk", "dk", "dv", "D", "NB", "BS", "BPS", "S"};
 
 // A slot's shape: the dims whose product is its element count, row-major.
 struct Extent {
@@ -34,7 +35,7 @@ struct Extent {
 
 // A call's value of each dim.
 struct Dims {
-  int64_t of[kDims] = {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0};  // dense: no blocks
+  int64_t of[kDims] = {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};  // dense: no blocks, no packed sequences
   constexpr int64_t operator[](Dim d) const { return of[int(d)]; }
   constexpr int64_t& operator[](Dim d) { return of[int(d)]; }
 };
@@ -67,6 +68,7 @@ struct Slot {
   const char* name;  // "kv_lens": what the protocol, the reports and the Python client call it
   Extent shape;
   Extent pooled;  // its shape in a paged call (K's and V's pools), rank 0 where that is `shape`
+  Extent packed;  // its shape in a varlen call (the sequences packed), rank 0 where that is `shape`
   Element element;
   uint32_t feature;  // the capability bit that brings it (0: none)
   Role roles[3];     // in CallKind order: forward, backward, layer
@@ -101,9 +103,9 @@ inline constexpr Slot kRows[slot::kCount] = {
 #define INPUT(in_problem, in_case) true
 #define LAYER_INPUT(in_layer) false
 #define NOT_AN_INPUT false
-#define ATTNCHECK_SLOT(id, name, shape, pooled, element, feature, forward, backward, layer, part, abi, members)          \
-  Slot{#id,  name, Extent shape, Extent pooled, Element::element, feature, {Role::forward, Role::backward, Role::layer}, \
-       part, abi,  members},
+#define ATTNCHECK_SLOT(id, name, shape, pooled, packed, element, feature, forward, backward, layer, part, abi, members) \
+  Slot{#id,    name,    Extent shape, Extent pooled, Extent packed, Element::element, feature,                         \
+       {Role::forward, Role::backward, Role::layer}, part, abi, members},
 #include "attncheck/call_slots.def"
 #undef ATTNCHECK_SLOT
 #undef IN_PROBLEM
@@ -122,9 +124,11 @@ inline constexpr std::span<const Slot, slot::kCount> kSlots = slot_rows::kRows;
 // Slot s's place in the table: its slot::Id, the index of what is kept per slot.
 inline int index_of(const Slot& s) { return int(&s - kSlots.data()); }
 
-// Slot s's shape in a call of dims `dims`: its pooled one in a paged call (BS > 0), where it has one.
+// Slot s's shape in a call of dims `dims`: its pooled one in a paged call (BS > 0), its packed one in a
+// varlen call (S > 0), where it has one.
 constexpr const Extent& extent_in(const Slot& s, const Dims& dims) {
-  return dims[Dim::BS] > 0 && s.pooled.rank ? s.pooled : s.shape;
+  if (dims[Dim::BS] > 0 && s.pooled.rank) return s.pooled;
+  return dims[Dim::S] > 0 && s.packed.rank ? s.packed : s.shape;
 }
 
 // The elements of slot s in a call of dims `dims`.
@@ -215,7 +219,7 @@ void for_each_input_row(F&& f, G&& g) {
       [](auto& c) -> decltype((c.in_case)) { return c.in_case; });
 #define LAYER_INPUT(in_layer) g(slot, [](auto& l) -> decltype((l.in_layer)) { return l.in_layer; });
 #define NOT_AN_INPUT
-#define ATTNCHECK_SLOT(id, name, shape, pooled, element, feature, forward, backward, layer, part, abi, members) \
+#define ATTNCHECK_SLOT(id, name, shape, pooled, packed, element, feature, forward, backward, layer, part, abi, members) \
   {                                                                                                             \
     [[maybe_unused]] const Slot& slot = kSlots[slot::id];                                                       \
     members                                                                                                     \

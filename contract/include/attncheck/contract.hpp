@@ -20,7 +20,8 @@ namespace attncheck {
 //   dk query/key width, dv value width.
 // Buffers are contiguous and row-major: Q [B,H,Tq,dk], K [B,H_kv,Tk,dk], V [B,H_kv,Tk,dv],
 // out [B,H,Tq,dv]; scores, weights and bias [B,H,Tq,Tk]; allow [B,Tq,Tk]; key_lengths [B];
-// lse [B,H,Tq]; paged, K [NB,H_kv,BS,dk], V [NB,H_kv,BS,dv] and the block table [B,BPS]. The *_at
+// lse [B,H,Tq]; paged, K [NB,H_kv,BS,dk], V [NB,H_kv,BS,dv] and the block table [B,BPS]; varlen,
+// Q [H,Tq,dk], K [H_kv,Tk,dk], V [H_kv,Tk,dv], out [H,Tq,dv], lse [H,Tq] and cu_seqlens [B+1]. The *_at
 // helpers give where a row starts, so that no code writes an offset by hand (a paged key's row:
 // kv_row); h is always a query head (K and V map it to its KV head).
 struct Shape {
@@ -31,6 +32,12 @@ struct Shape {
   // slot j % BS of block table[b][j / BS]. BS 0: dense, K and V as below.
   int64_t NB = 0, BS = 0, BPS = 0;
   bool paged() const { return BS > 0; }
+  // Varlen (ATTNCHECK_CAP_VARLEN): the B sequences packed along Tq and Tk, which are then their
+  // totals; the buffers are a B = 1 problem's (Q [H,Tq,dk] ...), sequence b's queries rows
+  // cu_seqlens_q[b] to cu_seqlens_q[b+1] - 1 and its keys likewise (Problem's cu_seqlens, [B+1]).
+  bool varlen = false;
+  // The batches the buffers hold: B, or the one a varlen call packs its sequences into.
+  int64_t batches() const { return varlen ? 1 : B; }
 
   int64_t kv_heads() const { return H_kv > 0 ? H_kv : H; }
   int64_t kv_head(int64_t h) const { return h / (H / kv_heads()); }
@@ -46,14 +53,14 @@ struct Shape {
   // The index of query i of batch b among the B * Tq (batch, query) rows: allow's rows, one per query.
   int64_t query_row(int64_t b, int64_t i) const { return b * Tq + i; }
 
-  int64_t q_size() const { return B * H * Tq * dk; }
+  int64_t q_size() const { return batches() * H * Tq * dk; }
   int64_t k_size() const { return kv_rows() * dk; }
   int64_t v_size() const { return kv_rows() * dv; }
-  int64_t kv_rows() const { return (paged() ? NB * BS : B * Tk) * kv_heads(); }
-  int64_t out_size() const { return B * H * Tq * dv; }
-  int64_t scores_size() const { return B * H * Tq * Tk; }
-  int64_t lse_size() const { return B * H * Tq; }
-  int64_t allow_size() const { return B * Tq * Tk; }
+  int64_t kv_rows() const { return (paged() ? NB * BS : batches() * Tk) * kv_heads(); }
+  int64_t out_size() const { return batches() * H * Tq * dv; }
+  int64_t scores_size() const { return batches() * H * Tq * Tk; }
+  int64_t lse_size() const { return batches() * H * Tq; }
+  int64_t allow_size() const { return batches() * Tq * Tk; }
 };
 
 // Which keys a query may see by position. upper_left: j <= i (PyTorch is_causal);
@@ -107,6 +114,9 @@ struct Problem {
   const float* sinks = nullptr;  // [H]
   // Paged KV: with a paged shape, k and v are pools read through this table (Shape, kv_row).
   const int32_t* block_table = nullptr;  // [B,BPS]; null = dense
+  // Varlen: with a varlen shape, each sequence's first query row and first key row, and the totals.
+  const int32_t* cu_seqlens_q = nullptr;  // [B+1]; null = dense
+  const int32_t* cu_seqlens_k = nullptr;  // [B+1]
 };
 
 // The row of K (dk wide) and V (dv wide) that holds key j of batch b for query head h: k_at / dk, or
@@ -116,11 +126,22 @@ inline int64_t kv_row(const Shape& s, const int32_t* table, int64_t b, int64_t h
   return (table[b * s.BPS + j / s.BS] * s.kv_heads() + s.kv_head(h)) * s.BS + j % s.BS;
 }
 
-// A paged problem's dense twin: its keys and values gathered through the block table into k
-// [B,H_kv,Tk,dk] and v [B,H_kv,Tk,dv], which must outlive it; the problem itself when dense. Paged
-// KV is this index map of the same mathematics: the oracle and the built-in compute on the twin.
+// What a dense twin (dense_of) holds that its problem does not: gathered keys and values, a built mask.
 template <class T>
-Problem<T> dense_of(const Problem<T>& problem, std::vector<T>& k, std::vector<T>& v);
+struct TwinBuffers {
+  std::vector<T> k, v;       // [B,H_kv,Tk,dk], [B,H_kv,Tk,dv]: a paged problem's keys gathered
+  std::vector<uint8_t> allow;  // [1,Tq,Tk]: a varlen problem's sequences as one mask
+};
+
+// A problem's dense twin, whose buffers (`twin`'s among them) must outlive it; the problem itself
+// when dense. Paged KV: its keys and values gathered through the block table. Varlen: the packed
+// tensors themselves as a B = 1 problem whose allow mask lets packed query r of sequence b see
+// packed key c when c is one of b's keys and b's masks permit (r - cu_seqlens_q[b], c -
+// cu_seqlens_k[b]) in its own [Tq_b, Tk_b] scores; no other mask beside it. Each is an index map of
+// the same mathematics: the oracle and the built-in compute on the twin.
+template <class T>
+Problem<T> dense_of(const Problem<T>& problem, TwinBuffers<T>& twin);
+
 
 // The gather itself, each key's K and V rows read from offset(b, h, j, width) of the pools (width dk
 // for K, dv for V; h the first query head of its KV head): dense_of's, and a planted bug's own.
@@ -190,6 +211,39 @@ bool window_allows(int64_t left, int64_t right, int64_t i, int64_t j, int64_t Tq
 // the two agree on every kind of mask.)
 bool permits(const Masks& masks, const Shape& shape, int64_t b, int64_t i, int64_t j);
 
+// Sequence b of a varlen problem: its queries' and keys' first packed rows and counts.
+struct Sequence {
+  int64_t first_q, Tq, first_k, Tk;
+};
+template <class T>
+Sequence sequence(const Problem<T>& p, int64_t b) {
+  return {p.cu_seqlens_q[b], p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b], p.cu_seqlens_k[b], p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b]};
+}
+// Whether p's masks (causal, window) let query i see key j of a sequence of Tq queries and Tk keys.
+template <class T>
+bool sequence_permits(const Problem<T>& p, int64_t i, int64_t j, int64_t Tq, int64_t Tk) {
+  Shape one = p.shape;
+  one.B = 1, one.Tq = Tq, one.Tk = Tk, one.varlen = false;
+  return permits(Masks{nullptr, p.masks.causal, nullptr, p.masks.window_left, p.masks.window_right}, one, 0, i, j);
+}
+
+// The varlen twin itself, packed query r of sequence b seeing packed key c where sees(b, r, c):
+// dense_of's (contract's rule), and a planted bug's own.
+template <class T, class Sees>
+Problem<T> unpacked_through(const Problem<T>& p, std::vector<uint8_t>& allow, Sees sees) {
+  Problem<T> dense = p;
+  Shape& s = dense.shape;
+  s.B = 1, s.varlen = false;
+  dense.cu_seqlens_q = dense.cu_seqlens_k = nullptr;
+  dense.masks = Masks{};
+  allow.assign(size_t(s.allow_size()), 0);
+  for (int64_t b = 0; b < p.shape.B; ++b)
+    for (int64_t r = p.cu_seqlens_q[b]; r < p.cu_seqlens_q[b + 1]; ++r)
+      for (int64_t c = 0; c < s.Tk; ++c) allow[size_t(s.allow_at(0, r) + c)] = sees(b, r, c);
+  dense.masks.allow = allow.data();
+  return dense;
+}
+
 // Empty when the problem is well formed; otherwise a one-line reason (a dim below 1 or too
 // large, a missing buffer, an unknown causal mode, a non-finite scale, a negative key length, a
 // window side below -1 or past 2^31 - 1 (what ABI v2 carries), a soft-cap that is negative or not finite, a format that is not
@@ -202,6 +256,8 @@ std::string problem_error(const Problem<T>& problem, const Result<T>& result);
 // (name, buffer, count) holding a value its 2-byte format cannot.
 std::string shape_error(const Shape& shape);
 std::string paging_error(const Shape& shape);  // the paged dims: each at least 1, the pools within 2^31 elements
+template <class T>
+std::string varlen_error(const Problem<T>& problem);  // cu_seqlens: from 0, nondecreasing, to the totals; no other masks
 std::string masks_error(const Masks& masks, const Shape& shape, double scale);
 template <class T>
 std::string format_error(Format format, std::initializer_list<std::pair<const char*, std::pair<const T*, int64_t>>> inputs);

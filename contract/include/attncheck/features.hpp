@@ -126,6 +126,8 @@ inline constexpr Feature kFeatures[] = {
      [](const CallView& c) { return c.masks.causal == Causal::kv_end; }, ATTNCHECK_CAP_CAUSAL},
     {ATTNCHECK_CAP_PAGED_KV, "ATTNCHECK_CAP_PAGED_KV", "paged_kv", "paged KV", "paged", 1024,
      [](const CallView& c) { return c.shape.paged(); }},
+    {ATTNCHECK_CAP_VARLEN, "ATTNCHECK_CAP_VARLEN", "varlen", "varlen", "varlen", 2048,
+     [](const CallView& c) { return c.shape.varlen; }},
 };
 
 // Every feature, formats first (f32, f64, f16, bf16: ABI v2's dtype order), then by capability bit.

@@ -60,7 +60,8 @@ enum {                                   /* bits of attncheck_capabilities() */
   ATTNCHECK_CAP_MHA_WEIGHTS = 1u << 16,  /* writes each head's attention weights when asked */
   ATTNCHECK_CAP_SINKS = 1u << 17,        /* takes attncheck_problem_v2's sinks */
   ATTNCHECK_CAP_KV_CACHE = 1u << 18,     /* takes causal = ATTNCHECK_CAUSAL_KV_END (with ATTNCHECK_CAP_CAUSAL) */
-  ATTNCHECK_CAP_PAGED_KV = 1u << 19      /* takes k and v as pools of blocks read through attncheck_problem_v2's block_table */
+  ATTNCHECK_CAP_PAGED_KV = 1u << 19,     /* takes k and v as pools of blocks read through attncheck_problem_v2's block_table */
+  ATTNCHECK_CAP_VARLEN = 1u << 20        /* takes sequences of different lengths packed along Tq and Tk (cu_seqlens_q, cu_seqlens_k) */
 };
 typedef struct attncheck_problem_v2 {
   int32_t size;                /* sizeof(attncheck_problem_v2) as the checker was built; later versions only append fields */
@@ -91,6 +92,14 @@ typedef struct attncheck_problem_v2 {
    * keys, entries past its last block and blocks no entry names hold anything (the checker poisons them). */
   const int32_t *block_table;  /* [B][blocks_per_seq]; NULL = dense k and v */
   int32_t num_blocks, block_size, blocks_per_seq;
+  /* Varlen (ATTNCHECK_CAP_VARLEN), appended as the paged fields were. With cu_seqlens, the batch's B
+   * sequences are packed: q is [H][total_q][dk] with total_q = q_len, k and v are [H_kv][total_k][dk]
+   * and [..][dv] with total_k = kv_len, out is [H][total_q][dv] and lse [H][total_q]; sequence b's
+   * queries are rows cu_seqlens_q[b] to cu_seqlens_q[b + 1] - 1, its keys likewise, and masks, causal
+   * alignments and windows apply within each sequence at its own lengths (a sequence may be empty).
+   * cu_seqlens_*[0] = 0, nondecreasing, cu_seqlens_q[B] = q_len and cu_seqlens_k[B] = kv_len. Never
+   * with allow, kv_lens, bias, a block table, dropout, causal = 3 or the backward. */
+  const int32_t *cu_seqlens_q, *cu_seqlens_k;  /* [B + 1] each; NULL = dense */
 } attncheck_problem_v2;
 uint32_t attncheck_capabilities(void);
 int32_t  attncheck_forward_v2(const attncheck_problem_v2 *p);   /* 0 = ok; anything else for a problem within its capabilities is a finding */

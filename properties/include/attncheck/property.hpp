@@ -184,7 +184,7 @@ class Checker {
     if (!(condition)) (check).fail(message);         \
   } while (0)
 
-// Fails unless `out` agrees with the oracle's `reference` for case c: both gates, the rigorous
+// Fails unless `out` agrees with the oracle's `reference` for case c (a paged or varlen c judged as its dense twin): both gates, the rigorous
 // bound and the precision gate, with the failure report and the case; and `lse` when given, the
 // same way against the oracle's log-sum-exp. A sampled reference (a large case) first gains every
 // row the screen flags (rows.hpp). A case with dropout is judged for the keep mask [B,H,Tq,Tk]

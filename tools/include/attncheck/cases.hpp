@@ -78,6 +78,7 @@ struct Case {
   std::vector<int32_t> key_lengths;  // [B] or empty
   std::vector<float> sinks;          // [H] or empty: one logit per query head (contract.hpp)
   std::vector<int32_t> block_table;  // [B,BPS] or empty: with a paged shape k and v are pools (contract.hpp)
+  std::vector<int32_t> cu_seqlens_q, cu_seqlens_k;  // [B+1] each or empty: with a varlen shape the sequences are packed
   Causal causal = Causal::none;
   int64_t window_left = -1, window_right = -1;  // a sliding window (Masks); -1 = unbounded
   double scale = 0;
@@ -184,10 +185,11 @@ Case<T> with_unseen_inputs(Case<T> c, Unseen how);
 template <class T>
 std::string policy_traits(const Case<T>& c);
 
-// A paged case's dense twin (contract.hpp's dense_of): k [B,H_kv,Tk,dk] and v [B,H_kv,Tk,dv] gathered
-// through its block table, no table; c itself when dense.
+// A paged or varlen case's dense twin (contract.hpp's dense_of): a paged one's k [B,H_kv,Tk,dk] and v
+// [B,H_kv,Tk,dv] gathered through its block table, no table; a varlen one's packed tensors as one
+// batch under its sequences' allow mask [1,Tq,Tk], no other mask; c itself when dense.
 template <class T>
-Case<T> unpaged(const Case<T>& c);
+Case<T> dense_twin(const Case<T>& c);
 
 // c laid out as a serving engine's paged cache holds it (contract.hpp, ATTNCHECK_CAP_PAGED_KV): blocks
 // of 1, 2, 16 keys or a size not a power of two, each sequence's blocks at shuffled places in a pool
@@ -224,6 +226,46 @@ Case<T> with_paging(Choose& check, const Case<T>& c, T poison) {
         std::copy_n(c.v.begin() + s.v_at(b, h, j), s.dv, paged.v.begin() + row * s.dv);
       }
   return paged;
+}
+
+// The B sequences of c packed as a varlen call takes them (contract.hpp, ATTNCHECK_CAP_VARLEN): each
+// sequence's first Tq_b queries and Tk_b keys, each length 0, its whole, or any between (a sequence
+// empty of queries or keys among them; at least one query and one key in all), rows laid end to end
+// in q [H,sum Tq_b,dk], k [H_kv,sum Tk_b,dk] and v. c's causal mode and window apply within each
+// sequence (kv-end becomes lower-right: a sequence ends at its own last key); its allow mask, key
+// lengths and bias, which a varlen call does not take, are dropped. `check` is any chooser with below(n).
+template <class T, class Choose>
+Case<T> with_varlen(Choose& check, const Case<T>& c) {
+  const Shape& s = c.shape;
+  auto length = [&](int64_t most) {
+    const uint64_t pick = check.below(4);
+    return pick == 0 ? 0 : pick == 1 ? most : int64_t(check.below(uint64_t(most + 1)));
+  };
+  Case<T> packed = c;
+  packed.allow.clear(), packed.key_lengths.clear(), packed.bias.clear(), packed.block_table.clear();
+  if (packed.causal == Causal::kv_end) packed.causal = Causal::lower_right;
+  packed.cu_seqlens_q = packed.cu_seqlens_k = {0};
+  for (int64_t b = 0; b < s.B; ++b) {
+    packed.cu_seqlens_q.push_back(int32_t(packed.cu_seqlens_q.back() + length(s.Tq)));
+    packed.cu_seqlens_k.push_back(int32_t(packed.cu_seqlens_k.back() + length(s.Tk)));
+  }
+  for (auto* cu : {&packed.cu_seqlens_q, &packed.cu_seqlens_k})  // none at all: the first sequence whole
+    if (cu->back() == 0)
+      for (size_t b = 1; b < cu->size(); ++b) (*cu)[b] = int32_t(cu == &packed.cu_seqlens_q ? s.Tq : s.Tk);
+  Shape& t = packed.shape;
+  t.varlen = true, t.Tq = packed.cu_seqlens_q.back(), t.Tk = packed.cu_seqlens_k.back();
+  packed.q.assign(size_t(t.q_size()), T(0));
+  packed.k.assign(size_t(t.k_size()), T(0));
+  packed.v.assign(size_t(t.v_size()), T(0));
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.H; ++h) {
+      const int64_t first_q = packed.cu_seqlens_q[size_t(b)], first_k = packed.cu_seqlens_k[size_t(b)];
+      const int64_t Tq = packed.cu_seqlens_q[size_t(b + 1)] - first_q, Tk = packed.cu_seqlens_k[size_t(b + 1)] - first_k;
+      std::copy_n(c.q.begin() + s.q_at(b, h, 0), Tq * s.dk, packed.q.begin() + t.q_at(0, h, first_q));
+      std::copy_n(c.k.begin() + s.k_at(b, h, 0), Tk * s.dk, packed.k.begin() + t.k_at(0, h, first_k));
+      std::copy_n(c.v.begin() + s.v_at(b, h, 0), Tk * s.dv, packed.v.begin() + t.v_at(0, h, first_k));
+    }
+  return packed;
 }
 
 // Head h of batch b alone, as a B 1, H 1 case with that batch's masks.
