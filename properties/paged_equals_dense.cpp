@@ -10,8 +10,8 @@ ATTNCHECK_PROPERTY(PagedEqualsDense, .order = 250, .catches = "paged_block_index
   const Case<float> paged = draw_paged(check).c;
   std::vector<float> lse;
   const std::vector<float> out = check.run_with_lse(paged, lse);
-  require_agreement(check, paged, out, reference(dense_twin(paged).problem()), "paged K and V agree with the oracle's dense answer",
-                    lse_if_any(lse));
+  require_agreement(check, paged, out, reference(dense_twin(paged).problem()),
+                    "paged K and V agree with the oracle's dense answer", lse_if_any(lse));
 }
 
 }  // namespace attncheck::properties

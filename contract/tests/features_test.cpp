@@ -67,6 +67,9 @@ CallView using_only(uint32_t capability) {
     case ATTNCHECK_CAP_PAGED_KV:
       call.shape.NB = call.shape.BS = call.shape.BPS = 1;  // pools of one block of one key
       break;
+    case ATTNCHECK_CAP_VARLEN:
+      call.shape.varlen = true;  // its sequences packed
+      break;
     default:
       break;
   }

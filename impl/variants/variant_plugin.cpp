@@ -56,14 +56,13 @@ const attncheck::Variant& variant() {
 }
 
 // The variants take every mask (KV-end causal too), grouped KV heads, windows, soft-caps, a bias, sinks, paged K and V
-// (gathered first) and packed sequences (varlen, masked as one batch), in every format (f16 and bf16 computed in float), return the log-sum-exp, have a backward, and dropout
-// with its mask.
-constexpr uint32_t kVariantCapabilities = ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16 |
-                                          ATTNCHECK_CAP_ALLOW | ATTNCHECK_CAP_CAUSAL | ATTNCHECK_CAP_KV_LENS | ATTNCHECK_CAP_GQA |
-                                          ATTNCHECK_CAP_WINDOW | ATTNCHECK_CAP_SOFTCAP | ATTNCHECK_CAP_BIAS | ATTNCHECK_CAP_LSE |
-                                          ATTNCHECK_CAP_BACKWARD | ATTNCHECK_CAP_DROPOUT | ATTNCHECK_CAP_DROPOUT_MASK |
-                                          ATTNCHECK_CAP_SINKS | ATTNCHECK_CAP_KV_CACHE | ATTNCHECK_CAP_PAGED_KV |
-                                          ATTNCHECK_CAP_VARLEN;
+// (gathered first) and packed sequences (varlen, masked as one batch), in every format (f16 and bf16 computed in float), return
+// the log-sum-exp, have a backward, and dropout with its mask.
+constexpr uint32_t kVariantCapabilities =
+    ATTNCHECK_CAP_F32 | ATTNCHECK_CAP_F64 | ATTNCHECK_CAP_F16 | ATTNCHECK_CAP_BF16 | ATTNCHECK_CAP_ALLOW | ATTNCHECK_CAP_CAUSAL |
+    ATTNCHECK_CAP_KV_LENS | ATTNCHECK_CAP_GQA | ATTNCHECK_CAP_WINDOW | ATTNCHECK_CAP_SOFTCAP | ATTNCHECK_CAP_BIAS |
+    ATTNCHECK_CAP_LSE | ATTNCHECK_CAP_BACKWARD | ATTNCHECK_CAP_DROPOUT | ATTNCHECK_CAP_DROPOUT_MASK | ATTNCHECK_CAP_SINKS |
+    ATTNCHECK_CAP_KV_CACHE | ATTNCHECK_CAP_PAGED_KV | ATTNCHECK_CAP_VARLEN;
 
 }  // namespace
 

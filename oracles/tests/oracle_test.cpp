@@ -144,6 +144,71 @@ TEST(Oracle, PagedKvIsAnIndexMapOfTheDenseProblem) {
   }
 }
 
+// Varlen is an index map of separate problems: sequences packed along Tq and Tk (lengths 0 to whole,
+// with_varlen), and each sequence with queries and keys laid out by hand as a dense problem of its
+// own (B 1, its lengths, the same causal mode, window, scale, soft-cap and sinks), give the same
+// exact out and lse and bounds bit for bit in that sequence's rows, the built-in's two outs within them; a
+// sequence with no key gives rows of 0 (lse -inf, or the sink's).
+TEST(Oracle, VarlenIsAnIndexMapOfSeparateProblems) {
+  auto same = [](auto x, auto y) { return x == y || (std::isnan(x) && std::isnan(y)); };
+  SeededChooser choose(39);
+  for (int n = 0; n < 40; ++n) {
+    const Case<float> packed = with_varlen(choose, draw_case<float>(choose, {.abi_only = true}));
+    const Problem<float> p = packed.problem();
+    const Shape& s = p.shape;
+    std::vector<float> out_packed(size_t(s.out_size())), lse_packed(size_t(s.lse_size()));
+    ASSERT_EQ(problem_error(p, Result<float>{out_packed.data()}), "") << "case " << n;
+    attention(p, Result<float>{out_packed.data(), nullptr, lse_packed.data()});
+    const Reference x = reference(p);
+    for (int64_t b = 0; b < s.B; ++b) {
+      const Sequence q = sequence(p, b);
+      if (q.Tk == 0) {
+        for (int64_t h = 0; h < s.H; ++h)
+          for (int64_t i = q.first_q; i < q.first_q + q.Tq; ++i) {
+            const float sink = packed.sinks.empty() ? -kInf : packed.sinks[size_t(h)];
+            EXPECT_EQ(x.lse.exact[size_t(s.lse_at(0, h, i))], sink) << "case " << n;
+            for (int64_t col = 0; col < s.dv; ++col) EXPECT_EQ(x.out.exact[size_t(s.out_at(0, h, i) + col)], 0) << "case " << n;
+          }
+        continue;
+      }
+      if (q.Tq == 0) continue;
+      Case<float> alone = packed;  // by hand: rows first_q.. of each head's q, first_k.. of k and v
+      alone.cu_seqlens_q.clear(), alone.cu_seqlens_k.clear();
+      Shape& t = alone.shape;
+      t = Shape{1, s.H, q.Tq, q.Tk, s.dk, s.dv, s.H_kv};
+      alone.q.clear(), alone.k.clear(), alone.v.clear();
+      auto rows = [](std::vector<float>& to, const std::vector<float>& from, int64_t first, int64_t count, int64_t width) {
+        to.insert(to.end(), from.begin() + first * width, from.begin() + (first + count) * width);
+      };
+      for (int64_t h = 0; h < s.H; ++h) {
+        rows(alone.q, packed.q, h * s.Tq + q.first_q, q.Tq, s.dk);  // q [H,Tq,dk]
+        if (h % (s.H / s.kv_heads()) == 0) {                        // k [H_kv,Tk,dk], v [H_kv,Tk,dv]
+          rows(alone.k, packed.k, s.kv_head(h) * s.Tk + q.first_k, q.Tk, s.dk);
+          rows(alone.v, packed.v, s.kv_head(h) * s.Tk + q.first_k, q.Tk, s.dv);
+        }
+      }
+      const Reference y = reference(alone.problem());
+      std::vector<float> out_alone(size_t(t.out_size()));
+      attention(alone.problem(), Result<float>{out_alone.data()});
+      for (int64_t h = 0; h < s.H; ++h)
+        for (int64_t i = 0; i < q.Tq; ++i) {
+          const size_t at_x = size_t(s.lse_at(0, h, q.first_q + i)), at_y = size_t(t.lse_at(0, h, i));
+          EXPECT_TRUE(same(x.lse.exact[at_x], y.lse.exact[at_y])) << "case " << n;
+          EXPECT_TRUE(same(x.lse.bound[at_x], y.lse.bound[at_y])) << "case " << n;
+          for (int64_t col = 0; col < s.dv; ++col) {
+            const size_t ox = size_t(s.out_at(0, h, q.first_q + i) + col), oy = size_t(t.out_at(0, h, i) + col);
+            EXPECT_TRUE(same(x.out.exact[ox], y.out.exact[oy])) << "case " << n << " sequence " << b;
+            EXPECT_TRUE(same(x.out.bound[ox], y.out.bound[oy])) << "case " << n << " sequence " << b;
+            // The built-in's sums run over other lengths of keys (the masked ones add 0 in another order):
+            // the two within twice the one bound, not bit for bit.
+            EXPECT_TRUE(same(out_packed[ox], out_alone[oy]) || std::fabs(out_packed[ox] - out_alone[oy]) <= 2 * x.out.bound[ox])
+                << "case " << n << " sequence " << b;
+          }
+        }
+    }
+  }
+}
+
 // A soft-cap: score = cap tanh(scale q.k / cap), then the bias. One query q = 3 over keys 2, -1, 0
 // with scale 1 and cap 2: scores 2 tanh(3), 2 tanh(-1.5), 0, in long double's tanh.
 TEST(Oracle, SoftCappedScores) {

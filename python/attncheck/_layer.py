@@ -42,7 +42,7 @@ class Layer:
             raise ValueError(f"a layer PROB whose layer header ends in {fields['reserved']}, not 0")
         if parts & ~(wire.SELF | wire.B_Q | wire.B_K | wire.B_V | wire.B_O):
             raise ValueError(f"a layer PROB with unknown parts bits {parts:#x}")
-        dims = {d: fields[d] for d in wire.DIMS}
+        dims = {d: fields[d] for d in wire.DIMS if d in fields}  # (S: no field, B + 1 when varlen)
         if any(n < 0 for n in dims.values()):
             raise ValueError(f"a layer PROB with a negative size: {dims}")
         if self.H_kv <= 0 or self.H % self.H_kv:

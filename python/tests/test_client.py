@@ -213,6 +213,24 @@ def test_the_paged_header_and_pools_are_read_with_no_edit_of_the_client():
     assert (plain.NB, plain.BS, plain.dropout_p, plain.block_table) == (0, 0, 0.0, None)  # a header not sent reads as 0
 
 
+def test_varlen_packed_tensors_and_cu_seqlens_are_read_in_their_packed_shapes():
+    # Varlen (issue 39): no header, the varlen flag alone; q, k, v in their packed shapes ([H, Tq, dk],
+    # [H_kv, Tk, d], Tq and Tk the totals), then cu_seqlens_q and cu_seqlens_k [B + 1] after them.
+    dims = (2, 2, 1, 3, 5, 2, 1)  # B 2 sequences, H, H_kv, Tq = 3 queries and Tk = 5 keys in all, dk, dv
+    q, k, v = np.arange(2 * 3 * 2, dtype="<f4"), np.arange(5 * 2, dtype="<f4"), np.arange(5, dtype="<f4")
+    cu_q, cu_k = np.array([0, 1, 3], "<i4"), np.array([0, 4, 5], "<i4")
+    payload = wire.problem_payload("f32", dims, q=q.tobytes(), k=k.tobytes(), v=v.tobytes(), cu_seqlens_q=cu_q.tobytes(),
+                                   cu_seqlens_k=cu_k.tobytes())
+    p = Problem(payload)
+    assert p.S == 3 and p.q.shape == (2, 3, 2) and p.k.shape == (1, 5, 2) and p.v.shape == (1, 5, 1)
+    assert p.q[1, 2, 1] == q[(3 + 2) * 2 + 1]
+    assert p.cu_seqlens_q.tolist() == [0, 1, 3] and p.cu_seqlens_k.tolist() == [0, 4, 5]
+    assert wire.slot_shape(next(s for s in wire.SLOTS if s["name"] == "out"), vars(p)) == (2, 3, 1)
+    with pytest.raises(ValueError):  # bytes for [B, H, Tq, dk] where the packed [H, Tq, dk] belongs
+        Problem(wire.problem_payload("f32", dims, q=np.arange(24, dtype="<f4").tobytes(), k=k.tobytes(), v=v.tobytes(),
+                                     cu_seqlens_q=cu_q.tobytes(), cu_seqlens_k=cu_k.tobytes()))
+
+
 def test_a_slot_appended_to_the_schema_is_sent_and_read_with_no_other_edit():
     # The sinks, a per-head float32 vector brought by a feature of its own, a row appended to
     # call_slots.def and so to the regenerated _features.py, with no edit of the client's code: the

@@ -22,7 +22,7 @@ namespace attncheck {
 namespace {
 
 constexpr int kVersion = 1;
-constexpr int kShapeDims = int(Dim::D);                     // the shape line's: Dim's up to a layer's D
+constexpr int kShapeDims = int(Dim::D);  // the shape line's: Dim's up to a layer's D
 // And after them a paged case's (NB, BS, BPS) and a varlen case's (S, its cu_seqlens' entries).
 constexpr Dim kLayoutDims[] = {Dim::NB, Dim::BS, Dim::BPS, Dim::S};
 
@@ -266,7 +266,8 @@ void read_shape(std::istringstream& line, Shape& s) {
     at += 2;
     dims[d] = integer(value);
     const int64_t most = d == Dim::S ? 4097 : 4096;  // S: B + 1
-    if (dims[d] < 1 || dims[d] > most) bad(std::string(kDimNames[int(d)]) + " = " + value + " is outside 1.." + std::to_string(most));
+    if (dims[d] < 1 || dims[d] > most)
+      bad(std::string(kDimNames[int(d)]) + " = " + value + " is outside 1.." + std::to_string(most));
   };
   for (int d = 0; d < kShapeDims; ++d) read(Dim(d));
   if (next_is(Dim::NB))

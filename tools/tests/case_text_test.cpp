@@ -109,6 +109,43 @@ TEST(CaseText, APagedCaseReadsAndWritesBack) {
   EXPECT_EQ(case_to_text(c), text);
 }
 
+// A varlen case (issue 39), written by hand: the shape line's S = B + 1 after dv, q [H,Tq,dk], k and v
+// packed, each cu_seqlens on a line of its own name; read into a varlen shape whose dense twin masks
+// each sequence at its own lengths (lower-right: sequence 0, one query and no key, sees nothing;
+// sequence 1's two queries see its two keys from its own diagonal), and written back to the same bytes.
+TEST(CaseText, AVarlenCaseReadsAndWritesBack) {
+  const std::string text =
+      "case float32 1\n"
+      "shape B 2 H 1 H_kv 1 Tq 3 Tk 2 dk 1 dv 1 S 3\n"
+      "options causal lower-right scale 0x0p+0 empty-rows zero\n"
+      "mix by hand\n"
+      "q 3f800000 3f800000 3f800000\n"
+      "k 3f800000 00000000\n"
+      "v 3f800000 40000000\n"
+      "cu_seqlens_q 0 1 3\n"
+      "cu_seqlens_k 0 0 2\n"
+      "end\n";
+  std::istringstream in(text);
+  std::string first;
+  std::getline(in, first);
+  const Case<float> c = case_from_text<float>(first, in);
+  EXPECT_TRUE(c.shape.varlen);
+  EXPECT_EQ(c.cu_seqlens_q, (std::vector<int32_t>{0, 1, 3}));
+  EXPECT_EQ(c.cu_seqlens_k, (std::vector<int32_t>{0, 0, 2}));
+  const Case<float> twin = dense_twin(c);
+  EXPECT_EQ(twin.shape.B, 1);
+  EXPECT_EQ(twin.allow, (std::vector<uint8_t>{0, 0, 1, 0, 1, 1}));
+  EXPECT_EQ(twin.causal, Causal::none);
+  EXPECT_EQ(case_to_text(c), text);
+  for (const char* wrong : {"cu_seqlens_q 0 1 2\n", "cu_seqlens_q 1 1 3\n", "cu_seqlens_q 0 2 1\n"}) {
+    std::string bad_text = text;
+    bad_text.replace(bad_text.find("cu_seqlens_q 0 1 3\n"), 19, wrong);
+    std::istringstream bad_in(bad_text);
+    std::getline(bad_in, first);
+    EXPECT_THROW(case_from_text<float>(first, bad_in), std::runtime_error) << wrong;
+  }
+}
+
 // A line missing a word, an option out of order or of another name, a value of no choice: each
 // refused with a one-line reason.
 TEST(CaseText, MalformedScalarLinesAreRefused) {

@@ -21,7 +21,7 @@ void assign(To& to, const From& from) {
 // Those of a layer's shape; and a shape set from dims (H_kv 0: as many as H; S > 0: varlen).
 inline Dims dims_of(const LayerShape& s) { return dims_of(s.heads, s.D); }
 inline void set_dims(Shape& s, const Dims& d) {
-  s = {d[Dim::B],    d[Dim::H],  d[Dim::Tq], d[Dim::Tk],  d[Dim::dk],    d[Dim::dv],
+  s = {d[Dim::B],    d[Dim::H],  d[Dim::Tq], d[Dim::Tk],  d[Dim::dk],   d[Dim::dv],
        d[Dim::H_kv], d[Dim::NB], d[Dim::BS], d[Dim::BPS], d[Dim::S] > 0};
 }
 inline void set_dims(LayerShape& s, const Dims& d) {

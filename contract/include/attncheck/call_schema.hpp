@@ -104,8 +104,12 @@ inline constexpr Slot kRows[slot::kCount] = {
 #define LAYER_INPUT(in_layer) false
 #define NOT_AN_INPUT false
 #define ATTNCHECK_SLOT(id, name, shape, pooled, packed, element, feature, forward, backward, layer, part, abi, members) \
-  Slot{#id,    name,    Extent shape, Extent pooled, Extent packed, Element::element, feature,                         \
-       {Role::forward, Role::backward, Role::layer}, part, abi, members},
+  Slot{#id,           name,                                                                                             \
+       Extent shape,  Extent pooled,                                                                                    \
+       Extent packed, Element::element,                                                                                 \
+       feature,       {Role::forward, Role::backward, Role::layer},                                                     \
+       part,          abi,                                                                                              \
+       members},
 #include "attncheck/call_slots.def"
 #undef ATTNCHECK_SLOT
 #undef IN_PROBLEM
@@ -220,9 +224,9 @@ void for_each_input_row(F&& f, G&& g) {
 #define LAYER_INPUT(in_layer) g(slot, [](auto& l) -> decltype((l.in_layer)) { return l.in_layer; });
 #define NOT_AN_INPUT
 #define ATTNCHECK_SLOT(id, name, shape, pooled, packed, element, feature, forward, backward, layer, part, abi, members) \
-  {                                                                                                             \
-    [[maybe_unused]] const Slot& slot = kSlots[slot::id];                                                       \
-    members                                                                                                     \
+  {                                                                                                                     \
+    [[maybe_unused]] const Slot& slot = kSlots[slot::id];                                                               \
+    members                                                                                                             \
   }
 #include "attncheck/call_slots.def"
 #undef ATTNCHECK_SLOT

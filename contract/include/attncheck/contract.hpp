@@ -129,7 +129,7 @@ inline int64_t kv_row(const Shape& s, const int32_t* table, int64_t b, int64_t h
 // What a dense twin (dense_of) holds that its problem does not: gathered keys and values, a built mask.
 template <class T>
 struct TwinBuffers {
-  std::vector<T> k, v;       // [B,H_kv,Tk,dk], [B,H_kv,Tk,dv]: a paged problem's keys gathered
+  std::vector<T> k, v;         // [B,H_kv,Tk,dk], [B,H_kv,Tk,dv]: a paged problem's keys gathered
   std::vector<uint8_t> allow;  // [1,Tq,Tk]: a varlen problem's sequences as one mask
 };
 
@@ -141,7 +141,6 @@ struct TwinBuffers {
 // the same mathematics: the oracle and the built-in compute on the twin.
 template <class T>
 Problem<T> dense_of(const Problem<T>& problem, TwinBuffers<T>& twin);
-
 
 // The gather itself, each key's K and V rows read from offset(b, h, j, width) of the pools (width dk
 // for K, dv for V; h the first query head of its KV head): dense_of's, and a planted bug's own.
@@ -217,7 +216,8 @@ struct Sequence {
 };
 template <class T>
 Sequence sequence(const Problem<T>& p, int64_t b) {
-  return {p.cu_seqlens_q[b], p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b], p.cu_seqlens_k[b], p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b]};
+  return {p.cu_seqlens_q[b], p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b], p.cu_seqlens_k[b],
+          p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b]};
 }
 // Whether p's masks (causal, window) let query i see key j of a sequence of Tq queries and Tk keys.
 template <class T>

@@ -184,11 +184,10 @@ class Checker {
     if (!(condition)) (check).fail(message);         \
   } while (0)
 
-// Fails unless `out` agrees with the oracle's `reference` for case c (a paged or varlen c judged as its dense twin): both gates, the rigorous
-// bound and the precision gate, with the failure report and the case; and `lse` when given, the
-// same way against the oracle's log-sum-exp. A sampled reference (a large case) first gains every
-// row the screen flags (rows.hpp). A case with dropout is judged for the keep mask [B,H,Tq,Tk]
-// given, the kernel's: `reference` must be the oracle's for it (with_keep).
+// Fails unless `out` agrees with the oracle's `reference` for case c (a paged or varlen c judged as its dense twin): both gates,
+// the rigorous bound and the precision gate, with the failure report and the case; and `lse` when given, the same way against the
+// oracle's log-sum-exp. A sampled reference (a large case) first gains every row the screen flags (rows.hpp). A case with dropout
+// is judged for the keep mask [B,H,Tq,Tk] given, the kernel's: `reference` must be the oracle's for it (with_keep).
 template <class T>
 void require_agreement(Checker& check, const Case<T>& c, const std::vector<T>& out, Reference reference, const std::string& claim,
                        const std::vector<T>* lse = nullptr, const std::vector<uint8_t>* keep = nullptr);

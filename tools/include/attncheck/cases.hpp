@@ -74,10 +74,10 @@ struct Case {
   Shape shape;
   std::vector<T> q, k, v,
       bias;  // [B,H,Tq,dk], [B,H_kv,Tk,dk] (paged [NB,H_kv,BS,dk]), [B,H_kv,Tk,dv] (or [NB,H_kv,BS,dv]), [B,H,Tq,Tk] or empty
-  std::vector<uint8_t> allow;        // [B,Tq,Tk] or empty
-  std::vector<int32_t> key_lengths;  // [B] or empty
-  std::vector<float> sinks;          // [H] or empty: one logit per query head (contract.hpp)
-  std::vector<int32_t> block_table;  // [B,BPS] or empty: with a paged shape k and v are pools (contract.hpp)
+  std::vector<uint8_t> allow;                       // [B,Tq,Tk] or empty
+  std::vector<int32_t> key_lengths;                 // [B] or empty
+  std::vector<float> sinks;                         // [H] or empty: one logit per query head (contract.hpp)
+  std::vector<int32_t> block_table;                 // [B,BPS] or empty: with a paged shape k and v are pools (contract.hpp)
   std::vector<int32_t> cu_seqlens_q, cu_seqlens_k;  // [B+1] each or empty: with a varlen shape the sequences are packed
   Causal causal = Causal::none;
   int64_t window_left = -1, window_right = -1;  // a sliding window (Masks); -1 = unbounded

@@ -71,7 +71,7 @@ enum Flags : uint32_t {
   kLayer = protocol_flag(ATTNCHECK_CAP_MHA),                // a layer call: a LayerHeader follows the ProblemHeader
   kWantWeights = protocol_flag(ATTNCHECK_CAP_MHA_WEIGHTS),  // and its RSLT carries each head's weights after out
   kPaged = protocol_flag(ATTNCHECK_CAP_PAGED_KV),           // a PagedHeader follows; k and v are pools, block_table after sinks
-  kVarlen = protocol_flag(ATTNCHECK_CAP_VARLEN)             // the sequences packed (Tq, Tk their totals); cu_seqlens after the table
+  kVarlen = protocol_flag(ATTNCHECK_CAP_VARLEN)  // the sequences packed (Tq, Tk their totals); cu_seqlens after the table
 };
 
 // A FALT's payload: where the faulting address lay among the call's buffers.
