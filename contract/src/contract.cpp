@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
-#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -131,15 +130,19 @@ std::string varlen_error(const Problem<T>& p) {
   if (!s.varlen) return {};
   if (p.masks.allow || p.masks.key_lengths || p.bias || s.paged() || p.dropout_p > 0 || p.masks.causal == Causal::kv_end)
     return "varlen: packed sequences take no allow mask, key lengths, bias, paged KV, dropout or kv-end causal";
-  for (const auto& [cu, name, total] :
-       {std::tuple{p.cu_seqlens_q, "cu_seqlens_q", s.Tq}, {p.cu_seqlens_k, "cu_seqlens_k", s.Tk}}) {
-    auto at = [&, name = name](int64_t b) {
-      return std::string("varlen: ") + name + "[" + std::to_string(b) + "] = " + std::to_string(cu[b]);
+  struct Offsets {
+    const int32_t* cu;
+    const char* name;
+    int64_t total;
+  };
+  for (const Offsets o : {Offsets{p.cu_seqlens_q, "cu_seqlens_q", s.Tq}, Offsets{p.cu_seqlens_k, "cu_seqlens_k", s.Tk}}) {
+    auto at = [&](int64_t b) {
+      return std::string("varlen: ") + o.name + "[" + std::to_string(b) + "] = " + std::to_string(o.cu[b]);
     };
-    if (cu[0] != 0) return at(0) + ", not 0";
+    if (o.cu[0] != 0) return at(0) + ", not 0";
     for (int64_t b = 0; b < s.B; ++b)
-      if (cu[b + 1] < cu[b]) return at(b + 1) + " is below " + name + "[" + std::to_string(b) + "]";
-    if (cu[s.B] != total) return at(s.B) + ", not the packed total " + std::to_string(total);
+      if (o.cu[b + 1] < o.cu[b]) return at(b + 1) + " is below " + o.name + "[" + std::to_string(b) + "]";
+    if (o.cu[s.B] != o.total) return at(s.B) + ", not the packed total " + std::to_string(o.total);
   }
   return {};
 }
