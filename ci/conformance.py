@@ -107,18 +107,23 @@ ROWS = [
         "the spec's reference is Select(!mask, -inf, 0) then softmax: an all-false mask gives NaN (openvino 35959)"),
     Row("openvino-default", "OpenVINO", "openvino", "the same at its default precision hint", "openvino",
         ["--precision", "default"], ["--empty-rows", "nan"] + _FINITE, "as above"),
+    Row("openvino-paged", "OpenVINO", "openvino", "`PagedAttentionExtension` (vLLM's and openvino.genai's paged "
+        "attention), the CPU plugin's PagedAttention node", "openvino", ["--op", "paged"], _FINITE,
+        "the op has no mask but its own causal one at each sequence's cache end (src/core/src/op/paged_attention.cpp)"),
 ]
 
 # The claims, one column each: (header, the capability a library needs for it to apply, or None).
 COLUMNS = [("forbidden inputs", "masks"), ("empty rows", "masks"), ("allow mask", "allow"), ("causal alignment", "causal"),
            ("key lengths", "kv_lens"), ("GQA", "gqa"), ("window", "window"), ("soft-cap", "softcap"), ("bias", "bias"),
-           ("scale", None), ("lse", "lse"), ("backward", "backward")] + [(f, f) for f in FORMATS] + \
+           ("scale", None), ("lse", "lse"), ("backward", "backward"), ("KV cache", "kv_cache"), ("paged", "paged_kv"),
+           ("varlen", "varlen"), ("sinks", "sinks")] + [(f, f) for f in FORMATS] + \
           [("the bound", None), ("precision gate", None), ("refusals", None)]
 MASKS = {"allow", "causal", "kv_lens", "window", "bias"}
 # A feature a finding fails only with (attncheck's diagnosis; cli/src/diagnosis.cpp) -> its column.
 FEATURE_COLUMN = {"allow mask": "allow mask", "causal": "causal alignment", "key lengths": "key lengths",
                   "grouped KV heads": "GQA", "window": "window", "soft-cap": "soft-cap", "bias": "bias",
-                  "explicit scale": "scale", "lse": "lse", "backward": "backward"}
+                  "explicit scale": "scale", "lse": "lse", "backward": "backward", "KV-end causal": "KV cache",
+                  "paged KV": "paged", "varlen": "varlen", "sinks": "sinks"}
 REFUSALS = {"raised", "refused", "crashed", "hung"}
 KEPT_BYTES = 100_000  # the largest replay file docs/conformance keeps
 # The files a row's folder in --docs holds: a finding's replay file, as keep_and_reproduce names it.

@@ -326,15 +326,20 @@ int check(const std::map<std::string, NpyArray>& arrays, const FlagValues& optio
   BroadcastMask<T> mask;
   if (auto it = arrays.find("allow"); it != arrays.end())
     mask = broadcast_mask(it->second, options.text("allow"), shape, arrays.count("bias") ? data_of<T>(arrays, "bias") : nullptr);
-  const Problem<T> p = problem_of(arrays, options, shape, format, mask);
+  const Problem<T> given = problem_of(arrays, options, shape, format, mask);
+  std::vector<T> plain(size_t(shape.out_size())), plain_lse(size_t(shape.lse_size()));
+  if (const std::string error = problem_error(given, Result<T>{plain.data()}); !error.empty()) throw InputError(error);
+  // A paged or varlen call is judged on its dense twin (contract.hpp's dense_of: the same out and lse
+  // buffers; a varlen call's as one batch, indices [0,h,row of the packed tensor]).
+  TwinBuffers<T> twin;
+  const Problem<T> p = dense_of(given, twin);
   const bool backward = arrays.count("dout") > 0;
-  const int64_t pairs = shape.B * shape.H * shape.Tq * shape.Tk;
+  const int64_t pairs = p.shape.B * p.shape.H * p.shape.Tq * p.shape.Tk;
   const std::vector<uint8_t> chosen = rows_computed(p, options, backward, pairs);
   const std::vector<uint8_t> none(chosen.size(), 0);  // a reference of no row yet, to add `chosen` to
 
   // Both gates, as everywhere: the rigorous bound, then the precision gate against attncheck's
   // built-in implementation on the same input.
-  std::vector<T> plain(size_t(shape.out_size())), plain_lse(size_t(shape.lse_size()));
   attention(p, Result<T>{plain.data(), nullptr, plain_lse.data()});
   Reference ref = reference(p, &none);
   add_rows_in_chunks(p, chosen, ref, progress_line("the oracle's rows", pairs));
@@ -380,6 +385,14 @@ void check_flags(const FlagValues& options) {
       if (!options.given(flag_of(*g))) missing += (missing.empty() ? "--" : ", --") + flag_of(*g);
     }
   if (any && !missing.empty()) throw InputError("the backward needs --dout, --dq, --dk and --dv: missing " + missing);
+  const bool varlen = options.given("cu-seqlens-q") || options.given("cu-seqlens-k");
+  if (varlen && !(options.given("cu-seqlens-q") && options.given("cu-seqlens-k")))
+    throw InputError("varlen: give both --cu-seqlens-q and --cu-seqlens-k");
+  if (any && (varlen || options.given("block-table")))
+    throw InputError("--dout: the backward of a paged or varlen call is not checked; give its dense tensors");
+  if (varlen && (options.given("allow") || options.given("kv-lens") || options.given("bias") || options.given("block-table") ||
+                 options.text("causal") == causal_name(Causal::kv_end)))
+    throw InputError("varlen: packed sequences take no --allow, --kv-lens, --bias, --block-table or --causal kv-end");
   if (options.given("dout") && options.text("empty-rows") != "zero")
     throw InputError("--empty-rows " + options.text("empty-rows") +
                      ": the backward's empty rows are zero (dq 0, nothing to any key); "
@@ -405,17 +418,53 @@ Format format_checked(const std::map<std::string, NpyArray>& arrays, const FlagV
     if (s->element == Element::wide && given->second.dtype != wide)
       throw InputError(file + ": dtype " + dtype_name(given->second.dtype) + ", expected " + dtype_name(wide) + " for " +
                        format_name(format) + " tensors");
+    if (s->element == Element::f32 && given->second.dtype != NpyDtype::f32)
+      throw InputError(file + ": dtype " + dtype_name(given->second.dtype) + ", expected float32 in every format");
     if (s->element == Element::int32 && given->second.dtype != NpyDtype::i32)
       throw InputError(file + ": dtype " + dtype_name(given->second.dtype) + ", expected int32");
   }
   return format;
 }
 
+// The block table's [B,BPS] header: its BPS (its B is checked with the other optional tensors).
+int64_t table_width(const NpyArray& table, const std::string& file) {
+  if (table.shape.size() != 2 || table.shape[1] < 1) throw InputError(file + ": expected shape [B,BPS]");
+  return table.shape[1];
+}
+
+// A varlen call's packed tensor's dims, [T,d] or [H,T,d] ([T,H,d] with --layout bshd), as one
+// batch's: [1,1,T,d] or [1,H,T,d] ([1,T,1,d] or [1,T,H,d]), so that the dense reading and --layout serve them.
+std::vector<int64_t> one_batch(std::vector<int64_t> dims, bool bshd) {
+  if (dims.size() == 2) dims.insert(dims.begin() + (bshd ? 1 : 0), 1);
+  dims.insert(dims.begin(), 1);
+  return dims;
+}
+void as_one_batch(std::map<std::string, NpyArray>& arrays, const FlagValues& options, bool bshd) {
+  if (!arrays.count("cu-seqlens-q")) return;
+  for (const Slot* s : compared_slots())
+    if (const auto given = arrays.find(flag_of(*s)); rows_per_head(*s) && given != arrays.end()) {
+      std::vector<int64_t>& dims = given->second.shape;
+      if (dims.size() != 2 && dims.size() != 3)
+        throw InputError(options.text(flag_of(*s)) + ": has " + std::to_string(dims.size()) +
+                         " dims; a varlen call's packed tensor is [T,d] or [H,T,d] ([T,H,d] with --layout bshd)");
+      dims = one_batch(dims, bshd);
+    }
+}
+
 // The problem's shape, from the headers of q, k, v, out and the gradients: Q [B,H,Tq,dk], K
 // [B,H,Tk,dk], V [B,H,Tk,dv], out [B,H,Tq,dv], the same rank; read as [B,T,H,d] when `bshd`.
 Shape shape_checked(const std::map<std::string, NpyArray>& arrays, const FlagValues& options, bool bshd) {
   auto dims = [&](const char* name, bool as_bshd) { return dims_of(arrays.at(name), options.text(name), as_bshd); };
-  const FileDims q = dims("q", bshd), k = dims("k", bshd), v = dims("v", bshd), out = dims("out", bshd);
+  const FileDims q = dims("q", bshd), out = dims("out", bshd);
+  FileDims k = dims("k", bshd), v = dims("v", bshd);
+  // Paged: K and V are pools [NB,H_kv,BS,d], each sequence's keys the BPS x BS slots its table names.
+  const FileDims pool = k;
+  const int64_t BPS = arrays.count("block-table") ? table_width(arrays.at("block-table"), options.text("block-table")) : 0;
+  if (BPS) {
+    if (v.B != pool.B || v.T != pool.T)
+      throw InputError("paged KV: K " + shape_text(pool) + " and V " + shape_text(v) + " are not pools of the same blocks");
+    k.B = v.B = q.B, k.T = v.T = BPS * pool.T;
+  }
   for (const Slot* s : compared_slots())
     if (const auto given = arrays.find(flag_of(*s)); rows_per_head(*s) && given != arrays.end())
       if (given->second.shape.size() != arrays.at("q").shape.size())
@@ -438,7 +487,14 @@ Shape shape_checked(const std::map<std::string, NpyArray>& arrays, const FlagVal
       throw InputError(options.text(name) + ": shape " + shape_text(dims(name.c_str(), bshd)) + ", expected " + like + "'s " +
                        axes(*g) + " = " + shape_text(dims(like.c_str(), bshd)));
   }
-  return {q.B, q.H, q.T, k.T, q.d, v.d, k.H};
+  Shape shape{q.B, q.H, q.T, k.T, q.d, v.d, k.H};
+  if (BPS) shape.NB = pool.B, shape.BS = pool.T, shape.BPS = BPS;
+  if (arrays.count("cu-seqlens-q")) {  // B sequences packed in the one batch read
+    const std::vector<int64_t>& cu = arrays.at("cu-seqlens-q").shape;
+    if (cu.size() != 1 || cu[0] < 2) throw InputError(options.text("cu-seqlens-q") + ": expected shape [B+1], B >= 1");
+    shape.B = cu[0] - 1, shape.varlen = true;
+  }
+  return shape;
 }
 
 // The optional tensors, by element count and last dims: kv-lens [B] int32, bias [..,Tq,Tk] with B H
@@ -489,6 +545,8 @@ void check_optional_shapes(const std::map<std::string, NpyArray>& arrays, const 
 void read_data(std::map<std::string, NpyArray>& arrays, const FlagValues& options, const Shape& shape) {
   for (auto& [name, array] : arrays) {
     NpyArray whole = read_npy(options.text(name));
+    if (whole.shape.size() < array.shape.size())
+      whole.shape = one_batch(whole.shape, options.text("layout") == "bshd");  // as_one_batch's
     if (whole.dtype != array.dtype || whole.shape != array.shape)
       throw InputError(options.text(name) + ": changed while being read");
     array = std::move(whole);
@@ -514,6 +572,7 @@ int run(const FlagValues& options) {
   if (options.given("window")) window_of(options.text("window"));  // a bad window: one line, before any work
   const Format format = format_checked(arrays, options);
   const bool bshd = options.text("layout") == "bshd";
+  as_one_batch(arrays, options, bshd);
   const Shape shape = shape_checked(arrays, options, bshd);
   check_optional_shapes(arrays, options, shape);
   read_data(arrays, options, shape);
@@ -560,6 +619,19 @@ int compare_command(const std::vector<std::string>& args) {
             "unbounded")
       .number("softcap", "C", "a soft-cap: score = C tanh(scale q.k / C), before bias and masks", std::nullopt, 0, 1e300)
       .text("kv-lens", "LENS.npy", "key lengths [B], int32: keys j >= LENS[b] are padding")
+      .text("sinks", "SINKS.npy",
+            "attention sinks [H], float32 in every format (gpt-oss): each row's denominator gains exp(SINKS[h] - max), "
+            "with no value; -inf is no sink")
+      .text("block-table", "TABLE.npy",
+            "paged KV: the block table [B,BPS], int32; --k and --v are then pools [NB,H_kv,BS,dk] and [NB,H_kv,BS,dv] "
+            "([NB,BS,H_kv,d] with --layout bshd), key j of batch b in slot j % BS of block TABLE[b][j / BS]; Tk is "
+            "BPS x BS, --kv-lens each sequence's keys")
+      .text("cu-seqlens-q", "CU.npy",
+            "varlen: the B sequences' first query rows [B+1], int32, from 0 to the total; q and out are then packed, "
+            "[Tq,d] or [H,Tq,d] ([Tq,H,d] with --layout bshd), the lse [H,Tq]; needs --cu-seqlens-k")
+      .text("cu-seqlens-k", "CU.npy",
+            "varlen: the sequences' first key rows [B+1], int32; k and v packed as q; --causal and --window apply "
+            "within each sequence")
       .text("bias", "BIAS.npy", "a bias [B,H,Tq,Tk] in --q's format, added after the soft-cap; -inf forbids")
       .text("lse", "LSE.npy",
             "the log-sum-exp to check too: [B,H,Tq], float32 (float64 with float64 tensors), natural log, -inf for an "

@@ -10,8 +10,10 @@
 // (below). half_*.npy and bf16_*.npy: a low-precision problem in float16 and in bfloat16 (as uint16
 // bit patterns, the way PyTorch users dump it), each with its correct output and the output of a
 // kernel that keeps a running sum in the format (below). bwd_*.npy: a backward pass with grouped heads,
-// its gradients and two planted bugs' (below). With --bad-inputs it also writes
-// k_short.npy [1,2,4,8], whose Tk does not fit V's.
+// its gradients and two planted bugs' (below). paged_*.npy and varlen_*.npy: a paged decode step
+// with sinks and three packed sequences, each with a planted bug's output (below). With --bad-inputs it also writes
+// k_short.npy [1,2,4,8], whose Tk does not fit V's, and varlen_{k,v}_short.npy, 5 packed keys where
+// cu_seqlens_k says 11.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -244,6 +246,77 @@ void backward_example(const std::string& dir, SeededChooser& choose) {
   save(dir + "/bwd_dv_gqa_not_summed.npy", bug_dv, v_shape);
 }
 
+void save_int32(const std::string& path, const std::vector<int32_t>& x, std::vector<int64_t> shape) {
+  NpyArray a{NpyDtype::i32, std::move(shape), std::vector<unsigned char>(x.size() * 4)};
+  std::memcpy(a.data.data(), x.data(), a.data.size());
+  write_npy(path, a);
+}
+
+// paged_*.npy: a decode step over a paged cache, with sinks: B 2, H 4 over H_kv 2, Tq 2, dk 8, dv 4;
+// pools k [NB 8,H_kv,BS 3,dk] and v of blocks of 3 keys, 4 a sequence (Tk 12), the table {6 2 7 2 |
+// 1 5 3 3} (blocks shuffled, entries past a sequence's last block naming any, blocks 0 and 4 unnamed);
+// key lengths {5, 9}, KV-end causal; sinks {-inf, 0.5, -1, 2}; every slot no key fills NaN. out and
+// lse from the built-in implementation, and the output of a kernel reading the table as [BPS][B].
+void paged_example(const std::string& dir, SeededChooser& choose) {
+  Shape s{2, 4, 2, 12, 8, 4, 2};
+  s.NB = 8, s.BS = 3, s.BPS = 4;
+  const std::vector<int32_t> table = {6, 2, 7, 2, 1, 5, 3, 3}, lengths = {5, 9};
+  const std::vector<float> sinks = {-INFINITY, 0.5f, -1.0f, 2.0f}, q = normal_values(choose, s.q_size());
+  std::vector<float> k(size_t(s.k_size()), NAN), v(size_t(s.v_size()), NAN);
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.H; h += s.H / s.kv_heads())
+      for (int64_t j = 0; j < lengths[size_t(b)]; ++j) {
+        const int64_t row = kv_row(s, table.data(), b, h, j);
+        for (int64_t d = 0; d < s.dk; ++d) k[size_t(row * s.dk + d)] = float(standard_normal(choose));
+        for (int64_t d = 0; d < s.dv; ++d) v[size_t(row * s.dv + d)] = float(standard_normal(choose));
+      }
+  Problem<float> p;
+  p.shape = s;
+  p.q = q.data(), p.k = k.data(), p.v = v.data();
+  p.masks = {nullptr, Causal::kv_end, lengths.data()};
+  p.sinks = sinks.data(), p.block_table = table.data();
+  std::vector<float> out(size_t(s.out_size())), lse(size_t(s.lse_size())), transposed(out.size());
+  attention(p, Result<float>{out.data(), nullptr, lse.data()});
+  variant_attention(p, transposed.data(), Variant{.mutation = Mutation::paged_table_transposed});
+  save(dir + "/paged_q.npy", q, {s.B, s.H, s.Tq, s.dk});
+  save(dir + "/paged_k.npy", k, {s.NB, s.kv_heads(), s.BS, s.dk});
+  save(dir + "/paged_v.npy", v, {s.NB, s.kv_heads(), s.BS, s.dv});
+  save_int32(dir + "/paged_table.npy", table, {s.B, s.BPS});
+  save_int32(dir + "/paged_kv_lens.npy", lengths, {s.B});
+  save(dir + "/paged_sinks.npy", sinks, {s.H});
+  save(dir + "/paged_out.npy", out, {s.B, s.H, s.Tq, s.dv});
+  save(dir + "/paged_lse.npy", lse, {s.B, s.H, s.Tq});
+  save(dir + "/paged_out_table_transposed.npy", transposed, {s.B, s.H, s.Tq, s.dv});
+}
+
+// varlen_*.npy: three sequences packed, q and out [H,T,d] (H 2 over H_kv 1, dk dv 8) of query
+// lengths {3, 0, 4} and key lengths {5, 2, 4} (cu_seqlens_q {0 3 3 7}, cu_seqlens_k {0 5 7 11}), causal
+// lower-right within each; out and lse from the built-in, and the output of a kernel whose sequences
+// take their next one's first key (cu_seqlens off by one).
+void varlen_example(const std::string& dir, SeededChooser& choose) {
+  Shape s{3, 2, 7, 11, 8, 8, 1};
+  s.varlen = true;
+  const std::vector<int32_t> cu_q = {0, 3, 3, 7}, cu_k = {0, 5, 7, 11};
+  const std::vector<float> q = normal_values(choose, s.q_size()), k = normal_values(choose, s.k_size()),
+                           v = normal_values(choose, s.v_size());
+  Problem<float> p;
+  p.shape = s;
+  p.q = q.data(), p.k = k.data(), p.v = v.data();
+  p.masks.causal = Causal::lower_right;
+  p.cu_seqlens_q = cu_q.data(), p.cu_seqlens_k = cu_k.data();
+  std::vector<float> out(size_t(s.out_size())), lse(size_t(s.lse_size())), bleeding(out.size());
+  attention(p, Result<float>{out.data(), nullptr, lse.data()});
+  variant_attention(p, bleeding.data(), Variant{.mutation = Mutation::varlen_cu_seqlens_off_by_one});
+  save(dir + "/varlen_q.npy", q, {s.H, s.Tq, s.dk});
+  save(dir + "/varlen_k.npy", k, {s.kv_heads(), s.Tk, s.dk});
+  save(dir + "/varlen_v.npy", v, {s.kv_heads(), s.Tk, s.dv});
+  save_int32(dir + "/varlen_cu_seqlens_q.npy", cu_q, {s.B + 1});
+  save_int32(dir + "/varlen_cu_seqlens_k.npy", cu_k, {s.B + 1});
+  save(dir + "/varlen_out.npy", out, {s.H, s.Tq, s.dv});
+  save(dir + "/varlen_lse.npy", lse, {s.H, s.Tq});
+  save(dir + "/varlen_out_cu_seqlens_off_by_one.npy", bleeding, {s.H, s.Tq, s.dv});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -265,6 +338,12 @@ int main(int argc, char** argv) {
   narrow_example<Half>(dir, "half", NpyDtype::f16, normal, "out_fp16_accumulated.npy", Mutation::output_accumulator_fp16);
   narrow_example<BFloat16>(dir, "bf16", NpyDtype::u16, normal, "out_normalizer_in_bf16.npy", Mutation::softmax_bf16);
   backward_example(dir, choose);
-  if (bad_inputs) save(dir + "/k_short.npy", std::vector<float>(k.begin(), k.begin() + 2 * 4 * 8), {1, 2, 4, 8});
+  paged_example(dir, choose);
+  varlen_example(dir, choose);
+  if (bad_inputs) {
+    save(dir + "/k_short.npy", std::vector<float>(k.begin(), k.begin() + 2 * 4 * 8), {1, 2, 4, 8});
+    save(dir + "/varlen_k_short.npy", std::vector<float>(5 * 8, 1.0f), {1, 5, 8});  // 5 packed keys, 11 by cu_seqlens_k
+    save(dir + "/varlen_v_short.npy", std::vector<float>(5 * 8, 1.0f), {1, 5, 8});
+  }
   return 0;
 }

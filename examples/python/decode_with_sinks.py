@@ -2,7 +2,8 @@
 in chunks of 4, each chunk's softmax partial (its maximum, sum and weighted values) merged by their
 log-sum-exp, and each head's sink logit (gpt-oss) joining the denominator at the end, with no value;
 it takes the KV-end causal mask (p.mask() reads it) for a KV cache, dense or paged (p.k and p.v pools
-of blocks read through p.block_table).
+of blocks read through p.block_table), and packed sequences (varlen: p.q [H,Tq,dk], p.k and p.v
+[H_kv,Tk,d] computed as one batch under p.mask()'s mask of the packed rows, each sequence's own).
 
 Check it (the sinks properties run because it claims "sinks"):
     attncheck check --impl-cmd "python3 examples/python/decode_with_sinks.py"
@@ -38,12 +39,14 @@ def dense_cache(p, bug=None):
 
 def attention(p, bug=None):
     # p.q [B,H,Tq,dk], p.k and p.v [B,H_kv,Tk,d] (or pools), p.sinks None or [H]; out [B,H,Tq,dv], lse [B,H,Tq]
+    # (varlen: p.q [H,Tq,dk], p.k and p.v [H_kv,Tk,d]; out [H,Tq,dv] and lse [H,Tq]: one batch of packed rows)
     group = p.H // p.H_kv
     k, v = dense_cache(p, bug)
+    q, k, v = (x[None] for x in (p.q, k, v)) if p.S else (p.q, k, v)
     k = np.repeat(k, group, axis=1)  # query head h reads KV head h // group
     v = np.repeat(v, group, axis=1)
     mask = p.mask()  # [B,H,Tq,Tk]
-    scores = np.where(mask, p.q @ np.swapaxes(k, -1, -2) * p.softmax_scale, -np.inf)
+    scores = np.where(mask, q @ np.swapaxes(k, -1, -2) * p.softmax_scale, -np.inf)
     mask = mask & (scores != -np.inf)  # a -inf score weighs nothing, as a masked key
     shape = scores.shape[:-1]
     m, l, acc = np.full(shape, -np.inf), np.zeros(shape), np.zeros(shape + (p.dv,))
@@ -71,6 +74,7 @@ def attention(p, bug=None):
         nan_row = np.isnan(scores).any(axis=-1) | (mask & (scores == np.inf)).any(axis=-1)
     out[nan_row], lse[nan_row] = np.nan, np.nan  # a NaN or +inf permitted score: the row is NaN
     dtype = np.float64 if p.dtype == "f64" else np.float32
+    out, lse = (out[0], lse[0]) if p.S else (out, lse)
     return (out.astype(dtype), lse.astype(dtype)) if p.want_lse else out.astype(dtype)
 
 
@@ -80,4 +84,4 @@ if __name__ == "__main__":
     bug = parser.parse_args().bug
     attncheck.serve(lambda p: attention(p, bug),
                     capabilities={"f32", "f64", "allow", "causal", "kv_lens", "gqa", "window", "lse", "sinks", "kv_cache",
-                                  "paged_kv"})
+                                  "paged_kv", "varlen"})

@@ -25,6 +25,33 @@ def read_scalars(call, fields, headers, what):
     call.scale = fields["scale"] or None  # 0: the default, 1/sqrt(dk)
 
 
+def _permitted(call, B, Tq, Tk, allow, kv_lens):
+    """bool [B,Tq,Tk]: the masks of a call (a Problem or a Layer: its causal and window) at Tq queries and Tk
+    keys, allow [B,Tq,Tk] and kv_lens [B] or None."""
+    i = np.arange(Tq)[:, None]
+    j = np.arange(Tk)[None, :]
+    diagonal = i + Tk - Tq  # where lower-right causal and the window are anchored
+    permitted = np.ones((B, Tq, Tk), bool)
+    if allow is not None:
+        permitted &= allow
+    if kv_lens is not None:
+        permitted &= j[None] < kv_lens[:, None, None]
+    if call.causal == "upper-left":
+        permitted &= j <= i
+    elif call.causal == "lower-right":
+        permitted &= j <= diagonal
+    elif call.causal == "kv-end":  # the diagonal at each batch's key length (Tk without)
+        keys = np.full(B, Tk) if kv_lens is None else kv_lens
+        permitted &= j[None] <= i[None] + keys[:, None, None] - Tq
+    if call.window is not None:
+        left, right = call.window
+        if left >= 0:
+            permitted &= j >= diagonal - left
+        if right >= 0:
+            permitted &= j <= diagonal + right
+    return permitted
+
+
 class Problem:
     """The problem's fields, as the README and docs/protocol.md give them.
 
@@ -77,28 +104,16 @@ class Problem:
         return 1 / math.sqrt(self.dk) if self.scale is None else self.scale
 
     def mask(self):
-        """bool [B,H,Tq,Tk], True = may attend: allow, key lengths, causal and window combined."""
-        i = np.arange(self.Tq)[:, None]
-        j = np.arange(self.Tk)[None, :]
-        diagonal = i + self.Tk - self.Tq  # where lower-right causal and the window are anchored
-        permitted = np.ones((self.B, self.Tq, self.Tk), bool)
-        if self.allow is not None:
-            permitted &= self.allow
-        if self.kv_lens is not None:
-            permitted &= j[None] < self.kv_lens[:, None, None]
-        if self.causal == "upper-left":
-            permitted &= j <= i
-        elif self.causal == "lower-right":
-            permitted &= j <= diagonal
-        elif self.causal == "kv-end":  # the diagonal at each batch's key length (Tk without)
-            keys = np.full(self.B, self.Tk) if self.kv_lens is None else self.kv_lens
-            permitted &= j[None] <= i[None] + keys[:, None, None] - self.Tq
-        if self.window is not None:
-            left, right = self.window
-            if left >= 0:
-                permitted &= j >= diagonal - left
-            if right >= 0:
-                permitted &= j <= diagonal + right
+        """bool [B,H,Tq,Tk], True = may attend: allow, key lengths, causal and window combined. Varlen:
+        [1,H,Tq,Tk] over the packed rows, query r of sequence b seeing key c when c is one of b's keys and
+        b's causal mask and window permit them at b's own lengths (the contract's dense twin)."""
+        if not getattr(self, "S", 0):  # dense (a Layer, which shares this mask, has no packed sequences)
+            return np.repeat(_permitted(self, self.B, self.Tq, self.Tk, self.allow, self.kv_lens)[:, None], self.H, axis=1)
+        permitted = np.zeros((1, self.Tq, self.Tk), bool)
+        rows, keys = self.cu_seqlens_q, self.cu_seqlens_k
+        for b in range(self.B):
+            permitted[0, rows[b]:rows[b + 1], keys[b]:keys[b + 1]] = \
+                _permitted(self, 1, rows[b + 1] - rows[b], keys[b + 1] - keys[b], None, None)
         return np.repeat(permitted[:, None], self.H, axis=1)
 
     def __repr__(self):

@@ -226,6 +226,16 @@ def test_varlen_packed_tensors_and_cu_seqlens_are_read_in_their_packed_shapes():
     assert p.q[1, 2, 1] == q[(3 + 2) * 2 + 1]
     assert p.cu_seqlens_q.tolist() == [0, 1, 3] and p.cu_seqlens_k.tolist() == [0, 4, 5]
     assert wire.slot_shape(next(s for s in wire.SLOTS if s["name"] == "out"), vars(p)) == (2, 3, 1)
+    # p.mask(): the packed rows' mask [1, H, Tq, Tk], each sequence's block at its own lengths (sequence
+    # 0: query row 0, keys 0..3; sequence 1: query rows 1 and 2, key 4), written out by hand.
+    def mask(causal):
+        packed = Problem(wire.problem_payload("f32", dims, causal, q=q.tobytes(), k=k.tobytes(), v=v.tobytes(),
+                                              cu_seqlens_q=cu_q.tobytes(), cu_seqlens_k=cu_k.tobytes())).mask()
+        assert packed.shape == (1, 2, 3, 5) and (packed[0, 1] == packed[0, 0]).all()
+        return packed[0, 0].astype(int).tolist()
+    assert mask("none") == [[1, 1, 1, 1, 0], [0, 0, 0, 0, 1], [0, 0, 0, 0, 1]]
+    assert mask("lower-right") == [[1, 1, 1, 1, 0], [0, 0, 0, 0, 0], [0, 0, 0, 0, 1]]  # sequence 1: j <= i - 1
+    assert mask("upper-left") == [[1, 0, 0, 0, 0], [0, 0, 0, 0, 1], [0, 0, 0, 0, 1]]
     with pytest.raises(ValueError):  # bytes for [B, H, Tq, dk] where the packed [H, Tq, dk] belongs
         Problem(wire.problem_payload("f32", dims, q=np.arange(24, dtype="<f4").tobytes(), k=k.tobytes(), v=v.tobytes(),
                                      cu_seqlens_q=cu_q.tobytes(), cu_seqlens_k=cu_k.tobytes()))

@@ -477,43 +477,9 @@ std::string show(double x) {
   return text;
 }
 
-template <class T>
-std::string masks_and_values(const Case<T>& c);
+namespace {
 
-template <class T>
-std::string describe(const Case<T>& c) {
-  // c: q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], allow [B,Tq,Tk], key_lengths [B], bias [B,H,Tq,Tk].
-  const Shape& s = c.shape;
-  const std::string kv_heads = s.kv_heads() == s.H ? "" : ", H_kv " + std::to_string(s.kv_heads());
-  char line[512];
-  // The scale to 9 digits (show), not std::to_string's 6 decimals, which print 1e-7 as 0.000000.
-  std::string extras;  // what ABI v1 cannot carry, when present
-  if (c.window_left >= 0 || c.window_right >= 0)
-    extras += "; window " + std::to_string(c.window_left) + "," + std::to_string(c.window_right);
-  if (c.softcap != 0) extras += "; soft-cap " + show(c.softcap);
-  if (c.dropout_p != 0) extras += "; dropout p " + show(c.dropout_p) + " seed " + std::to_string(c.dropout_seed);
-  for (size_t h = 0; h < c.sinks.size(); ++h) extras += (h ? " " : "; sinks ") + show(c.sinks[h]);
-  if (s.paged()) {  // the pool and, when short, the table (the k and v printed below are the pools)
-    extras += "; paged: " + std::to_string(s.NB) + " blocks of " + std::to_string(s.BS) + " keys, table";
-    for (size_t e = 0; e < c.block_table.size() && c.block_table.size() <= 24; ++e)
-      extras += (e % size_t(s.BPS) ? " " : e ? " | " : " ") + std::to_string(c.block_table[e]);
-  }
-  if (s.varlen) {  // each sequence's first query and key rows (the grid below is its twin's: one batch)
-    extras += "; varlen: cu_seqlens_q";
-    for (const int32_t at : c.cu_seqlens_q) extras += " " + std::to_string(at);
-    extras += ", cu_seqlens_k";
-    for (const int32_t at : c.cu_seqlens_k) extras += " " + std::to_string(at);
-  }
-  if (is_narrow(c.format)) extras += std::string("; in ") + format_name(c.format);
-  std::snprintf(
-      line, sizeof line, "B %lld, H %lld%s, Tq %lld, Tk %lld, dk %lld, dv %lld; scale %s; causal %s%s; empty rows %s; %s\n",
-      (long long)s.B, (long long)s.H, kv_heads.c_str(), (long long)s.Tq, (long long)s.Tk, (long long)s.dk, (long long)s.dv,
-      c.scale == 0 ? "default" : show(c.scale).c_str(), causal_name(c.causal), extras.c_str(),
-      (empty_rows_word(c.empty_rows) + std::string(c.lse_empty == LseEmpty::zero ? ", their lse 0" : "")).c_str(), c.mix.c_str());
-  std::string text = line;
-  return text + masks_and_values(c.shape.varlen ? dense_twin(c) : c);  // varlen: its sequences' mask over the packed rows
-}
-
+// The permitted keys of c's rows (a grid, or a line per batch when large) and its values when few.
 template <class T>
 std::string masks_and_values(const Case<T>& c) {
   const Shape& s = c.shape;
@@ -553,6 +519,42 @@ std::string masks_and_values(const Case<T>& c) {
   values("v", c.v);
   values("bias", c.bias);
   return text;
+}
+
+}  // namespace
+
+template <class T>
+std::string describe(const Case<T>& c) {
+  // c: q [B,H,Tq,dk], k [B,H_kv,Tk,dk], v [B,H_kv,Tk,dv], allow [B,Tq,Tk], key_lengths [B], bias [B,H,Tq,Tk].
+  const Shape& s = c.shape;
+  const std::string kv_heads = s.kv_heads() == s.H ? "" : ", H_kv " + std::to_string(s.kv_heads());
+  char line[512];
+  // The scale to 9 digits (show), not std::to_string's 6 decimals, which print 1e-7 as 0.000000.
+  std::string extras;  // what ABI v1 cannot carry, when present
+  if (c.window_left >= 0 || c.window_right >= 0)
+    extras += "; window " + std::to_string(c.window_left) + "," + std::to_string(c.window_right);
+  if (c.softcap != 0) extras += "; soft-cap " + show(c.softcap);
+  if (c.dropout_p != 0) extras += "; dropout p " + show(c.dropout_p) + " seed " + std::to_string(c.dropout_seed);
+  for (size_t h = 0; h < c.sinks.size(); ++h) extras += (h ? " " : "; sinks ") + show(c.sinks[h]);
+  if (s.paged()) {  // the pool and, when short, the table (the k and v printed below are the pools)
+    extras += "; paged: " + std::to_string(s.NB) + " blocks of " + std::to_string(s.BS) + " keys, table";
+    for (size_t e = 0; e < c.block_table.size() && c.block_table.size() <= 24; ++e)
+      extras += (e % size_t(s.BPS) ? " " : e ? " | " : " ") + std::to_string(c.block_table[e]);
+  }
+  if (s.varlen) {  // each sequence's first query and key rows (the grid below is its twin's: one batch)
+    extras += "; varlen: cu_seqlens_q";
+    for (const int32_t at : c.cu_seqlens_q) extras += " " + std::to_string(at);
+    extras += ", cu_seqlens_k";
+    for (const int32_t at : c.cu_seqlens_k) extras += " " + std::to_string(at);
+  }
+  if (is_narrow(c.format)) extras += std::string("; in ") + format_name(c.format);
+  std::snprintf(
+      line, sizeof line, "B %lld, H %lld%s, Tq %lld, Tk %lld, dk %lld, dv %lld; scale %s; causal %s%s; empty rows %s; %s\n",
+      (long long)s.B, (long long)s.H, kv_heads.c_str(), (long long)s.Tq, (long long)s.Tk, (long long)s.dk, (long long)s.dv,
+      c.scale == 0 ? "default" : show(c.scale).c_str(), causal_name(c.causal), extras.c_str(),
+      (empty_rows_word(c.empty_rows) + std::string(c.lse_empty == LseEmpty::zero ? ", their lse 0" : "")).c_str(), c.mix.c_str());
+  std::string text = line;
+  return text + masks_and_values(c.shape.varlen ? dense_twin(c) : c);  // varlen: its sequences' mask over the packed rows
 }
 
 template <class T>

@@ -2,8 +2,6 @@
 // one of its sequences alone.
 #pragma once
 
-#include <algorithm>
-
 #include "attncheck/property.hpp"
 
 namespace attncheck {
@@ -15,7 +13,6 @@ inline Case<float> draw_varlen(Checker& check) { return with_varlen(check, check
 // and {0, Tk_b}): its rows of q [H,Tq_b,dk], k [H_kv,Tk_b,dk] and v, the rest as c's. b holds at least
 // one query and one key (a shape's dims are at least 1).
 inline Case<float> sequence_alone(const Case<float>& c, int64_t b) {
-  const Shape& s = c.shape;
   const Sequence q = sequence(c.problem(), b);
   Case<float> one = c;
   Shape& t = one.shape;
@@ -25,11 +22,7 @@ inline Case<float> sequence_alone(const Case<float>& c, int64_t b) {
   one.q.resize(size_t(t.q_size()));
   one.k.resize(size_t(t.k_size()));
   one.v.resize(size_t(t.v_size()));
-  for (int64_t h = 0; h < s.H; ++h) {
-    std::copy_n(c.q.begin() + s.q_at(0, h, q.first_q), q.Tq * s.dk, one.q.begin() + t.q_at(0, h, 0));
-    std::copy_n(c.k.begin() + s.k_at(0, h, q.first_k), q.Tk * s.dk, one.k.begin() + t.k_at(0, h, 0));
-    std::copy_n(c.v.begin() + s.v_at(0, h, q.first_k), q.Tk * s.dv, one.v.begin() + t.v_at(0, h, 0));
-  }
+  copy_sequence(c, {0, q.first_q, q.first_k}, one, {0, 0, 0}, q.Tq, q.Tk);
   return one;
 }
 

@@ -47,9 +47,11 @@ How each feature of a problem reaches ggml:
               says default (llama.cpp's 1.0f/sqrtf(float(n_embd_head)) for most models).
   masks       llama.cpp's KQ mask, [Tk, Tq, 1, B] (float16 for flash attention, float32 otherwise,
               as llama.cpp allocates it; no padding in this version): 0 where a key is permitted,
-              -INFINITY where not, as llama.cpp fills it. The allow mask, key lengths, causal (either
-              alignment: llama.cpp's own is lower-right, the cache's positions) and the window are
-              all written into it; ggml has no other masking. Without any, the mask is all 0 (llama.cpp
+              -INFINITY where not, as llama.cpp fills it. The allow mask, key lengths, causal and the
+              window (p.mask()) are all written into it; ggml has no other masking. llama.cpp's own
+              causal rule is by the cells' positions: a decode step's query at position
+              kv_lens[b] - Tq + i sees the cells up to it, which is KV-end causal (kv_cache, claimed);
+              lower-right is the same at a full cache, upper-left is positions from 0. Without any, the mask is all 0 (llama.cpp
               always passes one).
   bias        --path softmax only. Translated: ggml_soft_max_ext adds its mask to the scaled,
               soft-capped scores ("soft_max(a*scale + mask*(ALiBi slope))", ggml.h; slope 1
@@ -227,7 +229,7 @@ def _type(tensor):
     return ctypes.c_int.from_address(tensor).value
 
 
-CLAIMS = {"f32", "f16", "allow", "kv_lens", "window", "causal", "gqa", "softcap"}  # and bias without flash attention
+CLAIMS = {"f32", "f16", "allow", "kv_lens", "window", "causal", "kv_cache", "gqa", "softcap"}  # and bias without flash attention
 
 
 def takes_sinks(path):
@@ -246,20 +248,7 @@ def takes_sinks(path):
 def kq_mask(p):
     """The KQ mask llama.cpp would fill for problem p, [B,1,Tq,Tk] (or [B,H,Tq,Tk] with a bias):
     0 (or the bias) where a key is permitted, -inf where not."""
-    i = np.arange(p.Tq)[:, None]
-    j = np.arange(p.Tk)[None, :]
-    diagonal = i + p.Tk - p.Tq
-    allowed = np.ones((p.B, 1, p.Tq, p.Tk), bool)
-    if p.allow is not None:
-        allowed &= p.allow[:, None]
-    if p.kv_lens is not None:
-        allowed &= j < p.kv_lens[:, None, None, None]
-    if p.causal != "none":
-        allowed &= j <= (i if p.causal == "upper-left" else diagonal)
-    if p.window is not None:
-        left, right = p.window
-        allowed &= (left < 0) | (j >= diagonal - left)
-        allowed &= (right < 0) | (j <= diagonal + right)
+    allowed = p.mask()[:, :1]  # the same for every head
     values = np.zeros(allowed.shape) if p.bias is None else np.asarray(p.bias, np.float64)
     return np.where(allowed, values, -np.inf)
 

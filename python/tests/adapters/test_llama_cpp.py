@@ -36,7 +36,8 @@ def test_claims_and_restrictions():
         a = adapter.Adapter(path)
         bias = {"bias"} if path == "softmax" else set()  # llama.cpp runs no flash attention with a bias (kq_b)
         sinks = {"sinks"}  # 0.3.36's ggml exports ggml_flash_attn_ext_add_sinks and ggml_soft_max_add_sinks
-        assert a.capabilities == {"f32", "f16", "allow", "kv_lens", "window", "causal", "gqa", "softcap"} | bias | sinks
+        assert a.capabilities == {"f32", "f16", "allow", "kv_lens", "window", "causal", "kv_cache", "gqa",
+                                  "softcap"} | bias | sinks
         assert a.restrictions == []
 
 
@@ -72,6 +73,7 @@ def test_causal_alignments_key_lengths_and_window(path):
     expect([[1, 1.5]] * 2, causal="lower-right")  # keys 0..2, 0..3
     expect([[0, 0.5]] * 2, causal="upper-left")  # keys 0, 0..1
     expect([[0, 0], [1, 1]], kv_lens=[1, 3])
+    expect([[0.5, 1], [0, 0.5]], kv_lens=[3, 2], causal="kv-end")  # the diagonal at each cache's end: j <= i + len - 2
     expect([[1.5, 2.5]] * 2, window=(1, 0))  # keys 1..2, 2..3
     expect([[2.5, 3]] * 2, window=(0, 1))  # keys 2..3, 3
 

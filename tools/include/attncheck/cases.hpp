@@ -228,6 +228,22 @@ Case<T> with_paging(Choose& check, const Case<T>& c, T poison) {
   return paged;
 }
 
+// Where a sequence's rows start in a case: its batch and its first query and key rows.
+struct RowsAt {
+  int64_t b, first_q, first_k;
+};
+// Copies Tq query rows and Tk key rows of every head from `from` at `at` to `to` at `into`, each
+// case's q [B,H,Tq,dk], k [B,H_kv,Tk,dk] and v [B,H_kv,Tk,dv] at its own shape (packed or not).
+template <class T>
+void copy_sequence(const Case<T>& from, RowsAt at, Case<T>& to, RowsAt into, int64_t Tq, int64_t Tk) {
+  const Shape &s = from.shape, &t = to.shape;
+  for (int64_t h = 0; h < s.H; ++h) {
+    std::copy_n(from.q.begin() + s.q_at(at.b, h, at.first_q), Tq * s.dk, to.q.begin() + t.q_at(into.b, h, into.first_q));
+    std::copy_n(from.k.begin() + s.k_at(at.b, h, at.first_k), Tk * s.dk, to.k.begin() + t.k_at(into.b, h, into.first_k));
+    std::copy_n(from.v.begin() + s.v_at(at.b, h, at.first_k), Tk * s.dv, to.v.begin() + t.v_at(into.b, h, into.first_k));
+  }
+}
+
 // The B sequences of c packed as a varlen call takes them (contract.hpp, ATTNCHECK_CAP_VARLEN): each
 // sequence's first Tq_b queries and Tk_b keys, each length 0, its whole, or any between (a sequence
 // empty of queries or keys among them; at least one query and one key in all), rows laid end to end
@@ -257,14 +273,10 @@ Case<T> with_varlen(Choose& check, const Case<T>& c) {
   packed.q.assign(size_t(t.q_size()), T(0));
   packed.k.assign(size_t(t.k_size()), T(0));
   packed.v.assign(size_t(t.v_size()), T(0));
-  for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t h = 0; h < s.H; ++h) {
-      const int64_t first_q = packed.cu_seqlens_q[size_t(b)], first_k = packed.cu_seqlens_k[size_t(b)];
-      const int64_t Tq = packed.cu_seqlens_q[size_t(b + 1)] - first_q, Tk = packed.cu_seqlens_k[size_t(b + 1)] - first_k;
-      std::copy_n(c.q.begin() + s.q_at(b, h, 0), Tq * s.dk, packed.q.begin() + t.q_at(0, h, first_q));
-      std::copy_n(c.k.begin() + s.k_at(b, h, 0), Tk * s.dk, packed.k.begin() + t.k_at(0, h, first_k));
-      std::copy_n(c.v.begin() + s.v_at(b, h, 0), Tk * s.dv, packed.v.begin() + t.v_at(0, h, first_k));
-    }
+  for (int64_t b = 0; b < s.B; ++b) {
+    const Sequence at = sequence(packed.problem(), b);
+    copy_sequence(c, {b, 0, 0}, packed, {0, at.first_q, at.first_k}, at.Tq, at.Tk);
+  }
   return packed;
 }
 
