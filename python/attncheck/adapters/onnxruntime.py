@@ -51,8 +51,10 @@ not taken.
               and 1.32 and the onnx 1.23 reference implementation compute it so; onnx 1.21's text
               said "upper left" for is_causal alone). So upper-left is is_causal = 1 without key
               lengths (or with every length Tq), lower-right with Tq == Tk likewise (or with every
-              length Tk). Translated: any other causal mask becomes part of the bool attn_mask (key
-              j allowed when j <= i, or j <= i + Tk - Tq). is_causal is combined with an attn_mask when the problem
+              length Tk), and KV-end causal (j <= i + kv_lens[b] - Tq, kv_cache) is is_causal = 1
+              with nonpad_kv_seqlen = kv_lens under --opset 24: the operator's own. Translated: any
+              other causal mask (KV-end under --opset 23 among them) becomes part of the bool
+              attn_mask (key j allowed when j <= i, j <= i + Tk - Tq or j <= i + kv_lens[b] - Tq). is_causal is combined with an attn_mask when the problem
               has both (ONNX Runtime and the onnx reference implementation overlay them; opset
               23's text says "only one of which can be provided", opset 24's that is_causal masks
               "regardless of the attn_mask input").
@@ -176,7 +178,7 @@ LOADS = {(1, 16): (19, 9), (1, 17): (20, 9), (1, 18): (21, 10), (1, 19): (21, 10
          (1, 31): (26, 13), (1, 32): (28, 14)}
 
 CAPABILITIES = {
-    "attention": {"f32", "f16", "allow", "causal", "kv_lens", "gqa", "softcap", "bias"},
+    "attention": {"f32", "f16", "allow", "causal", "kv_lens", "kv_cache", "gqa", "softcap", "bias"},
     "gqa": {"f32", "f16", "causal", "kv_lens", "kv_cache", "gqa", "window", "softcap", "bias", "sinks"},
     "mha": {"f32", "f16", "allow", "causal", "kv_lens", "bias"},
 }
@@ -296,7 +298,8 @@ def translate(p, opset=23):
     # nonpad_kv_seqlen[b] - Tq with them (opset 24's text since onnx 1.23: "bottom-right
     # (offset-aware)"). The problem's causal mask is is_causal where the diagonals coincide.
     offset = p.kv_lens - p.Tq if p.kv_lens is not None and lengths_as_input else np.zeros(1)
-    diagonal = {"upper-left": 0, "lower-right": p.Tk - p.Tq}.get(p.causal)
+    diagonal = {"upper-left": 0, "lower-right": p.Tk - p.Tq,
+                "kv-end": (p.Tk if p.kv_lens is None else p.kv_lens) - p.Tq}.get(p.causal)
     if diagonal is not None and np.all(offset == diagonal):
         attributes["is_causal"] = 1
     causal_as_mask = diagonal is not None and "is_causal" not in attributes

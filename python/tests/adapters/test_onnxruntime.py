@@ -128,7 +128,7 @@ def test_float16_runs_in_float16_and_sessions_are_cached():
 
 def test_claims_what_the_cpu_kernels_take():
     assert ort_attention.CAPABILITIES == {
-        "attention": {"f32", "f16", "allow", "causal", "kv_lens", "gqa", "softcap", "bias"},
+        "attention": {"f32", "f16", "allow", "causal", "kv_lens", "kv_cache", "gqa", "softcap", "bias"},
         "gqa": {"f32", "f16", "causal", "kv_lens", "kv_cache", "gqa", "window", "softcap", "bias", "sinks"},
         "mha": {"f32", "f16", "allow", "causal", "kv_lens", "bias"}}
 
@@ -204,6 +204,16 @@ def test_opset_24_is_causal_only_where_its_offset_aware_diagonal_is_the_problems
     feeds, attributes = ort_attention.translate(p, opset=24)
     assert dict(attributes) == {"is_causal": 1} and feeds["attn_mask"] is None
     assert ort_attention.forward(p, opset=24)[:, 0, :, 0].tolist() == [[3.0, 4.5], [3.0, 4.5]]
+    # KV-end causal (a decode step at each cache's end: j <= i + length - Tq) is is_causal itself under
+    # opset 24, and a bool mask under opset 23; either way the means of the values seen, by hand.
+    p = problem(q, k, v, causal="kv-end", kv_lens=[3, 2])
+    feeds, attributes = ort_attention.translate(p, opset=24)
+    assert dict(attributes) == {"is_causal": 1} and feeds["attn_mask"] is None
+    feeds, attributes = ort_attention.translate(p, opset=23)
+    assert "is_causal" not in dict(attributes)
+    assert feeds["attn_mask"][:, 0].tolist() == [[[True, True, False], [True, True, True]], [[True, False, False], [True, True, False]]]
+    for opset in (23, 24):
+        assert ort_attention.forward(p, opset=opset)[:, 0, :, 0].tolist() == [[4.5, 6.0], [3.0, 4.5]]
 
 
 # --op gqa: GroupQueryAttention
