@@ -29,7 +29,8 @@ def flex():
 
 def test_claims(flex):
     assert flex.capabilities == {"f32", "f64", "bf16", "f16", "allow", "kv_lens", "causal", "window", "softcap",
-                                 "bias", "gqa", "lse"}
+                                 "bias", "gqa", "lse", "paged_kv"}  # paged: torch's PagedAttention (test_paged.py)
+    assert flex.page_sizes == (1, 2, 16, 3, 5, 7)
     assert flex.restrictions == []
 
 
