@@ -42,6 +42,21 @@ const std::string& source(const std::string& name) {
   return found->second;
 }
 
+// The adapters an adapter's source imports from its package by name alone (`from . import NAME`,
+// openvino's `--op paged` importing openvino_paged), as a Python dict of NAME to its pasted source.
+std::string sibling_sources(const std::string& adapter_source) {
+  std::string dict = "{";
+  const std::string line = "from . import ";
+  for (size_t at = adapter_source.find(line); at != std::string::npos; at = adapter_source.find(line, at + 1)) {
+    const size_t start = at + line.size(), end = adapter_source.find('\n', start);
+    const std::string name = adapter_source.substr(start, end - start);
+    if (name.find_first_not_of("abcdefghijklmnopqrstuvwxyz_0123456789") == std::string::npos &&
+        python_sources().count("adapters/" + name + ".py"))
+      dict += (dict.size() > 1 ? ",\n    \"" : "\n    \"") + name + "\": r'''" + source("adapters/" + name + ".py") + "'''";
+  }
+  return dict + "}";
+}
+
 // A Python list of the words, each a string literal (a word that is not UTF-8 as sys.argv would hold it).
 std::string python_list(const std::vector<std::string>& items) {
   std::string text = "[";
@@ -71,6 +86,7 @@ std::string problem_lines(const Case<T>& c, bool with_lse) {
     << ", dv " << s.dv << "; " << format_name(c.format) << ", from its bit patterns\n"
     << "problem = types.SimpleNamespace(\n    dtype=\"" << feature(capability_of(c.format)).word << "\", B=" << s.B
     << ", H=" << s.H << ", H_kv=" << s.kv_heads() << ", Tq=" << s.Tq << ", Tk=" << s.Tk << ", dk=" << s.dk << ", dv=" << s.dv
+    << ", NB=" << s.NB << ", BS=" << s.BS << ", BPS=" << s.BPS << ", S=" << (s.varlen ? s.B + 1 : 0)  // paged, varlen: 0 when not
     << ",\n    " << python_scalars(c) << ", want_lse=" << (with_lse ? "True" : "False")
     << ", backward=False,\n    dropout_p=0.0, dropout_seed=0, want_keep=False)\n";
   for_each_input_text(
@@ -116,6 +132,11 @@ std::string run_lines(const std::string& adapter, bool with_lse) {
     << "    return pasted\n\n\n"
     << "def main():\n"
     << "    rule = module(\"_bound\", BOUND_SOURCE)\n"
+    << "    # p.mask(), attncheck.Problem's (_problem.py, which imports the wire format it does not use here)\n"
+    << "    sys.modules[\"attncheck_pasted._protocol\"] = types.ModuleType(\"attncheck_pasted._protocol\")\n"
+    << "    problem.mask = types.MethodType(module(\"_problem\", PROBLEM_SOURCE).Problem.mask, problem)\n"
+    << "    for name, text in SIBLING_SOURCES.items():  # the adapters it imports\n"
+    << "        module(name, text)\n"
     << "    served = module(\"adapters." << adapter << "\", ADAPTER_SOURCE).setup(ADAPTER_OPTIONS)\n"
     << "    result = served[\"forward\"](problem)\n"
     << "    out, lse = result if problem.want_lse else (result, None)\n"
@@ -153,7 +174,8 @@ std::string script(const StandaloneCall& call, const AdapterCall& adapter, const
     << "exact bit patterns; attncheck's adapter " << adapter.name << " (python/attncheck/" << file << ", pasted whole),\n"
     << "which translates the problem into the library's own inputs and calls the library, run with the\n"
     << "options it had; the oracle's exact output (hi + lo) and the bound of any correct implementation;\n"
-    << "and attncheck's rule for them (python/attncheck/_bound.py, pasted whole). Run: python3 THIS.py.\n"
+    << "and attncheck's rule for them (python/attncheck/_bound.py, pasted whole); the problem's mask()\n"
+    << "(python/attncheck/_problem.py, pasted whole) and the adapters this one imports. Run: python3 THIS.py.\n"
     << "It prints each element outside the bound and exits 1 (the library raising is a traceback, and\n"
     << "exits 1), or says every element is within it and exits 0.\n\"\"\"\n"
     << "# attncheck repro --standalone --replay " << comment(call.replay) << "\n"
@@ -165,7 +187,9 @@ std::string script(const StandaloneCall& call, const AdapterCall& adapter, const
     << (call.with_lse ? python_oracle_arrays("lse_", ref.lse, dims({s.B, s.H, s.Tq})) : "")
     << "\nADAPTER_OPTIONS = " << python_list(adapter.options) << "\n"
     << "ADAPTER_SOURCE = r'''" << source(file) << "'''\n"
+    << "SIBLING_SOURCES = " << sibling_sources(source(file)) << "\n"
     << "BOUND_SOURCE = r'''" << source("_bound.py") << "'''\n"
+    << "PROBLEM_SOURCE = r'''" << source("_problem.py") << "'''\n"
     << run_lines(adapter.name, call.with_lse);
   return t.str();
 }
