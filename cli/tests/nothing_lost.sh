@@ -29,10 +29,10 @@ run_campaign() {  # in the background, its pid in $checker
   "$attncheck" check --impl "$plugin" --keep-going yes --counterexample-dir found --seconds 300 --shrink-seconds 60 \
     --json run.json --junit run.xml --html run.html "$@" > run.txt 2> run.err &
   checker=$!
-  # Until it has done the work its first findings take (0.7 CPU-seconds), 14 times over, judged by
+  # Until it has done the work its first findings take (0.7 CPU-seconds), 7 times over, judged by
   # CPU time, not by the clock: under load, 10 s of waiting once ended before the workers had
   # loaded the plugin. It would run for 300 s.
-  for _ in $(seq 1200); do [ "$(tree_cpu_seconds)" -ge 10 ] && break; sleep 0.5; done
+  for _ in $(seq 1200); do [ "$(tree_cpu_seconds)" -ge 5 ] && break; sleep 0.5; done
 }
 tree_cpu_seconds() {  # the CPU seconds the checker and its live descendants have used
   ps -eo pid=,ppid=,times= | awk -v root="$checker" '{ up[$1] = $2; cpu[$1] = $3 }

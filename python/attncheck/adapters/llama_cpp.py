@@ -30,10 +30,13 @@ no masking, scaling, NaN handling or re-computation of the adapter's own.
 How each feature of a problem reaches ggml:
 
   q, k, v     q a float32 tensor [dk, H, Tq, B] (ggml's ne, fastest first: the projection's layout,
-              one stream per batch entry) permuted (0, 2, 1, 3); k and v as the KV cache holds them,
-              [dk, H_kv, Tk, B] permuted likewise; for --path softmax v is the transposed cache
-              (llama.cpp's v_trans when flash attention is off), [Tk, dv, H_kv, B] seen through
-              permute (0, 2, 1, 3) as get_v's view, permuted back by build_attn_mha. dv != dk is
+              one stream per batch entry) permuted (0, 2, 1, 3); k and v in a KV cache as llama.cpp
+              keeps it, [dk, H_kv, kv_size, B] (one stream per batch entry; kv_size the next multiple
+              of 256 above Tk, the cells past the problem's Tk keys stale: NaN), read through views
+              of the Tk used cells as llama_kv_cache::get_k and get_v make them (ggml_view_4d over
+              the cache's strides), permuted likewise; for --path softmax v is the transposed cache
+              (llama.cpp's v_trans when flash attention is off), [kv_size, dv, H_kv, B], whose view
+              is [Tk, H_kv, dv, B] with strides kv_size dv and kv_size, permuted back by build_attn_mha. dv != dk is
               claimed (ggml takes DK != DV, llama.cpp's MLA).
   cache type  --cache-type f16 (default, llama.cpp's -ctk/-ctv default): k and v are float16 tensors.
               An f16 problem fits exactly (q float32 holding f16 values); an f32 problem's k and v
@@ -129,6 +132,8 @@ def _bind():
         "ggml_init": (base, P, [InitParams]), "ggml_free": (base, None, [P]),
         "ggml_new_tensor_4d": (base, P, [P, i32, i64, i64, i64, i64]), "ggml_get_data": (base, P, [P]),
         "ggml_permute": (base, P, [P, P, i32, i32, i32, i32]), "ggml_cont": (base, P, [P, P]),
+        "ggml_view_4d": (base, P, [P, P, i64, i64, i64, i64, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_size_t,
+                                   ctypes.c_size_t]),
         "ggml_cast": (base, P, [P, P, i32]), "ggml_mul_mat": (base, P, [P, P, P]),
         "ggml_scale": (base, P, [P, P, f32]), "ggml_tanh": (base, P, [P, P]),
         "ggml_soft_max_ext": (base, P, [P, P, P, f32, f32]),
@@ -161,8 +166,8 @@ def attention(q, k, v, mask, scale, path="flash", cache="f16", softcap=0.0, max_
     [H], as a model's attn_sinks), as build_attn_mha computes it: out [B,H,Tq,dv] float32."""
     B, H, Tq, _ = q.shape
     dv = v.shape[3]
-    v_layout = v.transpose(0, 2, 1, 3) if path == "flash" else v.transpose(0, 1, 3, 2)  # as k; the transposed cache
-    inputs = [(q.transpose(0, 2, 1, 3), "f32"), (k.transpose(0, 2, 1, 3), cache), (v_layout, cache),
+    k_cache, v_cache = kv_cache(k, v, path)
+    inputs = [(q.transpose(0, 2, 1, 3), "f32"), (k_cache, cache), (v_cache, cache),
               (mask, "f16" if path == "flash" else "f32")]  # ne reversed: q (dk, H, Tq, B), the projection's
     if sinks is not None:
         inputs.append((np.asarray(sinks).reshape(1, 1, 1, H), "f32"))  # ne (H, 1, 1, 1)
@@ -175,13 +180,48 @@ def attention(q, k, v, mask, scale, path="flash", cache="f16", softcap=0.0, max_
         raise MemoryError(f"ggml_init could not allocate {size} bytes")
     try:
         qt, kt, vt, mt, *st = (_tensor(ctx, x, t) for x, t in inputs)
-        # q and k permuted (0, 2, 1, 3) by build_attn_mha; v too (flash), or seen so by get_v (softmax)
-        qt, kt, vt = (ggml.permute(ctx, t, 0, 2, 1, 3) for t in (qt, kt, vt))
+        kt = _used_cells(ctx, kt, inputs[1][0], k.shape[2], transposed=False)
+        vt = _used_cells(ctx, vt, inputs[2][0], k.shape[2], transposed=path == "softmax")
+        # q and k permuted (0, 2, 1, 3) by build_attn_mha; v too (flash); the transposed cache's view is get_v's
+        qt, kt = (ggml.permute(ctx, t, 0, 2, 1, 3) for t in (qt, kt))
+        vt = ggml.permute(ctx, vt, 0, 2, 1, 3) if path == "flash" else vt
         branch = _flash if path == "flash" else _softmax
         out = branch(ctx, qt, kt, vt, mt, scale, softcap, max_bias, st[0] if st else None)
         return _compute(ctx, out, (B, Tq, H, dv)).transpose(0, 2, 1, 3)  # ne (dv, H, Tq, B)
     finally:
         ggml.free(ctx)
+
+
+def kv_cache(k, v, path):
+    """The KV cache as llama.cpp keeps it, one stream per batch entry: k [B,kv_size,H_kv,dk] (ne (dk,
+    H_kv, kv_size, B): a cell's heads side by side), v likewise, or transposed without flash attention
+    ([B,H_kv,dv,kv_size], v_trans); the problem's Tk keys in cells 0 .. Tk-1 and the cells after them
+    stale (NaN), up to kv_size, the next multiple of 256 above Tk: llama.cpp reads a cache through
+    views of its used cells (get_k, get_v), so a stale cell must never reach an output."""
+    B, H_kv, Tk, _ = k.shape
+    cells = (Tk // 256 + 1) * 256
+
+    def cache(used, axis):  # used: the keys' rows in the cache's layout, Tk along `axis`
+        shape = list(used.shape)
+        shape[axis] = cells
+        full = np.full(shape, np.nan)
+        full[(slice(None),) * axis + (slice(0, Tk),)] = used
+        return full
+    k_cache = cache(k.transpose(0, 2, 1, 3), 1)
+    v_cache = cache(v.transpose(0, 2, 1, 3), 1) if path == "flash" else cache(v.transpose(0, 1, 3, 2), 3)
+    return k_cache, v_cache
+
+
+def _used_cells(ctx, tensor, array, Tk, transposed):
+    """The view of a cache tensor's first Tk cells, as llama_kv_cache::get_k and get_v make it
+    (src/llama-kv-cache.cpp): ne (d, H_kv, Tk, B) over the cache's own strides, or for the
+    transposed V cache ne (Tk, H_kv, dv, B) with nb1 = kv_size dv, nb2 = kv_size (cells fastest)."""
+    item = array.itemsize
+    if not transposed:
+        B, cells, H_kv, d = array.shape
+        return ggml.view_4d(ctx, tensor, d, H_kv, Tk, B, item * d, item * d * H_kv, item * d * H_kv * cells, 0)
+    B, H_kv, dv, cells = array.shape
+    return ggml.view_4d(ctx, tensor, Tk, H_kv, dv, B, item * cells * dv, item * cells, item * cells * dv * H_kv, 0)
 
 
 def _tensor(ctx, x, ggml_type):

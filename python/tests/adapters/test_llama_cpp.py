@@ -79,6 +79,18 @@ def test_causal_alignments_key_lengths_and_window(path):
 
 
 @pytest.mark.parametrize("path", PATHS)
+def test_keys_are_read_through_views_of_a_cache_whose_other_cells_are_stale(path):
+    # llama.cpp's get_k and get_v: views of a kv_size-cell cache's used cells; here the cells after
+    # them hold NaN, which an output may never see (the transposed V cache without flash attention).
+    k_cache, v_cache = adapter.kv_cache(np.ones((2, 1, 3, 2)), np.ones((2, 1, 3, 1)), path)
+    assert k_cache.shape == (2, 256, 1, 2) and (k_cache[:, :3] == 1).all() and np.isnan(k_cache[:, 3:]).all()
+    assert v_cache.shape == ((2, 256, 1, 1) if path == "flash" else (2, 1, 1, 256))
+    q, k = np.zeros((2, 1, 1, 2)), np.zeros((2, 1, 3, 2))
+    v = np.arange(6.0).reshape(2, 1, 3, 1)  # equal scores: each output the mean of its batch's 3 values
+    np.testing.assert_allclose(adapter.Adapter(path)(problem(q, k, v))[:, 0, 0, 0], [1, 4], atol=2e-3)
+
+
+@pytest.mark.parametrize("path", PATHS)
 def test_grouped_heads_read_kv_head_h_over_the_group(path):
     # H 4, H_kv 2: query heads 0 and 1 read KV head 0 (v 5), heads 2 and 3 KV head 1 (v 7).
     q, k = np.zeros((1, 4, 1, 1)), np.zeros((1, 2, 1, 1))
