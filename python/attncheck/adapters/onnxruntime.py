@@ -130,7 +130,8 @@ not taken.
               float16 for f16 (every sink attncheck draws is a float16 value). The CPU kernel adds
               exp(head_sink[h] - m) to the denominator of the scaled, soft-capped, biased scores,
               the sink itself unscaled, as attncheck's contract does. Not sent: smooth_softmax
-              (the same with a sink of 0 for every head; head_sink, when given, takes its place).
+              (the same as a sink of 0 for every head, which test_onnxruntime.py shows the
+              operator computing so; head_sink, when given, takes its place).
               A row with no finite score and a sink of -inf gives NaN in 1.32.0 where the same
               call without head_sink gives 0 (causal = 1; exp(-inf - -inf)), a finding
               (examples/onnxruntime/repro_gqa_sink_minus_inf_empty_row_nan.py).

@@ -426,6 +426,25 @@ def test_gqa_sinks_are_head_sink_one_per_query_head():
 
 
 @gqa_sinks
+def test_gqa_smooth_softmax_is_a_sink_of_zero_for_every_head():
+    # The adapter never sends smooth_softmax, saying it is head_sink of zeros (its docstring): the
+    # operator shows it so. Two heads, one query over two keys of score 0 with values 3 and 6:
+    # smooth_softmax adds exp(0 - 0) = 1 to each denominator, (3 + 6) / 3 = 3, as sinks (0, 0) do.
+    q = np.zeros((1, 2, 1, 1), np.float32)
+    k = np.zeros((1, 1, 2, 1), np.float32)
+    v = np.array([3, 6], np.float32).reshape(1, 1, 2, 1)
+    p = problem(q, k, v, causal="lower-right")
+    feeds, attributes, d = ort_attention.translate_gqa(p)
+    smooth = tuple(sorted({**dict(attributes), "smooth_softmax": 1}.items()))
+    out = ort_attention._run("GroupQueryAttention", "com.microsoft", ort_attention.loads()[0], p, feeds,
+                             ("output", "present_key", "present_value"), (1, 1, 2 * d), smooth)
+    assert out.reshape(2, d)[:, 0].tolist() == pytest.approx([3, 3], rel=1e-6)
+    assert ort_attention.forward_gqa(problem(q, k, v, causal="lower-right", sinks=[0, 0]))[0, :, 0, 0].tolist() == \
+        pytest.approx([3, 3], rel=1e-6)
+    assert ort_attention.forward_gqa(p)[0, :, 0, 0].tolist() == pytest.approx([4.5, 4.5], rel=1e-6)  # without either
+
+
+@gqa_sinks
 def test_gqa_sink_is_not_scaled_soft_capped_or_masked():
     # one query over keys 0, 1 with q.k = (0, 2), values (0, 1); scale 0.5 gives scores (0, 1); sink 1
     q = np.array([2], np.float32).reshape(1, 1, 1, 1)
